@@ -1,0 +1,69 @@
+"""Candidate: kernel source text + language + entry point. Identity is a hash of those three."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import CandidateError
+
+LANGUAGES = ("triton", "cuda", "torch")
+
+
+def infer_language(source: str) -> str:
+    """Guess the language from the source: Triton decorators, inline CUDA, else plain PyTorch."""
+    if re.search(r"@\s*triton\.(jit|autotune|heuristics)", source) or "import triton" in source:
+        return "triton"
+    if "load_inline" in source or "__global__" in source:
+        return "cuda"
+    return "torch"
+
+
+@dataclass
+class Candidate:
+    """A kernel submission. `entry` names the class (KernelBench's `ModelNew`) built like the reference."""
+
+    source: str
+    language: str | None = None
+    entry: str = "ModelNew"
+    name: str | None = None
+    #: Who wrote it: "human" or an LLM model id.
+    author: str = "human"
+    parent_id: str | None = None
+    prompt_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, str):
+            raise CandidateError(f"Candidate.source must be text, got {type(self.source).__name__}")
+        if self.language is None:
+            self.language = infer_language(self.source)
+        if self.language not in LANGUAGES:
+            raise CandidateError(f"unknown language {self.language!r}; choose one of {', '.join(LANGUAGES)}")
+        if self.name is None:
+            self.name = f"{self.language}-{self.id[:8]}"
+
+    @property
+    def id(self) -> str:
+        """Content hash of source + language + entry: the same kernel always has the same id."""
+        blob = f"{self.language}\0{self.entry}\0{self.source}".encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    @classmethod
+    def from_file(cls, path: str | Path, language: str | None = None, **kw: Any) -> Candidate:
+        path = Path(path)
+        try:
+            source = path.read_text()
+        except OSError as exc:
+            raise CandidateError(f"cannot read candidate file {path}: {exc.strerror}") from exc
+        kw.setdefault("name", path.stem)
+        return cls(source=source, language=language, **kw)
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"source": self.source, "language": self.language, "entry": self.entry, "name": self.name}
+
+    def __repr__(self) -> str:
+        return f"Candidate({self.name!r}, language={self.language!r}, id={self.id[:8]})"

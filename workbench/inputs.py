@@ -1,0 +1,43 @@
+"""Input distributions for correctness checks (CHEATS.md row 11: shape- and data-dependent shortcuts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.errors import UnknownNameError
+
+
+def redraw(inputs: list[Any], dist: str, seed: int) -> list[Any]:
+    """Replace every floating tensor by a same-shape, same-dtype draw from `dist` ("default" keeps them)."""
+    import torch
+
+    from workbench.task import DISTRIBUTIONS
+
+    if dist not in DISTRIBUTIONS:
+        raise UnknownNameError("distribution", dist, list(DISTRIBUTIONS))
+    if dist == "default":
+        return inputs
+    gen = torch.Generator().manual_seed(seed * 7919 + DISTRIBUTIONS.index(dist))
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            out.append(_draw(tuple(x.shape), dist, gen).to(dtype=x.dtype, device=x.device))
+        else:
+            out.append(x)
+    return out
+
+
+def _draw(shape: tuple[int, ...], dist: str, gen) -> Any:
+    import torch
+
+    if dist == "uniform":
+        return torch.rand(shape, generator=gen, dtype=torch.float64)
+    if dist == "normal":
+        return torch.randn(shape, generator=gen, dtype=torch.float64)
+    if dist == "heavy":
+        # Student-t with 3 degrees of freedom: occasional large values, clipped so fp16 cannot overflow.
+        z = torch.randn(shape, generator=gen, dtype=torch.float64)
+        chi2 = torch.randn((3, *shape), generator=gen, dtype=torch.float64).pow(2).sum(0)
+        return (z / torch.sqrt(chi2 / 3)).clamp(-50, 50)
+    # "negative": mostly negative values of varied magnitude, a few positives.
+    return -torch.rand(shape, generator=gen, dtype=torch.float64) * 4 + 0.5

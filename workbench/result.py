@@ -1,0 +1,113 @@
+"""Typed records that cross the worker boundary: Timing and Result."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Every status a Result can carry; "ok" is the only passing one.
+STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "rejected")
+
+
+@dataclass
+class Timing:
+    """Statistics of repeated runs in milliseconds. `clock` says what measured them.
+
+    clock: "cuda-events" (GPU), "wall" (compiled CPU code) or "interpreter" (Triton interpreter: never
+    compared with compiled code).
+    """
+
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    #: Interquartile range, a robust spread.
+    iqr_ms: float
+    #: 95% confidence interval of the median (order-statistic / binomial method).
+    ci95_low_ms: float
+    ci95_high_ms: float
+    n: int
+    clock: str
+    samples_ms: list[float] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Result:
+    """One evaluation: candidate x task x size x device. Failed candidates are results too."""
+
+    task: str
+    candidate_id: str
+    candidate_name: str
+    language: str
+    status: str
+    message: str = ""
+    flags: list[str] = field(default_factory=list)
+    #: Non-fatal observations (warn-level checks, interpreter caveats, weak-task notes).
+    warnings: list[str] = field(default_factory=list)
+    size: dict[str, Any] = field(default_factory=dict)
+    dtype: str | None = None
+    device: str = "cpu"
+    device_name: str = ""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    timing: Timing | None = None
+    reference_timing: Timing | None = None
+    compiled_reference_timing: Timing | None = None
+    speedup: float | None = None
+    speedup_vs_compile: float | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    achieved_flops_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+    sol_fraction: float | None = None
+    bound: str | None = None
+    source_hash: str = ""
+    task_hash: str = ""
+    source: str = field(default="", repr=False)
+    seed: int = 0
+    versions: dict[str, str] = field(default_factory=dict)
+    timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    #: Last lines the worker printed before a crash/timeout, and other diagnostics.
+    log: str = field(default="", repr=False)
+    #: Correctness details (per-round errors, error heatmap for 2-D outputs) for widgets.
+    details: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: Free provenance: parent id, prompt id, study run id, parameters.
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def time_ms(self) -> float | None:
+        return self.timing.median_ms if self.timing else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        data = dict(data)
+        for key in ("timing", "reference_timing", "compiled_reference_timing"):
+            if isinstance(data.get(key), dict):
+                data[key] = Timing(**data[key])
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def summary(self) -> str:
+        """One line for logs and the CLI."""
+        parts = [f"{self.task}/{self.candidate_name}: {self.status}"]
+        if self.flags:
+            parts.append(f"flags={','.join(self.flags)}")
+        if self.timing:
+            parts.append(f"{self.timing.median_ms:.4g} ms ({self.timing.clock})")
+        if self.speedup is not None:
+            parts.append(f"speedup {self.speedup:.2f}x")
+        return "  ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Result({self.summary()})"

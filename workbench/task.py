@@ -1,0 +1,289 @@
+"""Task: a PyTorch reference in KernelBench format plus what the workbench needs to judge candidates.
+
+A task's reference is *source text* in KernelBench format (`Model`, `get_inputs`, `get_init_inputs`,
+module-level size constants). Shipping text rather than objects lets the isolated worker rebuild the
+exact same task in a fresh process, and makes every KernelBench file a task without edits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import TaskError, UnknownNameError
+
+#: Input distributions the correctness protocol can draw from (CHEATS.md row 11).
+#: "default" keeps the task's own generator; the others replace every floating input tensor.
+DISTRIBUTIONS = ("default", "uniform", "normal", "heavy", "negative")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Elementwise bound |out - ref| <= atol + rtol * |ref|, with ref computed in float64."""
+
+    atol: float
+    rtol: float
+
+
+#: Per-dtype defaults. fp32 is tight enough that fp16 arithmetic (~5e-4 relative) fails (CHEATS.md row 12).
+DEFAULT_TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(1e-9, 1e-9),
+    "float32": Tolerance(1e-5, 1e-5),
+    "float16": Tolerance(1e-2, 1e-2),
+    "bfloat16": Tolerance(2e-2, 2e-2),
+}
+
+
+@dataclass
+class Task:
+    """A problem to solve: the reference, its sizes, dtypes, tolerances and (optionally) its work counts.
+
+    `sizes` holds named presets ("cpu", "gpu") of module-constant overrides; `sweep` holds, per device kind,
+    a list of size dicts used for size sweeps and for multi-size correctness checks. A size dict may carry a
+    `dtype` key (a dtype name) when the reference source defines a module-level `dtype` constant.
+    """
+
+    name: str
+    source: str
+    sizes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sweep: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    dtypes: tuple[str, ...] = ("float32",)
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
+    distributions: tuple[str, ...] = DISTRIBUTIONS
+    flops: Callable[[dict[str, Any]], float] | None = None
+    bytes: Callable[[dict[str, Any]], float] | None = None
+    solution: str | None = None
+    description: str = ""
+    path: str | None = None
+    #: Candidate language of `solution`.
+    solution_language: str = "triton"
+    #: Free-form notes shown with results (e.g. why a distribution is excluded).
+    notes: tuple[str, ...] = ()
+
+    # ---- sizes -------------------------------------------------------------------------------------
+    def size(self, preset: str | dict[str, Any] | None = None, device: str = "cpu") -> dict[str, Any]:
+        """Resolve a preset name (or an explicit dict) to a size dict; None picks the device's preset."""
+        if isinstance(preset, dict):
+            return dict(preset)
+        key = preset or ("gpu" if device.startswith("cuda") else "cpu")
+        if key in self.sizes:
+            return dict(self.sizes[key])
+        if not self.sizes:
+            return {}
+        raise UnknownNameError("size preset", key, list(self.sizes))
+
+    def check_sizes(self, device: str = "cpu", limit: int = 3) -> list[dict[str, Any]]:
+        """Sizes used by the correctness protocol: the device preset plus up to `limit-1` sweep points."""
+        main = self.size(None, device)
+        kind = "gpu" if device.startswith("cuda") else "cpu"
+        extra = [s for s in self.sweep.get(kind, []) if s != main]
+        return [main] + extra[: max(limit - 1, 0)]
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        return self.tolerances.get(dtype) or DEFAULT_TOLERANCES.get(dtype) or DEFAULT_TOLERANCES["float32"]
+
+    # ---- identity and transport --------------------------------------------------------------------
+    @property
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    def to_spec(self) -> dict[str, Any]:
+        """The JSON-able part a worker needs to rebuild the task (no callables)."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "sizes": self.sizes,
+            "sweep": self.sweep,
+            "dtypes": list(self.dtypes),
+            "tolerances": {k: dataclasses.asdict(v) for k, v in self.tolerances.items()},
+            "distributions": list(self.distributions),
+            "path": self.path,
+        }
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> Task:
+        return cls(
+            name=spec["name"],
+            source=spec["source"],
+            sizes=spec.get("sizes", {}),
+            sweep=spec.get("sweep", {}),
+            dtypes=tuple(spec.get("dtypes", ("float32",))),
+            tolerances={k: Tolerance(**v) for k, v in spec.get("tolerances", {}).items()},
+            distributions=tuple(spec.get("distributions", DISTRIBUTIONS)),
+            path=spec.get("path"),
+        )
+
+    @classmethod
+    def from_source(cls, source: str, name: str = "custom", sizes: dict[str, Any] | None = None, **kw: Any) -> Task:
+        """A task from KernelBench-format source text; `sizes` overrides its module constants everywhere."""
+        task = cls(name=name, source=source, **kw)
+        if sizes:
+            task.sizes = {key: {**task.sizes.get(key, {}), **sizes} for key in ("cpu", "gpu")}
+        validate_reference_source(source, name, sizes or {})
+        return task
+
+    def load(self) -> LoadedReference:
+        """Import the reference source as a module (used inside workers and by tests)."""
+        return LoadedReference(self)
+
+    def __repr__(self) -> str:
+        return f"Task({self.name!r}, sizes={list(self.sizes)}, dtypes={self.dtypes})"
+
+
+# ---- loading reference source as a module ---------------------------------------------------------
+
+_REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+
+
+def import_source(source: str, module_name: str, directory: str | None = None):
+    """Write source to a real .py file and import it (compiled Triton rejects exec'd code)."""
+    directory = directory or tempfile.mkdtemp(prefix="kwb_src_")
+    path = Path(directory) / f"{module_name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def validate_reference_source(source: str, name: str, sizes: dict[str, Any]) -> None:
+    """Cheap static validation so a bad file fails at load time with a clear message."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise TaskError(f"task {name!r}: reference source has a syntax error at line {exc.lineno}: {exc.msg}", name) from exc
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    missing = [r for r in _REQUIRED if r not in defined]
+    if missing:
+        raise TaskError(
+            f"task {name!r}: not KernelBench format, missing {', '.join(missing)}. A task file defines "
+            "`class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`.",
+            name,
+        )
+    constants = module_constants(tree)
+    unknown = [k for k in sizes if k != "dtype" and k not in constants]
+    if unknown:
+        raise TaskError(
+            f"task {name!r}: cannot override {', '.join(unknown)}; the file's module-level constants are "
+            f"{', '.join(sorted(constants)) or '(none)'}.",
+            name,
+        )
+
+
+def module_constants(tree) -> set[str]:
+    import ast
+
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    names.add(t.id)
+                elif isinstance(t, ast.Tuple):
+                    names.update(e.id for e in t.elts if isinstance(e, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+class LoadedReference:
+    """A task's reference imported as a module, with size overrides applied per call."""
+
+    _counter = 0
+
+    def __init__(self, task: Task, directory: str | None = None):
+        LoadedReference._counter += 1
+        self.task = task
+        self.module = import_source(task.source, f"kwb_ref_{task.source_hash}_{LoadedReference._counter}", directory)
+        self.defaults = {k: getattr(self.module, k) for k in module_constants(__import__("ast").parse(task.source))}
+
+    def apply_size(self, size: dict[str, Any]) -> None:
+        import torch
+
+        for key, default in self.defaults.items():
+            setattr(self.module, key, default)
+        for key, value in size.items():
+            if key == "dtype":
+                if not hasattr(self.module, "dtype"):
+                    raise TaskError(f"task {self.task.name!r} has no module-level `dtype` to override", self.task.name)
+                value = getattr(torch, value) if isinstance(value, str) else value
+            elif key not in self.defaults:
+                raise TaskError(
+                    f"task {self.task.name!r}: unknown size constant {key!r}; known: {', '.join(sorted(self.defaults))}",
+                    self.task.name,
+                )
+            setattr(self.module, key, value)
+
+    def init_inputs(self, size: dict[str, Any], seed: int = 0) -> list:
+        import torch
+
+        self.apply_size(size)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return list(self.module.get_init_inputs())
+
+    def make_inputs(self, size: dict[str, Any], seed: int, device: str = "cpu", dist: str = "default") -> list:
+        """Fresh inputs: the file's own generator under `seed`, then floating tensors redrawn from `dist`."""
+        import torch
+
+        from workbench.inputs import redraw
+
+        self.apply_size(size)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            inputs = list(self.module.get_inputs())
+        inputs = redraw(inputs, dist, seed)
+        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+# ---- registry of built-in tasks ----------------------------------------------------------------------
+
+_REGISTRY: dict[str, Task | Callable[[], Task]] = {}
+
+
+def register_task(task: Task | Callable[[], Task], name: str | None = None) -> None:
+    """Register a task (or a zero-argument factory, built on first use) under its name."""
+    key = name or (task.name if isinstance(task, Task) else None)
+    if not key:
+        raise TaskError("register_task needs a name for a task factory")
+    _REGISTRY[key] = task
+
+
+def _ensure_builtins() -> None:
+    from workbench import tasks as builtin  # noqa: F401  (registers on import)
+
+
+def tasks() -> list[str]:
+    """Names of all registered tasks, built-in ones included."""
+    _ensure_builtins()
+    return sorted(_REGISTRY)
+
+
+def get_task(name: str) -> Task:
+    _ensure_builtins()
+    if name not in _REGISTRY:
+        raise UnknownNameError("task", name, list(_REGISTRY))
+    entry = _REGISTRY[name]
+    if not isinstance(entry, Task):
+        entry = entry()
+        _REGISTRY[name] = entry
+    return entry
+
+
+def all_tasks() -> Iterable[Task]:
+    return [get_task(n) for n in tasks()]
