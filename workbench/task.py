@@ -86,6 +86,17 @@ class Task:
         extra = [s for s in self.sweep.get(kind, []) if s != main]
         return [main] + extra[: max(limit - 1, 0)]
 
+    def solution_candidate(self):
+        """The task's honest reference solution as a Candidate (`solution` may hold source text or a path)."""
+        from workbench.candidate import Candidate
+
+        if not self.solution:
+            raise TaskError(f"task {self.name!r} ships no reference solution", self.name)
+        text = self.solution
+        if "\n" not in text and Path(text).exists():
+            text = Path(text).read_text()
+        return Candidate(source=text, language=self.solution_language, name=f"{self.name}-solution")
+
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype) or DEFAULT_TOLERANCES.get(dtype) or DEFAULT_TOLERANCES["float32"]
 

@@ -1,0 +1,466 @@
+"""Run study notebooks headlessly: a parameter grid, one papermill execution per point, results in one store.
+
+A study is a notebook with a `parameters` cell (papermill's convention) that uses only the public API and
+records its results with `StudyContext.add(result)`. The runner:
+  * expands a grid (base parameters x `--grid grid.yaml` lists) into points with stable ids,
+  * skips points already completed in an earlier run with the same run id (resume after a kill),
+  * runs points concurrently, each in its own process with one GPU pinned (CUDA_VISIBLE_DEVICES),
+  * retries kernel-start failures (port races, slow starts), keeps every executed notebook,
+  * marks a point done only after its notebook finished, so a SIGKILL loses no completed point.
+Points can also fan out over a Dask cluster (`cluster="local"`, `"local:N"`, `"dask://host:port"`,
+`"slurm"`/`"pbs"` via dask-jobqueue).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import itertools
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import WorkbenchError, require
+
+#: Parameters every study notebook receives from the runner (its parameters cell defines the defaults).
+RUNNER_PARAMETERS = ("store_path", "run_id", "point_id", "device")
+
+#: Messages from a kernel that failed to start, not from the notebook's code: worth a retry.
+_RETRYABLE = ("ZMQError", "Address already in use", "Kernel died before replying", "kernel_info", "DeadKernelError",
+              "Kernel didn't respond", "TimeoutError: Kernel")
+
+
+class StudyError(WorkbenchError):
+    """A study could not be run; carries the failing point when there is one."""
+
+    def __init__(self, message: str, point: StudyPoint | None = None):
+        self.point = point
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class StudyPoint:
+    """One execution of a notebook: its parameters and a stable id derived from them."""
+
+    notebook: str
+    parameters: dict[str, Any]
+    #: Added by the runner (store_path, run_id); not part of the point's identity.
+    run_parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        blob = json.dumps({"nb": Path(self.notebook).name, "p": self.parameters}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def papermill_parameters(self) -> dict[str, Any]:
+        return {**self.parameters, **self.run_parameters, "point_id": self.id}
+
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.parameters.items()) or "(defaults)"
+
+
+@dataclass
+class PointOutcome:
+    point: StudyPoint
+    status: str  # "done" | "failed" | "skipped"
+    output: str | None = None
+    error: str = ""
+    seconds: float = 0.0
+    attempts: int = 0
+
+
+@dataclass
+class StudyRun:
+    run_id: str
+    notebook: str
+    store_path: str
+    out_dir: str
+    outcomes: list[PointOutcome] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[PointOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    def summary(self) -> str:
+        counts = {s: sum(o.status == s for o in self.outcomes) for s in ("done", "skipped", "failed")}
+        return f"run {self.run_id}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+# ---- grids --------------------------------------------------------------------------------------------
+
+def expand_grid(base: dict[str, Any] | None = None, grid: dict[str, Iterable[Any]] | None = None) -> list[dict[str, Any]]:
+    """Cartesian product of `grid` lists on top of `base` values; a scalar in `grid` counts as one value."""
+    base = dict(base or {})
+    grid = {k: (list(v) if isinstance(v, (list, tuple)) else [v]) for k, v in (grid or {}).items()}
+    if not grid:
+        return [base]
+    keys = list(grid)
+    return [{**base, **dict(zip(keys, combo))} for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def load_grid(path: str | Path) -> dict[str, list[Any]]:
+    """A grid file: YAML (or JSON) mapping parameter name -> list of values."""
+    text = Path(path).read_text()
+    if str(path).endswith(".json"):
+        data = json.loads(text)
+    else:
+        yaml = require("yaml", "lab", "reading a YAML grid", package="pyyaml")
+        data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise StudyError(f"grid file {path} must map parameter names to lists of values")
+    return data
+
+
+def parse_parameter(value: str) -> Any:
+    """`-p name value` values: JSON when they parse (numbers, lists, true/false), else the plain string."""
+    try:
+        return json.loads(value)
+    except (json.JSONDecodeError, ValueError):
+        return value
+
+
+# ---- completion journal (same SQLite file as the results) ------------------------------------------------
+
+class Journal:
+    """Which points of which run are done; lives beside the results so one file holds a whole study."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS study_points (run_id TEXT, point_id TEXT, notebook TEXT, parameters TEXT,"
+                " status TEXT, output TEXT, error TEXT, seconds REAL, finished TEXT, PRIMARY KEY (run_id, point_id))"
+            )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS study_runs (run_id TEXT PRIMARY KEY, notebook TEXT, base TEXT, grid TEXT,"
+                " device TEXT, started TEXT)"
+            )
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA busy_timeout=60000")
+        return db
+
+    def _write(self, sql: str, args: tuple) -> None:
+        for attempt in range(20):
+            try:
+                db = self._connect()
+                try:
+                    db.execute(sql, args)
+                finally:
+                    db.close()
+                return
+            except sqlite3.OperationalError as exc:  # pragma: no cover - only under heavy contention
+                if "locked" not in str(exc) or attempt == 19:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+
+    def start_run(self, run_id: str, notebook: str, base: dict, grid: dict, device: str | None) -> None:
+        self._write(
+            "INSERT OR IGNORE INTO study_runs VALUES (?,?,?,?,?,?)",
+            (run_id, notebook, json.dumps(base, default=str), json.dumps(grid, default=str), device or "",
+             _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")),
+        )
+
+    def done_points(self, run_id: str) -> set[str]:
+        db = self._connect()
+        try:
+            rows = db.execute("SELECT point_id FROM study_points WHERE run_id=? AND status='done'", (run_id,))
+            return {r[0] for r in rows}
+        finally:
+            db.close()
+
+    def record(self, run_id: str, outcome: PointOutcome) -> None:
+        self._write(
+            "INSERT OR REPLACE INTO study_points VALUES (?,?,?,?,?,?,?,?,?)",
+            (run_id, outcome.point.id, outcome.point.notebook, json.dumps(outcome.point.parameters, default=str),
+             outcome.status, outcome.output, outcome.error[-4000:], outcome.seconds,
+             _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")),
+        )
+
+    def points(self, run_id: str) -> list[dict[str, Any]]:
+        db = self._connect()
+        try:
+            cur = db.execute("SELECT * FROM study_points WHERE run_id=? ORDER BY finished", (run_id,))
+            cols = [c[0] for c in cur.description]
+            return [dict(zip(cols, row)) for row in cur]
+        finally:
+            db.close()
+
+    def runs(self) -> list[dict[str, Any]]:
+        db = self._connect()
+        try:
+            cur = db.execute("SELECT * FROM study_runs ORDER BY started")
+            cols = [c[0] for c in cur.description]
+            return [dict(zip(cols, row)) for row in cur]
+        finally:
+            db.close()
+
+
+# ---- running one point ----------------------------------------------------------------------------------
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # pragma: no cover
+        return 0
+
+
+def run_point(point: StudyPoint, out_path: str, *, slot: int | None = None, kernel_name: str = "python3",
+              retries: int = 2, timeout: float | None = None, cwd: str | None = None) -> PointOutcome:
+    """Execute one point in a fresh process (so each gets its own GPU pin and a clean kernel)."""
+    env = dict(os.environ)
+    if slot is not None and _gpu_count() > 0:
+        env["CUDA_VISIBLE_DEVICES"] = str(slot % _gpu_count())
+    request = {
+        "input": str(point.notebook), "output": out_path, "parameters": point.papermill_parameters(),
+        "kernel_name": kernel_name, "cwd": cwd or str(Path(point.notebook).resolve().parent),
+    }
+    started = time.perf_counter()
+    error = ""
+    for attempt in range(1, retries + 2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "workbench.study", "--execute-point", json.dumps(request)],
+            env=env, capture_output=True, text=True, timeout=timeout,
+        )
+        if proc.returncode == 0:
+            return PointOutcome(point, "done", out_path, "", time.perf_counter() - started, attempt)
+        error = (proc.stderr or proc.stdout)[-4000:]
+        if not any(marker in error for marker in _RETRYABLE):
+            break
+        time.sleep(1.0 * attempt)
+    return PointOutcome(point, "failed", out_path, _short_error(error), time.perf_counter() - started, attempt)
+
+
+def _short_error(text: str) -> str:
+    """The useful tail of a papermill failure: the notebook's exception, not the runner's stack."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    for i, line in enumerate(lines):
+        if "PapermillExecutionError" in line or "Exception encountered at" in line:
+            return "\n".join(lines[i:i + 12])
+    return "\n".join(lines[-12:])
+
+
+def _execute_point(request: dict[str, Any]) -> int:
+    """Child-process side of run_point: papermill with widget state off (saved notebooks stay small)."""
+    papermill = require("papermill", "lab", "running study notebooks")
+    Path(request["output"]).parent.mkdir(parents=True, exist_ok=True)
+    papermill.execute_notebook(
+        request["input"], request["output"], parameters=request["parameters"], kernel_name=request["kernel_name"],
+        progress_bar=False, cwd=request["cwd"], store_widget_state=False, start_timeout=120,
+    )
+    return 0
+
+
+# ---- running a whole study --------------------------------------------------------------------------------
+
+def new_run_id(notebook: str | Path) -> str:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{Path(notebook).stem}-{stamp}-{uuid.uuid4().hex[:4]}"
+
+
+def plan(notebook: str | Path, parameters: dict[str, Any] | None = None, grid: dict[str, Any] | None = None, *,
+         store_path: str, run_id: str, device: str | None = None) -> list[StudyPoint]:
+    """The points of a study with the runner's parameters filled in."""
+    run_parameters = {"store_path": str(Path(store_path).resolve()), "run_id": run_id}
+    points = []
+    for params in expand_grid(parameters, grid):
+        if device is not None:
+            params.setdefault("device", device)
+        points.append(StudyPoint(str(notebook), params, run_parameters))
+    return points
+
+
+def run_study(notebook: str | Path, parameters: dict[str, Any] | None = None, grid: dict[str, Any] | None = None, *,
+              store_path: str = "results.db", out_dir: str = "runs", run_id: str | None = None,
+              parallel: int = 1, device: str | None = None, cluster: str | None = None, retries: int = 2,
+              kernel_name: str = "python3", timeout: float | None = None, progress: bool = True,
+              on_point: Callable[[PointOutcome], None] | None = None) -> StudyRun:
+    """Run every grid point of `notebook`; rerunning with the same `run_id` skips completed points."""
+    notebook = str(Path(notebook).resolve())
+    if not Path(notebook).exists():
+        raise StudyError(f"study notebook {notebook} does not exist")
+    run_id = run_id or new_run_id(notebook)
+    journal = Journal(store_path)
+    journal.start_run(run_id, notebook, parameters or {}, grid or {}, device)
+    run_dir = Path(out_dir) / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run = StudyRun(run_id, notebook, str(store_path), str(run_dir))
+
+    points = plan(notebook, parameters, grid, store_path=store_path, run_id=run_id, device=device)
+    done = journal.done_points(run_id)
+    todo = []
+    for point in points:
+        if point.id in done:
+            run.outcomes.append(PointOutcome(point, "skipped"))
+        else:
+            todo.append(point)
+
+    def finish(outcome: PointOutcome) -> None:
+        journal.record(run_id, outcome)
+        run.outcomes.append(outcome)
+        if on_point:
+            on_point(outcome)
+
+    bar = _progress(len(points), initial=len(points) - len(todo), enabled=progress, desc=Path(notebook).stem)
+    outputs = {p.id: str(run_dir / f"{Path(notebook).stem}-{p.id}.ipynb") for p in todo}
+    try:
+        if cluster:
+            _run_on_dask(todo, outputs, cluster, parallel, kernel_name, retries, timeout, finish, bar)
+        else:
+            _run_local(todo, outputs, parallel, kernel_name, retries, timeout, finish, bar)
+    finally:
+        bar.close()
+    return run
+
+
+def _run_local(todo, outputs, parallel, kernel_name, retries, timeout, finish, bar) -> None:
+    slots = list(range(max(1, parallel)))
+    free = list(slots)
+    lock = threading.Lock()
+
+    def work(point: StudyPoint) -> PointOutcome:
+        with lock:
+            slot = free.pop(0)
+        try:
+            return run_point(point, outputs[point.id], slot=slot, kernel_name=kernel_name,
+                             retries=retries, timeout=timeout)
+        finally:
+            with lock:
+                free.append(slot)
+
+    with ThreadPoolExecutor(max_workers=len(slots)) as pool:
+        futures = [pool.submit(work, p) for p in todo]
+        for fut in as_completed(futures):
+            outcome = fut.result()
+            finish(outcome)
+            bar.set_postfix_str(f"last: {outcome.status}")
+            bar.update(1)
+
+
+def _dask_point(point: StudyPoint, output: str, kernel_name: str, retries: int, timeout: float | None) -> PointOutcome:
+    """Runs on a Dask worker: the worker's index (its name) picks the GPU."""
+    slot = None
+    try:
+        from distributed import get_worker
+
+        name = get_worker().name
+        slot = int(name) if str(name).isdigit() else None
+    except Exception:  # pragma: no cover - outside a worker
+        pass
+    return run_point(point, output, slot=slot, kernel_name=kernel_name, retries=retries, timeout=timeout)
+
+
+def make_client(cluster: str, parallel: int = 1):
+    """A Dask client for `cluster`: "local[:N]" (one worker per GPU, or N), "dask://host:port", "slurm", "pbs"."""
+    distributed = require("distributed", "dask", "running studies on a Dask cluster", package="dask[distributed]")
+    if cluster.startswith("dask://") or cluster.startswith("tcp://"):
+        return distributed.Client(cluster.replace("dask://", "tcp://", 1)), None
+    if cluster.startswith("local"):
+        n = int(cluster.split(":", 1)[1]) if ":" in cluster else (_gpu_count() or max(1, parallel))
+        local = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                         dashboard_address=None, host="127.0.0.1")
+        return distributed.Client(local), local
+    if cluster in ("slurm", "pbs", "sge", "lsf"):
+        jobqueue = require("dask_jobqueue", "dask", f"running studies on {cluster}", package="dask-jobqueue")
+        klass = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster"}[cluster]
+        remote = getattr(jobqueue, klass)()  # configured by ~/.config/dask/jobqueue.yaml
+        remote.scale(jobs=max(1, parallel))
+        return distributed.Client(remote), remote
+    raise StudyError(f"unknown cluster {cluster!r}: use local, local:N, dask://host:port, slurm or pbs")
+
+
+def _run_on_dask(todo, outputs, cluster, parallel, kernel_name, retries, timeout, finish, bar) -> None:
+    client, owned = make_client(cluster, parallel)
+    try:
+        distributed = require("distributed", "dask", "running studies on a Dask cluster")
+        futures = [client.submit(_dask_point, p, outputs[p.id], kernel_name, retries, timeout, pure=False)
+                   for p in todo]
+        for fut in distributed.as_completed(futures):
+            outcome = fut.result()
+            finish(outcome)
+            bar.set_postfix_str(f"last: {outcome.status}")
+            bar.update(1)
+    finally:
+        client.close()
+        if owned is not None:
+            owned.close()
+
+
+def _progress(total: int, initial: int, enabled: bool, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, disable=not enabled, desc=desc, unit="point", file=sys.stderr)
+
+
+# ---- inside a study notebook ---------------------------------------------------------------------------
+
+class StudyContext:
+    """What a study notebook uses to record results: the store plus this point's provenance.
+
+    Works the same under `kwb study run` (which passes store_path/run_id/point_id) and under plain papermill
+    or interactive use (run id and point id then default to a fresh interactive id).
+    """
+
+    def __init__(self, store_path: str = "results.db", run_id: str = "", point_id: str = "",
+                 parameters: dict[str, Any] | None = None):
+        from workbench.store import Store
+
+        self.store = Store(store_path)
+        self.run_id = run_id or f"interactive-{uuid.uuid4().hex[:8]}"
+        self.point_id = point_id or "interactive"
+        self.parameters = {k: v for k, v in (parameters or {}).items() if k not in RUNNER_PARAMETERS}
+        self.results: list[Any] = []
+        self._cleared = False
+
+    def add(self, result: Any) -> Any:
+        """Store one result with this point's run id, point id and parameters."""
+        if not self._cleared:
+            self._clear_partial()
+        result.metadata.update(run_id=self.run_id, point_id=self.point_id, parameters=self.parameters)
+        self.store.add(result, run_id=self.run_id, point_id=self.point_id, **{f"param_{k}": v for k, v in self.parameters.items()})
+        self.results.append(result)
+        return result
+
+    def _clear_partial(self) -> None:
+        # A point re-run after a kill starts clean: drop what its unfinished first attempt stored.
+        self._cleared = True
+        remove = getattr(self.store, "delete_point", None)
+        if remove and self.point_id != "interactive":
+            remove(self.run_id, self.point_id)
+
+    def frame(self):
+        return self.store.frame(run_id=self.run_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2 and argv[0] == "--execute-point":
+        return _execute_point(json.loads(argv[1]))
+    print("usage: kwb study run NOTEBOOK ... (this module is the runner's child entry point)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def add_study_commands(subparsers) -> None:
+    """Hook used by `kwb` to add the `study` subcommands."""
+    from workbench.study_cli import add_study_commands as add
+
+    add(subparsers)

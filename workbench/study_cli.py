@@ -1,0 +1,83 @@
+"""`kwb study run|report|status`: the command-line face of workbench.study."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
+    study = subparsers.add_parser("study", help="run study notebooks headlessly (papermill) and report on them")
+    sub = study.add_subparsers(dest="study_command", required=True)
+
+    run = sub.add_parser("run", help="run a study notebook over a parameter grid")
+    run.add_argument("notebook", help="study notebook with a `parameters` cell")
+    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="set a parameter (JSON values parse: 64, [1,2], true); repeatable")
+    run.add_argument("--grid", help="YAML/JSON file: parameter -> list of values (cartesian product)")
+    run.add_argument("--parallel", type=int, default=1, help="concurrent points (one GPU pinned per point)")
+    run.add_argument("--device", default=None, help="cpu or cuda (default: the notebook's own default)")
+    run.add_argument("--store", default="results.db", help="results store (SQLite) shared by all points")
+    run.add_argument("--out", default="runs", help="folder for executed notebooks (one subfolder per run)")
+    run.add_argument("--run-id", default=None, help="resume this run: completed points are skipped")
+    run.add_argument("--cluster", default=None, help="local, local:N, dask://host:port, slurm or pbs")
+    run.add_argument("--retries", type=int, default=2, help="retries of kernel-start failures per point")
+    run.add_argument("--kernel", default="python3", help="Jupyter kernel name")
+    run.add_argument("--report", action="store_true", help="write the HTML report when the run ends")
+    run.set_defaults(handler=_run)
+
+    report = sub.add_parser("report", help="render one self-contained HTML report of a run")
+    report.add_argument("run_id")
+    report.add_argument("--store", default="results.db")
+    report.add_argument("-o", "--output", default=None, help="HTML file (default: runs/RUN/report.html)")
+    report.set_defaults(handler=_report)
+
+    status = sub.add_parser("status", help="list runs and their points")
+    status.add_argument("--store", default="results.db")
+    status.add_argument("run_id", nargs="?")
+    status.set_defaults(handler=_status)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from workbench.study import load_grid, parse_parameter, run_study
+
+    params = {name: parse_parameter(value) for name, value in args.parameter}
+    grid = load_grid(args.grid) if args.grid else None
+    print(f"study {Path(args.notebook).name}: store {args.store}", file=sys.stderr)
+    run = run_study(args.notebook, params, grid, store_path=args.store, out_dir=args.out, run_id=args.run_id,
+                    parallel=args.parallel, device=args.device, cluster=args.cluster, retries=args.retries,
+                    kernel_name=args.kernel)
+    print(run.summary())
+    for outcome in run.failed:
+        print(f"FAILED {outcome.point.label()}: {outcome.output}\n{outcome.error}\n", file=sys.stderr)
+    print(f"executed notebooks: {run.out_dir}")
+    if args.report:
+        from widgets.report import write_report
+
+        path = write_report(args.store, run.run_id, Path(run.out_dir) / "report.html")
+        print(f"report: {path}")
+    print(f"run id: {run.run_id}  (resume with --run-id {run.run_id}; report with `kwb study report {run.run_id}`)")
+    return 1 if run.failed else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from widgets.report import write_report
+
+    out = args.output or str(Path("runs") / args.run_id / "report.html")
+    path = write_report(args.store, args.run_id, out)
+    print(f"report: {path}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from workbench.study import Journal
+
+    journal = Journal(args.store)
+    if not args.run_id:
+        for run in journal.runs():
+            print(f"{run['run_id']}  {Path(run['notebook']).name}  started {run['started']}")
+        return 0
+    for point in journal.points(args.run_id):
+        print(f"{point['point_id']}  {point['status']:7s}  {point['seconds'] or 0:7.1f}s  {point['parameters']}")
+    return 0
