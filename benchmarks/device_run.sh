@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One GPU session's measurements, in phases that each fit a 10-minute command:
+#   bash benchmarks/device_run.sh tests|engine|roofline|studies
+# Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-artifacts}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
+fi
+[ -d /tmp/site ] && export PYTHONPATH="$PYTHONPATH:/tmp/site" PATH="/tmp/site/bin:$PATH"
+phase=${1:-tests}
+case "$phase" in
+  tests)
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
+    timeout 540 python3 -m pytest tests/gpu -m gpu -v -rA -p no:cacheprovider -s 2>&1 | tee "$OUT/gpu_tests.log" | tail -80
+    ;;
+  engine)
+    timeout 560 python3 benchmarks/builtin_tasks.py --device cuda --json "$OUT/builtin_tasks.json" 2>&1 | tee "$OUT/builtin_tasks.log" | tail -40
+    ;;
+  roofline)
+    timeout 250 python3 benchmarks/roofline_ceilings.py 2>&1 | tee "$OUT/roofline_ceilings.log" | tail -30
+    timeout 300 python3 benchmarks/roofline_ncu.py 2>&1 | tee "$OUT/roofline_ncu.log" | tail -30
+    ;;
+  studies)
+    python3 -m ipykernel install --prefix /tmp/site --name python3 >/dev/null 2>&1 || true
+    export JUPYTER_PATH=/tmp/site/share/jupyter
+    timeout 250 python3 -m workbench.cli study run studies/block_size_sweep.ipynb --device cuda --store "$OUT/study.db" \
+      --out "$OUT/runs" --run-id gpu-sweep -p block_sizes '[256,512,1024,2048]' -p num_warps '[2,4,8,16]' --report 2>&1 | tail -15
+    timeout 250 python3 -m workbench.cli study run studies/variant_shootout.ipynb --device cuda --store "$OUT/study.db" \
+      --out "$OUT/runs" --run-id gpu-shootout --report 2>&1 | tail -15
+    cp "$OUT"/runs/gpu-sweep/report.html "$OUT/block_size_sweep_report.html" 2>/dev/null
+    cp "$OUT"/runs/gpu-shootout/report.html "$OUT/variant_shootout_report.html" 2>/dev/null
+    python3 - "$OUT/study.db" <<'PY'
+import sys, json, sqlite3
+db = sqlite3.connect(sys.argv[1])
+cols = [r[1] for r in db.execute("PRAGMA table_info(results)")]
+for row in db.execute("SELECT run_id, candidate_name, status, size, time_median_ms, ref_median_ms, speedup, sol_fraction FROM results ORDER BY run_id, time_median_ms"):
+    print(row)
+PY
+    ;;
+  dask)
+    timeout 500 python3 benchmarks/study_throughput.py --out "$OUT" 2>&1 | tail -20
+    ;;
+esac
