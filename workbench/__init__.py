@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from workbench.candidate import LANGUAGES, Candidate
+from workbench.evaluate import evaluate, evaluate_many  # bound eagerly: the submodule shares the name
 from workbench.errors import (
     CandidateError,
     MissingDependencyError,
@@ -27,16 +28,12 @@ __all__ = [
     "LANGUAGES", "STATUSES", "FLAGS", "Candidate", "Task", "Tolerance", "Result", "Timing", "Finding",
     "WorkbenchError", "UnknownNameError", "TaskError", "CandidateError", "WorkerError", "StoreError",
     "MissingDependencyError", "tasks", "get_task", "register_task", "load_kernelbench", "evaluate", "Store",
-    "lineage",
+    "lineage", "evaluate_many",
 ]
 
 
 def __getattr__(name: str):
     # Heavier pieces load on first use so `import workbench` stays fast and dependency-light.
-    if name == "evaluate":
-        from workbench.evaluate import evaluate
-
-        return evaluate
     if name == "load_kernelbench":
         from workbench.kernelbench import load_kernelbench
 

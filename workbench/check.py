@@ -130,7 +130,7 @@ def poison_memory(device: str, like: list[torch.Tensor]) -> None:
     for t in like:
         if isinstance(t, torch.Tensor) and t.numel():
             dtype = t.dtype if t.is_floating_point() else torch.float32
-            for _ in range(2):
+            for _ in range(4):
                 blocks.append(torch.full(t.shape, float("nan"), dtype=dtype, device=device))
     _sync(device)
     del blocks
@@ -219,8 +219,8 @@ def compare(out: Any, ref64: Any, ref_native: Any, tol_for: Callable[[str], Tole
                                       f"{float(o64[idx]):.6g}, expected {float(r64[idx]):.6g}"))
         elif bool(bad.any()):
             pass  # already reported as non-finite
-        # Degenerate output: constant where the reference varies (passes only because of a loose tolerance).
-        if o.numel() > 1 and not flags:
+        # Degenerate output: constant where the reference varies (may pass a loose tolerance; CHEATS.md row 2).
+        if o.numel() > 1:
             ref_spread = float((r64[ref_finite].max() - r64[ref_finite].min())) if bool(ref_finite.any()) else 0.0
             out_spread = float(o64.max() - o64.min())
             if out_spread == 0.0 and ref_spread > 0.0:
@@ -301,9 +301,9 @@ def run_correctness(ref: LoadedReference, candidate_cls: type, *, device: str, s
         # Candidate call #1 on clones; inputs compared bit-exactly afterwards.
         with torch.no_grad():
             shape_probe = [o for o in _as_list(ref_model(*_clone(inputs))) if isinstance(o, torch.Tensor)]
+        c_in = _clone(inputs)  # cloned before poisoning so the clones do not take the poisoned blocks
         poison_memory(device, shape_probe)
         del shape_probe
-        c_in = _clone(inputs)
         out1 = _call(cand_model, c_in, call_guard)
         _sync(device)
         if any(isinstance(a, torch.Tensor) and not _same_bits(a, b) for a, b in zip(c_in, inputs)):
@@ -329,11 +329,17 @@ def run_correctness(ref: LoadedReference, candidate_cls: type, *, device: str, s
         # Candidate call #2 on fresh clones, after the allocator was emptied: must agree with call #1.
         out1_cpu = [o.detach().cpu().clone() if isinstance(o, torch.Tensor) else o for o in _as_list(out1)]
         del out1
-        poison_memory(device, [o for o in out1_cpu if isinstance(o, torch.Tensor)])
         c_in2 = _clone(inputs)
+        poison_memory(device, [o for o in out1_cpu if isinstance(o, torch.Tensor)])
         out2 = _call(cand_model, c_in2, call_guard)
         _sync(device)
         second = compare(out2, ref64, ref_native, tolerance)
+        o2_cpu = [o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in _as_list(out2)]
+        if not first.ok and any(isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                                and a.dtype == b.dtype and not _same_bits(a, b) for a, b in zip(out1_cpu, o2_cpu)):
+            # Same inputs, different memory state, different wrong answer: it reads memory it never wrote.
+            report.add("stale-memory", f"round {r + 1}: two calls on the same inputs returned different wrong "
+                                       "values, so the output depends on leftover memory")
         if first.ok and not second.ok:
             prior = [o.detach().cpu() for o in prev_ref]
             names = {f for f, _ in second.flags}
@@ -344,8 +350,7 @@ def run_correctness(ref: LoadedReference, candidate_cls: type, *, device: str, s
             else:
                 report.add("nondeterministic", f"round {r + 1}: the second call disagrees: {second.flags[0][1]}")
         elif first.ok and second.ok:
-            o2 = [o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in _as_list(out2)]
-            for a, b in zip(out1_cpu, o2):
+            for a, b in zip(out1_cpu, o2_cpu):
                 if isinstance(a, torch.Tensor) and a.is_floating_point():
                     tol = tolerance(str(a.dtype).removeprefix("torch."))
                     if not torch.allclose(a.to(torch.float64), b.to(torch.float64), atol=tol.atol, rtol=tol.rtol, equal_nan=True):
@@ -381,8 +386,10 @@ def _stale_or_unwritten(report: CheckReport, out: Any, prev_ref: list[torch.Tens
         nan = torch.isnan(o)
         if prev_ref and _matches_any(o, [p.cpu() for p in prev_ref]):
             report.add("stale-memory", "the output is the reference's result from an earlier call (memory it never wrote)")
-        elif bool(nan.all()):
-            report.add("stale-memory", "no output element was written: it returns allocated memory as the result")
+        elif float(nan.float().mean()) >= 0.5:
+            # (A few elements may hold allocator bookkeeping instead of the poison.)
+            report.add("stale-memory", f"{int(nan.sum())} of {o.numel()} output elements were never written: it "
+                                       "returns allocated memory as the result")
         elif bool(nan.any()):
             report.add("unwritten-output", f"{int(nan.sum())} of {o.numel()} output elements still hold the NaN poison")
 

@@ -17,27 +17,33 @@ def redraw(inputs: list[Any], dist: str, seed: int) -> list[Any]:
         raise UnknownNameError("distribution", dist, list(DISTRIBUTIONS))
     if dist == "default":
         return inputs
-    gen = torch.Generator().manual_seed(seed * 7919 + DISTRIBUTIONS.index(dist))
+    gens: dict[str, Any] = {}
     out = []
     for x in inputs:
         if isinstance(x, torch.Tensor) and x.is_floating_point():
-            out.append(_draw(tuple(x.shape), dist, gen).to(dtype=x.dtype, device=x.device))
+            # Drawn on the tensor's own device: GPU-size inputs would take seconds to draw on the CPU.
+            key = str(x.device)
+            if key not in gens:
+                gens[key] = torch.Generator(device=x.device).manual_seed(seed * 7919 + DISTRIBUTIONS.index(dist))
+            out.append(_draw(tuple(x.shape), dist, gens[key], x.device).to(dtype=x.dtype))
         else:
             out.append(x)
     return out
 
 
-def _draw(shape: tuple[int, ...], dist: str, gen) -> Any:
+def _draw(shape: tuple[int, ...], dist: str, gen, device: Any = "cpu") -> Any:
     import torch
 
+    kw = {"generator": gen, "dtype": torch.float64 if str(device) == "cpu" else torch.float32, "device": device}
+
     if dist == "uniform":
-        return torch.rand(shape, generator=gen, dtype=torch.float64)
+        return torch.rand(shape, **kw)
     if dist == "normal":
-        return torch.randn(shape, generator=gen, dtype=torch.float64)
+        return torch.randn(shape, **kw)
     if dist == "heavy":
         # Student-t with 3 degrees of freedom: occasional large values, clipped so fp16 cannot overflow.
-        z = torch.randn(shape, generator=gen, dtype=torch.float64)
-        chi2 = torch.randn((3, *shape), generator=gen, dtype=torch.float64).pow(2).sum(0)
+        z = torch.randn(shape, **kw)
+        chi2 = torch.randn((3, *shape), **kw).pow(2).sum(0)
         return (z / torch.sqrt(chi2 / 3)).clamp(-50, 50)
     # "negative": mostly negative values of varied magnitude, a few positives.
-    return -torch.rand(shape, generator=gen, dtype=torch.float64) * 4 + 0.5
+    return -torch.rand(shape, **kw) * 4 + 0.5

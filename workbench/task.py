@@ -255,11 +255,14 @@ class LoadedReference:
         from workbench.inputs import redraw
 
         self.apply_size(size)
-        with torch.random.fork_rng(devices=[]):
+        on_gpu = str(device).startswith("cuda")
+        with torch.random.fork_rng(devices=[torch.device(device)] if on_gpu else []):
             torch.manual_seed(seed)
-            inputs = list(self.module.get_inputs())
-        inputs = redraw(inputs, dist, seed)
-        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+            # Generate on the target device: GPU-size inputs drawn on the CPU and copied take seconds.
+            with torch.device(device):
+                inputs = list(self.module.get_inputs())
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        return redraw(inputs, dist, seed)
 
 
 # ---- registry of built-in tasks ----------------------------------------------------------------------
@@ -276,7 +279,11 @@ def register_task(task: Task | Callable[[], Task], name: str | None = None) -> N
 
 
 def _ensure_builtins() -> None:
-    from workbench import tasks as builtin  # noqa: F401  (registers on import)
+    # `from workbench import tasks` would return the function `workbench.tasks`, not the package.
+    if "workbench.tasks" not in sys.modules:
+        importlib.import_module("workbench.tasks")  # registers on import
+        # Importing the subpackage binds `workbench.tasks` to it; the public API name is this function.
+        sys.modules["workbench"].tasks = tasks
 
 
 def tasks() -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 from typing import Any
@@ -77,11 +78,22 @@ def _oom(exc: BaseException) -> bool:
         "cannot allocate memory" in text
 
 
+def _candidate_location(tb_lines: list[str], module_file: str | None) -> str:
+    """' at candidate line N in fn: <code>' for the innermost traceback frame inside the candidate's file."""
+    if not module_file:
+        return ""
+    for i in range(len(tb_lines) - 1, -1, -1):
+        m = re.search(r'File "([^"]+)", line (\d+), in (\S+)', tb_lines[i])
+        if m and m.group(1) == module_file:
+            code = tb_lines[i + 1].strip() if i + 1 < len(tb_lines) else ""
+            return f" at candidate line {m.group(2)} in {m.group(3)}" + (f": {code}" if code else "")
+    return ""
+
+
 def _failure_reply(exc: BaseException, stage: str, tb_text: str, module_file: str | None) -> dict[str, Any]:
     """A candidate's exception as a reply: the status, and the traceback lines inside the candidate file."""
     lines = tb_text.strip().splitlines()
-    own = [ln for ln in lines if module_file and module_file in ln]
-    where = f" at {own[-1].strip()}" if own else ""
+    where = _candidate_location(lines, module_file)
     kind = f"{type(exc).__name__}: {exc}".strip()
     if _oom(exc):
         msg = (f"out of memory during {stage}{where}: {kind[:400]}. Allocate less: check the output and temporary "
@@ -112,6 +124,11 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
     warnings: list[str] = []
     notes: list[str] = []
     base = {"versions": _versions(), "device_name": _device_name(device)}
+
+    if cand["language"] == "cuda" and not device.startswith("cuda"):
+        return {**base, "status": "compile_error", "message": (
+            "this candidate is CUDA C++ (torch.utils.cpp_extension.load_inline): it needs a CUDA device. "
+            "Evaluate it with device='cuda' on a machine with a GPU and nvcc.")}
 
     # 1. Static checks: a rejecting finding stops everything before the candidate runs.
     findings = static_checks.scan(cand["source"], cand["language"], cand.get("entry", "ModelNew"))

@@ -1,0 +1,74 @@
+"""Small tasks defined from KernelBench-format source, shared by the engine's tests (fast on the interpreter)."""
+
+from __future__ import annotations
+
+import workbench as wb
+
+SOFTMAX = '''
+import torch
+import torch.nn as nn
+
+batch_size = 8
+dim = 64
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+TWO_OUTPUTS = '''
+import torch
+import torch.nn as nn
+
+n = 64
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.sum(), x * 2
+
+
+def get_inputs():
+    return [torch.randn(n)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+CONSTANT = '''
+import torch
+import torch.nn as nn
+
+n = 32
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return torch.zeros_like(x) + y.sum() * 0
+
+
+def get_inputs():
+    return [torch.randn(n), torch.randn(n)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def softmax_task() -> wb.Task:
+    return wb.Task.from_source(SOFTMAX, name="tiny_softmax",
+                               sweep={"cpu": [{"batch_size": 5, "dim": 37}, {"batch_size": 3, "dim": 100}]})

@@ -1,0 +1,10 @@
+# Raises inside forward.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        scale = x.shape[1] / 0
+        return x * scale

@@ -1,0 +1,9 @@
+# Asks for ~40 TB.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.empty(10**13, device=x.device)

@@ -1,0 +1,9 @@
+# Defines a kernel but no ModelNew class.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+class Softmax(nn.Module):
+    def forward(self, x):
+        return x

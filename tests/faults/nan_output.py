@@ -1,0 +1,11 @@
+# Right everywhere except one NaN.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.softmax(x, dim=-1)
+        y[0, 0] = float("nan")
+        return y

@@ -1,0 +1,9 @@
+# Drops the last column.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)[:, :-1]

@@ -1,0 +1,35 @@
+# ruff: noqa: UP008  (super(Model, self) is KernelBench's own style, kept on purpose)
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """
+    Layer normalization over the trailing three dimensions.
+    """
+
+    def __init__(self, normalized_shape: tuple):
+        """
+        Args:
+            normalized_shape (tuple): the trailing shape to normalize over.
+        """
+        super(Model, self).__init__()
+        self.ln = nn.LayerNorm(normalized_shape=normalized_shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ln(x)
+
+
+batch_size = 16
+features = 64
+dim1 = 256
+dim2 = 256
+
+
+def get_inputs():
+    x = torch.randn(batch_size, features, dim1, dim2)
+    return [x]
+
+
+def get_init_inputs():
+    return [(features, dim1, dim2)]

@@ -1,0 +1,86 @@
+"""evaluate(): statuses, timing labels, sizes and the Result record, end to end through a real worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import workbench as wb
+from engine_tasks import softmax_task
+
+FAULTS = Path(__file__).parent / "faults"
+TASK = softmax_task()
+HONEST = (FAULTS / "honest_softmax.py").read_text()
+
+
+def test_honest_triton_kernel_is_ok_with_interpreter_timing_and_no_speedup():
+    result = wb.evaluate(TASK, wb.Candidate(source=HONEST, language="triton", name="honest"), device="cpu")
+    assert result.status == "ok", result.message
+    assert result.flags == []
+    assert result.timing.clock == "interpreter" and result.timing.n >= 3
+    assert result.timing.min_ms <= result.timing.median_ms <= result.timing.max_ms
+    assert result.timing.ci95_low_ms <= result.timing.median_ms <= result.timing.ci95_high_ms
+    assert result.reference_timing is not None and result.speedup is None
+    assert "interpreter" in result.message
+    assert result.max_abs_err is not None and result.max_abs_err < 1e-5
+    # Correctness ran >= 5 rounds over several sizes and distributions.
+    rounds = result.details["rounds"]
+    assert len(rounds) >= 5
+    assert len({str(r["size"]) for r in rounds}) >= 2 and len({r["dist"] for r in rounds}) >= 4
+    assert result.versions["torch"] and result.device == "cpu" and result.source_hash == result.candidate_id
+
+
+def test_result_round_trips_through_a_dict():
+    result = wb.evaluate(TASK, wb.Candidate(source=HONEST), device="cpu", time_it=False)
+    again = wb.Result.from_dict(result.to_dict())
+    assert again.to_dict() == result.to_dict()
+
+
+def test_torch_candidate_on_cpu_gets_a_wall_clock_free_comparison():
+    src = "import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
+          "        e = torch.exp(x - x.amax(-1, keepdim=True))\n        return e / e.sum(-1, keepdim=True)\n"
+    result = wb.evaluate(TASK, wb.Candidate(source=src, language="torch"), device="cpu")
+    assert result.status == "ok", result.message
+    assert result.timing.clock == "interpreter"  # the CPU worker runs in interpreter mode for every language
+
+
+def test_fp16_arithmetic_fails_an_fp32_task():
+    src = "import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
+          "        return torch.softmax(x.half(), -1).float()\n"
+    result = wb.evaluate(TASK, wb.Candidate(source=src, language="torch"), device="cpu", time_it=False)
+    assert result.status == "incorrect" and "mismatch" in result.flags
+    assert result.max_rel_err > 1e-4
+
+
+def test_stale_memory_and_zeros_are_rejected_with_named_flags():
+    stale = "import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
+            "        return torch.empty_like(x)\n"
+    res = wb.evaluate(TASK, wb.Candidate(source=stale, language="torch"), device="cpu", time_it=False)
+    assert res.status != "ok" and "stale-memory" in res.flags, res.flags
+    zeros = stale.replace("empty_like", "zeros_like")
+    res = wb.evaluate(TASK, wb.Candidate(source=zeros, language="torch"), device="cpu", time_it=False)
+    assert res.status == "rejected" and "degenerate-output" in res.flags
+
+
+def test_bf16_sizes_run_in_fp32_on_the_interpreter_with_a_visible_warning():
+    task = wb.get_task("vector_add")
+    size = {**task.size("cpu"), "dtype": "bfloat16"}
+    res = wb.evaluate(task, task.solution_candidate(), device="cpu", size=size, time_it=False)
+    assert res.status == "ok", res.message
+    assert "interpreter-bf16" in res.warnings
+    assert any("bf16" in n for n in res.details["notes"])
+
+
+def test_explicit_dtype_is_checked_in_that_dtype():
+    task = wb.get_task("softmax")
+    size = {**task.size("cpu"), "dtype": "float16"}
+    res = wb.evaluate(task, task.solution_candidate(), device="cpu", size=size, time_it=False)
+    assert res.status == "ok", res.message
+    assert all(r["size"].get("dtype") == "float16" for r in res.details["rounds"])
+
+
+def test_task_name_and_source_string_are_accepted_and_store_gets_the_row(tmp_path):
+    store = wb.Store(str(tmp_path / "r.db"))
+    res = wb.evaluate("vector_add", wb.get_task("vector_add").solution, device="cpu", store=store, time_it=False)
+    assert res.status == "ok"
+    frame = store.frame()
+    assert len(frame) == 1 and frame.iloc[0]["status"] == "ok"

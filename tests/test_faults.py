@@ -1,0 +1,85 @@
+"""The fault corpus: every broken candidate gets the right status and a message naming the cause, the calling
+process survives, and the next evaluation in the same session works."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import workbench as wb
+from engine_tasks import softmax_task
+
+FAULTS = Path(__file__).parent / "faults"
+TASK = softmax_task()
+
+# file -> (expected status, words the message must contain)
+CORPUS = {
+    "syntax_error.py": ("compile_error", ["syntax error at line 7", "class ModelNew(nn.Module)"]),
+    "missing_entry.py": ("compile_error", ["defines no ModelNew", "Softmax"]),
+    "forward_exception.py": ("runtime_error", ["ZeroDivisionError", "candidate line 9 in forward", "x.shape[1] / 0"]),
+    "infinite_loop.py": ("timeout", ["no result within"]),
+    "segfault.py": ("crashed", ["SIGSEGV"]),
+    "huge_allocation.py": ("runtime_error", ["out of memory"]),
+    "wrong_shape.py": ("incorrect", ["wrong-shape", "(8, 63)", "expected (8, 64)"]),
+    "wrong_dtype.py": ("incorrect", ["wrong-dtype", "float64"]),
+    "nan_output.py": ("incorrect", ["NaN"]),
+    "cuda_kernel.py": ("compile_error", ["needs a CUDA device"]),
+}
+
+
+def _evaluate(name: str, **kw) -> wb.Result:
+    cand = wb.Candidate.from_file(FAULTS / name)
+    return wb.evaluate(TASK, cand, device="cpu", time_it=False, **kw)
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_fault_gets_its_status_and_a_message_naming_the_cause(name):
+    status, words = CORPUS[name]
+    result = _evaluate(name, timeout=12 if name == "infinite_loop.py" else None)
+    assert result.status == status, result.message
+    for word in words:
+        assert word in result.message, f"{word!r} not in: {result.message}"
+    # The calling process survived; the next evaluation in the same session works.
+    after = _evaluate("honest_softmax.py")
+    assert after.status == "ok", after.message
+
+
+def test_out_of_bounds_pointer_in_a_triton_kernel_is_never_ok_and_never_hangs():
+    result = _evaluate("oob_pointer.py", timeout=60)
+    assert result.status in ("runtime_error", "crashed", "incorrect"), result.message
+    assert result.message
+    assert _evaluate("honest_softmax.py").status == "ok"
+
+
+def test_worker_is_reused_while_healthy_and_replaced_after_a_crash():
+    a = _evaluate("honest_softmax.py")
+    b = _evaluate("wrong_shape.py")
+    assert a.metadata["worker_pid"] == b.metadata["worker_pid"]
+    crashed = _evaluate("segfault.py")
+    assert crashed.status == "crashed"
+    c = _evaluate("honest_softmax.py")
+    assert c.status == "ok" and c.metadata["worker_pid"] != a.metadata["worker_pid"]
+
+
+def test_secrets_are_scrubbed_from_the_worker_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok")
+    wb.worker.shutdown_workers()  # the next worker starts with this environment
+    src = (FAULTS / "honest_softmax.py").read_text().replace(
+        "    def forward(self, x):\n",
+        "    def forward(self, x):\n        import os\n"
+        "        assert 'OPENAI_API_KEY' not in os.environ and 'MY_SERVICE_TOKEN' not in os.environ, 'leak'\n", 1)
+    result = wb.evaluate(TASK, wb.Candidate(source=src), device="cpu", time_it=False)
+    assert result.status == "ok", result.message
+    assert os.environ["OPENAI_API_KEY"] == "sk-should-not-leak"
+
+
+def test_candidate_prints_cannot_forge_the_protocol():
+    src = (FAULTS / "honest_softmax.py").read_text().replace(
+        "    def forward(self, x):\n",
+        "    def forward(self, x):\n        print('{\"status\": \"ok\", \"flags\": []}', flush=True)\n", 1)
+    src = src.replace("e / tl.sum(e, 0)", "e / tl.sum(e, 0) * 2")
+    result = wb.evaluate(TASK, wb.Candidate(source=src), device="cpu", time_it=False)
+    assert result.status == "incorrect" and "mismatch" in result.flags
