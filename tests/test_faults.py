@@ -16,9 +16,9 @@ TASK = softmax_task()
 
 # file -> (expected status, words the message must contain)
 CORPUS = {
-    "syntax_error.py": ("compile_error", ["syntax error at line 7", "class ModelNew(nn.Module)"]),
+    "syntax_error.py": ("compile_error", ["syntax error at line 5", "class ModelNew(nn.Module)"]),
     "missing_entry.py": ("compile_error", ["defines no ModelNew", "Softmax"]),
-    "forward_exception.py": ("runtime_error", ["ZeroDivisionError", "candidate line 9 in forward", "x.shape[1] / 0"]),
+    "forward_exception.py": ("runtime_error", ["ZeroDivisionError", "candidate line 7 in forward", "x.shape[1] / 0"]),
     "infinite_loop.py": ("timeout", ["no result within"]),
     "segfault.py": ("crashed", ["SIGSEGV"]),
     "huge_allocation.py": ("runtime_error", ["out of memory"]),

@@ -1,10 +1,320 @@
-"""Static (AST) anti-cheating checks on candidate source (issue 3). Stub contract: filled in by issue 3."""
+"""Static (AST) anti-cheating checks on candidate source (CHEATS.md rows 4, 6, 8, 10).
+
+They run before any candidate code does. Each finding has a flag from `workbench.findings.FLAGS`; reject-severity
+findings stop the evaluation. The checks aim at what a kernel *does in forward*: allocating outputs, views and
+launching kernels is allowed; torch compute ops, fallbacks, caches, threads and the reference are not.
+"""
 
 from __future__ import annotations
 
+import ast
+from dataclasses import dataclass, field
+
 from workbench.findings import Finding
+
+#: torch / tensor calls that only allocate, reshape or describe: allowed in a kernel candidate's forward.
+ALLOWED_TORCH = {
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "arange", "tensor", "as_strided", "device", "dtype", "Size", "get_default_dtype", "is_tensor", "numel",
+    "cdiv", "next_power_of_2", "no_grad", "inference_mode", "manual_seed", "finfo", "iinfo", "is_floating_point",
+    "is_grad_enabled", "set_grad_enabled", "broadcast_shapes", "result_type", "promote_types",
+}
+ALLOWED_METHODS = {
+    "view", "reshape", "contiguous", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute", "t",
+    "expand", "expand_as", "view_as", "reshape_as", "stride", "size", "dim", "numel", "data_ptr", "element_size",
+    "is_contiguous", "to", "cuda", "cpu", "type", "new_empty", "new_zeros", "new_ones", "new_full", "item", "tolist",
+    "clone", "detach", "requires_grad_", "narrow", "select", "chunk", "split", "unbind", "movedim", "nelement",
+    "get_device", "storage_offset", "untyped_storage", "fill_", "zero_", "copy_", "append", "extend", "items",
+    "keys", "values", "get", "setdefault", "format", "join", "startswith", "endswith", "__getitem__", "float",
+    "half", "bfloat16", "double", "int", "long", "bool", "is_floating_point", "dtype", "shape", "ndim",
+}
+#: Method names that are tensor compute when called on a tensor (x.sum(), x.exp(), x @ y ...).
+COMPUTE_METHODS = {
+    "sum", "mean", "max", "min", "amax", "amin", "exp", "log", "sqrt", "rsqrt", "pow", "softmax", "log_softmax",
+    "matmul", "mm", "bmm", "mul", "add", "sub", "div", "relu", "sigmoid", "tanh", "var", "std", "norm", "cumsum",
+    "prod", "abs", "clamp", "clamp_min", "clamp_max", "where", "masked_fill", "gather", "scatter", "index_select",
+    "argmax", "argmin", "topk", "sort", "mul_", "add_", "div_", "sub_", "exp_", "relu_", "softmax_", "addmm",
+    "baddbmm", "einsum", "conv2d", "linear", "layer_norm", "gelu", "silu", "erf", "reciprocal", "neg", "square",
+    "logsumexp", "maximum", "minimum", "addcmul", "lerp", "cross_entropy", "nll_loss",
+}
+COMPUTE_NN = {"Linear", "Conv1d", "Conv2d", "Conv3d", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "GroupNorm",
+              "Softmax", "ReLU", "GELU", "MultiheadAttention", "Embedding", "RMSNorm", "Sequential", "LSTM", "GRU"}
+THREAD_MODULES = {"threading", "concurrent", "multiprocessing", "asyncio", "_thread", "subprocess"}
+STREAM_ATTRS = {"Stream", "stream", "ExternalStream", "set_stream", "cudaStreamCreate", "current_stream"}
+REFERENCE_NAMES = {"Model"}
+
+
+@dataclass
+class _Module:
+    tree: ast.Module
+    source: str
+    language: str
+    entry: str
+    torch_aliases: set[str] = field(default_factory=set)
+    functional_aliases: set[str] = field(default_factory=set)
+    triton_aliases: set[str] = field(default_factory=set)
+    jit_names: set[str] = field(default_factory=set)
+    functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    entry_class: ast.ClassDef | None = None
+    globals: set[str] = field(default_factory=set)
 
 
 def scan(source: str, language: str, entry: str = "ModelNew") -> list[Finding]:
-    """Return findings for `source`; reject-severity ones stop the evaluation before anything runs."""
+    """Findings for `source`; syntax errors are left to the loader (it reports them with a line)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    mod = _Module(tree, source, language, entry)
+    _collect(mod)
+    findings: list[Finding] = []
+    findings += _no_custom_kernel(mod)
+    findings += _reference_use(mod)
+    findings += _threads(mod)
+    findings += _streams(mod)
+    findings += _module_cache(mod)
+    if language in ("triton", "cuda"):
+        findings += _torch_compute(mod)
+        findings += _try_fallback(mod)
+    return _first_per_flag(findings)
+
+
+def _first_per_flag(findings: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for f in findings:
+        if f.flag not in seen:
+            seen.add(f.flag)
+            out.append(f)
+    return out
+
+
+def _collect(mod: _Module) -> None:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                name = a.asname or a.name.split(".")[0]
+                if a.name == "torch" or a.name.startswith("torch."):
+                    if a.name == "torch.nn.functional":
+                        mod.functional_aliases.add(a.asname or "torch")
+                    else:
+                        mod.torch_aliases.add(name)
+                if a.name == "triton" or a.name.startswith("triton"):
+                    mod.triton_aliases.add(name)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if node.module == "torch.nn" and a.name == "functional":
+                    mod.functional_aliases.add(a.asname or "functional")
+                if node.module.startswith("triton") and a.name in ("jit", "autotune", "heuristics"):
+                    mod.jit_names.add(a.asname or a.name)
+                if node.module == "torch" and a.name not in ("nn", "Tensor"):
+                    mod.torch_aliases.add(a.asname or a.name) if a.name in COMPUTE_METHODS else None
+    mod.torch_aliases.add("torch")
+    mod.functional_aliases.add("F")
+    for node in mod.tree.body:  # names bound at module level: modules, extensions, constants, functions
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            mod.globals.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            mod.globals.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            mod.globals.add(node.name)
+    for node in mod.tree.body:
+        if isinstance(node, ast.FunctionDef):
+            mod.functions[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            if node.name == mod.entry:
+                mod.entry_class = node
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    mod.functions[f"{node.name}.{item.name}"] = item
+
+
+def _decorator_is_jit(dec: ast.expr, mod: _Module) -> bool:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    if isinstance(target, ast.Attribute) and target.attr in ("jit", "autotune", "heuristics"):
+        return True
+    return isinstance(target, ast.Name) and target.id in (mod.jit_names | {"jit"})
+
+
+def _no_custom_kernel(mod: _Module) -> list[Finding]:
+    if mod.language == "triton":
+        kernels = [n.name for n in ast.walk(mod.tree) if isinstance(n, ast.FunctionDef)
+                   and any(_decorator_is_jit(d, mod) for d in n.decorator_list)]
+        if not kernels:
+            return [Finding("no-custom-kernel", "no function decorated with @triton.jit")]
+    if mod.language == "cuda":
+        strings = [n.value for n in ast.walk(mod.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        if not any("__global__" in s for s in strings):
+            return [Finding("no-custom-kernel", "no __global__ kernel in the CUDA sources")]
+    return []
+
+
+def _reference_use(mod: _Module) -> list[Finding]:
+    if mod.entry_class is not None:
+        for base in mod.entry_class.bases:
+            name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
+            if name in REFERENCE_NAMES:
+                return [Finding("reference-subclass", f"class {mod.entry}({name}) at line {mod.entry_class.lineno}")]
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in REFERENCE_NAMES:
+            return [Finding("reference-subclass", f"calls the reference Model at line {node.lineno}")]
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            if any(n and ("kwb_ref_" in n or n.startswith("workbench.tasks")) for n in names):
+                return [Finding("reference-subclass", f"imports the reference module at line {node.lineno}")]
+    return []
+
+
+def _threads(mod: _Module) -> list[Finding]:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in THREAD_MODULES:
+                    return [Finding("thread-use", f"imports {a.name} at line {node.lineno}")]
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in THREAD_MODULES:
+            return [Finding("thread-use", f"imports from {node.module} at line {node.lineno}")]
+        if isinstance(node, ast.Attribute) and node.attr == "fork" and isinstance(node.value, ast.Name) and node.value.id == "os":
+            return [Finding("thread-use", f"os.fork at line {node.lineno}")]
+    return []
+
+
+def _streams(mod: _Module) -> list[Finding]:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Attribute) and node.attr in STREAM_ATTRS and node.attr != "current_stream":
+            return [Finding("stream-use", f"uses {ast.unparse(node)} at line {node.lineno}")]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "cudaStreamCreate" in node.value:
+            return [Finding("stream-use", "creates a CUDA stream in its C++ source")]
+    return []
+
+
+def _forward_functions(mod: _Module) -> list[ast.FunctionDef]:
+    """ModelNew.forward plus module-level functions and methods it calls (two levels)."""
+    if mod.entry_class is None:
+        return []
+    start = mod.functions.get(f"{mod.entry}.forward")
+    if start is None:
+        return []
+    seen: dict[int, ast.FunctionDef] = {id(start): start}
+    frontier = [start]
+    for _ in range(2):
+        nxt = []
+        for fn in frontier:
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call):
+                    name = None
+                    if isinstance(node.func, ast.Name):
+                        name = node.func.id
+                    elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
+                        name = f"{mod.entry}.{node.func.attr}"
+                    target = mod.functions.get(name or "")
+                    if target is not None and id(target) not in seen and not any(_decorator_is_jit(d, mod) for d in target.decorator_list):
+                        seen[id(target)] = target
+                        nxt.append(target)
+        frontier = nxt
+    return list(seen.values())
+
+
+def _nn_submodules(mod: _Module) -> set[str]:
+    """self.<name> attributes assigned an nn compute layer in the entry class."""
+    names: set[str] = set()
+    if mod.entry_class is None:
+        return names
+    for node in ast.walk(mod.entry_class):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            layer = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if layer in COMPUTE_NN:
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        names.add(t.attr)
+    return names
+
+
+def _torch_compute(mod: _Module) -> list[Finding]:
+    layers = _nn_submodules(mod)
+    for fn in _forward_functions(mod):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                return [Finding("torch-compute-in-forward", f"`@` matmul at line {node.lineno}")]
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute):
+                owner = func.value
+                root = owner
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                root_name = root.id if isinstance(root, ast.Name) else ""
+                dotted = ast.unparse(func)
+                if root_name in mod.torch_aliases | mod.functional_aliases and not root_name == "self":
+                    if func.attr not in ALLOWED_TORCH and not dotted.startswith(("torch.cuda", "torch.backends", "torch.library")):
+                        if root_name in mod.functional_aliases or func.attr in COMPUTE_METHODS or "functional" in dotted \
+                                or dotted.startswith("torch.nn."):
+                            return [Finding("torch-compute-in-forward", f"{dotted}(...) at line {node.lineno}")]
+                elif root_name == "self" and isinstance(owner, ast.Name) and func.attr in layers:
+                    return [Finding("torch-compute-in-forward", f"self.{func.attr}(...) is an nn layer, at line {node.lineno}")]
+                elif func.attr in COMPUTE_METHODS and func.attr not in ALLOWED_METHODS and root_name \
+                        and root_name not in mod.globals and root_name != "self":
+                    # A method on a local (a tensor argument or intermediate), not on a module or an extension.
+                    return [Finding("torch-compute-in-forward", f".{func.attr}(...) on a tensor at line {node.lineno}")]
+            elif isinstance(func, ast.Attribute) is False and isinstance(func, ast.Name) and func.id in mod.torch_aliases - {"torch"}:
+                return [Finding("torch-compute-in-forward", f"{func.id}(...) at line {node.lineno}")]
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr in layers:
+                return [Finding("torch-compute-in-forward", f"self.{func.attr}(...) is an nn layer, at line {node.lineno}")]
+    return []
+
+
+def _try_fallback(mod: _Module) -> list[Finding]:
+    for fn in _forward_functions(mod):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Try) and node.handlers:
+                for handler in node.handlers:
+                    body = ast.Module(body=handler.body, type_ignores=[])
+                    if any(isinstance(n, (ast.Return, ast.Call)) for n in ast.walk(body)) and \
+                            not all(isinstance(n, ast.Raise) for n in handler.body):
+                        return [Finding("try-fallback", f"try/except at line {node.lineno} whose handler computes "
+                                                        "something instead of re-raising")]
+    return []
+
+
+def _module_cache(mod: _Module) -> list[Finding]:
+    """Module-level dict/list/set written in the forward path with keys derived from the inputs' identity/content."""
+    containers = set()
+    for node in mod.tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Dict, ast.List, ast.Set, ast.Call)):
+            value = node.value
+            if isinstance(value, ast.Call):
+                name = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", "")
+                if name not in ("dict", "list", "set", "OrderedDict", "defaultdict", "WeakValueDictionary"):
+                    continue
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    containers.add(t.id)
+    identity_markers = ("data_ptr", "id(", "hash(", "tobytes", "sum()", ".sum(", "tolist", "__array_interface__",
+                        "storage", ".item(")
+    cached_fns = {f.name for f in mod.tree.body if isinstance(f, ast.FunctionDef) and any(
+        ast.unparse(d).split("(")[0].endswith(("lru_cache", "cache")) for d in f.decorator_list)}
+    for fn in _forward_functions(mod):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in cached_fns:
+                return [Finding("module-cache", f"forward calls the cached function {node.func.id} at line {node.lineno}")]
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in containers:
+                key = ast.unparse(node.slice)
+                if any(m in key for m in identity_markers):
+                    return [Finding("module-cache", f"{node.value.id}[{key}] at line {node.lineno} keys results on the inputs")]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                    and node.func.value.id in containers and node.func.attr in ("get", "setdefault", "__setitem__"):
+                key = ast.unparse(node.args[0]) if node.args else ""
+                if any(m in key for m in identity_markers):
+                    return [Finding("module-cache", f"{node.func.value.id}.{node.func.attr}({key}) at line {node.lineno}")]
+    # A key computed into a variable first: flag a container indexed by a name assigned from an identity marker.
+    for fn in _forward_functions(mod):
+        tainted = set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and any(m in ast.unparse(node.value) for m in identity_markers):
+                tainted |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in containers:
+                if any(isinstance(n, ast.Name) and n.id in tainted for n in ast.walk(node.slice)):
+                    return [Finding("module-cache", f"{node.value.id}[...] at line {node.lineno} keys results on the inputs")]
     return []

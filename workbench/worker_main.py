@@ -160,8 +160,12 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
         def __enter__(self):
             self.baseline = guards.thread_baseline()
             self.tracker = guards.track_launches(module)
-            launch_logs.append(self.tracker.__enter__())
+            self.log = self.tracker.__enter__()
+            launch_logs.append(self.log)
             return self
+
+        def observe(self, out):
+            self.log.observe(out)
 
         def __exit__(self, *exc):
             self.tracker.__exit__(*exc)
@@ -184,8 +188,11 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
                 "log": tb[-3000:]}
 
     findings = list(report.findings)
-    for log in launch_logs[:1]:
-        findings += guards.check_launches(log, cand["language"], device)
+    for log in launch_logs:
+        launch_findings = guards.check_launches(log, cand["language"], device)
+        if launch_findings:
+            findings += launch_findings
+            break
     findings += thread_findings[:1]
     findings += guards.verify_trusted(snapshot)
     result: dict[str, Any] = {
@@ -238,7 +245,7 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
     late = [] if cmp.ok else [Finding("result-cache", "the output of the last timed call does not match its inputs")]
     late += guards.verify_trusted(snapshot)
     if device.startswith("cuda"):
-        late += guards.check_coverage(lambda: cand_model(*pool[0]), device, module)
+        late += guards.check_coverage(lambda: cand_model(*pool[0]), device, module, cand["source"])
     result["timing"] = timings["candidate"].to_dict()
     result["reference_timing"] = timings["reference"].to_dict()
     if "compiled" in timings:

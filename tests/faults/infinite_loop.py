@@ -1,8 +1,6 @@
 # Never returns.
 import torch
 import torch.nn as nn
-import triton
-import triton.language as tl
 
 class ModelNew(nn.Module):
     def forward(self, x):

@@ -1,8 +1,6 @@
 # Dereferences a null pointer through ctypes: the worker process dies with SIGSEGV.
 import torch
 import torch.nn as nn
-import triton
-import triton.language as tl
 
 import ctypes
 
