@@ -82,7 +82,7 @@ def test_a_failing_point_is_reported_with_the_notebooks_error_and_kept(tmp_path)
 def test_sigkill_mid_study_loses_no_completed_point(tmp_path):
     store, out = tmp_path / "r.db", tmp_path / "runs"
     cmd = [sys.executable, "-m", "workbench.cli", "study", "run", str(PROBE), "--store", str(store), "--out", str(out),
-           "--run-id", "killed", "-p", "sleep_s", "4", "-p", "device", "cpu"]
+           "--run-id", "killed", "-p", "sleep_s", "4", "-p", "device", "cpu"]  # the resume below uses the same values
     grid = tmp_path / "grid.json"
     grid.write_text(json.dumps({"value": [1, 2, 3]}))
     proc = subprocess.Popen([*cmd, "--grid", str(grid)], start_new_session=True,
@@ -97,7 +97,7 @@ def test_sigkill_mid_study_loses_no_completed_point(tmp_path):
     proc.wait()
     done_before = Journal(store).done_points("killed")
     assert 1 <= len(done_before) < 3
-    resumed = run_study(PROBE, {"sleep_s": 0, "device": "cpu"}, {"value": [1, 2, 3]}, store_path=str(store),
+    resumed = run_study(PROBE, {"sleep_s": 4, "device": "cpu"}, {"value": [1, 2, 3]}, store_path=str(store),
                         out_dir=str(out), run_id="killed", progress=False)
     statuses = sorted(o.status for o in resumed.outcomes)
     # Points finished before the kill are skipped, the rest run now: every point ends done exactly once.

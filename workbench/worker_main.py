@@ -224,9 +224,11 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
         s, f, m = verdict(pre)
         result.update(status="rejected", flags=f, message=m)
         return result
-    warm, reps = timing.default_reps(device, INTERPRETER)
+    # Only Triton code runs on the interpreter; a torch candidate on the CPU is compiled code on a wall clock.
+    interpreted = INTERPRETER and cand["language"] == "triton"
+    warm, reps = timing.default_reps(device, interpreted)
     warm, reps = job.get("warmup", warm), job.get("reps", reps)
-    clock = "cuda-events" if device.startswith("cuda") else ("interpreter" if INTERPRETER else "wall")
+    clock = "cuda-events" if device.startswith("cuda") else ("interpreter" if interpreted else "wall")
     fns = {"candidate": lambda xs: cand_model(*xs), "reference": lambda xs: ref_model(*xs)}
     if device.startswith("cuda") and job.get("compile_reference", True):
         compiled = _compiled(ref_model, pool[0], result["details"]["notes"])

@@ -1,0 +1,241 @@
+"""The real `kwb` entry point in subprocesses: doctor, tasks, flags, eval (good and bad kernels), demo, results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import workbench
+from workbench.findings import FLAGS
+from workbench.store import Store
+
+# A KernelBench-format problem written for these tests, so they need nothing from the built-in library.
+AXPY_TASK = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+
+    n = 1 << 20
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+
+        def forward(self, x, y):
+            return 2.0 * x + y
+
+
+    def get_inputs():
+        return [torch.randn(n), torch.randn(n)]
+
+
+    def get_init_inputs():
+        return []
+""")
+
+_AXPY_KERNEL = textwrap.dedent("""
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def axpy_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, A * x + y, mask=mask)
+
+
+    class ModelNew(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+
+        def forward(self, x, y):
+            out = torch.empty_like(x)
+            n = x.numel()
+            axpy_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+            return out
+""")
+HONEST = _AXPY_KERNEL.replace("A * x", "2.0 * x")
+WRONG = _AXPY_KERNEL.replace("A * x", "3.0 * x")  # compiles, runs, and is wrong everywhere
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env(*front: Path) -> dict[str, str]:
+    # The repo root on the path too, so the tests also run from a checkout that was never pip-installed.
+    parts = [str(p) for p in (*front, REPO)] + [os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, parts))}
+
+
+def kwb(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=_env())
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "axpy_task.py").write_text(AXPY_TASK)
+    (tmp_path / "honest.py").write_text(HONEST)
+    (tmp_path / "wrong.py").write_text(WRONG)
+    return tmp_path
+
+
+def test_doctor_reports_versions_and_interpreter_mode(tmp_path):
+    text = kwb("doctor", cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert f"torch             {torch.__version__}" in text.stdout
+    data = json.loads(kwb("doctor", "--json", cwd=tmp_path).stdout)
+    assert data["versions"]["torch"] == torch.__version__ and data["versions"]["python"] == sys.version.split()[0]
+    names = {e["name"] for e in data["extras"]}
+    assert {"jupyterlab", "ipywidgets", "plotly", "papermill", "openai", "anthropic", "dask", "playwright",
+            "chromium"} <= names
+    assert all(e["install"].split()[0] in ("pip", "apt-get") for e in data["extras"])
+    if torch.cuda.is_available():
+        assert data["cuda"] and data["interpreter"]["used"] is False
+    else:
+        assert data["cuda"] == [] and data["interpreter"]["used"] is True
+        assert "ON: no CUDA device" in text.stdout and "CUDA devices\n  none" in text.stdout
+
+
+def test_tasks_and_flags(tmp_path):
+    out = kwb("tasks", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    names = workbench.tasks()
+    if not names:
+        pytest.skip("no built-in tasks registered yet")
+    listed = json.loads(kwb("tasks", "--json", cwd=tmp_path).stdout)
+    assert [t["name"] for t in listed] == names
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:3] == ["name", "dtypes", "cpu"]
+    for name in names:
+        assert any(line.startswith(name + " ") for line in lines[2:]), name
+    softmax = next(t for t in listed if t["name"] == "softmax")
+    assert softmax["cpu"] == workbench.get_task("softmax").sizes["cpu"]
+
+    flags = kwb("flags", cwd=tmp_path)
+    assert flags.returncode == 0 and flags.stdout.startswith("| flag | severity |")
+    assert all(f"`{name}`" in flags.stdout for name in FLAGS)
+
+
+def test_usage_errors_exit_2(files):
+    assert kwb(cwd=files).returncode == 2  # no command: help, usage status
+    unknown = kwb("eval", "--task", "no_such_task", "honest.py", cwd=files)
+    assert unknown.returncode == 2 and "unknown task 'no_such_task'" in unknown.stderr
+    missing = kwb("eval", "--task", "axpy_task.py", "--sizes", "n=64", "nope.py", cwd=files)
+    assert missing.returncode == 2 and "nope.py" in missing.stderr
+    bad_size = kwb("eval", "--task", "axpy_task.py", "--sizes", "n", "honest.py", cwd=files)
+    assert bad_size.returncode == 2 and "NAME=VALUE" in bad_size.stderr
+    bad_const = kwb("eval", "--task", "axpy_task.py", "--sizes", "batch=3", "honest.py", cwd=files)
+    assert bad_const.returncode == 2 and "cannot override batch" in bad_const.stderr
+    bad_device = kwb("eval", "--task", "axpy_task.py", "--device", "tpu", "honest.py", cwd=files)
+    assert bad_device.returncode == 2 and "cpu, cuda" in bad_device.stderr
+    no_store = kwb("results", "--store", "absent.db", cwd=files)
+    assert no_store.returncode == 2 and "no results store" in no_store.stderr
+    assert not (files / "absent.db").exists()
+
+
+def test_eval_honest_and_wrong_kernels(files):
+    pytest.importorskip("workbench.evaluate")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    common = ["--task", "axpy_task.py", "--sizes", "n=2000", "--device", device, "--store", "r.db"]
+
+    good = kwb("eval", *common, "honest.py", "--run-id", "cli-test", cwd=files)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "status     ok" in good.stdout
+    assert "evaluating honest.py on task axpy_task" in good.stderr  # the progress line
+    if device == "cpu":
+        assert "interpreter" in good.stdout and "speedup    n/a (interpreter)" in good.stdout
+
+    bad = kwb("eval", *common, "wrong.py", "--json", cwd=files)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    data = json.loads(bad.stdout)
+    assert data["status"] == "incorrect" and "mismatch" in data["flags"] and data["max_abs_err"] > 0.1
+    assert "source" not in data
+
+    frame = Store(files / "r.db").frame()
+    assert frame["candidate_name"].tolist() == ["honest", "wrong"]
+    assert frame["status"].tolist() == ["ok", "incorrect"] and frame["run_id"].iloc[0] == "cli-test"
+    assert frame["flags"].iloc[1] == data["flags"] and frame["size"].iloc[0] == {"n": 2000}
+
+    listed = kwb("results", "--store", "r.db", cwd=files)
+    assert listed.returncode == 0, listed.stderr
+    rows = listed.stdout.splitlines()[2:]
+    assert len(rows) == 2 and "honest" in rows[0] and " ok " in rows[0] and "mismatch" in rows[1]
+    only_bad = kwb("results", "--store", "r.db", "--status", "incorrect", cwd=files)
+    assert len(only_bad.stdout.splitlines()) == 3
+
+
+def test_demo_runs_a_solution_and_shows_the_cheat(tmp_path):
+    pytest.importorskip("workbench.evaluate")
+    if "softmax" not in workbench.tasks() or not workbench.get_task("softmax").solution:
+        pytest.skip("the softmax task or its solution is not there yet")
+    from workbench.cli import CHEAT_SOFTMAX
+    from workbench.static_checks import scan
+
+    out = kwb("demo", "--tasks", "softmax", "--store", "demo.db", cwd=tmp_path, timeout=300)
+    store = Store(tmp_path / "demo.db")
+    frame = store.frame()
+    assert frame["candidate_name"].tolist() == ["softmax-solution", "softmax-torch-cheat"], out.stderr
+    assert frame["status"].iloc[0] == "ok" and frame["run_id"].nunique() == 1
+    assert [m["expected"] for m in frame["metadata"]] == ["ok", "rejected"]
+    assert "[1/2] softmax: softmax-solution" in out.stderr and "[2/2]" in out.stderr  # progress per evaluation
+    assert str((tmp_path / "demo.db").resolve()) in out.stdout
+    report = tmp_path / "demo-report.html"
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        assert "HTML report skipped" in out.stdout and not report.exists()
+    else:
+        assert f"HTML report: {report.resolve()}" in out.stdout
+        assert "softmax-torch-cheat" in report.read_text()
+    if frame["status"].iloc[1] == "rejected":
+        assert out.returncode == 0 and frame["flags"].iloc[1], out.stdout + out.stderr
+    else:  # only while no check catches it yet; the demo must then say the cheat got through, not hide it
+        assert not scan(CHEAT_SOFTMAX, "torch"), "the static checks flag the cheat but the evaluation passed it"
+        assert out.returncode == 1 and "NO (expected rejected)" in out.stdout
+
+
+def test_subcommands_plug_in(tmp_path):
+    """Third parties add commands through the `kwb.commands` entry-point group; roofline through
+    `roofline.cli` (an `add_ceilings_commands` hook or just `ceilings_command(args)`)."""
+    plugins = tmp_path / "plugins"
+    (plugins / "probe-1.0.dist-info").mkdir(parents=True)
+    (plugins / "probe-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: probe\nVersion: 1.0\n")
+    (plugins / "probe-1.0.dist-info" / "entry_points.txt").write_text("[kwb.commands]\nprobe = kwb_probe:add\n")
+    (plugins / "kwb_probe.py").write_text(textwrap.dedent("""
+        def add(sub):
+            p = sub.add_parser("probe", help="a plug-in command")
+            p.add_argument("--times", type=int, default=1)
+            p.set_defaults(handler=lambda args: print("probe " * args.times) or 7)
+    """))
+    (plugins / "roofline").mkdir()
+    (plugins / "roofline" / "__init__.py").write_text("")
+    (plugins / "roofline" / "cli.py").write_text(
+        "def ceilings_command(args):\n    print('ceilings for', args.device, 'refresh' if args.refresh else 'cached')\n")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "workbench.cli", *args], cwd=tmp_path, text=True,
+                              capture_output=True, env=_env(plugins), timeout=60)
+
+    probe = run("probe", "--times", "2")
+    assert probe.returncode == 7 and probe.stdout.split() == ["probe", "probe"], probe.stderr
+    ceilings = run("ceilings", "--device", "cpu", "--refresh")
+    assert ceilings.returncode == 0 and ceilings.stdout.strip() == "ceilings for cpu refresh", ceilings.stderr
+    assert "probe" in run("--help").stdout
+
+    # A plug-in whose own dependency is missing leaves a command that says so instead of "invalid choice".
+    (plugins / "roofline" / "cli.py").write_text("import kwb_no_such_dependency\n")
+    broken = run("ceilings", "--device", "cpu")
+    assert broken.returncode == 2 and "kwb_no_such_dependency" in broken.stderr
+    assert run("tasks").returncode == 0  # the other commands are unaffected
