@@ -1,0 +1,249 @@
+"""PromptPanel: ask an LLM for a kernel and watch candidates, verdicts and the lineage tree arrive.
+
+The widget is a thin view: the run is `workbench.agent.run_agent`, and everything it shows comes from the
+plain functions below (`candidate_rows`, `candidates_html`, `lineage_figure`, `tree_positions`), which
+tests call without a browser. `PromptPanel.to_html()` is the static rendering for headless runs.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from typing import Any
+
+from workbench.agent import AgentRun, AgentSettings, Lineage, Node, run_agent, strategies
+from workbench.errors import require
+from workbench.llm.base import Provider, get_provider, providers
+from workbench.llm.feedback import FEEDBACK_PRESETS
+from workbench.llm.prompts import generation_prompt
+from workbench.task import Task, get_task
+
+w = require("ipywidgets", "lab", "the prompt panel")
+
+#: Badge colours per status (green passes; red is a caught cheat; the rest are failures to fix).
+STATUS_COLORS = {
+    "ok": "#2e7d32", "incorrect": "#ef6c00", "rejected": "#c62828", "compile_error": "#6a1b9a",
+    "runtime_error": "#8e24aa", "timeout": "#5d4037", "crashed": "#424242",
+}
+
+
+# ---- plain functions (no widgets) ---------------------------------------------------------------------
+
+def candidate_rows(nodes: list[Node]) -> list[dict[str, Any]]:
+    """One display row per node, in turn order."""
+    rows = []
+    for n in nodes:
+        rows.append({
+            "node": n.node_id, "parent": n.parent or "", "role": n.role, "status": n.status,
+            "flags": ", ".join(n.flags), "time_ms": n.time_ms, "speedup": n.speedup,
+            "sol": n.sol_fraction, "tokens": n.tokens_in + n.tokens_out, "cached": n.cached,
+            "message": n.message,
+        })
+    return rows
+
+
+def _fmt(value: Any, pattern: str) -> str:
+    return "" if value is None else pattern.format(value)
+
+
+def badge(status: str) -> str:
+    color = STATUS_COLORS.get(status, "#757575")
+    return (f'<span class="kwb-badge" style="background:{color};color:white;border-radius:3px;'
+            f'padding:1px 6px;font-size:90%">{html.escape(status)}</span>')
+
+
+def candidates_html(nodes: list[Node], best: Node | None = None) -> str:
+    """The candidates table: verdict badge, failed checks, time, speedup, SOL share; best row marked."""
+    if not nodes:
+        return "<p><i>No candidates yet.</i></p>"
+    head = "".join(f"<th>{h}</th>" for h in ("node", "parent", "role", "verdict", "checks", "time", "speedup", "SOL",
+                                             "tokens", "note"))
+    body = []
+    for row, node in zip(candidate_rows(nodes), nodes, strict=True):
+        mark = " &#9733;" if best is not None and node is best else ""
+        cells = [row["node"] + mark, row["parent"], row["role"], badge(row["status"]), html.escape(row["flags"]),
+                 _fmt(row["time_ms"], "{:.3g} ms"), _fmt(row["speedup"], "{:.2f}x"),
+                 _fmt(row["sol"], "{:.0%}"), str(row["tokens"]) + (" (cached)" if row["cached"] else ""),
+                 html.escape(row["message"][:120])]
+        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return (f'<table class="kwb-candidates" style="border-collapse:collapse"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def tree_positions(tree: Lineage) -> dict[str, tuple[float, float]]:
+    """x = turn (external fork roots at -1), y = depth in the tree: a refine chain climbs, best-of-n is flat."""
+    pos = {key: (-1.0, 0.0) for key in tree.external}
+    for key, node in tree.nodes.items():
+        pos[key] = (float(node.turn), float(tree.depth(key)))
+    return pos
+
+
+def lineage_figure(tree: Lineage, *, widget: bool = False):
+    """Two panels: the lineage tree (nodes coloured by verdict, edges to parents) and the best-so-far curve."""
+    go = require("plotly.graph_objects", "lab", "the prompt panel's figures", package="plotly")
+    subplots = require("plotly.subplots", "lab", "the prompt panel's figures", package="plotly")
+    fig = subplots.make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4],
+                                 subplot_titles=("lineage (x: turn, y: depth)", "best so far"))
+    pos = tree_positions(tree)
+    ex, ey = [], []
+    for parent, child in tree.edges():
+        if parent in pos and child in pos:
+            ex += [pos[parent][0], pos[child][0], None]
+            ey += [pos[parent][1], pos[child][1], None]
+    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#b0bec5", "width": 1}, hoverinfo="skip",
+                             name="parent", showlegend=False), row=1, col=1)
+    keys = list(tree.external) + list(tree.nodes)
+    nodes = [tree.external.get(k) or tree.nodes[k] for k in keys]
+    best = tree.best
+    fig.add_trace(go.Scatter(
+        x=[pos[k][0] for k in keys], y=[pos[k][1] for k in keys], mode="markers+text", text=keys,
+        textposition="top center", name="candidates", showlegend=False,
+        marker={"size": [16 if n is best else 11 for n in nodes], "color": [STATUS_COLORS.get(n.status, "#757575")
+                                                                               for n in nodes],
+                "symbol": ["star" if n is best else "circle" for n in nodes]},
+        hovertext=[n.summary() for n in nodes], hoverinfo="text"), row=1, col=1)
+    curve = tree.best_so_far()
+    uses_speedup = best is not None and best.speedup is not None
+    fig.add_trace(go.Scatter(x=list(range(len(curve))), y=curve, mode="lines+markers", line={"shape": "hv"},
+                             name="best", showlegend=False), row=1, col=2)
+    fig.update_xaxes(title_text="turn", row=1, col=1)
+    fig.update_yaxes(title_text="depth", row=1, col=1)
+    fig.update_xaxes(title_text="turn", row=1, col=2)
+    fig.update_yaxes(title_text="speedup" if uses_speedup else "1 / time (1/ms)", row=1, col=2)
+    fig.update_layout(height=320, margin={"l": 40, "r": 10, "t": 30, "b": 40})
+    return go.FigureWidget(fig) if widget else fig
+
+
+def resolve_provider(name: str, model: str, given: Provider | None = None, **settings: Any) -> Provider:
+    """The provider a Run click uses: the one handed to the panel if it matches, else one built from config."""
+    if given is not None and getattr(given, "name", None) == name and (not model or model == given.model):
+        return given
+    return get_provider(name, model=model or None, **settings)
+
+
+# ---- the widget ---------------------------------------------------------------------------------------------
+
+class PromptPanel(w.VBox):
+    """Prompt box, provider/model picker, strategy, turn budget and Run; live candidates and lineage.
+
+    `PromptPanel(task, provider=None, store=None)` is an ipywidgets VBox. `run(block=True)` runs in the
+    caller's thread (headless use); a Run click runs in a background thread and can be stopped.
+    """
+
+    def __init__(self, task: Task | str = "vector_add", *, provider: Provider | None = None, store: Any = None,
+                 strategy: str = "refine", settings: AgentSettings | None = None, feedback: str = "full"):
+        super().__init__()
+        self.task = get_task(task) if isinstance(task, str) else task
+        self.provider = provider
+        self.store = store
+        self.settings = settings or AgentSettings()
+        self.run_result: AgentRun | None = None
+        self.nodes: list[Node] = []
+        self._cancel = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+        self.default_prompt = generation_prompt(self.task, self.settings.language, device=self.settings.device,
+                                                size=self.settings.size).text
+        names = providers()
+        self.prompt = w.Textarea(value=self.settings.initial_prompt or self.default_prompt, description="prompt",
+                                 layout=w.Layout(width="100%", height="220px"))
+        self.provider_picker = w.Dropdown(options=names, value=(provider.name if provider and provider.name in names
+                                                                else names[0]), description="provider")
+        self.model = w.Text(value=getattr(provider, "model", "") or "", description="model",
+                            placeholder="model id (or from llm.toml / env)")
+        self.strategy = w.Dropdown(options=strategies(), value=strategy, description="strategy")
+        self.turns = w.BoundedIntText(value=self.settings.max_turns, min=1, max=500, description="turns")
+        self.feedback = w.Dropdown(options=list(FEEDBACK_PRESETS), value=feedback, description="feedback")
+        self.run_button = w.Button(description="Run", button_style="primary", icon="play")
+        self.stop_button = w.Button(description="Stop", icon="stop", disabled=True)
+        self.status = w.HTML(value=f"<b>{html.escape(self.task.name)}</b>: ready")
+        self.table = w.HTML(value=candidates_html([]))
+        self.figure = lineage_figure(Lineage(run_id="", nodes={}), widget=True)
+        self.run_button.on_click(lambda _: self.start())
+        self.stop_button.on_click(lambda _: self.stop())
+        controls = w.HBox([self.provider_picker, self.model])
+        knobs = w.HBox([self.strategy, self.turns, self.feedback])
+        self.children = [self.status, self.prompt, controls, knobs, w.HBox([self.run_button, self.stop_button]),
+                         self.table, self.figure]
+
+    # -- running
+    def current_settings(self) -> AgentSettings:
+        custom = self.prompt.value.strip()
+        return self.settings.replace(
+            max_turns=int(self.turns.value), feedback=self.feedback.value,
+            initial_prompt=custom if custom and custom != self.default_prompt.strip() else None)
+
+    def run(self, block: bool = True, **run_kw: Any) -> AgentRun | None:
+        """Run with the panel's current choices; `block=False` runs in a background thread."""
+        if not block:
+            self.start(**run_kw)
+            return None
+        return self._run(**run_kw)
+
+    def start(self, **run_kw: Any) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._thread = threading.Thread(target=self._run, kwargs=run_kw, daemon=True, name="prompt-panel")
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> AgentRun | None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.run_result
+
+    def stop(self) -> None:
+        self._cancel.set()
+
+    def _run(self, **run_kw: Any) -> AgentRun | None:
+        self._cancel.clear()
+        self.nodes = []
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        self.status.value = f"<b>{html.escape(self.task.name)}</b>: running {html.escape(self.strategy.value)}..."
+        try:
+            provider = resolve_provider(self.provider_picker.value, self.model.value.strip(), self.provider)
+            run_kw.setdefault("progress", False)
+            self.run_result = run_agent(self.task, provider, self.strategy.value, self.current_settings(),
+                                        store=self.store, on_node=self._on_node, cancel=self._cancel, **run_kw)
+            best = self.run_result.best
+            self.status.value = (f"<b>{html.escape(self.task.name)}</b>: {len(self.run_result.nodes)} candidates, "
+                                 f"stopped ({html.escape(self.run_result.stop_reason)})"
+                                 + (f", best {best.node_id}" if best else ", nothing passed")
+                                 + (f" &mdash; {html.escape(self.run_result.error)}" if self.run_result.error else ""))
+            self._refresh(self.run_result.nodes)
+            return self.run_result
+        except Exception as exc:  # shown in the panel; a widget callback has nowhere else to report
+            self.status.value = f"<b>error</b>: {html.escape(str(exc))}"
+            if self._thread is None or threading.current_thread() is not self._thread:
+                raise
+            return None
+        finally:
+            self.run_button.disabled, self.stop_button.disabled = False, True
+
+    def _on_node(self, node: Node, loop: Any) -> None:
+        self._refresh(list(loop.nodes), loop.seed_node)
+
+    def _refresh(self, nodes: list[Node], seed: Node | None = None) -> None:
+        with self._lock:
+            self.nodes = nodes
+            tree = Lineage.from_nodes(nodes[0].run_id if nodes else "", nodes, [seed] if seed else [])
+            self.table.value = candidates_html(nodes, tree.best)
+            fresh = lineage_figure(tree)
+            with self.figure.batch_update():
+                for target, source in zip(self.figure.data, fresh.data, strict=True):
+                    target.update(source.to_plotly_json())
+                self.figure.layout.yaxis2.title.text = fresh.layout.yaxis2.title.text
+
+    # -- static rendering
+    def to_html(self, include_plotlyjs: str | bool = "cdn") -> str:
+        """A self-describing HTML snapshot (settings, candidates, figure) for headless runs and exports."""
+        nodes = self.run_result.nodes if self.run_result else self.nodes
+        seed = self.run_result.forked_from if self.run_result else None
+        tree = Lineage.from_nodes(nodes[0].run_id if nodes else "", nodes, [seed] if seed else [])
+        settings = self.current_settings()
+        head = (f"<h4>{html.escape(self.task.name)}: {html.escape(self.strategy.value)} with "
+                f"{html.escape(self.provider_picker.value)} {html.escape(self.model.value)}</h4>"
+                f"<p>turns {settings.max_turns}, feedback {html.escape(settings.feedback.label)}"
+                + (f", stopped: {html.escape(self.run_result.stop_reason)}" if self.run_result else "") + "</p>")
+        figure = lineage_figure(tree).to_html(full_html=False, include_plotlyjs=include_plotlyjs)
+        return f'<div class="kwb-prompt-panel">{head}{candidates_html(nodes, tree.best)}{figure}</div>'

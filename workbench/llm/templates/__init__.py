@@ -1,0 +1,1 @@
+"""Prompt templates (string.Template text files), one set per candidate language."""
