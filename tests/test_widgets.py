@@ -1,0 +1,367 @@
+"""Widgets without a browser: hand-built Results in, rendered state out; one real evaluation path end to end."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("plotly")
+
+from plotly.callbacks import Points  # noqa: E402
+
+import widgets  # noqa: E402
+from widgets._html import findings, result_html, status_badge  # noqa: E402
+from widgets._records import Record, parse_flags, size_label, to_records  # noqa: E402
+from widgets._runner import Job  # noqa: E402
+from widgets.editor import KernelEditor, build_candidate, pool_error_map, starter_source  # noqa: E402
+from widgets.results_table import ResultsTable, records_html, sort_records  # noqa: E402
+from widgets.roofline_view import RooflineView, roofline_point  # noqa: E402
+from widgets.static import figure_html, join  # noqa: E402
+from widgets.sweep import (  # noqa: E402
+    SweepExplorer,
+    default_grid,
+    heatmap_data,
+    parse_grid,
+    sweep_figure,
+    sweep_frame,
+)
+from widgets.variants import REFERENCE, VariantComparison, source_diff, variant_series  # noqa: E402
+from widgets.workbench_widget import TAB_TITLES, Workbench  # noqa: E402
+from workbench.errors import CandidateError  # noqa: E402
+from workbench.result import Result, Timing  # noqa: E402
+from workbench.store import Store  # noqa: E402
+from workbench.task import get_task  # noqa: E402
+
+
+def timing(ms: float, clock: str = "cuda-events") -> Timing:
+    return Timing(median_ms=ms, min_ms=ms * 0.9, max_ms=ms * 1.3, iqr_ms=ms * 0.1, ci95_low_ms=ms * 0.95,
+                  ci95_high_ms=ms * 1.05, n=50, clock=clock)
+
+
+def result(name: str = "k", status: str = "ok", ms: float | None = 1.0, *, n: int = 4096, clock: str = "cuda-events",
+           speedup: float | None = None, sol: float | None = None, flags: list[str] | None = None, message: str = "",
+           source: str = "", ref_ms: float | None = None, task: str = "vector_add", **kw) -> Result:
+    return Result(task=task, candidate_id=f"id-{name}", candidate_name=name, language="triton", status=status,
+                  message=message, flags=flags or [], size={"n": n}, device="cuda" if clock != "interpreter" else "cpu",
+                  timing=timing(ms, clock) if ms is not None else None,
+                  reference_timing=timing(ref_ms, clock) if ref_ms is not None else None, speedup=speedup,
+                  sol_fraction=sol, flops=float(n), bytes=12.0 * n, source=source or f"# {name}\n", **kw)
+
+
+# ---- verdict panel -------------------------------------------------------------------------------------
+
+def test_badge_and_findings_explain_every_flag():
+    r = result("cheat", "rejected", None, flags=["no-custom-kernel", "input-mutation"],
+               message="[no-custom-kernel] no @triton.jit or __global__ kernel is defined (line 12). Fix: write one")
+    badge = status_badge("rejected")
+    assert 'data-kwb-status="rejected"' in badge and "kwb-status-rejected" in badge and ">rejected<" in badge
+    items = findings(r)
+    assert [flag for flag, _, _ in items] == ["no-custom-kernel", "input-mutation"]
+    assert "(line 12)" in items[0][2]
+    assert "the candidate modified its inputs" in items[1][2]  # no message line: the catalog explains it
+    html = result_html(r)
+    assert html.count('<li class="kwb-finding') == 2 and 'data-kwb-flag="input-mutation"' in html
+    assert "time (median)" not in html  # a rejected kernel has no timing row
+
+
+def test_ok_result_shows_error_stats_and_timing_with_ci():
+    r = result("fast", ms=2.0, ref_ms=5.0, speedup=2.5, sol=0.8, max_abs_err=3e-7, max_rel_err=1e-6, bound="memory")
+    html = result_html(r)
+    assert 'data-kwb-status="ok"' in html
+    assert "2 ms [1.9 ms, 2.1 ms] 95% CI, n=50, cuda-events clock" in html
+    assert "2.50x" in html and "80% of the roofline floor (memory-bound)" in html and "3e-07" in html
+    interp = result_html(result("slow", ms=20.0, clock="interpreter"))
+    assert "not comparable with compiled code" in interp
+
+
+# ---- editor --------------------------------------------------------------------------------------------
+
+def test_editor_renders_a_result_and_its_error_heatmap():
+    ed = KernelEditor("vector_add", device="cpu")
+    assert ed.source == starter_source(get_task("vector_add")) and "@triton.jit" in ed.source
+    assert build_candidate(ed.source).id[:8] in ed._info.value
+    assert 'data-kwb-status="idle"' in ed._panel.value
+    error_map = [[0.1, 0.2, 0.3], [0.2, 4.0, 0.1]]
+    ed.show(result("zeros", "incorrect", None, flags=["mismatch"], details={"error_map": error_map}))
+    assert ed.status == "incorrect" and 'data-kwb-status="incorrect"' in ed._panel.value
+    assert [list(row) for row in ed._heatmap.data[0].z] == error_map
+    assert ed._heatmap_box.layout.display == "flex"
+    bundle = ed._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "plotly-graph-div" in bundle["text/html"] and 'data-kwb-status="incorrect"' in bundle["text/html"]
+    ed.show(result("ok1d", details={"error_map": [0.1, 0.2]}))  # 1-D output: no heatmap
+    assert ed._heatmap_box.layout.display == "none" and "plotly-graph-div" not in ed.to_html()
+
+
+def test_editor_task_switch_keeps_edited_code_and_infers_language():
+    ed = KernelEditor("vector_add", device="cpu")
+    ed.task_name = "softmax"
+    assert ed.source == starter_source(get_task("softmax"))  # untouched solution follows the task
+    ed.source = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    assert ed.candidate().language == "torch" and "(torch)" in ed._info.value
+    ed.language = "triton"
+    assert ed.candidate().language == "triton"
+    ed.task_name = "vector_add"
+    assert ed.source.startswith("import torch\nclass ModelNew")  # edited code is never thrown away
+
+
+def test_error_map_pooling_keeps_every_failure_visible():
+    big = np.zeros((300, 5))
+    big[217, 3] = 7.0
+    pooled = pool_error_map(big, max_cells=128)
+    assert pooled.shape == (100, 5) and pooled.max() == 7.0 and pooled[72, 3] == 7.0
+    assert pool_error_map([1.0, 2.0]) is None and pool_error_map(None) is None
+
+
+# ---- results table -------------------------------------------------------------------------------------
+
+def test_sort_orders_put_unknown_values_last():
+    rows = to_records([result("a", speedup=1.5, sol=0.4, ms=3.0), result("b", "rejected", None, flags=["x", "y"]),
+                       result("c", speedup=3.0, sol=0.9, ms=1.0), result("d", "incorrect", None, flags=["mismatch"])])
+    assert [r.name for r in sort_records(rows, "speedup")] == ["c", "a", "b", "d"]
+    assert [r.name for r in sort_records(rows, "speedup", descending=False)] == ["a", "c", "b", "d"]
+    assert [r.name for r in sort_records(rows, "time")] == ["c", "a", "b", "d"]
+    assert [r.name for r in sort_records(rows, "status")] == ["c", "a", "d", "b"]  # then fastest first
+    assert [r.name for r in sort_records(rows, "flags")] == ["a", "c", "d", "b"]
+    html = records_html(sort_records(rows, "sol"))
+    assert html.index(">c<") < html.index(">a<") < html.index(">b<")
+
+
+def test_results_table_reads_a_real_store_and_sorts(tmp_path):
+    store = Store(tmp_path / "r.db")
+    for r in (result("slow", ms=4.0, speedup=0.5), result("fast", ms=1.0, speedup=2.0),
+              result("cheat", "rejected", None, flags=["stale-memory"]), result("other", task="softmax")):
+        store.add(r)
+    table = ResultsTable(store, task="vector_add")
+    assert [r.name for r in table.records] == ["fast", "slow", "cheat"]  # passing first, fastest first
+    table.sort_by = "speedup"
+    assert table.descending is True and [r.name for r in table.records] == ["fast", "slow", "cheat"]
+    table.sort_by = "time"
+    assert table.descending is False and [r.name for r in table.records] == ["fast", "slow", "cheat"]
+    rec = table.records[0]
+    assert rec.ci_low_ms == pytest.approx(0.95) and rec.clock == "cuda-events" and rec.size == {"n": 4096}
+    assert "stale-memory" in table._html.value and "3 results, 2 ok" in table._count.value
+    store.add(result("new", ms=0.5))
+    table.refresh()
+    assert table.records[0].name == "new"
+    store.close()
+
+
+def test_record_parsing_is_tolerant():
+    assert parse_flags('["a", "b"]') == ["a", "b"] and parse_flags("a, b") == ["a", "b"] and parse_flags(None) == []
+    assert size_label('{"M": 64, "N": 32}') == "M=64 N=32" and size_label({}) == "default"
+    rec = Record.from_row({"task": "t", "candidate_name": "x", "status": "ok", "time_median_ms": float("nan"),
+                           "flags": "[]", "size": '{"n": 5}'})
+    assert rec.time_ms is None and rec.size == {"n": 5} and rec.flags == []
+
+
+# ---- variants ------------------------------------------------------------------------------------------
+
+def _variants() -> list[Result]:
+    out = []
+    for n, base in ((1024, 1.0), (4096, 3.0), (16384, 10.0)):
+        out.append(result("v1", ms=base, n=n, ref_ms=base * 2, source="BLOCK = 64\nx = 1\n"))
+        out.append(result("v2", ms=base / 2, n=n, ref_ms=base * 2, source="BLOCK = 128\nx = 1\n"))
+    out.append(result("broken", "incorrect", None, n=1024))
+    return out
+
+
+def test_variant_series_lines_metrics_and_reference():
+    series = variant_series(to_records(_variants()), "time")
+    assert series.sizes == ["n=1024", "n=4096", "n=16384"]
+    assert [line.name for line in series.lines] == ["v1", "v2", REFERENCE]  # failed results are not lines
+    assert series.line("v2").y == [0.5, 1.5, 5.0] and series.line(REFERENCE).y == [2.0, 6.0, 20.0]
+    gbs = variant_series(to_records(_variants()), "GB/s").line("v1").y
+    assert gbs[0] == pytest.approx(12 * 1024 / 1e-3 / 1e9)
+    tf = variant_series(to_records(_variants()), "TFLOP/s").line("v2").y
+    assert tf[2] == pytest.approx(16384 / 5e-3 / 1e12)
+    interp = variant_series(to_records([result("i", ms=20.0, clock="interpreter", ref_ms=1.0)]), "time")
+    assert [line.name for line in interp.lines] == ["i"] and "reference (eager) not drawn: the variants ran in the Triton interpreter" in interp.note
+
+
+def test_variant_widget_switches_metric_and_diffs_on_click():
+    vc = VariantComparison(_variants())
+    assert [tr.name for tr in vc.figure.data] == ["v1", "v2", REFERENCE]
+    assert vc.figure.layout.yaxis.type == "log"
+    vc.metric = "GB/s"
+    assert vc.figure.layout.yaxis.title.text == "achieved bandwidth (GB/s)" and vc.figure.layout.yaxis.type == "linear"
+    assert list(vc.figure.data[1].y)[0] == pytest.approx(12 * 1024 / 0.5e-3 / 1e9)
+    trace = vc.figure.data[1]
+    vc._on_click(trace, Points(point_inds=[1], xs=[trace.x[1]], ys=[trace.y[1]], trace_name="v2", trace_index=1), None)
+    assert vc.selected.name == "v2" and vc.selected.size == {"n": 4096}
+    assert vc._other.value == "v1"  # diffed against the other variant by default
+    html = vc._selection.value
+    assert 'data-kwb-variant="v2"' in html and "-BLOCK = 64" in html and "+BLOCK = 128" in html
+    assert source_diff("a\nb\n", "a\nc\n", "old", "new").splitlines()[2:] == ["@@ -1,2 +1,2 @@", " a", "-b", "+c"]
+    assert "plotly-graph-div" in vc.to_html() and "+BLOCK = 128" in vc.to_html()
+
+
+# ---- roofline ------------------------------------------------------------------------------------------
+
+def test_roofline_view_plots_hardware_times_only():
+    from roofline.ceilings import Ceilings
+
+    roofs = Ceilings("test-gpu", copy_bandwidth=2e12, matmul_flops={"fp32": 5e13})
+    view = RooflineView([result("gpu", ms=1.0, n=1 << 20), result("cpu", ms=5.0, clock="interpreter")],
+                        device="cpu", ceilings=roofs)
+    assert len(view.points) == 1 and len(view.skipped) == 1
+    point = view.points[0]
+    assert point["intensity"] == pytest.approx(1 / 12) and point["flops_per_s"] == pytest.approx((1 << 20) / 1e-3)
+    assert "interpreter are not plotted" in view._note.value
+    roof = [tr for tr in view.figure.data if tr.mode == "lines"]
+    assert len(roof) == 1 and max(roof[0].y) == pytest.approx(5e13)
+    dots = [tr for tr in view.figure.data if tr.mode == "markers"]
+    assert len(dots) == 1 and list(dots[0].x) == [pytest.approx(1 / 12)]
+    view.add_many([result("gpu2", ms=0.5, n=1 << 22), result("gpu3", ms=0.7, n=1 << 22)])
+    dots = [tr for tr in view.figure.data if tr.mode == "markers"]
+    assert len(view.points) == 3 and len(dots) == 1 and len(dots[0].x) == 3  # one trace, appended in place
+    assert list(dots[0].y)[1] == pytest.approx((1 << 22) / 0.5e-3)
+    assert roofline_point(to_records([result("x", ms=2.0, n=100)])[0])["bytes_per_s"] == pytest.approx(1200 / 2e-3)
+    html = view.to_html()
+    assert "plotly-graph-div" in html and "test-gpu measured" in html
+
+
+# ---- sweep ---------------------------------------------------------------------------------------------
+
+def test_grid_parsing_and_heatmap_best_config():
+    assert parse_grid("BLOCK = 64, 128  # rows\n\nNUM_WARPS=2,4") == {"BLOCK": [64, 128], "NUM_WARPS": [2, 4]}
+    assert default_grid("BLOCK = 256\nNUM_WARPS = 4\nscale = 3\nFLAG = True\n") == {"BLOCK": [128, 256, 512],
+                                                                                    "NUM_WARPS": [2, 4, 8]}
+    for bad in ("", "BLOCK 64", "BLOCK = foo", "2x = 1"):
+        with pytest.raises(CandidateError):
+            parse_grid(bad)
+    rows = [{"BLOCK": b, "NUM_WARPS": w, "status": "ok", "flags": [], "time_ms": t, "clock": "wall",
+             "speedup": None, "sol_fraction": None, "candidate": f"c{b}{w}"}
+            for b, w, t in ((64, 2, 3.0), (64, 4, 2.0), (128, 2, 1.5), (128, 4, 9.0))]
+    rows[2] = {**rows[2], "status": "incorrect"}  # the fastest config is wrong: never the best
+    data = heatmap_data(sweep_frame(rows, ["BLOCK", "NUM_WARPS"]), ["BLOCK", "NUM_WARPS"])
+    assert data["x"] == [64, 128] and data["y"] == [2, 4]
+    assert data["z"] == [[3.0, None], [2.0, 9.0]] and data["text"][0][1] == "incorrect"
+    assert data["best"] == {"BLOCK": 64, "NUM_WARPS": 4, "time_ms": 2.0}
+    fig = sweep_figure(data)
+    star = fig.data[1]
+    assert star.name == "best" and list(star.x) == ["64"] and list(star.y) == ["4"] and "BLOCK=64" in fig.layout.title.text
+
+
+# ---- static rendering ----------------------------------------------------------------------------------
+
+def test_static_html_includes_plotly_once():
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Scatter(x=[1], y=[2]))
+    assert "plotly-graph-div" in figure_html(fig, include_plotlyjs=False)
+    page = join(["<p>a</p>", fig, fig], include_plotlyjs=True)
+    assert page.count("plotly-graph-div") >= 2 and len(page) > 1_000_000
+    assert len(join([fig, fig], include_plotlyjs=True)) < len(figure_html(fig, True)) + 20_000
+
+
+def test_lazy_package_exports():
+    assert widgets.Workbench is Workbench and "ResultsTable" in dir(widgets)
+    with pytest.raises(AttributeError, match="widgets: KernelEditor"):
+        widgets.NoSuchWidget  # noqa: B018
+
+
+# ---- background jobs -----------------------------------------------------------------------------------
+
+def test_job_delivers_results_errors_and_drops_cancelled():
+    got: list = []
+    job = Job(lambda j: 41 + 1, on_done=got.append).start()
+    assert job.wait(5) and got == [42] and job.state == "done"
+    errors: list = []
+    Job(lambda j: 1 / 0, on_error=errors.append).start().wait(5)
+    assert isinstance(errors[0], ZeroDivisionError)
+    late: list = []
+    cancelled: list = []
+    slow = Job(lambda j: time.sleep(0.5) or "late", on_done=late.append, on_cancel=lambda: cancelled.append(1)).start()
+    slow.cancel()
+    assert slow.state == "cancelled" and cancelled == [1]
+    time.sleep(0.8)
+    assert late == []  # the late answer is dropped
+
+
+# ---- real evaluations (worker processes, Triton interpreter) -------------------------------------------
+
+HANG = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr):
+    pass
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        while True:
+            pass
+"""
+
+
+def _template() -> str:
+    src = starter_source(get_task("vector_add"))
+    src = src.replace("block = 4096 if a.is_cuda else 256", "block = BLOCK")
+    return src.replace("\n\n@triton.jit", "\nBLOCK = 256\n\n\n@triton.jit", 1)
+
+
+def test_workbench_runs_cancels_and_sweeps_for_real(tmp_path, monkeypatch):
+    monkeypatch.setenv("KWB_CACHE_DIR", str(tmp_path / "cache"))  # the CPU roofline is measured, not read from home
+    ui = Workbench("vector_add", store=tmp_path / "wb.db", device="cpu", timeout=120)
+    assert list(ui.tabs.titles) == list(TAB_TITLES)
+    ed = ui.editor
+    ed.source = HANG
+    ed.run()
+    assert ed.status == "running" and ed._cancel.disabled is False
+    time.sleep(1.0)
+    ed.cancel()
+    assert ed.status == "cancelled" and 'data-kwb-status="cancelled"' in ed._panel.value and not ed._run.disabled
+    ed.load_solution()
+    ed.run()
+    assert ed.job.wait(150) and ed.status == "ok", ed._panel.value
+    assert 'data-kwb-status="ok"' in ed._panel.value and "interpreter clock" in ed._panel.value
+    assert [r.status for r in ui.table.records] == ["ok"]  # stored, and the table re-read the store
+    assert len(ui.roofline.skipped) == 1  # interpreter time: listed, not plotted
+    assert [tr.name for tr in ui.variants.figure.data][0] == ed.result.candidate_name
+
+    ui.variants.run_sizes(block=True)  # the editor's kernel at the task's CPU sweep sizes
+    names = [line.name for line in ui.variants.series.lines]
+    assert names == [ed.result.candidate_name] and ui.variants.series.sizes == ["n=1000", "n=8192", "n=12345"]
+    assert "not drawn" in ui.variants.series.note  # interpreter times: no eager reference line
+
+    sweep = SweepExplorer("vector_add", template=_template(), device="cpu")
+    assert sweep.grid_spec == "BLOCK = 128, 256, 512"  # suggested from the template's constants
+    sweep.grid_spec = "BLOCK = 128, 1024"
+    sweep.on_result(ui.record)
+    frame = sweep.run(block=True)
+    assert list(frame["BLOCK"]) == [128, 1024] and list(frame["status"]) == ["ok", "ok"]
+    assert sweep.best["BLOCK"] in (128, 1024) and "&#9733;" in sweep._best.value
+    assert sweep._progress.value == 2 and len(ui.table.records) == 5
+    html = ui.to_html()
+    assert all(f">{title}</h3>" in html for title in TAB_TITLES) and html.count("plotly-graph-div") >= 3
+
+
+# ---- in a real kernel: the saved output is small and readable without widget state ------------------------
+
+def test_saved_notebook_output_carries_small_static_html(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    from pathlib import Path
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import os\nos.environ['KWB_CACHE_DIR'] = " + repr(str(tmp_path / "cache")) + "\n"
+        "from widgets import Workbench\nWorkbench('vector_add', device='cpu')")]
+    root = Path(__file__).resolve().parents[1]
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,
+                            resources={"metadata": {"path": str(root)}}).execute()
+    outputs = nb.cells[0].outputs
+    assert [o.output_type for o in outputs] == ["execute_result"], outputs
+    data = outputs[0].data
+    assert "application/vnd.jupyter.widget-view+json" in data
+    html = data["text/html"]
+    assert 'class="kwb-static"' in html and 'data-kwb-status="idle"' in html and "plotly-graph-div" in html
+    assert len(nbformat.writes(nb)) < 100_000  # no plotly.js and (store_widget_state=False) no widget state
