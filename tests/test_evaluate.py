@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import torch
+
 import workbench as wb
 from engine_tasks import softmax_task
 
@@ -85,3 +88,19 @@ def test_task_name_and_source_string_are_accepted_and_store_gets_the_row(tmp_pat
     assert res.status == "ok"
     frame = store.frame()
     assert len(frame) == 1 and frame.iloc[0]["status"] == "ok"
+
+
+def test_evaluate_many_keeps_order_and_statuses():
+    bad = HONEST.replace("e / tl.sum(e, 0)", "e")
+    results = wb.evaluate_many(TASK, [wb.Candidate(source=HONEST), wb.Candidate(source=bad)], device="cpu",
+                               progress=False, time_it=False)
+    assert [r.status for r in results] == ["ok", "incorrect"]
+    assert results[0].metadata["worker_pid"] == results[1].metadata["worker_pid"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+def test_asking_for_a_missing_gpu_is_the_callers_error_not_a_result():
+    with pytest.raises(wb.WorkbenchError, match="no usable CUDA device"):
+        wb.evaluate(TASK, wb.Candidate(source=HONEST), device="cuda")
+    with pytest.raises(wb.WorkbenchError, match="unknown device"):
+        wb.evaluate(TASK, wb.Candidate(source=HONEST), device="tpu")

@@ -19,9 +19,9 @@ CORPUS = {
     "syntax_error.py": ("compile_error", ["syntax error at line 5", "class ModelNew(nn.Module)"]),
     "missing_entry.py": ("compile_error", ["defines no ModelNew", "Softmax"]),
     "forward_exception.py": ("runtime_error", ["ZeroDivisionError", "candidate line 7 in forward", "x.shape[1] / 0"]),
-    "infinite_loop.py": ("timeout", ["no result within"]),
-    "segfault.py": ("crashed", ["SIGSEGV"]),
-    "huge_allocation.py": ("runtime_error", ["out of memory"]),
+    "infinite_loop.py": ("timeout", ["no result within 5 s", "infinite loop"]),
+    "segfault.py": ("crashed", ["SIGSEGV", "segmentation fault", "candidate line 9 in forward: ctypes.string_at(0)"]),
+    "huge_allocation.py": ("runtime_error", ["out of memory", "candidate line 7 in forward", "Allocate less"]),
     "wrong_shape.py": ("incorrect", ["wrong-shape", "(8, 63)", "expected (8, 64)"]),
     "wrong_dtype.py": ("incorrect", ["wrong-dtype", "float64"]),
     "nan_output.py": ("incorrect", ["NaN"]),
@@ -37,7 +37,7 @@ def _evaluate(name: str, **kw) -> wb.Result:
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_fault_gets_its_status_and_a_message_naming_the_cause(name):
     status, words = CORPUS[name]
-    result = _evaluate(name, timeout=12 if name == "infinite_loop.py" else None)
+    result = _evaluate(name, timeout=5 if name == "infinite_loop.py" else None)
     assert result.status == status, result.message
     for word in words:
         assert word in result.message, f"{word!r} not in: {result.message}"
@@ -47,9 +47,13 @@ def test_fault_gets_its_status_and_a_message_naming_the_cause(name):
 
 
 def test_out_of_bounds_pointer_in_a_triton_kernel_is_never_ok_and_never_hangs():
+    # Under the CPU interpreter an unmasked load far out of bounds dereferences host memory: the worker segfaults,
+    # and its fault handler's stack names the kernel line. On a GPU it is an illegal memory access (tests/gpu).
     result = _evaluate("oob_pointer.py", timeout=60)
     assert result.status in ("runtime_error", "crashed", "incorrect"), result.message
-    assert result.message
+    if result.status == "crashed":
+        assert "SIGSEGV" in result.message and "candidate line 11 in oob_kernel" in result.message
+        assert "masks" in result.message
     assert _evaluate("honest_softmax.py").status == "ok"
 
 

@@ -30,7 +30,7 @@ COMMAND_HOOKS: list[tuple[str, str]] = [
 ]
 
 #: A candidate that lets PyTorch do all the work: the demo shows it being rejected.
-CHEAT_SOFTMAX = '''"""Looks like a submission, but torch.softmax does the work: no kernel of its own."""
+CHEAT_SOFTMAX = '''"""Submitted as a Triton kernel, but torch.softmax does the work: no kernel of its own."""
 import torch
 import torch.nn as nn
 
@@ -293,7 +293,7 @@ def run_demo(device: str | None = None, store_path: str = "demo.db", task_names:
     jobs: list[tuple[Any, Any, str]] = [(workbench.get_task(n), None, "ok") for n in names]
     if "softmax" in names:
         jobs.append((workbench.get_task("softmax"),
-                     Candidate(source=CHEAT_SOFTMAX, language="torch", name="softmax-torch-cheat"), "rejected"))
+                     Candidate(source=CHEAT_SOFTMAX, language="triton", name="softmax-torch-cheat"), "rejected"))
     out = []
     with _open_store(store_path) as store:
         for i, (task, cand, expected) in enumerate(jobs, 1):

@@ -3,6 +3,7 @@ candidate's faults (every fault is a Result with a status and a message)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -19,12 +20,60 @@ _FIX_HINTS = {
     "crashed": "the worker process died (segfault, abort or out-of-memory kill): look for out-of-bounds pointers, "
                "ctypes calls or huge allocations; the next evaluation starts a fresh worker",
 }
+_SIGNAL_CAUSES = {
+    "SIGSEGV": "segmentation fault: the candidate touched memory it does not own",
+    "SIGBUS": "bus error: a misaligned or unmapped memory access",
+    "SIGABRT": "abort: a library (or the candidate) gave up, often after a failed assertion",
+    "SIGFPE": "arithmetic fault (e.g. an integer division by zero in native code)",
+    "SIGILL": "illegal instruction",
+    "SIGKILL": "killed from outside, most often by the system's out-of-memory killer",
+}
+#: Innermost frame inside a candidate file in a faulthandler dump ("most recent call first") or a traceback.
+_CANDIDATE_FRAME = re.compile(r'File "[^"]*kwb_candidate_[^"]*\.py", line (\d+),? in (\S+)')
+
+
+def _crash_message(reply: dict[str, Any], cand: Candidate, limit: float) -> str:
+    """What died, where in the candidate (from the worker's fault handler), what to do, and the last output."""
+    status, detail, log = reply["status"], reply.get("died", ""), reply.get("log", "")
+    if status == "timeout":
+        message = f"timeout: no result within {limit:g} s (the worker was killed). Fix: {_FIX_HINTS['timeout']}."
+    else:
+        signame = next((name for name in _SIGNAL_CAUSES if name in detail), None)
+        cause = f" ({_SIGNAL_CAUSES[signame]})" if signame else ""
+        message = f"crashed: {detail}{cause}"
+        frame = _CANDIDATE_FRAME.search(log)
+        if frame:
+            lines = cand.source.splitlines()
+            number = int(frame.group(1))
+            code = lines[number - 1].strip() if 0 < number <= len(lines) else ""
+            message += f", at candidate line {number} in {frame.group(2)}" + (f": {code}" if code else "")
+        message += f". Fix: {_FIX_HINTS['crashed']}."
+        if signame == "SIGSEGV" and cand.language == "triton" and reply.get("device", "cpu") == "cpu":
+            message += (" Under Triton's CPU interpreter an unmasked out-of-bounds tl.load/tl.store reads or writes "
+                        "host memory directly: check the masks and offsets of every load and store.")
+    if log:
+        tail = "\n".join(ln for ln in log.splitlines() if not ln.startswith("Extension modules:"))
+        message += "\nLast worker output:\n" + tail[-1500:]
+    return message
 
 
 def default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _require_device(device: str) -> None:
+    """Asking for a GPU where there is none is the caller's mistake, not the candidate's: raise, store nothing."""
+    if not device.startswith(("cuda", "cpu")):
+        raise WorkbenchError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N' (or None for the default)")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise WorkbenchError(f"device={device!r} was requested but this machine has no usable CUDA device "
+                                 "(torch.cuda.is_available() is False). Use device='cpu' (Triton interpreter) or "
+                                 "device=None to pick the default; `kwb doctor` shows what is missing.")
 
 
 def _check_sizes(task: Task, size: dict[str, Any], device: str, explicit: bool) -> list[dict[str, Any]]:
@@ -42,7 +91,9 @@ def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = 
     """Check and time `candidate` on `task` in an isolated worker.
 
     size: a preset name ("cpu"/"gpu") or a dict of module constants (a "dtype" key switches the dtype);
-    None picks the device's preset. timeout: seconds for the whole evaluation (CPU 180, GPU 90 by default).
+    None picks the device's preset. timeout: seconds for the whole evaluation, worker start-up excluded
+    (CPU 120, GPU 60 by default). Raises WorkbenchError only for the caller's mistakes (unknown task or
+    device); every fault of the candidate comes back as a Result with a status and a message.
     """
     task = get_task(task) if isinstance(task, str) else task
     if isinstance(candidate, str):
@@ -50,6 +101,7 @@ def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = 
     if not isinstance(task, Task):
         raise WorkbenchError(f"evaluate needs a Task or a task name, got {type(task).__name__}")
     device = device or default_device()
+    _require_device(device)
     explicit = isinstance(size, dict)
     resolved = task.size(size, device)
     job = {
@@ -77,12 +129,7 @@ def _result_from_reply(task: Task, cand: Candidate, device: str, size: dict, see
     status = reply.get("status", "runtime_error")
     message = reply.get("message", "")
     if status in _FIX_HINTS and "died" in reply:
-        detail = reply["died"]
-        message = f"{status}: {detail}. Fix: {_FIX_HINTS[status]}."
-        if status == "timeout":
-            message = f"timeout: no result within {limit:.0f} s. Fix: {_FIX_HINTS['timeout']}."
-        if reply.get("log"):
-            message += "\nLast worker output:\n" + reply["log"][-1500:]
+        message = _crash_message({**reply, "device": device}, cand, limit)
     flags = list(reply.get("flags", []))
     result = Result(
         task=task.name, candidate_id=cand.id, candidate_name=cand.name or cand.id[:8], language=cand.language or "",

@@ -15,6 +15,7 @@ import contextlib
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,11 @@ from workbench.findings import Finding
 
 #: The candidate's own kernels must account for at least this share of GPU kernel time in one forward.
 COVERAGE_THRESHOLD = 0.5
+#: Seconds check_threads waits for threads a candidate left running, so they cannot write into later work.
+THREAD_DRAIN_S = 2.0
+
+# Bound before any candidate is imported: a candidate that patches the time module cannot stretch the drain.
+_monotonic = time.monotonic
 
 
 @dataclass
@@ -38,9 +44,26 @@ class LaunchLog:
     storages: set[int] = field(default_factory=set)
     outputs: list[Any] = field(default_factory=list)
     kernels_found: list[str] = field(default_factory=list)
+    #: Tensors given to launches, held until the call ends: a freed scratch buffer's address cannot be handed
+    #: to the output, which would make an output the kernels never saw look launched-on.
+    alive: list[Any] = field(default_factory=list)
+    #: CPU storages whose bytes some launch changed, and those that held varied data before the first launch
+    #: that got them (an output computed elsewhere, then passed to a kernel that leaves it alone).
+    written: set[int] = field(default_factory=set)
+    prefilled: set[int] = field(default_factory=set)
+    #: Shared by every call of one candidate module: calls whose prefilled output a launch did change. An honest
+    #: kernel may leave a prefilled output unchanged on some inputs (ReLU in place on a clone of all-positive
+    #: data), never on all of them.
+    history: dict[str, int] = field(default_factory=dict)
 
     def observe(self, out: Any) -> None:
+        import torch
+
         self.outputs.append(out)
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            ptr = _storage(t) if type(t) is torch.Tensor else None  # a subclass would run code on access
+            if ptr is not None and ptr in self.prefilled and ptr in self.written:
+                self.history["rewritten"] = self.history.get("rewritten", 0) + 1
 
 
 def _trusted_objects() -> dict[str, Any]:
@@ -97,32 +120,73 @@ def _storage(t: Any) -> int | None:
         return None
 
 
+#: Per candidate module: see LaunchLog.history.
+_HISTORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def _bits(t: Any) -> Any:
+    """The tensor's elements reinterpreted as integers, so NaN payloads compare equal and -0.0 != 0.0."""
+    import torch
+
+    kind = _BITS.get(t.element_size())
+    return t.view(getattr(torch, kind)) if kind and t.dtype != getattr(torch, kind) else t
+
+
+def _varied(t: Any) -> bool:
+    b = _bits(t.detach()).reshape(-1)
+    return b.numel() > 1 and not bool((b == b[0]).all())
+
+
+def _snapshot_cpu(tensors: list[Any], log: LaunchLog) -> list[tuple[int, Any, Any]]:
+    """(storage, tensor, copy) of the CPU tensors a launch gets; on the CPU the copies are cheap (interpreter
+    sizes) and the profiler that checks GPU launches does not exist, so writes are checked by content."""
+    snaps = []
+    for t in tensors:
+        ptr = _storage(t)
+        if ptr is None or t.device.type != "cpu" or not t.numel():
+            continue
+        if ptr not in log.storages and _varied(t):
+            log.prefilled.add(ptr)
+        snaps.append((ptr, t, t.detach().clone()))
+    return snaps
+
+
 @contextlib.contextmanager
 def track_launches(module: Any) -> Iterator[LaunchLog]:
     """Count launches of the module's own Triton kernels (compiled or interpreted) and record their tensors."""
     import torch
 
-    log = LaunchLog()
+    log = LaunchLog(history=_HISTORY.setdefault(module, {}))
     patched = []
     for name, obj in _kernel_objects(module):
         log.kernels_found.append(name)
         original = obj.__dict__.get("run")
 
         def run(*args, _orig=obj.run, _name=name, **kwargs):
-            if not kwargs.get("warmup", False):
-                log.launches.append(_name)
-                for a in list(args) + list(kwargs.values()):
-                    if isinstance(a, torch.Tensor):
-                        ptr = _storage(a)
-                        if ptr is not None:
-                            log.storages.add(ptr)
-            return _orig(*args, **kwargs)
+            if kwargs.get("warmup", False):
+                return _orig(*args, **kwargs)
+            log.launches.append(_name)
+            tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+            snaps = _snapshot_cpu(tensors, log)
+            for a in tensors:
+                ptr = _storage(a)
+                if ptr is not None:
+                    log.storages.add(ptr)
+                    log.alive.append(a)
+            result = _orig(*args, **kwargs)
+            for ptr, t, before in snaps:
+                if ptr not in log.written and not torch.equal(_bits(before), _bits(t.detach())):
+                    log.written.add(ptr)
+            return result
 
         obj.run = run
         patched.append((obj, original))
     try:
         yield log
     finally:
+        log.alive.clear()
         for obj, original in patched:
             if original is None:
                 obj.__dict__.pop("run", None)
@@ -146,6 +210,9 @@ def check_launches(log: LaunchLog, language: str, device: str) -> list[Finding]:
             if ptr is not None and t.numel() and ptr not in log.storages:
                 return [Finding("decoy-kernel", "the returned tensor was not passed to any of the candidate's kernel "
                                                 "launches, so the kernels did not produce it")]
+            if ptr in log.prefilled and ptr not in log.written and not log.history.get("rewritten"):
+                return [Finding("decoy-kernel", "the returned tensor already held its values before the candidate's "
+                                                "kernels got it, and no launch changed it: it was computed elsewhere")]
     return []
 
 
@@ -154,9 +221,16 @@ def thread_baseline() -> int:
 
 
 def check_threads(baseline: int) -> list[Finding]:
+    """Threads left running after forward are flagged, then given THREAD_DRAIN_S to finish: a deferred kernel
+    launch from a stray thread would otherwise overlap (and, in the interpreter, corrupt) the next evaluation."""
     now = threading.active_count()
     if now > baseline:
-        names = [t.name for t in threading.enumerate()][-(now - baseline):]
+        stray = threading.enumerate()[-(now - baseline):]
+        names = [t.name for t in stray]
+        deadline = _monotonic() + THREAD_DRAIN_S
+        for t in stray:
+            if t is not threading.current_thread():
+                t.join(max(0.0, deadline - _monotonic()))
         return [Finding("thread-deferral", f"{now - baseline} thread(s) still running after forward: {', '.join(names)}")]
     return []
 

@@ -25,7 +25,9 @@ class CandidateLoadError(Exception):
 
 
 def _workdir(requested: str | None) -> str:
+    """Where candidate files go: the job's or the worker's directory (removed with the worker), else a temp dir."""
     global _WORKDIR
+    requested = requested or os.environ.get("KWB_WORKDIR")
     if requested:
         os.makedirs(requested, exist_ok=True)
         return requested

@@ -30,6 +30,9 @@ class Timing:
     n: int
     clock: str
     samples_ms: list[float] = field(default_factory=list, repr=False)
+    #: Runs in which work was still pending on another stream after the current stream finished (GPU);
+    #: those runs are timed up to the full device synchronize (CHEATS.md row 7).
+    side_stream_runs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -280,10 +280,9 @@ def register_task(task: Task | Callable[[], Task], name: str | None = None) -> N
 
 def _ensure_builtins() -> None:
     # `from workbench import tasks` would return the function `workbench.tasks`, not the package.
-    if "workbench.tasks" not in sys.modules:
-        importlib.import_module("workbench.tasks")  # registers on import
-        # Importing the subpackage binds `workbench.tasks` to it; the public API name is this function.
-        sys.modules["workbench"].tasks = tasks
+    # `from workbench import tasks` would return the function `workbench.tasks`, not the package; the package
+    # itself is callable (see workbench/tasks/__init__.py), so `wb.tasks()` works after it is imported.
+    importlib.import_module("workbench.tasks")  # registers on import
 
 
 def tasks() -> list[str]:

@@ -14,34 +14,57 @@ import os
 import re
 import select
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
 
 from workbench.errors import WorkerError
 
-#: Environment variables never passed to a worker (API keys, tokens, cloud credentials).
+#: Environment variables never passed to a worker: API keys, tokens, secrets, passwords, cloud and model-hub
+#: credentials. Matched on the upper-cased name.
 _SECRET = re.compile(
-    r"(_API_KEY|_TOKEN|_SECRET|SECRET_|PASSWORD|PASSWD|_CREDENTIALS)$|^(AWS_|HF_TOKEN|OPENAI_|ANTHROPIC_|"
-    r"GITHUB_TOKEN|GH_TOKEN|HUGGING_FACE_HUB_TOKEN|GOOGLE_APPLICATION_CREDENTIALS)",
+    r"(_API_KEY|_APIKEY|_TOKEN|_CREDENTIALS?)$|SECRET|PASSWORD|PASSWD|_PRIVATE_KEY|"
+    r"^(AWS_|HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_|OPENAI_|ANTHROPIC_|GITHUB_TOKEN|GH_TOKEN|"
+    r"GOOGLE_APPLICATION_CREDENTIALS|AZURE_OPENAI_)",
 )
-_KEEP = {"OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"}
 
-DEFAULT_TIMEOUT = {"cpu": 180.0, "cuda": 90.0}
-#: Address-space cap for CPU workers: a huge allocation becomes a clean MemoryError, not a swapped machine.
-DEFAULT_CPU_MEMORY_BYTES = int(os.environ.get("KWB_WORKER_MEMORY_GB", "12")) * 2**30
+#: Seconds one evaluation may take (worker start-up is not counted); evaluate(timeout=...) overrides.
+DEFAULT_TIMEOUT = {"cpu": 120.0, "cuda": 60.0}
+#: Seconds a fresh worker may take to import torch and triton before it counts as broken.
+STARTUP_TIMEOUT = 180.0
+#: Default address-space cap for CPU workers (KWB_WORKER_MEMORY_GB overrides; 0 = no cap): a huge allocation
+#: becomes a clean "out of memory" status instead of swapping the machine.
+DEFAULT_CPU_MEMORY_GB = 8.0
+#: A worker is replaced after this many evaluations, so module and kernel caches of old candidates cannot grow
+#: without bound.
+MAX_JOBS_PER_WORKER = 200
+#: Flags after which the worker's process state is no longer trusted (the candidate patched shared functions).
+_RESTART_FLAGS = {"timer-patch"}
+#: Lines of the worker's stderr kept for messages (the candidate's prints and tracebacks land there).
+LOG_LINES = 50
+
+
+def cpu_memory_bytes() -> int | None:
+    """The CPU worker's address-space cap, read when a worker starts (so tests and users can change it)."""
+    gib = float(os.environ.get("KWB_WORKER_MEMORY_GB", DEFAULT_CPU_MEMORY_GB))
+    return int(gib * 2**30) if gib > 0 else None
 
 
 def scrubbed_env(device: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in _KEEP or not _SECRET.search(k.upper())}
+    """The worker's environment: the caller's, minus secrets, with the device mode's Triton setting."""
+    env = {k: v for k, v in os.environ.items() if not _SECRET.search(k.upper())}
     if device.startswith("cuda"):
         env.pop("TRITON_INTERPRET", None)
     else:
         env["TRITON_INTERPRET"] = "1"
         env.setdefault("CUDA_VISIBLE_DEVICES", "")
     env["PYTHONUNBUFFERED"] = "1"
+    # A segfault then prints the Python stack (with the candidate's file and line) to stderr before dying.
+    env["PYTHONFAULTHANDLER"] = "1"
     # The worker must import this very package, also when it runs from a source checkout.
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -63,22 +86,43 @@ class WorkerDied(Exception):
         super().__init__(detail)
 
 
+def _decode(line: bytes) -> dict[str, Any]:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        message = None
+    if not isinstance(message, dict):
+        raise WorkerDied("crashed", "the worker wrote an unreadable reply on its protocol channel "
+                                    f"({line[:120]!r})", "")
+    return message
+
+
 class Worker:
-    """One worker subprocess. `request()` sends a JSON job and waits for the JSON reply or the deadline."""
+    """One worker subprocess. `request()` sends a JSON job and waits for the JSON reply or the deadline.
+
+    The worker announces itself with a `{"ready": ...}` line once torch and triton are imported; the
+    evaluation's deadline starts then, so a slow start-up never eats into a candidate's time.
+    """
 
     def __init__(self, device: str, memory_bytes: int | None = None):
         self.device = device
         self.memory_bytes = memory_bytes if memory_bytes is not None else (
-            None if device.startswith("cuda") else DEFAULT_CPU_MEMORY_BYTES)
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
+            None if device.startswith("cuda") else cpu_memory_bytes())
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
+        # Candidate and reference modules are written here (real .py files); removed with the worker.
+        self.workdir = tempfile.mkdtemp(prefix="kwb_worker_")
+        env = scrubbed_env(device)
+        env["KWB_WORKDIR"] = self.workdir
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "workbench.worker_main"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=scrubbed_env(device), start_new_session=True, preexec_fn=self._limits, bufsize=0,
+            env=env, start_new_session=True, preexec_fn=self._limits, bufsize=0,
         )
         self._reader = threading.Thread(target=self._drain_stderr, daemon=True)
         self._reader.start()
         self._buffer = b""
+        self.ready = False
+        self.info: dict[str, Any] = {}
         self.jobs = 0
 
     def _limits(self) -> None:  # runs in the child before exec
@@ -99,43 +143,68 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = LOG_LINES) -> str:
         return "\n".join(list(self.stderr_tail)[-lines:])
+
+    def _died(self) -> WorkerDied:
+        code = self.proc.wait(timeout=10)
+        self._reader.join(timeout=2)  # the last lines (a fault handler's stack) arrive just before EOF
+        why = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
+        return WorkerDied("crashed", f"worker process {why}", self.log_tail())
+
+    def _read_line(self, deadline: float) -> bytes | None:
+        """The next protocol line, or None at the deadline; raises WorkerDied when the process ends."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
+            if ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    raise self._died()
+                self._buffer += chunk
+            elif not self.alive():
+                raise self._died()
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
+
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
+        """Block until the worker has imported its libraries (raises WorkerDied if it cannot)."""
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            line = self._read_line(deadline)
+            if line is None:
+                self.kill()
+                raise WorkerDied("crashed", f"the worker did not start within {timeout:.0f} s", self.log_tail())
+            message = _decode(line)
+            if "ready" in message:
+                self.ready, self.info = True, message
 
     def request(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
         if not self.alive():
-            raise WorkerDied("crashed", "worker was not running", self.log_tail())
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+            raise self._died()
+        assert self.proc.stdin is not None
+        self.wait_ready()
         self.stderr_tail.clear()
         self.jobs += 1
         try:
             self.proc.stdin.write((json.dumps(job) + "\n").encode())
             self.proc.stdin.flush()
         except BrokenPipeError as exc:
-            raise WorkerDied("crashed", "worker closed its input", self.log_tail()) from exc
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.kill()
-                raise WorkerDied("timeout", f"no answer within {timeout:.0f} s", self.log_tail())
-            ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
-            if ready:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    code = self.proc.wait(timeout=10)
-                    time.sleep(0.05)  # let the stderr reader catch the last lines
-                    why = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
-                    raise WorkerDied("crashed", f"worker process {why}", self.log_tail())
-                self._buffer += chunk
-            elif not self.alive():
-                code = self.proc.returncode
-                time.sleep(0.05)
-                why = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
-                raise WorkerDied("crashed", f"worker process {why}", self.log_tail())
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
+            raise self._died() from exc
+        line = self._read_line(time.monotonic() + timeout)
+        if line is None:
+            self.kill()
+            self._reader.join(timeout=2)
+            raise WorkerDied("timeout", f"no answer within {timeout:g} s", self.log_tail())
+        try:
+            return _decode(line)
+        except WorkerDied:
+            self.kill()
+            raise
 
     def kill(self) -> None:
         if self.alive():
@@ -147,6 +216,7 @@ class Worker:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover
             pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def close(self) -> None:
         if self.alive():
@@ -195,9 +265,15 @@ def run_job(job: dict[str, Any], device: str, timeout: float) -> dict[str, Any]:
             reply = worker.request(job, timeout)
         except WorkerDied as died:
             discard_worker(device)
+            if not worker.ready:  # no candidate code ran: the environment is broken, not the kernel
+                raise WorkerError(
+                    f"the evaluation worker could not start ({died.detail}). Run `kwb doctor`, and check that "
+                    f"`{sys.executable} -m workbench.worker_main` imports torch and triton (memory cap: "
+                    f"KWB_WORKER_MEMORY_GB).\nLast worker output:\n{died.log}") from None
             return {"status": died.kind, "died": died.detail, "log": died.log, "worker_pid": worker.pid}
         reply["worker_pid"] = worker.pid
-        if reply.pop("restart_worker", False):
+        restart = reply.pop("restart_worker", False) or bool(_RESTART_FLAGS & set(reply.get("flags", [])))
+        if restart or worker.jobs >= MAX_JOBS_PER_WORKER:
             discard_worker(device)
         return reply
 

@@ -1,0 +1,110 @@
+"""The adversarial gallery's manifest and tasks, shared by tests/test_cheats.py and tests/gpu/test_cheats_gpu.py.
+
+Every other .py file in this folder is a candidate: one cheat (or one honest kernel) per file, with a header
+comment saying what it does. `manifest.json` says what the workbench must answer for each:
+    expect:   "rejected" (the status is a failing one: rejected or incorrect) or "ok"
+    status:   the exact status ("rejected", "incorrect" or "ok")
+    flag:     the flag that must be raised (in Result.flags; for "ok" entries, a warn flag in Result.warnings)
+    where:    "cpu" (runs on the CPU under the interpreter, and on a GPU) or "gpu" (needs a GPU)
+    gpu_flag: optional, the flag a GPU run raises when it differs from the CPU's (different check catches it)
+    task:     optional, "tiny" (default) or "big" (a GPU size large enough for streams and the roofline)
+    time_it:  optional, true when the cheat is only visible in the timing phase
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import workbench as wb
+
+HERE = Path(__file__).resolve().parent
+MANIFEST: dict[str, dict[str, Any]] = json.loads((HERE / "manifest.json").read_text())
+
+SOFTMAX = '''
+import torch
+import torch.nn as nn
+
+batch_size = 8
+dim = 64
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+# Softmax outputs are ~1/dim, so the absolute floor sits far below them: a constant, a zero or an fp16 result
+# cannot hide inside atol.
+_TOL = {"float32": wb.Tolerance(1e-8, 1e-5)}
+
+
+def tiny_task() -> wb.Task:
+    """softmax 8x64, checked also at 5x37 and 3x100 (non-powers of two): ~1-3 s per CPU evaluation."""
+    return wb.Task.from_source(SOFTMAX, name="gallery_softmax", tolerances=dict(_TOL),
+                               sweep={"cpu": [{"batch_size": 5, "dim": 37}, {"batch_size": 3, "dim": 100}],
+                                      "gpu": [{"batch_size": 5, "dim": 37}, {"batch_size": 3, "dim": 100}]})
+
+
+def big_task() -> wb.Task:
+    """softmax 16384x4096 fp32 on a GPU (256 MiB each way): long enough for side streams to show, and a floor
+    (bytes / bandwidth, ~0.16 ms on an H100) far above the microseconds a cached answer takes."""
+    task = wb.Task.from_source(SOFTMAX, name="gallery_softmax_big", tolerances=dict(_TOL))
+    task.sizes = {"cpu": {}, "gpu": {"batch_size": 16384, "dim": 4096}}
+    return task
+
+
+TASKS = {"tiny": tiny_task, "big": big_task}
+
+
+def entries(where: str | None = None) -> list[str]:
+    """Manifest file names, optionally only those that run on `where` ("cpu": CPU-capable entries)."""
+    return sorted(f for f, e in MANIFEST.items() if where is None or e["where"] == where)
+
+
+def candidate(name: str) -> wb.Candidate:
+    return wb.Candidate.from_file(HERE / name, language=MANIFEST[name].get("language"))
+
+
+def expected_flag(name: str, device: str) -> str | None:
+    entry = MANIFEST[name]
+    if device.startswith("cuda"):
+        return entry.get("gpu_flag", entry.get("flag"))
+    return entry.get("flag")
+
+
+def evaluate(name: str, device: str, **kw: Any) -> wb.Result:
+    entry = MANIFEST[name]
+    task = TASKS[entry.get("task", "tiny")]()
+    kw.setdefault("time_it", bool(entry.get("time_it", False)))
+    return wb.evaluate(task, candidate(name), device=device, **kw)
+
+
+def verdict_problems(name: str, result: wb.Result, device: str) -> list[str]:
+    """What is wrong with `result` for this entry (empty when the workbench answered as the manifest says)."""
+    entry = MANIFEST[name]
+    flag = expected_flag(name, device)
+    problems = []
+    status = entry.get("gpu_status", entry["status"]) if device.startswith("cuda") else entry["status"]
+    if result.status != status:
+        problems.append(f"status {result.status!r}, expected {status!r}")
+    if entry["expect"] == "ok":
+        if result.flags:
+            problems.append(f"an accepted candidate carries flags {result.flags}")
+        if flag and flag not in result.warnings:
+            problems.append(f"warning {flag!r} missing from {result.warnings}")
+    elif flag not in result.flags:
+        problems.append(f"flag {flag!r} missing from {result.flags}")
+    return problems
