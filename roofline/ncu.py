@@ -21,7 +21,8 @@ METRICS = [
     "sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
 ]
 _UNITS = {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3,
-          "second": 1.0, "inst": 1, "": 1}
+          "second": 1.0, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9,
+          "inst": 1, "": 1}
 
 
 class NcuError(WorkbenchError):

@@ -126,7 +126,7 @@ def test_ceilings_are_measured_once_and_cached(tmp_path, monkeypatch):
 NCU_SAMPLE = '''==PROF== Connected to process 123
 "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
 "0","123","python3","h","softmax_kernel","1","7","(128, 1, 1)","(8192, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes.sum","Gbyte","0.54"
-"0","123","python3","h","softmax_kernel","1","7","(128, 1, 1)","(8192, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","185.5"
+"0","123","python3","h","softmax_kernel","1","7","(128, 1, 1)","(8192, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","ns","185500"
 "0","123","python3","h","softmax_kernel","1","7","(128, 1, 1)","(8192, 1, 1)","0","9.0","Command line profiler metrics","sm__sass_thread_inst_executed_op_ffma_pred_on.sum","inst","1,000"
 "0","123","python3","h","softmax_kernel","1","7","(128, 1, 1)","(8192, 1, 1)","0","9.0","Command line profiler metrics","sm__sass_thread_inst_executed_op_fadd_pred_on.sum","inst","500"
 '''
