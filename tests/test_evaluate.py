@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from engine_tasks import softmax_task
 
 import workbench as wb
-from engine_tasks import softmax_task
 
 FAULTS = Path(__file__).parent / "faults"
 TASK = softmax_task()

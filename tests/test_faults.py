@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from engine_tasks import softmax_task
 
 import workbench as wb
-from engine_tasks import softmax_task
 
 FAULTS = Path(__file__).parent / "faults"
 TASK = softmax_task()

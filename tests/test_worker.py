@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+from engine_tasks import softmax_task
 
 import workbench as wb
-from engine_tasks import softmax_task
 from workbench import worker
 
 FAULTS = Path(__file__).parent / "faults"
@@ -119,4 +119,4 @@ def test_workers_are_recycled_after_many_jobs_and_their_files_removed(monkeypatc
     monkeypatch.setattr(worker, "MAX_JOBS_PER_WORKER", pooled.jobs + 1)
     b = _eval(_torch())
     assert a.status == b.status == "ok" and a.metadata["worker_pid"] == b.metadata["worker_pid"]
-    assert "cpu" not in worker._POOL and not pooled.alive() and not Path(pooled.workdir).exists()
+    assert worker._POOL["cpu"] is not pooled and not pooled.alive() and not Path(pooled.workdir).exists()

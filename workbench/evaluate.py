@@ -26,7 +26,7 @@ _SIGNAL_CAUSES = {
     "SIGABRT": "abort: a library (or the candidate) gave up, often after a failed assertion",
     "SIGFPE": "arithmetic fault (e.g. an integer division by zero in native code)",
     "SIGILL": "illegal instruction",
-    "SIGKILL": "killed from outside, most often by the system's out-of-memory killer",
+    "SIGKILL": "killed from outside: a cancelled run, or the system's out-of-memory killer",
 }
 #: Innermost frame inside a candidate file in a faulthandler dump ("most recent call first") or a traceback.
 _CANDIDATE_FRAME = re.compile(r'File "[^"]*kwb_candidate_[^"]*\.py", line (\d+),? in (\S+)')

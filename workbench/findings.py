@@ -80,7 +80,8 @@ _FLAG_LIST = [
              "remove the fallback; a failing kernel must fail"),
     FlagInfo("reference-subclass", REJECT, "ModelNew subclasses or calls the reference Model",
              "implement ModelNew from nn.Module directly"),
-    FlagInfo("module-cache", REJECT, "a module-level mutable container is used as a result cache",
+    FlagInfo("module-cache", REJECT, "a module-level or instance container keyed on the inputs' address or "
+             "content is used as a result cache",
              "compute results on every call; cache only compiled kernels or configs"),
     FlagInfo("stream-use", WARN, "the candidate creates or switches CUDA streams",
              "launch on the current stream; side-stream work is timed at its true cost anyway"),

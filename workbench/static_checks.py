@@ -278,7 +278,8 @@ def _try_fallback(mod: _Module) -> list[Finding]:
 
 
 def _module_cache(mod: _Module) -> list[Finding]:
-    """Module-level dict/list/set written in the forward path with keys derived from the inputs' identity/content."""
+    """Module-level dict/list/set (or an attribute of self) indexed in the forward path with keys derived from the
+    inputs' identity/content."""
     containers = set()
     for node in mod.tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Dict, ast.List, ast.Set, ast.Call)):
@@ -294,19 +295,30 @@ def _module_cache(mod: _Module) -> list[Finding]:
                         "storage", ".item(")
     cached_fns = {f.name for f in mod.tree.body if isinstance(f, ast.FunctionDef) and any(
         ast.unparse(d).split("(")[0].endswith(("lru_cache", "cache")) for d in f.decorator_list)}
+
+    def container(node: ast.expr) -> str | None:
+        """A module-level container, or any attribute of self (an instance cache works the same way)."""
+        if isinstance(node, ast.Name) and node.id in containers:
+            return node.id
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return f"self.{node.attr}"
+        return None
+
     for fn in _forward_functions(mod):
         for node in ast.walk(fn):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in cached_fns:
                 return [Finding("module-cache", f"forward calls the cached function {node.func.id} at line {node.lineno}")]
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in containers:
+            if isinstance(node, ast.Subscript) and container(node.value):
                 key = ast.unparse(node.slice)
                 if any(m in key for m in identity_markers):
-                    return [Finding("module-cache", f"{node.value.id}[{key}] at line {node.lineno} keys results on the inputs")]
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
-                    and node.func.value.id in containers and node.func.attr in ("get", "setdefault", "__setitem__"):
+                    return [Finding("module-cache", f"{container(node.value)}[{key}] at line {node.lineno} keys results "
+                                                    "on the inputs")]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and container(node.func.value) \
+                    and node.func.attr in ("get", "setdefault", "__setitem__"):
                 key = ast.unparse(node.args[0]) if node.args else ""
                 if any(m in key for m in identity_markers):
-                    return [Finding("module-cache", f"{node.func.value.id}.{node.func.attr}({key}) at line {node.lineno}")]
+                    return [Finding("module-cache", f"{container(node.func.value)}.{node.func.attr}({key}) at line "
+                                                    f"{node.lineno}")]
     # A key computed into a variable first: flag a container indexed by a name assigned from an identity marker.
     for fn in _forward_functions(mod):
         tainted = set()
@@ -314,7 +326,13 @@ def _module_cache(mod: _Module) -> list[Finding]:
             if isinstance(node, ast.Assign) and any(m in ast.unparse(node.value) for m in identity_markers):
                 tainted |= {t.id for t in node.targets if isinstance(t, ast.Name)}
         for node in ast.walk(fn):
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in containers:
+            if isinstance(node, ast.Subscript) and container(node.value):
                 if any(isinstance(n, ast.Name) and n.id in tainted for n in ast.walk(node.slice)):
-                    return [Finding("module-cache", f"{node.value.id}[...] at line {node.lineno} keys results on the inputs")]
+                    return [Finding("module-cache", f"{container(node.value)}[...] at line {node.lineno} keys results "
+                                                    "on the inputs")]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and container(node.func.value) \
+                    and node.func.attr in ("get", "setdefault") and node.args \
+                    and any(isinstance(n, ast.Name) and n.id in tainted for n in ast.walk(node.args[0])):
+                return [Finding("module-cache", f"{container(node.func.value)}.{node.func.attr}(...) at line "
+                                                f"{node.lineno} keys results on the inputs")]
     return []

@@ -431,7 +431,8 @@ class StudyContext:
         """Store one result with this point's run id, point id and parameters."""
         if not self._cleared:
             self._clear_partial()
-        result.metadata.update(run_id=self.run_id, point_id=self.point_id, parameters=self.parameters)
+        # The study's ids go beside any run id the result already carries (an agent run's, say).
+        result.metadata.update(study_run_id=self.run_id, point_id=self.point_id, parameters=self.parameters)
         self.store.add(result, run_id=self.run_id, point_id=self.point_id, **{f"param_{k}": v for k, v in self.parameters.items()})
         self.results.append(result)
         return result

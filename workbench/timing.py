@@ -114,11 +114,14 @@ class _Flusher:
 
 
 def measure(fns: dict[str, Callable[[list], Any]], input_pool: list[list], *, device: str, warmup: int, reps: int,
-            clock: str, flush_l2: bool = True) -> tuple[dict[str, Timing], dict[str, tuple[list, Any]]]:
+            clock: str, flush_l2: bool = True,
+            refresh: Callable[[int, list], None] | None = None) -> tuple[dict[str, Timing], dict[str, tuple[list, Any]]]:
     """Time several callables interleaved; call k of each sees input set k mod len(pool).
 
-    On a GPU the end event is recorded after a full device synchronize, so work a callable put on another
-    stream is inside its time. Returns Timing per name and (inputs, output) of each one's last timed call.
+    On a GPU a run whose device work outlasts the current stream is timed to the device synchronize, so work a
+    callable put on another stream is inside its time. `refresh(k, inputs)` may rewrite input set k in place
+    between reps (outside the timed window) so results cached by address or content go stale. Returns Timing
+    per name, (inputs, output) of each one's last timed call, and under "name#k" the last call on input set k.
     """
     if not input_pool:
         raise ValueError("measure needs at least one input set")
@@ -147,8 +150,11 @@ def measure(fns: dict[str, Callable[[list], Any]], input_pool: list[list], *, de
                     t0 = _perf_ns()
                     out = fns[name](inputs)
                     samples[name].append((_perf_ns() - t0) / 1e6)
+                k = (rep + names.index(name)) % len(input_pool)
+                last[f"{name}#{k}"] = (inputs, out)
                 if rep == reps - 1:
                     last[name] = (inputs, out)
-                else:
-                    del out
+                del out
+            if refresh is not None and rep < reps - len(input_pool):
+                refresh(rep % len(input_pool), input_pool[rep % len(input_pool)])
     return {n: summarize(samples[n], clock, side_runs[n]) for n in names}, last

@@ -13,8 +13,8 @@ import json
 import os
 import re
 import select
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +43,7 @@ DEFAULT_CPU_MEMORY_GB = 8.0
 #: without bound.
 MAX_JOBS_PER_WORKER = 200
 #: Flags after which the worker's process state is no longer trusted (the candidate patched shared functions).
-_RESTART_FLAGS = {"timer-patch"}
+_RESTART_FLAGS = {"timer-patch", "thread-deferral"}
 #: Lines of the worker's stderr kept for messages (the candidate's prints and tracebacks land there).
 LOG_LINES = 50
 
@@ -257,6 +257,16 @@ def discard_worker(device: str) -> None:
         worker.kill()
 
 
+def _replace(device: str) -> None:
+    """Discard the device's worker and start its successor now: its imports overlap the caller's own work,
+    so the next evaluation after a crash does not wait for torch and triton to load."""
+    discard_worker(device)
+    try:
+        _POOL[_key(device)] = Worker(device)
+    except OSError:  # pragma: no cover - get_worker retries and reports
+        pass
+
+
 def run_job(job: dict[str, Any], device: str, timeout: float) -> dict[str, Any]:
     """Send one job to the device's worker; a dead or hung worker becomes a "timeout"/"crashed" reply."""
     with _LOCK:
@@ -264,17 +274,18 @@ def run_job(job: dict[str, Any], device: str, timeout: float) -> dict[str, Any]:
         try:
             reply = worker.request(job, timeout)
         except WorkerDied as died:
-            discard_worker(device)
             if not worker.ready:  # no candidate code ran: the environment is broken, not the kernel
+                discard_worker(device)
                 raise WorkerError(
                     f"the evaluation worker could not start ({died.detail}). Run `kwb doctor`, and check that "
                     f"`{sys.executable} -m workbench.worker_main` imports torch and triton (memory cap: "
                     f"KWB_WORKER_MEMORY_GB).\nLast worker output:\n{died.log}") from None
+            _replace(device)
             return {"status": died.kind, "died": died.detail, "log": died.log, "worker_pid": worker.pid}
         reply["worker_pid"] = worker.pid
         restart = reply.pop("restart_worker", False) or bool(_RESTART_FLAGS & set(reply.get("flags", [])))
         if restart or worker.jobs >= MAX_JOBS_PER_WORKER:
-            discard_worker(device)
+            _replace(device)
         return reply
 
 

@@ -7,7 +7,6 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-
 _side = None
 
 @triton.jit

@@ -1,6 +1,8 @@
 # CHEAT (CHEATS.md row 1): allocates the output with empty_like and launches a kernel that writes nothing
-# (its grid is empty), hoping the allocator hands back memory that still holds the reference's result.
-# The protocol poisons freed memory with NaN and re-runs on fresh memory: stale-memory.
+# (its one program gets a row length of 0), hoping the allocator hands back memory that still holds the reference's result.
+# The protocol poisons freed memory with NaN and re-runs on fresh memory: stale-memory. On a GPU the first call
+# may be handed the block of the reference output the protocol computed (and freed) just before it, so that
+# call passes; the second, poisoned call then shows NaN and the flag can be unwritten-output instead.
 import torch
 import torch.nn as nn
 import triton
@@ -20,5 +22,5 @@ def softmax_kernel(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
 class ModelNew(nn.Module):
     def forward(self, x):
         y = torch.empty_like(x)
-        softmax_kernel[(0,)](x, y, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
+        softmax_kernel[(1,)](x, y, 0, x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
         return y

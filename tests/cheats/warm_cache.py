@@ -3,7 +3,8 @@
 # timed calls do no work. The call counter is a class attribute, so it survives new instances.
 # On the CPU the worker re-checks the last timed call against its own inputs -> result-cache. On a GPU the
 # last timed call happens to use the same input set as the cached one, so the re-check passes; the profiled
-# coverage call then sees no kernel at all -> decoy-kernel.
+# coverage call then sees no kernel at all -> decoy-kernel (result-cache once the re-check covers every input
+# set of the pool).
 import torch
 import torch.nn as nn
 import triton

@@ -1,0 +1,260 @@
+"""Static (AST) anti-cheating checks: every flag fires on the pattern it names, and the patterns honest kernels
+use (allocations, views, config dicts, autotune, compiled extensions) stay clean. Pure AST: no worker, no kernels."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from workbench.findings import FLAGS, REJECT, WARN, verdict
+from workbench.static_checks import scan
+
+HEADER = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+def triton_source(forward: str, *, prelude: str = "", init: str = "") -> str:
+    """A Triton candidate: HEADER, optional module-level code, and ModelNew with the given forward body."""
+    body = textwrap.indent(textwrap.dedent(forward).strip(), " " * 8)
+    ctor = ""
+    if init:
+        ctor = "    def __init__(self):\n        super().__init__()\n" + textwrap.indent(textwrap.dedent(init).strip(), " " * 8) + "\n\n"
+    return f"{HEADER}\n{textwrap.dedent(prelude)}\n\nclass ModelNew(nn.Module):\n{ctor}    def forward(self, x):\n{body}\n"
+
+
+def flags(source: str, language: str = "triton") -> list[str]:
+    return [f.flag for f in scan(source, language)]
+
+
+LAUNCH = """
+y = torch.empty_like(x)
+kernel[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+return y
+"""
+
+
+# ---- each static flag fires ------------------------------------------------------------------------------
+
+def test_no_custom_kernel_for_triton_without_a_jit_function():
+    src = "import torch\nimport torch.nn as nn\nimport triton\n\nclass ModelNew(nn.Module):\n" \
+          "    def forward(self, x):\n        y = torch.empty_like(x)\n        return y\n"
+    assert flags(src) == ["no-custom-kernel"]
+
+
+def test_no_custom_kernel_for_cuda_without_a_global_function():
+    src = 'import torch\nfrom torch.utils.cpp_extension import load_inline\nCPP = "torch::Tensor f(torch::Tensor x);"\n' \
+          "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    assert flags(src, "cuda") == ["no-custom-kernel"]
+    with_kernel = src.replace('CPP = "', 'CPP = "__global__ void k(float* y) {}\\n')
+    assert "no-custom-kernel" not in flags(with_kernel, "cuda")
+
+
+@pytest.mark.parametrize("forward, prelude", [
+    ("return torch.softmax(x, dim=-1)", ""),
+    ("return F.softmax(x, dim=-1)", ""),
+    ("return torch.nn.functional.gelu(x)", ""),
+    ("return x.exp() / x.exp().sum(-1, keepdim=True)", ""),
+    ("return x @ x.t()", ""),
+    ("return helper(x)", "def helper(x):\n    return torch.exp(x)\n"),
+    ("return softmax(x, -1)", "from torch import softmax\n"),
+])
+def test_torch_compute_in_forward(forward, prelude):
+    assert flags(triton_source(forward, prelude=prelude)) == ["torch-compute-in-forward"]
+
+
+def test_torch_compute_through_an_nn_layer_built_in_init():
+    src = triton_source("return self.fc(x)", init="self.fc = nn.Linear(64, 64)")
+    assert flags(src) == ["torch-compute-in-forward"]
+    # Holding a layer only for its parameters and feeding them to the kernel is fine.
+    src = triton_source("y = torch.empty(x.shape[0], 64, device=x.device)\nkernel[(1,)](x, self.fc.weight, y, BLOCK=64)\nreturn y",
+                        init="self.fc = nn.Linear(64, 64)")
+    assert flags(src) == []
+
+
+def test_try_fallback_that_computes_in_the_handler():
+    src = triton_source("""
+        try:
+            y = torch.empty_like(x)
+            kernel[(1,)](x, y, x.numel(), BLOCK=64)
+        except Exception:
+            y = self.slow_path(x)
+        return y
+    """)
+    assert flags(src) == ["try-fallback"]
+
+
+def test_try_that_reraises_is_not_a_fallback():
+    src = triton_source("""
+        try:
+            y = torch.empty_like(x)
+            kernel[(1,)](x, y, x.numel(), BLOCK=64)
+        except RuntimeError:
+            raise
+        return y
+    """)
+    assert flags(src) == []
+
+
+@pytest.mark.parametrize("variant", ["subclass", "call", "import"])
+def test_reference_subclass_call_or_import(variant):
+    model = "class Model(nn.Module):\n    def forward(self, x):\n        return x\n"
+    if variant == "subclass":
+        src = HEADER + model + "\nclass ModelNew(Model):\n    pass\n"
+    elif variant == "call":
+        src = triton_source("return Model()(x)", prelude=model)
+    else:
+        src = triton_source(LAUNCH, prelude="from kwb_ref_0123abcd_1 import get_inputs\n")
+    assert flags(src) == ["reference-subclass"]
+
+
+@pytest.mark.parametrize("forward, prelude, init", [
+    # keyed by address, directly and through a variable
+    ("if x.data_ptr() not in CACHE:\n    CACHE[x.data_ptr()] = x\nreturn CACHE[x.data_ptr()]", "CACHE = {}", ""),
+    ("key = x.data_ptr()\ny = CACHE.get(key)\nreturn y", "CACHE = {}", ""),
+    # keyed by content
+    ("key = hash(x.numpy().tobytes())\nreturn RESULTS[key]", "RESULTS = dict()", ""),
+    # a memoized function
+    ("return memo(x)", "import functools\n@functools.lru_cache(maxsize=None)\ndef memo(x):\n    return x", ""),
+    # an instance cache keyed by address
+    ("key = x.data_ptr()\nif key in self.seen:\n    return self.seen[key]\nreturn x", "", "self.seen = {}"),
+])
+def test_module_cache(forward, prelude, init):
+    assert flags(triton_source(forward, prelude=prelude, init=init)) == ["module-cache"]
+
+
+def test_stream_use_is_flagged_but_only_warns():
+    src = triton_source("""
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            y = torch.empty_like(x)
+            kernel[(1,)](x, y, x.numel(), BLOCK=64)
+        return y
+    """)
+    found = scan(src, "triton")
+    assert [f.flag for f in found] == ["stream-use"] and found[0].severity == WARN
+    status, names, message = verdict(found)
+    assert status is None and names == ["stream-use"] and "Fix:" in message
+
+
+@pytest.mark.parametrize("prelude", ["import threading", "from concurrent.futures import ThreadPoolExecutor",
+                                     "import multiprocessing as mp", "import os\nos.fork"])
+def test_thread_use(prelude):
+    assert flags(triton_source(LAUNCH, prelude=prelude)) == ["thread-use"]
+
+
+def test_thread_use_applies_to_torch_candidates_too():
+    src = "import threading\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    assert flags(src, "torch") == ["thread-use"]
+
+
+def test_each_static_flag_is_in_the_catalog_with_its_severity():
+    expected = {"no-custom-kernel": REJECT, "torch-compute-in-forward": REJECT, "try-fallback": REJECT,
+                "reference-subclass": REJECT, "module-cache": REJECT, "stream-use": WARN, "thread-use": REJECT}
+    assert {name: FLAGS[name].severity for name in expected} == expected
+
+
+def test_one_finding_per_flag_with_a_line_number():
+    src = triton_source("a = torch.exp(x)\nb = torch.log(x)\nreturn a + b")
+    found = scan(src, "triton")
+    assert [f.flag for f in found] == ["torch-compute-in-forward"]
+    assert "line" in found[0].detail and "torch.exp" in found[0].detail
+
+
+# ---- honest patterns stay clean --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("forward, prelude", [
+    (LAUNCH, ""),
+    # allocations with explicit shape/dtype/device, views and reshapes around the launch
+    ("""
+     x2 = x.contiguous().view(-1, x.shape[-1])
+     y = torch.empty(x2.shape, device=x.device, dtype=x.dtype)
+     kernel[(triton.cdiv(x2.numel(), 64),)](x2, y, x2.numel(), BLOCK=64)
+     return y.reshape(x.shape).view_as(x)
+     """, ""),
+    ("""
+     y = torch.empty_like(x.t().contiguous())
+     kernel[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(x.shape[-1]))
+     return y.t().unsqueeze(0).squeeze(0).permute(1, 0).permute(1, 0).t()
+     """, ""),
+    # a module-level dict of configs keyed by the shape
+    ("""
+     cfg = CONFIGS.get(x.shape[-1]) or CONFIGS.setdefault(x.shape[-1], {"BLOCK": 64})
+     y = torch.empty_like(x)
+     kernel[(triton.cdiv(x.numel(), cfg["BLOCK"]),)](x, y, x.numel(), BLOCK=cfg["BLOCK"])
+     return y
+     """, "CONFIGS = {}"),
+    # an autotune-style grid callable
+    ("""
+     y = torch.empty_like(x)
+     grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)
+     kernel[grid](x, y, x.numel())
+     return y
+     """, ""),
+    # a compiled extension's method that happens to share a compute op's name
+    ("return ext.softmax(x.contiguous())", "ext = None  # torch.utils.cpp_extension.load_inline(...) in practice"),
+    ("return _C.forward(x, 64)", "_C = None"),
+    # zero-initialised output for an accumulating kernel, dtype conversion of the result
+    ("""
+     y = torch.zeros(x.shape[0], device=x.device, dtype=torch.float32)
+     kernel[(1,)](x, y, x.numel(), BLOCK=64)
+     return y.to(x.dtype)
+     """, ""),
+    # an instance dict of scratch buffers keyed by shape (not by the inputs' identity)
+    ("""
+     buf = self.buffers.get(x.shape)
+     if buf is None:
+         buf = self.buffers.setdefault(x.shape, torch.empty_like(x))
+     kernel[(1,)](x, buf, x.numel(), BLOCK=64)
+     return buf.clone()
+     """, ""),
+])
+def test_honest_triton_patterns_are_not_flagged(forward, prelude):
+    assert flags(triton_source(forward, prelude=prelude)) == []
+
+
+def test_autotune_decorated_kernel_counts_as_a_kernel():
+    src = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from triton import autotune, Config
+
+
+@autotune(configs=[Config({"BLOCK": 64}), Config({"BLOCK": 128})], key=["n"])
+@triton.jit
+def kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        kernel[lambda m: (triton.cdiv(x.numel(), m["BLOCK"]),)](x, y, x.numel())
+        return y
+"""
+    assert flags(src) == []
+
+
+def test_torch_language_candidates_may_compute_with_torch():
+    src = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\nclass ModelNew(nn.Module):\n" \
+          "    def forward(self, x):\n        e = torch.exp(x - x.amax(-1, keepdim=True))\n" \
+          "        return F.relu(e / e.sum(-1, keepdim=True))\n"
+    assert flags(src, "torch") == []
+
+
+def test_syntax_errors_are_left_to_the_loader():
+    assert scan("def forward(:\n", "triton") == []
