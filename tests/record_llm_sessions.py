@@ -1,6 +1,6 @@
 """Record the LLM transcripts that the tutorial and the ablation study replay (offline, no API key).
 
-    python studies/data/llm/record_sessions.py            # writes both files below
+    python tests/record_llm_sessions.py            # writes both files below
 
 The "models" here are scripted stand-ins served by the test suite's local HTTP server (tests/llm_server.py),
 reached through the real `openai` and `anthropic` SDK clients, and every candidate is judged by
