@@ -1,14 +1,15 @@
 """Timing inside the worker: interleaved, rotated inputs, L2 flushed, median with a 95% CI (CHEATS.md rows 7, 9, 10).
 
 Every function this module times with is bound to a private name at import, before any candidate module is
-imported, so a candidate that later patches `time.perf_counter` or `torch.cuda.Event.elapsed_time` cannot change
-what is measured.
+imported, so a candidate that later patches `time.perf_counter`, `torch.cuda.Event.elapsed_time`,
+`torch.cuda.synchronize` or a builtin cannot change what is measured.
 """
 
 from __future__ import annotations
 
-import math
+import math as _math
 import time as _time
+from fractions import Fraction as _Fraction
 from collections.abc import Callable
 from typing import Any
 
@@ -17,18 +18,26 @@ import torch
 from workbench.result import Timing
 
 _perf_ns = _time.perf_counter_ns
-_sorted = sorted
+_sorted, _len, _min, _max, _range = sorted, len, min, max, range
+_comb = _math.comb
 _Event = torch.cuda.Event
 _elapsed = torch.cuda.Event.elapsed_time
 _record = torch.cuda.Event.record
 _synchronize = torch.cuda.synchronize
+_properties = torch.cuda.get_device_properties
+_empty = torch.empty
+_zero = torch.Tensor.zero_
 _no_grad = torch.no_grad
 _sleep = getattr(torch.cuda, "_sleep", None)
 
 #: GPU cycles of busy-wait queued before each start event, so the host's launch cost overlaps it (~100 us).
 LAUNCH_COVER_CYCLES = 200_000
-#: A run counts as side-stream when the device finished this much later than the current stream.
-SIDE_STREAM_SLACK_MS = 0.03
+#: A callable has side-stream work when, over all its runs, the device finished this much later (median) than
+#: the current stream, plus 10% of the stream time. Single runs are not judged: host wake-up after a
+#: synchronize alone can add tens of microseconds to one run.
+SIDE_STREAM_SLACK_MS = 0.05
+#: L2 flush size where the driver does not report the L2 size.
+FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
 
 
 def default_reps(device: str, interpreter: bool) -> tuple[int, int]:
@@ -37,56 +46,71 @@ def default_reps(device: str, interpreter: bool) -> tuple[int, int]:
         return 10, 100
     if interpreter:
         return 1, 5
-    return 3, 30
+    return 5, 30
 
 
 def l2_flush_bytes(device: str) -> int:
-    """Twice the device's L2 so one write evicts everything a previous run left there."""
+    """Bytes written between timed runs: twice the device's L2, so one write evicts everything a previous run
+    left there (256 MiB where the L2 size is unknown); 0 on the CPU."""
     if not device.startswith("cuda"):
         return 0
     try:
-        l2 = int(getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0))
+        l2 = int(getattr(_properties(torch.device(device)), "L2_cache_size", 0) or 0)
     except Exception:  # pragma: no cover - depends on the driver
         l2 = 0
-    return max(2 * l2, 256 * 1024 * 1024) if l2 == 0 else 2 * l2
+    return 2 * l2 if l2 > 0 else FALLBACK_FLUSH_BYTES
 
 
-def _median_ci(samples: list[float]) -> tuple[float, float, float]:
-    """Median and its 95% CI from order statistics: ranks n/2 -+ 1.96 sqrt(n)/2 (normal approximation to the
-    binomial), which needs no assumption about the shape of the timing distribution."""
-    s = _sorted(samples)
-    n = len(s)
-    mid = n // 2
-    median = s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
-    half = 1.96 * math.sqrt(n) / 2
-    j = max(1, int(math.floor(n / 2 - half)))  # 1-based ranks
-    k = min(n, int(math.ceil(1 + n / 2 + half)))
-    return median, s[j - 1], s[k - 1]
+def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int]:
+    """1-based ranks (j, n + 1 - j) of the order statistics bounding a distribution-free CI of the median.
+
+    Binomial method: the number of samples below the true median is Binomial(n, 1/2), so
+    P(x_(j) <= median <= x_(n+1-j)) = 1 - 2 P(B <= j - 1). j is the largest rank keeping that >= `level`.
+    It assumes nothing about the shape of the timing distribution (skewed, with outliers). For n <= 5 no pair of
+    ranks reaches 95% (the best, min and max, covers 1 - 2^(1-n)): the CI is then [min, max].
+    """
+    if n < 1:
+        raise ValueError("no samples")
+    # Exact integer arithmetic (2^n overflows a float past n = 1023): P(B <= k) <= (1 - level) / 2 becomes
+    # 2 * den * sum_{i<=k} C(n, i) <= (den - num) * 2^n with level = num / den.
+    level_q = _Fraction(level).limit_denominator(10**6)
+    num, den = level_q.numerator, level_q.denominator
+    cum, j = 0, 0
+    for k in _range(n + 1):
+        cum += _comb(n, k)
+        if 2 * den * cum > (den - num) * 2**n:
+            break
+        j = k + 1  # P(B <= k) <= (1 - level) / 2, so rank k + 1 is still a valid lower bound
+    j = _max(j, 1)
+    return j, n + 1 - j
 
 
 def _quantile(s: list[float], q: float) -> float:
-    if len(s) == 1:
+    """Linear interpolation between order statistics (numpy's default)."""
+    if _len(s) == 1:
         return s[0]
-    pos = q * (len(s) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(s) - 1)
+    pos = q * (_len(s) - 1)
+    lo = int(pos)
+    hi = _min(lo + 1, _len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def summarize(samples_ms: list[float], clock: str, side_stream_runs: int = 0) -> Timing:
+    """Median, min, max, IQR and the order-statistic 95% CI of the median (`median_ci_ranks`) of the samples."""
     if not samples_ms:
         raise ValueError("no timing samples")
-    s = _sorted(samples_ms)
-    median, lo, hi = _median_ci(s)
+    s = _sorted(float(v) for v in samples_ms)
+    n = _len(s)
+    median = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+    lo, hi = median_ci_ranks(n)
     return Timing(median_ms=median, min_ms=s[0], max_ms=s[-1], iqr_ms=_quantile(s, 0.75) - _quantile(s, 0.25),
-                  ci95_low_ms=lo, ci95_high_ms=hi, n=len(s), clock=clock, samples_ms=list(samples_ms),
-                  side_stream_runs=side_stream_runs)
+                  ci95_low_ms=s[lo - 1], ci95_high_ms=s[hi - 1], n=n, clock=clock,
+                  samples_ms=[float(v) for v in samples_ms], side_stream_runs=side_stream_runs)
 
 
-def _time_cuda_call(fn: Callable[[list], Any], inputs: list) -> tuple[float, bool, Any]:
-    """(ms, side-stream?, output) of one call. The start event queues behind a GPU busy-wait so the host's
-    launch cost is hidden; the end is read on the current stream and again after a device synchronize: if the
-    device finished notably later, other streams were still working and the run is timed to that point."""
+def _time_cuda_call(fn: Callable[[list], Any], inputs: list) -> tuple[float, float, Any]:
+    """(current-stream ms, device ms, output) of one call. The start event queues behind a GPU busy-wait so the
+    host's launch cost is hidden; the end is read on the current stream and again after a device synchronize."""
     start, end, done = _Event(enable_timing=True), _Event(enable_timing=True), _Event(enable_timing=True)
     if _sleep is not None:
         _sleep(LAUNCH_COVER_CYCLES)
@@ -96,65 +120,73 @@ def _time_cuda_call(fn: Callable[[list], Any], inputs: list) -> tuple[float, boo
     _synchronize()
     _record(done)
     _synchronize()
-    stream_ms, device_ms = _elapsed(start, end), _elapsed(start, done)
-    if device_ms - stream_ms > SIDE_STREAM_SLACK_MS + 0.05 * stream_ms:
-        return device_ms, True, out
-    return stream_ms, False, out
+    return _elapsed(start, end), _elapsed(start, done), out
 
 
-class _Flusher:
-    def __init__(self, device: str, enabled: bool):
-        self.buf = None
-        if enabled and device.startswith("cuda"):
-            self.buf = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
-
-    def __call__(self) -> None:
-        if self.buf is not None:
-            self.buf.zero_()
+def _pick_samples(stream: list[float], device: list[float]) -> tuple[list[float], int]:
+    """Stream times, unless the device was busy well past the stream in the median run: then the work ran on
+    another stream, and the device times (its true cost) are reported."""
+    if not device:
+        return stream, 0
+    excess = _sorted(d - s for s, d in zip(stream, device))[len(device) // 2]
+    med = _sorted(stream)[len(stream) // 2]
+    if excess > SIDE_STREAM_SLACK_MS + 0.1 * med:
+        return device, sum(1 for s, d in zip(stream, device) if d - s > SIDE_STREAM_SLACK_MS + 0.1 * s)
+    return stream, 0
 
 
 def measure(fns: dict[str, Callable[[list], Any]], input_pool: list[list], *, device: str, warmup: int, reps: int,
-            clock: str, flush_l2: bool = True,
-            refresh: Callable[[int, list], None] | None = None) -> tuple[dict[str, Timing], dict[str, tuple[list, Any]]]:
-    """Time several callables interleaved; call k of each sees input set k mod len(pool).
+            clock: str, flush_l2: bool = True) -> tuple[dict[str, Timing], dict[str, tuple[list, Any]]]:
+    """Time several callables interleaved: each rep calls every callable once, starting with a different one
+    each rep. Call k of callable number i (warm-up included) gets input set (k + i) mod len(input_pool), so no
+    two consecutive calls of one callable see the same addresses when the pool holds two or more sets.
 
-    On a GPU a run whose device work outlasts the current stream is timed to the device synchronize, so work a
-    callable put on another stream is inside its time. `refresh(k, inputs)` may rewrite input set k in place
-    between reps (outside the timed window) so results cached by address or content go stale. Returns Timing
-    per name, (inputs, output) of each one's last timed call, and under "name#k" the last call on input set k.
+    On a GPU the L2 is flushed before each call and the end is taken after a full device synchronize, so work a
+    callable put on another stream is inside its time. On the CPU: perf_counter_ns around each call.
+    Returns Timing per name and (inputs, output) of each one's last timed call (for a result-cache re-check).
     """
     if not input_pool:
         raise ValueError("measure needs at least one input set")
+    if reps < 1:
+        raise ValueError("measure needs at least one timed rep")
     names = list(fns)
     cuda = device.startswith("cuda")
     flush = _Flusher(device, flush_l2)
+    pool = _len(input_pool)
+    calls = {n: i for i, n in enumerate(names)}  # next input index per callable
     samples: dict[str, list[float]] = {n: [] for n in names}
-    side_runs: dict[str, int] = {n: 0 for n in names}
+    device_samples: dict[str, list[float]] = {n: [] for n in names}
     last: dict[str, tuple[list, Any]] = {}
+
+    def next_inputs(name: str) -> list:
+        inputs = input_pool[calls[name] % pool]
+        calls[name] += 1
+        return inputs
+
     with _no_grad():
-        for i in range(warmup):
-            for name in names:
-                fns[name](input_pool[i % len(input_pool)])
+        for i in _range(warmup):
+            for name in names[i % _len(names):] + names[: i % _len(names)]:
+                fns[name](next_inputs(name))
         if cuda:
             _synchronize()
-        for rep in range(reps):
-            order = names[rep % len(names):] + names[: rep % len(names)]
-            for name in order:
-                inputs = input_pool[(rep + names.index(name)) % len(input_pool)]
+        for rep in _range(reps):
+            shift = rep % _len(names)
+            for name in names[shift:] + names[:shift]:
+                inputs = next_inputs(name)
                 flush()
                 if cuda:
-                    ms, side, out = _time_cuda_call(fns[name], inputs)
-                    samples[name].append(ms)
-                    side_runs[name] += side
+                    stream_ms, device_ms, out = _time_cuda_call(fns[name], inputs)
+                    samples[name].append(stream_ms)
+                    device_samples[name].append(device_ms)
                 else:
                     t0 = _perf_ns()
                     out = fns[name](inputs)
                     samples[name].append((_perf_ns() - t0) / 1e6)
-                k = (rep + names.index(name)) % len(input_pool)
-                last[f"{name}#{k}"] = (inputs, out)
                 if rep == reps - 1:
                     last[name] = (inputs, out)
                 del out
-            if refresh is not None and rep < reps - len(input_pool):
-                refresh(rep % len(input_pool), input_pool[rep % len(input_pool)])
-    return {n: summarize(samples[n], clock, side_runs[n]) for n in names}, last
+    out_timings = {}
+    for n in names:
+        chosen, side_runs = _pick_samples(samples[n], device_samples[n])
+        out_timings[n] = summarize(chosen, clock, side_runs)
+    return out_timings, last
