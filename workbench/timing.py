@@ -135,6 +135,17 @@ def _pick_samples(stream: list[float], device: list[float]) -> tuple[list[float]
     return stream, 0
 
 
+class _Flusher:
+    def __init__(self, device: str, enabled: bool):
+        self.buf = None
+        if enabled and device.startswith("cuda"):
+            self.buf = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        if self.buf is not None:
+            self.buf.zero_()
+
+
 def measure(fns: dict[str, Callable[[list], Any]], input_pool: list[list], *, device: str, warmup: int, reps: int,
             clock: str, flush_l2: bool = True) -> tuple[dict[str, Timing], dict[str, tuple[list, Any]]]:
     """Time several callables interleaved: each rep calls every callable once, starting with a different one
