@@ -31,7 +31,7 @@ import os
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ContextManager
+from typing import Any
 
 import torch
 
@@ -172,7 +172,7 @@ def _same_bits(a: Any, b: Any) -> bool:
         return bool(torch.equal(_bytes(a).cpu(), _bytes(b).cpu())) if a.device != b.device else \
             bool(torch.equal(_bytes(a), _bytes(b)))
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same_bits(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same_bits(x, y) for x, y in zip(a, b, strict=False))
     try:
         return bool(a == b)
     except Exception:
@@ -274,21 +274,25 @@ class _Poison:
             self.junk.value = before
 
     def _refill_cuda_cache(self, tensors: list[torch.Tensor]) -> None:
-        # Free what the collector holds, hand every cached block back to the driver, then cache only blocks that
-        # are poisoned from end to end: a request the candidate makes is carved from one of them. Small requests
-        # (<= 1 MiB) come from 2 MiB segments, so pairs of 1 MiB blocks fill them; large ones are split from a
-        # block of at least 20 MiB (its own segment, filled completely).
+        # Free what the collector holds and hand every wholly free segment back to the driver. What the cache
+        # still holds free are fragments of segments with live tensors in them; the allocator's best fit prefers
+        # those, so each is taken with a request of its exact size and poisoned. Then new, wholly poisoned
+        # segments: 2 MiB ones (pairs of 1 MiB blocks) for requests <= 1 MiB, and one >= 20 MiB block (its own
+        # segment) that larger requests are split from. Freed, all of them stay cached for the candidate.
         gc.collect()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
+        dev = torch.device(self.device)
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        blocks = [torch.empty(size, dtype=torch.uint8, device=dev) for size in _free_fragments(index)]
         need = sum(t.numel() * t.element_size() for t in tensors)
-        free, _total = torch.cuda.mem_get_info(torch.device(self.device))
+        free, _total = torch.cuda.mem_get_info(dev)
         big = min(max(4 * need, 32 * _MIB), free // 2) // (2 * _MIB) * (2 * _MIB)
-        blocks = [torch.empty(_MIB // 4, dtype=torch.int32, device=self.device) for _ in range(8)]
+        blocks += [torch.empty(_MIB, dtype=torch.uint8, device=dev) for _ in range(8)]
         if big >= 20 * _MIB:
-            blocks.append(torch.empty(big // 4, dtype=torch.int32, device=self.device))
+            blocks.append(torch.empty(big, dtype=torch.uint8, device=dev))
         for b in blocks:
-            b.fill_(POISON_WORD)
+            b.view(torch.int32).fill_(POISON_WORD)
         torch.cuda.synchronize()
         del blocks
 
@@ -300,6 +304,18 @@ class _Poison:
             n = -(-t.numel() * t.element_size() // 4)
             blocks += [torch.full((n,), POISON_WORD, dtype=torch.int32) for _ in range(2)]
         del blocks
+
+
+def _free_fragments(device_index: int) -> list[int]:
+    """Sizes of the free blocks the CUDA caching allocator holds on this device (bytes; empty where the allocator
+    cannot say, e.g. with the cudaMallocAsync backend)."""
+    try:
+        segments = torch.cuda.memory_snapshot()
+        stream = torch.cuda.current_stream(device_index).cuda_stream  # blocks serve requests of their own stream
+    except Exception:  # pragma: no cover - depends on the allocator backend
+        return []
+    return [b["size"] for seg in segments if seg.get("device") == device_index and seg.get("stream", 0) == stream
+            for b in seg.get("blocks", []) if b.get("state") == "inactive" and b.get("size", 0) >= 512]
 
 
 # ---- comparison ---------------------------------------------------------------------------------------------
@@ -356,7 +372,7 @@ def compare(out: Any, ref64: Any, ref_native: Any, tol_for: Callable[[str], Tole
         cmp.flags.append(("wrong-type", f"returned {type(out).__name__} with {len(outs)} item(s); the reference "
                                         f"returns {type(ref_native).__name__} with {len(natives)}"))
         return cmp
-    for i, (o, r64, rn) in enumerate(zip(outs, refs64, natives)):
+    for i, (o, r64, rn) in enumerate(zip(outs, refs64, natives, strict=False)):
         where = f"output {i}: " if len(outs) > 1 else ""
         if not isinstance(rn, torch.Tensor):
             if isinstance(o, torch.Tensor) or not _same_bits(o, rn):
@@ -397,7 +413,7 @@ def _compare_floats(cmp: Comparison, i: int, o: torch.Tensor, r64: Any, rn: torc
     special_bad = ~expect_finite & ~same_special
     exp = torch.where(torch.isfinite(e64), e64, n64)
     err = torch.where(expect_finite, (o64 - exp).abs(), torch.zeros_like(o64))
-    err = torch.nan_to_num(err, nan=float("inf"))
+    err = torch.nan_to_num(err, nan=float("inf"), posinf=float("inf"))
     bound = tol.atol + tol.rtol * exp.abs()
     ratio = torch.where(expect_finite, err / bound, torch.zeros_like(err))
     ratio = torch.where(special_bad, torch.full_like(ratio, float("inf")), ratio)
@@ -460,7 +476,7 @@ def _degenerate(o64: torch.Tensor, exp: torch.Tensor, finite: torch.Tensor, dtyp
 def _constant_passes(ref64: list[Any], natives: list[Any], tol_for: Callable[[str], Tolerance]) -> list[bool | None]:
     """Per output: would a constant (the midrange, or zero) pass the tolerance? None for scalars and non-floats."""
     verdicts: list[bool | None] = []
-    for r64, rn in zip(ref64, natives):
+    for r64, rn in zip(ref64, natives, strict=False):
         if not (isinstance(rn, torch.Tensor) and rn.is_floating_point() and rn.numel() > 1):
             verdicts.append(None)
             continue
@@ -522,7 +538,7 @@ def _finite(out: Any) -> bool:
 def run_correctness(ref: LoadedReference, candidate_cls: type, *, device: str, sizes: list[dict], seed: int,
                     rounds: int = 5, tolerance: Callable[[str], Tolerance],
                     distributions: tuple[str, ...] = DISTRIBUTIONS,
-                    call_guard: Callable[[], ContextManager] | None = None) -> CheckReport:
+                    call_guard: Callable[[], contextlib.AbstractContextManager] | None = None) -> CheckReport:
     """Run the protocol (module docstring) for `max(rounds, 5, len(sizes), len(distributions))` rounds, so every
     size and every distribution is seen. Raises CandidateFailure when the candidate raises, TaskError when the
     reference does. `call_guard()` wraps every candidate call; if the object it yields has `observe`, it is given
@@ -533,7 +549,7 @@ def run_correctness(ref: LoadedReference, candidate_cls: type, *, device: str, s
 class _Protocol:
     def __init__(self, ref: LoadedReference, candidate_cls: type, device: str, sizes: list[dict], seed: int,
                  tolerance: Callable[[str], Tolerance], distributions: tuple[str, ...],
-                 call_guard: Callable[[], ContextManager] | None):
+                 call_guard: Callable[[], contextlib.AbstractContextManager] | None):
         self.ref, self.cls, self.device, self.seed = ref, candidate_cls, device, seed
         self.sizes = list(sizes) or [{}]
         self.dists = list(dict.fromkeys(distributions)) or ["default"]
@@ -692,7 +708,7 @@ class _Protocol:
         return self.default_finite[i]
 
     def _mutation(self, given: list[Any], inputs: list[Any], where: str) -> list[tuple[str, str]]:
-        changed = [k for k, (a, b) in enumerate(zip(given, inputs)) if not _same_bits(a, b)]
+        changed = [k for k, (a, b) in enumerate(zip(given, inputs, strict=False)) if not _same_bits(a, b)]
         if changed:
             return [("input-mutation", f"{where}: input(s) {changed} changed during forward")]
         return []
@@ -715,7 +731,7 @@ class _Protocol:
         return found
 
     def _matches_prior(self, out: Any, cmp: Comparison) -> bool:
-        for o, bad in zip(_as_list(out), cmp.bad):
+        for o, bad in zip(_as_list(out), cmp.bad, strict=False):
             if bad is None or not bool(bad.any()):
                 continue
             for old in (t for ts in self.prior for t in ts):
@@ -729,7 +745,7 @@ class _Protocol:
 
     def _mutual_ratio(self, out1: Any, out2: Any, native: Any, ref64: Any) -> float:
         worst = 0.0
-        for a, b, rn, r64 in zip(_as_list(out1), _as_list(out2), _as_list(native), _as_list(ref64)):
+        for a, b, rn, r64 in zip(_as_list(out1), _as_list(out2), _as_list(native), _as_list(ref64), strict=False):
             if not (_plain(a) and _plain(b) and isinstance(rn, torch.Tensor)):
                 continue
             if not (a.is_floating_point() or a.is_complex()):
@@ -737,10 +753,11 @@ class _Protocol:
                 continue
             tol = self.tol(_dtype_name(rn.dtype))
             a64, b64 = _real(a.detach()).double(), _real(b.detach()).double()
-            scale = _real(r64.detach()).to(a64.device, torch.float64).abs() if isinstance(r64, torch.Tensor) else a64.abs()
+            scale = _real(r64.detach()).to(a64.device, torch.float64).abs() if isinstance(r64, torch.Tensor) \
+                else a64.abs()
             same_nan = torch.isnan(a64) & torch.isnan(b64)
             diff = torch.where(same_nan | (a64 == b64), torch.zeros_like(a64), (a64 - b64).abs())
-            diff = torch.nan_to_num(diff, nan=float("inf"))
+            diff = torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf"))
             if diff.numel():
                 worst = max(worst, float((diff / (tol.atol + tol.rtol * torch.nan_to_num(scale))).max()))
         return worst
@@ -758,7 +775,7 @@ class _Protocol:
     def _weak_stats(self, ref64: list[Any], native: Any) -> None:
         natives = _as_list(native)
         self.constant_rounds.append(_constant_passes(ref64, natives, self.tol))
-        for k, (r64, rn) in enumerate(zip(ref64, natives)):
+        for k, (r64, rn) in enumerate(zip(ref64, natives, strict=False)):
             if isinstance(rn, torch.Tensor) and rn.is_floating_point() and rn.numel() == 1:
                 self.scalars.setdefault(k, (_dtype_name(rn.dtype), []))[1].append(float(r64.reshape(-1)[0]))
 
@@ -791,14 +808,14 @@ class _Protocol:
         base = self._inputs(size, base_seed, "default")
         other = self._inputs(size, base_seed + 1, "default")
         base_out = _as_list(self._reference(model, base, size, "default"))
-        for k, (x, y) in enumerate(zip(base, other)):
+        for k, (x, y) in enumerate(zip(base, other, strict=False)):
             if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape or \
                     _same_bits(x, y):
                 continue
             swapped = list(base)
             swapped[k] = y
             out = _as_list(self._reference(model, swapped, size, "default"))
-            if all(self._within(a, b) for a, b in zip(out, base_out)):
+            if all(self._within(a, b) for a, b in zip(out, base_out, strict=False)):
                 self.report.add("weak-task", f"replacing input {k} by a fresh draw leaves the reference output "
                                              "within tolerance: a candidate may ignore it")
                 self.report.note(f"weak task: the reference output does not depend on input {k}")

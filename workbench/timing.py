@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math as _math
 import time as _time
-from fractions import Fraction as _Fraction
 from collections.abc import Callable
+from fractions import Fraction as _Fraction
 from typing import Any
 
 import torch
@@ -128,33 +128,40 @@ def _pick_samples(stream: list[float], device: list[float]) -> tuple[list[float]
     another stream, and the device times (its true cost) are reported."""
     if not device:
         return stream, 0
-    excess = _sorted(d - s for s, d in zip(stream, device))[len(device) // 2]
+    excess = _sorted(d - s for s, d in zip(stream, device, strict=False))[len(device) // 2]
     med = _sorted(stream)[len(stream) // 2]
     if excess > SIDE_STREAM_SLACK_MS + 0.1 * med:
-        return device, sum(1 for s, d in zip(stream, device) if d - s > SIDE_STREAM_SLACK_MS + 0.1 * s)
+        return device, sum(1 for s, d in zip(stream, device, strict=False) if d - s > SIDE_STREAM_SLACK_MS + 0.1 * s)
     return stream, 0
 
 
 class _Flusher:
+    """Writes `l2_flush_bytes` before each timed GPU call; queued before the start event, so the write is outside
+    the timed window. Allocates and writes through the bound functions: a candidate that patches
+    `torch.Tensor.zero_` cannot turn the flush off."""
+
     def __init__(self, device: str, enabled: bool):
         self.buf = None
         if enabled and device.startswith("cuda"):
-            self.buf = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
+            self.buf = _empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
 
     def __call__(self) -> None:
         if self.buf is not None:
-            self.buf.zero_()
+            _zero(self.buf)
 
 
 def measure(fns: dict[str, Callable[[list], Any]], input_pool: list[list], *, device: str, warmup: int, reps: int,
-            clock: str, flush_l2: bool = True) -> tuple[dict[str, Timing], dict[str, tuple[list, Any]]]:
+            clock: str, flush_l2: bool = True,
+            refresh: Callable[[int, list], None] | None = None) -> tuple[dict[str, Timing], dict[str, tuple[list, Any]]]:
     """Time several callables interleaved: each rep calls every callable once, starting with a different one
     each rep. Call k of callable number i (warm-up included) gets input set (k + i) mod len(input_pool), so no
     two consecutive calls of one callable see the same addresses when the pool holds two or more sets.
 
     On a GPU the L2 is flushed before each call and the end is taken after a full device synchronize, so work a
     callable put on another stream is inside its time. On the CPU: perf_counter_ns around each call.
-    Returns Timing per name and (inputs, output) of each one's last timed call (for a result-cache re-check).
+    `refresh(k, inputs)`, when given, rewrites input set k in place between reps (outside the timed window) so
+    results cached by address or content go stale. Returns Timing per name, (inputs, output) of each one's last
+    timed call, and under "name#k" its last timed call on input set k (for the result-cache re-check).
     """
     if not input_pool:
         raise ValueError("measure needs at least one input set")
@@ -169,21 +176,21 @@ def measure(fns: dict[str, Callable[[list], Any]], input_pool: list[list], *, de
     device_samples: dict[str, list[float]] = {n: [] for n in names}
     last: dict[str, tuple[list, Any]] = {}
 
-    def next_inputs(name: str) -> list:
-        inputs = input_pool[calls[name] % pool]
+    def next_inputs(name: str) -> tuple[int, list]:
+        k = calls[name] % pool
         calls[name] += 1
-        return inputs
+        return k, input_pool[k]
 
     with _no_grad():
         for i in _range(warmup):
             for name in names[i % _len(names):] + names[: i % _len(names)]:
-                fns[name](next_inputs(name))
+                fns[name](next_inputs(name)[1])
         if cuda:
             _synchronize()
         for rep in _range(reps):
             shift = rep % _len(names)
             for name in names[shift:] + names[:shift]:
-                inputs = next_inputs(name)
+                k, inputs = next_inputs(name)
                 flush()
                 if cuda:
                     stream_ms, device_ms, out = _time_cuda_call(fns[name], inputs)
@@ -193,9 +200,12 @@ def measure(fns: dict[str, Callable[[list], Any]], input_pool: list[list], *, de
                     t0 = _perf_ns()
                     out = fns[name](inputs)
                     samples[name].append((_perf_ns() - t0) / 1e6)
+                last[f"{name}#{k}"] = (inputs, out)
                 if rep == reps - 1:
                     last[name] = (inputs, out)
                 del out
+            if refresh is not None and rep < reps - pool:
+                refresh(rep % pool, input_pool[rep % pool])
     out_timings = {}
     for n in names:
         chosen, side_runs = _pick_samples(samples[n], device_samples[n])

@@ -1,0 +1,135 @@
+"""Timing: statistics on known samples (median, IQR, the binomial CI of the median) and the interleaved, rotated
+measurement loop on the CPU wall clock."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from workbench import timing
+
+
+def _coverage(n: int, j: int) -> float:
+    """P(x_(j) <= true median <= x_(n+1-j)) = 1 - 2 P(Binomial(n, 1/2) <= j - 1)."""
+    return 1 - 2 * sum(math.comb(n, k) for k in range(j)) / 2**n
+
+
+# ---- summarize -------------------------------------------------------------------------------------------------
+
+def test_summarize_gives_median_spread_and_the_order_statistic_ci_of_known_samples():
+    samples = [float(v) for v in range(1, 101)]
+    random.Random(0).shuffle(samples)
+    t = timing.summarize(samples, "wall")
+    assert t.median_ms == pytest.approx(50.5) and (t.min_ms, t.max_ms, t.n, t.clock) == (1.0, 100.0, 100, "wall")
+    assert t.iqr_ms == pytest.approx(75.25 - 25.75)  # quartiles by linear interpolation
+    assert (t.ci95_low_ms, t.ci95_high_ms) == (40.0, 61.0)  # ranks 40 and 61: the textbook pair for n = 100
+    assert t.samples_ms == samples  # in measurement order, for plots of drift
+
+
+def test_small_samples_odd_counts_and_the_ci_falling_back_to_the_range():
+    ten = timing.summarize([5.0, 1.0, 9.0, 3.0, 7.0, 2.0, 8.0, 4.0, 6.0, 10.0], "cuda-events")
+    assert ten.median_ms == 5.5 and (ten.ci95_low_ms, ten.ci95_high_ms) == (2.0, 9.0)
+    five = timing.summarize([3.0, 1.0, 2.0, 5.0, 4.0], "interpreter")
+    assert five.median_ms == 3.0 and (five.ci95_low_ms, five.ci95_high_ms) == (1.0, 5.0)
+    one = timing.summarize([3.0], "wall")
+    assert one.median_ms == one.ci95_low_ms == one.ci95_high_ms == one.min_ms == one.max_ms == 3.0
+    assert one.iqr_ms == 0.0
+    with pytest.raises(ValueError):
+        timing.summarize([], "wall")
+
+
+@pytest.mark.parametrize("n", [6, 7, 10, 20, 30, 50, 51, 100, 1000, 2000])
+def test_ci_ranks_are_the_tightest_pair_with_at_least_95_percent_coverage(n):
+    lo, hi = timing.median_ci_ranks(n)
+    assert hi == n + 1 - lo
+    assert _coverage(n, lo) >= 0.95 > _coverage(n, lo + 1)
+
+
+# ---- measure on the CPU ---------------------------------------------------------------------------------------------
+
+def _recorder(pool_size: int = 3):
+    calls: list[tuple[str, int]] = []
+    pool = [[object()] for _ in range(pool_size)]
+
+    def make(name):
+        def fn(inputs):
+            calls.append((name, id(inputs)))
+            return (name, id(inputs))
+        return fn
+
+    return calls, pool, {name: make(name) for name in ("cand", "ref", "compiled")}
+
+
+def test_measure_returns_reps_samples_per_callable_and_interleaves_with_a_rotating_first():
+    calls, pool, fns = _recorder()
+    timings, _ = timing.measure(fns, pool, device="cpu", warmup=2, reps=7, clock="wall")
+    assert set(timings) == set(fns)
+    for t in timings.values():
+        assert t.n == 7 and len(t.samples_ms) == 7 and t.clock == "wall" and t.min_ms >= 0
+    timed = [name for name, _ in calls[2 * 3:]]
+    reps = [timed[k:k + 3] for k in range(0, len(timed), 3)]
+    assert all(sorted(r) == sorted(fns) for r in reps)  # every callable once per rep
+    assert {r[0] for r in reps} == set(fns)  # none always goes first
+
+
+def test_no_two_consecutive_calls_of_a_callable_see_the_same_inputs():
+    calls, pool, fns = _recorder(pool_size=2)
+    timing.measure(fns, pool, device="cpu", warmup=3, reps=6, clock="wall")
+    for name in fns:
+        seen = [ident for n, ident in calls if n == name]  # warm-up included
+        assert len(seen) == 9 and all(a != b for a, b in zip(seen, seen[1:], strict=False)), name
+        assert set(seen) == {id(p) for p in pool}
+
+
+def test_measure_returns_the_inputs_and_output_of_each_last_timed_call():
+    calls, pool, fns = _recorder()
+    _, last = timing.measure(fns, pool, device="cpu", warmup=1, reps=4, clock="wall")
+    for name in fns:
+        inputs, out = last[name]
+        final = [ident for n, ident in calls if n == name][-1]
+        assert id(inputs) == final and out == (name, final)
+
+
+def test_wall_clock_times_are_the_callables_own():
+    timings, _ = timing.measure({"sleep": lambda xs: time.sleep(xs[0]), "none": lambda xs: None},
+                                [[0.004], [0.004]], device="cpu", warmup=0, reps=3, clock="wall")
+    assert 3.5 <= timings["sleep"].median_ms < 50 and timings["none"].median_ms < 1
+
+
+def test_timers_patched_after_import_do_not_change_the_measurement(monkeypatch):
+    monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+    monkeypatch.setattr("builtins.sorted", lambda xs, **kw: [0.0] * len(list(xs)))
+    timings, _ = timing.measure({"sleep": lambda xs: time.sleep(0.002)}, [[0]], device="cpu", warmup=0, reps=3,
+                                clock="wall")
+    assert timings["sleep"].median_ms >= 1.5 and timings["sleep"].min_ms >= 1.5
+
+
+def test_measure_refuses_an_empty_pool_or_no_reps():
+    with pytest.raises(ValueError):
+        timing.measure({"a": lambda xs: None}, [], device="cpu", warmup=0, reps=3, clock="wall")
+    with pytest.raises(ValueError):
+        timing.measure({"a": lambda xs: None}, [[0]], device="cpu", warmup=0, reps=0, clock="wall")
+
+
+# ---- defaults ------------------------------------------------------------------------------------------------------
+
+def test_default_reps_meet_the_protocol():
+    warm, reps = timing.default_reps("cuda", False)
+    assert warm >= 5 and reps >= 50
+    assert timing.default_reps("cuda:1", False) == (warm, reps)
+    assert timing.default_reps("cpu", False) == (5, 30)
+    warm, reps = timing.default_reps("cpu", True)
+    assert 3 <= reps <= 10 and warm <= 2
+
+
+def test_l2_flush_is_twice_the_reported_l2_or_256_mib(monkeypatch):
+    assert timing.l2_flush_bytes("cpu") == 0
+    monkeypatch.setattr(timing, "_properties", lambda device: SimpleNamespace(L2_cache_size=50 * 2**20))
+    assert timing.l2_flush_bytes("cuda") == 100 * 2**20
+    monkeypatch.setattr(timing, "_properties", lambda device: SimpleNamespace(L2_cache_size=0))
+    assert timing.l2_flush_bytes("cuda:0") == 256 * 2**20
