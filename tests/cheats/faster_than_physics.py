@@ -2,7 +2,9 @@
 # instance (no module-level container, no data_ptr), and on a hit launches a one-element kernel on the cached
 # output, so launch tracking, provenance and profiler coverage are all satisfied and the result is right for
 # its inputs. The timing pool repeats its input sets, so every timed call is a hit and takes microseconds on
-# a task that must move hundreds of MB: below bytes / bandwidth -> faster-than-physics.
+# a task that must move hundreds of MB: below bytes / bandwidth -> faster-than-physics. The worker now
+# rewrites timed inputs in place between reps, so the cache never hits and the measured time is the real cost:
+# the cheat is neutralized before the roofline check (which is tested with constructed numbers).
 import torch
 import torch.nn as nn
 import triton
