@@ -86,7 +86,7 @@ def measure(device: str) -> Ceilings:
     n_copy = (1 << 30) if gpu else (1 << 24)  # 1 GiB / 16 MiB per buffer
     src = torch.empty(n_copy // 4, dtype=torch.float32, device=device).uniform_()
     dst = torch.empty_like(src)
-    t = _time(lambda: dst.copy_(src), device, 20 if gpu else 5)
+    t = _time(lambda dst=dst, src=src: dst.copy_(src), device, 20 if gpu else 5)
     bandwidth = 2 * n_copy / t
     del src, dst
     flops: dict[str, float] = {}
@@ -100,7 +100,7 @@ def measure(device: str) -> Ceilings:
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = key_name == "tf32"
         try:
-            t = _time(lambda: torch.matmul(a, b), device, 10 if gpu else 3)
+            t = _time(lambda a=a, b=b: torch.matmul(a, b), device, 10 if gpu else 3)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
         flops[key_name] = 2 * n**3 / t

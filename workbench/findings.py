@@ -114,6 +114,17 @@ def flag_table_markdown() -> str:
     return "\n".join(rows)
 
 
+def first_per_flag(findings: list[Finding]) -> list[Finding]:
+    """The first finding of each flag, in order: one message line per failed check."""
+    seen: set[str] = set()
+    out = []
+    for f in findings:
+        if f.flag not in seen:
+            seen.add(f.flag)
+            out.append(f)
+    return out
+
+
 def verdict(findings: list[Finding]) -> tuple[str | None, list[str], str]:
     """(status or None if nothing rejects, flag names, message lines) for a list of findings."""
     rejecting = [f for f in findings if f.severity == REJECT]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from workbench.findings import Finding
+from workbench.findings import Finding, first_per_flag
 
 #: torch / tensor calls that only allocate, reshape or describe: allowed in a kernel candidate's forward.
 ALLOWED_TORCH = {
@@ -76,16 +76,7 @@ def scan(source: str, language: str, entry: str = "ModelNew") -> list[Finding]:
     if language in ("triton", "cuda"):
         findings += _torch_compute(mod)
         findings += _try_fallback(mod)
-    return _first_per_flag(findings)
-
-
-def _first_per_flag(findings: list[Finding]) -> list[Finding]:
-    seen, out = set(), []
-    for f in findings:
-        if f.flag not in seen:
-            seen.add(f.flag)
-            out.append(f)
-    return out
+    return first_per_flag(findings)
 
 
 def _collect(mod: _Module) -> None:

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from workbench import check, guards, static_checks, timing  # noqa: E402
 from workbench.counting import count_work  # noqa: E402
-from workbench.findings import Finding, verdict  # noqa: E402
+from workbench.findings import Finding, first_per_flag, verdict  # noqa: E402
 from workbench.languages import CandidateLoadError, load_candidate  # noqa: E402
 from workbench.task import LoadedReference, Task  # noqa: E402
 
@@ -201,7 +201,7 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
         "details": {"rounds": report.rounds, "error_map": report.error_map, "notes": report.notes + notes},
         "warnings": warnings + warn_flags,
     }
-    status, flags, message = verdict(_dedupe(findings))
+    status, flags, message = verdict(first_per_flag(findings))
     result["warnings"] += [f for f in flags if f not in result["warnings"] and not _rejects(f, findings)]
     if status:
         result.update(status=status, flags=[f for f in flags if _rejects(f, findings)], message=message)
@@ -270,7 +270,7 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
     if timings["candidate"].side_stream_runs:
         late.append(Finding("side-stream", f"{timings['candidate'].side_stream_runs} of {timings['candidate'].n} "
                                            "timed runs had work on another stream; timed to the device synchronize"))
-    status, flags, message = verdict(_dedupe(late))
+    status, flags, message = verdict(first_per_flag(late))
     if status:
         result.update(status=status, flags=[f for f in flags if _rejects(f, late)], message=message)
         return result
@@ -283,15 +283,6 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
 
 def _rejects(flag: str, findings: list[Finding]) -> bool:
     return any(f.flag == flag and f.severity == "reject" for f in findings)
-
-
-def _dedupe(findings: list[Finding]) -> list[Finding]:
-    seen, out = set(), []
-    for f in findings:
-        if f.flag not in seen:
-            seen.add(f.flag)
-            out.append(f)
-    return out
 
 
 def _compiled(ref_model: Any, inputs: list[Any], notes: list[str]):

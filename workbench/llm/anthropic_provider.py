@@ -6,8 +6,7 @@ from typing import Any
 
 from workbench.errors import require
 from workbench.llm.base import BaseProvider, LLMReply, LLMRequest, register_provider
-from workbench.llm.config import LLMConfig, is_loopback
-from workbench.llm.openai_provider import LOCAL_KEY
+from workbench.llm.config import LLMConfig, sdk_settings
 
 
 class AnthropicProvider(BaseProvider):
@@ -41,16 +40,8 @@ class AnthropicProvider(BaseProvider):
 
 
 def _from_config(config: LLMConfig) -> AnthropicProvider:
-    model = config.require("model")
-    key = config.api_key
-    if not key:
-        if not is_loopback(config.base_url):
-            config.require("api_key")
-        key = LOCAL_KEY
-    return AnthropicProvider(
-        model, base_url=config.base_url, api_key=key, timeout=config.timeout, max_retries=config.max_retries,
-        temperature=config.temperature, max_tokens=config.max_tokens, recorder=config.recorder(),
-    )
+    model, kwargs = sdk_settings(config)
+    return AnthropicProvider(model, **kwargs)
 
 
 register_provider("anthropic", _from_config)

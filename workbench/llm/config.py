@@ -138,6 +138,22 @@ def _default_file() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "kernel-workbench" / "llm.toml"
 
 
+#: API key sent to a local server (vLLM, Ollama, llama.cpp) that checks none; the SDKs insist on one.
+LOCAL_KEY = "no-key-needed"
+
+
+def sdk_settings(config: LLMConfig) -> tuple[str, dict]:
+    """(model, keyword arguments) for an SDK-backed provider; a key is required unless the server is local."""
+    model = config.require("model")
+    key = config.api_key
+    if not key:
+        if not is_loopback(config.base_url):
+            config.require("api_key")
+        key = LOCAL_KEY
+    return model, dict(base_url=config.base_url, api_key=key, timeout=config.timeout, max_retries=config.max_retries,
+                       temperature=config.temperature, max_tokens=config.max_tokens, recorder=config.recorder())
+
+
 def is_loopback(url: str | None) -> bool:
     """True for http://localhost / 127.x / ::1 URLs (local servers usually need no API key)."""
     if not url:

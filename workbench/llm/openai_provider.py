@@ -10,10 +10,9 @@ from typing import Any
 
 from workbench.errors import require
 from workbench.llm.base import BaseProvider, LLMReply, LLMRequest, register_provider
-from workbench.llm.config import LLMConfig, is_loopback
+from workbench.llm.config import LLMConfig, sdk_settings
 
 #: Key sent to loopback servers that ignore it (the SDK insists on some key).
-LOCAL_KEY = "no-key-needed"
 
 
 class OpenAIProvider(BaseProvider):
@@ -47,16 +46,8 @@ class OpenAIProvider(BaseProvider):
 
 
 def _from_config(config: LLMConfig) -> OpenAIProvider:
-    model = config.require("model")
-    key = config.api_key
-    if not key:
-        if not is_loopback(config.base_url):
-            config.require("api_key")
-        key = LOCAL_KEY
-    return OpenAIProvider(
-        model, base_url=config.base_url, api_key=key, timeout=config.timeout, max_retries=config.max_retries,
-        temperature=config.temperature, max_tokens=config.max_tokens, recorder=config.recorder(),
-    )
+    model, kwargs = sdk_settings(config)
+    return OpenAIProvider(model, **kwargs)
 
 
 register_provider("openai", _from_config)
