@@ -695,6 +695,7 @@ class TritonWritesNothing(TritonSoftmax):
     writes = False
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the empty row's max is -inf
 def test_triton_softmax_passes_and_a_kernel_that_writes_nothing_is_stale_memory(softmax):
     assert _run(softmax, TritonSoftmax, SOFTMAX_SIZES).passed
     report = _run(softmax, TritonWritesNothing, SOFTMAX_SIZES)
