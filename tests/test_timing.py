@@ -9,6 +9,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from workbench import timing
 
@@ -133,3 +134,19 @@ def test_l2_flush_is_twice_the_reported_l2_or_256_mib(monkeypatch):
     assert timing.l2_flush_bytes("cuda") == 100 * 2**20
     monkeypatch.setattr(timing, "_properties", lambda device: SimpleNamespace(L2_cache_size=0))
     assert timing.l2_flush_bytes("cuda:0") == 256 * 2**20
+
+
+def test_refresh_rewrites_input_sets_between_reps_and_the_last_call_per_set_is_kept():
+    pool = [[torch.zeros(4)], [torch.zeros(4)], [torch.zeros(4)]]
+    refreshed = []
+
+    def refresh(k, inputs):
+        refreshed.append(k)
+        inputs[0].fill_(len(refreshed))
+
+    _, last = timing.measure({"f": lambda xs: xs[0].clone()}, pool, device="cpu", warmup=0, reps=9, clock="wall",
+                             refresh=refresh)
+    assert refreshed == [0, 1, 2, 0, 1, 2]  # never during the last round, so the re-check sees final values
+    for k in range(3):
+        inputs, out = last[f"f#{k}"]
+        assert inputs is pool[k] and torch.equal(out, inputs[0])
