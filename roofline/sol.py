@@ -1,13 +1,37 @@
-"""Speed-of-light arithmetic: floor time, SOL fraction, bound, score, and the faster-than-physics check.
+"""Speed-of-light arithmetic for one result: floor time, SOL fraction, bound, SOL score, faster-than-physics.
 
-floor = max(FLOPs / peak(dtype), bytes / bandwidth); SOL fraction = floor / measured; bound = whichever term is
-larger. The score follows the idea of SOL-ExecBench's speed-of-light scoring: the share of the gap between the
-reference time and the floor that the candidate closes, (t_ref - t) / (t_ref - floor): 0 = no better than the
-reference, 1 = at the hardware limit, negative = slower than the reference.
+    floor       = max(FLOPs / peak(dtype), bytes / bandwidth)        the least time the work can take
+    SOL         = floor / measured                                   1.0 = at the hardware limit
+    bound       = "compute" if FLOPs / peak > bytes / bandwidth else "memory"
+    intensity   = FLOPs / bytes                                      (FLOP/byte)
+
+SOL score, as defined by SOL-ExecBench (Lin et al., "SOL-ExecBench: Speed-of-Light Benchmarking for Real-World
+GPU Kernels Against Hardware Limits", arXiv 2603.19173, 2026; `sol_score` in src/sol_execbench/sol_score.py of
+its code): the candidate's time T_k placed between a baseline time T_b and the floor T_SOL on a 0..1 scale,
+
+    S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL))
+
+so S = 1 at the floor, 0.5 when the candidate only matches the baseline, -> 0 as it gets slower; as upstream,
+S = 1 if T_b <= T_SOL and T_k <= T_SOL, else 0 in that degenerate case. We clip to [0, 1] (a time below the
+floor is a broken measurement, flagged separately). Baseline here: the task's eager PyTorch reference timed
+in the same worker (`sol_score`), and torch.compile's time when measured (`sol_score_vs_compile`: upstream
+uses an optimized PyTorch implementation as the baseline, so this one is the closer match).
+
+Faster than physics: a measured median below `PHYSICS_MARGIN` x the physical floor is a broken measurement or
+a cheat, never a win (CHEATS.md row 13). The physical floor uses the most generous rates the hardware has
+(`DeviceSpec.limit`: TF32 tensor cores for fp32 operands, the datasheet bandwidth or the measured one when
+higher), and the margin absorbs boost clocks and timer noise. A GPU missing from the datasheet table is judged
+on its measured ceilings, with `MEASURED_HEADROOM` more bandwidth than the copy reached (a read-mostly kernel
+beats a copy by a few percent, and copies typically reach 85-95% of the datasheet bandwidth) and the fastest
+measured matmul rate as the compute limit. On the CPU the roofs are measured (no datasheet gives a usable CPU
+FLOP/s), the timing does not flush caches, and the shared cores make the measurement vary,
+so only a time below `CPU_PHYSICS_MARGIN` x floor is flagged and the memory term only counts when the working
+set exceeds the last-level cache. Triton-interpreter times are not hardware: no SOL, no verdict.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,22 +40,33 @@ from workbench.findings import FLAGS
 from workbench.result import Result
 from workbench.task import Task
 
-#: A measured time below floor x this margin is impossible (clock boost and timer noise stay above it).
+#: A GPU time below floor x this margin is impossible (boost clocks and timer noise stay above it).
 PHYSICS_MARGIN = 0.9
+#: The same on a CPU, whose roofs are measured on shared cores: only a 10x miss is conclusive there.
+CPU_PHYSICS_MARGIN = 0.1
+#: On measured roofs the physics check allows this much more bandwidth than the measured copy reached.
+MEASURED_HEADROOM = 1.15
 
 
 @dataclass(frozen=True)
 class Roof:
-    """The two ceilings a point is judged against."""
+    """The ceilings a point is judged against. `peak_flops`/`bandwidth` give the SOL floor; `limit_*` (default:
+    the same) the faster-than-physics floor; bytes at or below `cache_bytes` may never reach memory (CPU)."""
 
     name: str
     peak_flops: float
     bandwidth: float
     source: str  # "datasheet" or "measured"
+    limit_flops: float | None = None
+    limit_bandwidth: float | None = None
+    margin: float = PHYSICS_MARGIN
+    cache_bytes: int = 0
 
 
 @dataclass(frozen=True)
 class SOL:
+    """Where one timed run sits under its roof."""
+
     floor_s: float
     fraction: float | None
     bound: str
@@ -39,65 +74,183 @@ class SOL:
     achieved_flops_per_s: float | None
     achieved_bytes_per_s: float | None
     faster_than_physics: bool
+    compute_s: float = 0.0
+    memory_s: float = 0.0
+    physics_floor_s: float = 0.0
+
+
+def _pos(x: Any) -> float:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return 0.0
+    return x if math.isfinite(x) and x > 0 else 0.0
 
 
 def floor_time(flops: float | None, nbytes: float | None, roof: Roof) -> tuple[float, str]:
-    compute = (flops or 0.0) / roof.peak_flops
-    memory = (nbytes or 0.0) / roof.bandwidth
+    """(seconds, bound): the time the work needs at the roof's rates, and which term sets it."""
+    compute = _pos(flops) / roof.peak_flops
+    memory = _pos(nbytes) / roof.bandwidth
     return max(compute, memory), ("compute" if compute > memory else "memory")
 
 
+def physics_floor(flops: float | None, nbytes: float | None, roof: Roof) -> float:
+    """The least time physically possible: the most generous rates, and no memory term for a working set
+    that fits in a cache the timing does not flush."""
+    compute = _pos(flops) / (roof.limit_flops or roof.peak_flops)
+    nbytes = _pos(nbytes)
+    memory = nbytes / (roof.limit_bandwidth or roof.bandwidth) if nbytes > roof.cache_bytes else 0.0
+    return max(compute, memory)
+
+
 def sol(flops: float | None, nbytes: float | None, seconds: float | None, roof: Roof) -> SOL:
+    """Floor, SOL fraction, bound, intensity, achieved rates and the physics verdict of one timed run."""
+    compute, memory = _pos(flops) / roof.peak_flops, _pos(nbytes) / roof.bandwidth
     floor, bound = floor_time(flops, nbytes, roof)
-    intensity = (flops / nbytes) if flops and nbytes else None
-    if not seconds or seconds <= 0:
-        return SOL(floor, None, bound, intensity, None, None, False)
-    return SOL(floor, floor / seconds, bound, intensity, (flops / seconds) if flops else None,
-               (nbytes / seconds) if nbytes else None, seconds < floor * PHYSICS_MARGIN)
+    hard = physics_floor(flops, nbytes, roof)
+    intensity = _pos(flops) / _pos(nbytes) if _pos(flops) and _pos(nbytes) else None
+    t = _pos(seconds)
+    if not t:
+        return SOL(floor, None, bound, intensity, None, None, False, compute, memory, hard)
+    return SOL(floor, floor / t, bound, intensity, _pos(flops) / t or None, _pos(nbytes) / t or None,
+               t < hard * roof.margin, compute, memory, hard)
 
 
 def sol_score(t_ref: float | None, t_cand: float | None, floor: float) -> float | None:
+    """SOL-ExecBench score of a candidate time against a baseline time and the floor (see the module doc)."""
+    t_ref, t_cand = _pos(t_ref), _pos(t_cand)
+    if not t_ref or not t_cand:
+        return None
+    gap = t_ref - floor
+    if gap <= 0:
+        return 1.0 if t_cand <= floor else 0.0
+    denom = 1.0 + (t_cand - floor) / gap
+    if denom <= 0:
+        return 1.0
+    return min(1.0, max(0.0, 1.0 / denom))
+
+
+def gap_closed(t_ref: float | None, t_cand: float | None, floor: float) -> float | None:
+    """Share of the reference-to-floor gap the candidate closes: (t_ref - t) / (t_ref - floor), unclipped
+    (negative = slower than the reference). Kept beside the score because it reads as a plain percentage."""
+    t_ref, t_cand = _pos(t_ref), _pos(t_cand)
     if not t_ref or not t_cand or t_ref <= floor:
         return None
     return (t_ref - t_cand) / (t_ref - floor)
 
 
-def roof_for(spec: DeviceSpec, dtype: str) -> Roof:
-    return Roof(spec.name, spec.peak(dtype), spec.memory_bandwidth, "datasheet")
+# ---- choosing the roof -----------------------------------------------------------------------------------
+
+def roof_for(spec: Any, dtype: object) -> Roof:
+    """The roof for `dtype` on a DeviceSpec (datasheet, or measured when `spec.measured`) or on Ceilings."""
+    from roofline.ceilings import Ceilings
+
+    if isinstance(spec, Ceilings):
+        cpu = spec.device == "cpu" or spec.device_name.startswith("cpu")
+        return _measured_roof(spec.device_name, spec.peak(dtype), spec.copy_bandwidth, spec.matmul_flops, cpu,
+                              int(spec.details.get("last_level_cache_bytes", 0)))
+    if spec.measured:
+        cpu = spec.name == "cpu"
+        return _measured_roof(spec.name, spec.peak(dtype), spec.memory_bandwidth, spec.peaks, cpu, spec.l2_bytes)
+    return Roof(spec.name, spec.peak(dtype), spec.memory_bandwidth, "datasheet", spec.limit(dtype))
 
 
-def roof_for_result(result: Result) -> Roof | None:
-    """The roofline a result is judged on: the datasheet for a known GPU, measured ceilings for a CPU."""
-    dtype = result.dtype or "float32"
+def _measured_roof(name: str, peak: float, bandwidth: float, rates: dict[str, float], cpu: bool,
+                   cache_bytes: int) -> Roof:
+    """SOL against what was measured; the physics check against the fastest measured path plus headroom."""
+    return Roof(name, peak, bandwidth, "measured", max([peak, *rates.values()]), bandwidth * MEASURED_HEADROOM,
+                CPU_PHYSICS_MARGIN if cpu else PHYSICS_MARGIN, cache_bytes if cpu else 0)
+
+
+def _with_datasheet_limits(roof: Roof, spec: DeviceSpec | None, dtype: object) -> Roof:
+    """Measured roofs for SOL, but the physics check never stricter than the datasheet of the same device."""
+    if spec is None:
+        return roof
+    return Roof(roof.name, roof.peak_flops, roof.bandwidth, roof.source,
+                max(roof.limit_flops or roof.peak_flops, spec.limit(dtype)),
+                max(roof.limit_bandwidth or roof.bandwidth, spec.memory_bandwidth), roof.margin, roof.cache_bytes)
+
+
+def roof_for_result(result: Result, ceilings: Any = None) -> Roof | None:
+    """The roof a result is judged on. `ceilings` (Ceilings, DeviceSpec or Roof) wins; otherwise a GPU in the
+    datasheet table gets its datasheet, an unknown GPU and the CPU their measured (cached) ceilings. None for
+    interpreter times and when nothing can be measured."""
     if result.timing is None or result.timing.clock == "interpreter":
         return None
-    if result.timing.clock == "cuda-events":
-        spec = match_device_name(result.device_name or "")
-        if spec is not None:
-            return roof_for(spec, dtype)
+    dtype = result.dtype or "float32"
+    gpu = str(result.device).startswith("cuda") or result.timing.clock == "cuda-events"
+    spec = match_device_name(result.device_name or "") if gpu else None
+    if isinstance(ceilings, Roof):
+        return ceilings
+    if ceilings is not None:
+        return _with_datasheet_limits(roof_for(ceilings, dtype), spec, dtype)
+    if spec is not None:
+        return roof_for(spec, dtype)
     try:
         from roofline.ceilings import get_ceilings
 
-        c = get_ceilings("cuda" if result.timing.clock == "cuda-events" else "cpu")
-        return Roof(c.device_name, c.peak(dtype), c.copy_bandwidth, "measured")
-    except Exception:
+        return roof_for(get_ceilings(result.device if gpu else "cpu"), dtype)
+    except Exception:  # noqa: BLE001 - no roof is a note on the result, not a failure of the evaluation
         return None
 
 
-def annotate_result(result: Result, task: Task, counted: dict[str, Any] | None = None, roof: Roof | None = None) -> Result:
-    """Fill FLOPs, bytes, achieved rates, SOL fraction, bound and score; flag results above the roofline."""
+# ---- filling a Result --------------------------------------------------------------------------------
+
+def _work(result: Result, task: Task, counted: dict[str, Any] | None) -> tuple[float | None, float | None, str]:
+    """(FLOPs, bytes, source): the task's formulas, else the worker's counts, else counted here (no compute)."""
     size = result.size or {}
-    flops = float(task.flops(size)) if task.flops is not None else (counted or {}).get("flops")
-    nbytes = float(task.bytes(size)) if task.bytes is not None else (counted or {}).get("bytes")
+    flops = nbytes = None
+    sources = []
+    for attr in ("flops", "bytes"):
+        formula = getattr(task, attr)
+        value = None
+        if formula is not None:
+            try:
+                value = float(formula(size))
+                sources.append("task")
+            except Exception:  # noqa: BLE001 - a formula that cannot read this size falls back to counting
+                value = None
+        if value is None and counted and counted.get(attr) is not None:
+            value = float(counted[attr])
+            sources.append("counted")
+        if attr == "flops":
+            flops = value
+        else:
+            nbytes = value
+    if nbytes is None:
+        try:
+            from roofline.counting import count_reference
+
+            work = count_reference(task, size)
+            flops = flops if flops is not None else work.flops
+            nbytes = work.bytes
+            sources.append("counted")
+        except Exception:  # noqa: BLE001 - without bytes there is no roofline, which the metadata says
+            pass
+    kinds = set(sources)
+    return flops, nbytes, (kinds.pop() if len(kinds) == 1 else "task+counted" if kinds else "none")
+
+
+def annotate_result(result: Result, task: Task, counted: dict[str, Any] | None = None,
+                    ceilings: Any = None) -> Result:
+    """Fill FLOPs, bytes, achieved FLOP/s and B/s, SOL fraction, bound and SOL score of `result` (in place, and
+    returned); reject an "ok" result that is faster than physics. `counted` is the worker's count on the
+    reference ({"flops", "bytes"}); `ceilings` overrides the roof (Ceilings, DeviceSpec or Roof)."""
+    flops, nbytes, source = _work(result, task, counted)
     result.flops, result.bytes = flops, nbytes
-    result.metadata["work_source"] = "task" if task.flops is not None else "counted"
+    result.metadata["work_source"] = source
     if result.timing is None:
         return result
     if result.timing.clock == "interpreter":
-        result.metadata["sol_note"] = "no SOL on the interpreter: it is not hardware"
+        result.metadata["sol_note"] = ("no SOL on the Triton interpreter: it is not hardware; evaluate on a GPU "
+                                       "for a roofline")
         return result
-    roof = roof or roof_for_result(result)
+    if not nbytes:
+        result.metadata["sol_note"] = "no SOL: the bytes this task moves are unknown (give it a `bytes` formula)"
+        return result
+    roof = roof_for_result(result, ceilings)
     if roof is None:
+        result.metadata["sol_note"] = "no SOL: no roofline for this device (neither a datasheet entry nor ceilings)"
         return result
     seconds = result.timing.median_ms / 1e3
     point = sol(flops, nbytes, seconds, roof)
@@ -105,15 +258,23 @@ def annotate_result(result: Result, task: Task, counted: dict[str, Any] | None =
     result.achieved_bytes_per_s = point.achieved_bytes_per_s
     result.sol_fraction = point.fraction
     result.bound = point.bound
-    result.metadata.update(floor_ms=point.floor_s * 1e3, roof=roof.name, roof_source=roof.source)
+    result.metadata.update(floor_ms=point.floor_s * 1e3, physics_floor_ms=point.physics_floor_s * 1e3,
+                           intensity=point.intensity, roof=roof.name, roof_source=roof.source,
+                           sol_score_baseline="eager PyTorch reference")
     if result.reference_timing:
         t_ref = result.reference_timing.median_ms / 1e3
         result.metadata["reference_sol_fraction"] = point.floor_s / t_ref if t_ref else None
         result.metadata["sol_score"] = sol_score(t_ref, seconds, point.floor_s)
+        result.metadata["sol_gap_closed"] = gap_closed(t_ref, seconds, point.floor_s)
+    if result.compiled_reference_timing:
+        result.metadata["sol_score_vs_compile"] = sol_score(result.compiled_reference_timing.median_ms / 1e3,
+                                                            seconds, point.floor_s)
     if point.faster_than_physics and result.status == "ok":
         info = FLAGS["faster-than-physics"]
         result.status = "rejected"
-        result.flags.append("faster-than-physics")
+        if "faster-than-physics" not in result.flags:
+            result.flags.append("faster-than-physics")
         result.message = (f"[faster-than-physics] {info.why} (measured {result.timing.median_ms:.4g} ms, floor "
-                          f"{point.floor_s * 1e3:.4g} ms on {roof.name}). Fix: {info.fix}")
+                          f"{point.physics_floor_s * 1e3:.4g} ms on {roof.name} {roof.source}; a time below "
+                          f"{roof.margin:g} x floor is impossible). Fix: {info.fix}")
     return result
