@@ -28,9 +28,9 @@ case "$phase" in
   studies)
     python3 -m ipykernel install --prefix /tmp/site --name python3 >/dev/null 2>&1 || true
     export JUPYTER_PATH=/tmp/site/share/jupyter
-    timeout 250 python3 -m workbench.cli study run studies/block_size_sweep.ipynb --device cuda --store "$OUT/study.db" \
+    timeout 250 python3 -m workbench.cli.main study run studies/block_size_sweep.ipynb --device cuda --store "$OUT/study.db" \
       --out "$OUT/runs" --run-id gpu-sweep -p block_sizes '[256,512,1024,2048]' -p num_warps '[2,4,8,16]' --report 2>&1 | tail -15
-    timeout 250 python3 -m workbench.cli study run studies/variant_shootout.ipynb --device cuda --store "$OUT/study.db" \
+    timeout 250 python3 -m workbench.cli.main study run studies/variant_shootout.ipynb --device cuda --store "$OUT/study.db" \
       --out "$OUT/runs" --run-id gpu-shootout --report 2>&1 | tail -15
     cp "$OUT"/runs/gpu-sweep/report.html "$OUT/block_size_sweep_report.html" 2>/dev/null
     cp "$OUT"/runs/gpu-shootout/report.html "$OUT/variant_shootout_report.html" 2>/dev/null

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from workbench.study import run_study
+from workbench.study.run import run_study
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    """Register `ceilings` on the `kwb` argument parser (the hook workbench.cli calls)."""
+    """Register `ceilings` on the `kwb` argument parser (the hook workbench.cli.main calls)."""
     p = subparsers.add_parser("ceilings", help="measure (once, cached) and print this device's real ceilings "
                                                "beside its datasheet")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available, else cpu)")
@@ -76,5 +76,5 @@ def ceilings_command(args: argparse.Namespace) -> int:
     return 0
 
 
-#: The name workbench.cli looks for (COMMAND_HOOKS).
+#: The name workbench.cli.main looks for (COMMAND_HOOKS).
 add_ceilings_commands = add_cli

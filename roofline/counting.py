@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.counting import flop_counter, minimal_bytes, module_state
 from workbench.errors import TaskError
-from workbench.task import Task
+from workbench.eval.counting import flop_counter, minimal_bytes, module_state
+from workbench.tasks.task import Task
 
 #: Real (non-fake) counting is allowed as a fallback only below this many input bytes.
 REAL_FALLBACK_BYTES = 256 << 20

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from roofline.specs import DeviceSpec, match_device_name
-from workbench.findings import FLAGS
+from workbench.eval.findings import FLAGS
 from workbench.result import Result
-from workbench.task import Task
+from workbench.tasks.task import Task
 
 #: A GPU time below floor x this margin is impossible (boost clocks and timer noise stay above it).
 PHYSICS_MARGIN = 0.9

@@ -286,10 +286,10 @@ def record_study(directory: str) -> None:
     """Run the refine loop against this server once and write the study's transcript and table."""
     from pathlib import Path
 
-    from workbench.agent import AgentSettings, run_agent
+    from workbench.llm.agent import AgentSettings, run_agent
     from workbench.llm.openai_provider import OpenAIProvider
     from workbench.llm.recording import Recorder
-    from workbench.task import Task
+    from workbench.tasks.task import Task
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@
 
 The "models" here are scripted stand-ins served by the test suite's local HTTP server (tests/llm_server.py),
 reached through the real `openai` and `anthropic` SDK clients, and every candidate is judged by
-`workbench.evaluate`. Their replies are rules written for teaching, not the behaviour of any real LLM:
+`workbench.eval.evaluate`. Their replies are rules written for teaching, not the behaviour of any real LLM:
 
 * notebooks/data/llm/vector_add_refine.jsonl -- one refine session on `vector_add` (a torch wrapper, a
   kernel with an undefined name, one that is right only at the timing size, two honest kernels, a
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the scripted server lives with the te
 
 from llm_server import ScriptedLLMServer, reply  # noqa: E402
 
-from workbench.agent import AgentSettings, run_agent  # noqa: E402
+from workbench.llm.agent import AgentSettings, run_agent  # noqa: E402
 from workbench.llm.anthropic_provider import AnthropicProvider  # noqa: E402
 from workbench.llm.openai_provider import OpenAIProvider  # noqa: E402
 from workbench.llm.recording import Recorder  # noqa: E402

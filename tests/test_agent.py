@@ -18,7 +18,8 @@ from llm_server import (
     reply,
 )
 
-from workbench.agent import (
+from workbench.errors import UnknownNameError
+from workbench.llm.agent import (
     AgentSettings,
     diff,
     fork,
@@ -28,12 +29,11 @@ from workbench.agent import (
     run_agent,
     strategies,
 )
-from workbench.errors import UnknownNameError
 from workbench.llm.anthropic_provider import AnthropicProvider
 from workbench.llm.openai_provider import OpenAIProvider
 from workbench.llm.prompts import MUTATIONS
 from workbench.llm.recording import Recorder, read_transcript
-from workbench.task import Task
+from workbench.tasks.task import Task
 
 pytest.importorskip("openai")
 pytest.importorskip("anthropic")

@@ -15,11 +15,11 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench import guards
-from workbench.findings import FLAGS
+from workbench.eval import guards
+from workbench.eval.findings import FLAGS
+from workbench.eval.worker import discard_worker
 from workbench.result import Result, Timing
-from workbench.task import import_source
-from workbench.worker import discard_worker
+from workbench.tasks.task import import_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cheats"))
 import gallery  # noqa: E402
@@ -205,7 +205,7 @@ def test_faster_than_physics_from_constructed_numbers():
 
 def test_docs_carry_the_current_flag_table_and_thresholds():
     from roofline.sol import PHYSICS_MARGIN
-    from workbench.findings import flag_table_markdown
+    from workbench.eval.findings import flag_table_markdown
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "anti-cheating.md").read_text()
     assert flag_table_markdown() in doc, "regenerate the table in docs/anti-cheating.md"

@@ -10,10 +10,10 @@ import triton
 import triton.language as tl
 
 import workbench as wb
-from workbench import check
 from workbench.errors import TaskError
-from workbench.findings import FLAGS
-from workbench.task import DISTRIBUTIONS
+from workbench.eval import check
+from workbench.eval.findings import FLAGS
+from workbench.tasks.task import DISTRIBUTIONS
 
 SOFTMAX = '''
 import torch

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import workbench
-from workbench.findings import FLAGS
+from workbench.eval.findings import FLAGS
 from workbench.store import Store
 
 # A KernelBench-format problem written for these tests, so they need nothing from the built-in library.
@@ -79,7 +79,7 @@ def _env(*front: Path) -> dict[str, str]:
 
 
 def kwb(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workbench.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "workbench.cli.main", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env=_env())
 
 
@@ -146,7 +146,7 @@ def test_usage_errors_exit_2(files):
 
 
 def test_eval_honest_and_wrong_kernels(files):
-    pytest.importorskip("workbench.evaluate")
+    pytest.importorskip("workbench.eval.evaluate")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     common = ["--task", "axpy_task.py", "--sizes", "n=2000", "--device", device, "--store", "r.db"]
 
@@ -177,11 +177,11 @@ def test_eval_honest_and_wrong_kernels(files):
 
 
 def test_demo_runs_a_solution_and_shows_the_cheat(tmp_path):
-    pytest.importorskip("workbench.evaluate")
+    pytest.importorskip("workbench.eval.evaluate")
     if "softmax" not in workbench.tasks() or not workbench.get_task("softmax").solution:
         pytest.skip("the softmax task or its solution is not there yet")
-    from workbench.cli import CHEAT_SOFTMAX
-    from workbench.static_checks import scan
+    from workbench.cli.main import CHEAT_SOFTMAX
+    from workbench.eval.static_checks import scan
 
     out = kwb("demo", "--tasks", "softmax", "--store", "demo.db", cwd=tmp_path, timeout=300)
     store = Store(tmp_path / "demo.db")
@@ -225,7 +225,7 @@ def test_subcommands_plug_in(tmp_path):
         "def ceilings_command(args):\n    print('ceilings for', args.device, 'refresh' if args.refresh else 'cached')\n")
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "workbench.cli", *args], cwd=tmp_path, text=True,
+        return subprocess.run([sys.executable, "-m", "workbench.cli.main", *args], cwd=tmp_path, text=True,
                               capture_output=True, env=_env(plugins), timeout=60)
 
     probe = run("probe", "--times", "2")

@@ -70,7 +70,9 @@ def test_worker_is_reused_while_healthy_and_replaced_after_a_crash():
 def test_secrets_are_scrubbed_from_the_worker_environment(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok")
-    wb.worker.shutdown_workers()  # the next worker starts with this environment
+    from workbench.eval.worker import shutdown_workers
+
+    shutdown_workers()  # the next worker starts with this environment
     src = (FAULTS / "honest_softmax.py").read_text().replace(
         "    def forward(self, x):\n",
         "    def forward(self, x):\n        import os\n"

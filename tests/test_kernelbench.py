@@ -10,8 +10,8 @@ import torch
 
 import workbench as wb
 from workbench.errors import TaskError, UnknownNameError
-from workbench.kernelbench import derived_sizes
-from workbench.task import DISTRIBUTIONS, Task
+from workbench.tasks.kernelbench import derived_sizes
+from workbench.tasks.task import DISTRIBUTIONS, Task
 
 HERE = Path(__file__).parent / "kernelbench"
 

@@ -19,7 +19,7 @@ from workbench.llm import (
     render_result,
 )
 from workbench.result import Result, Timing
-from workbench.task import Task, get_task
+from workbench.tasks.task import Task, get_task
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ import time
 import pytest
 from llm_server import CHEAT, HONEST_FAST, TINY_SOURCE, ScriptedLLMServer, reply
 
-from workbench.agent import Lineage, Node
+from workbench.llm.agent import Lineage, Node
 from workbench.llm.openai_provider import OpenAIProvider
 from workbench.llm.recording import Recorder
-from workbench.task import Task
+from workbench.tasks.task import Task
 
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from workbench.findings import FLAGS, REJECT, WARN, verdict
-from workbench.static_checks import scan
+from workbench.eval.findings import FLAGS, REJECT, WARN, verdict
+from workbench.eval.static_checks import scan
 
 HEADER = """
 import torch

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.study import Journal, StudyPoint, expand_grid, load_grid, parse_parameter, plan, run_study
+from workbench.study.run import Journal, StudyPoint, expand_grid, load_grid, parse_parameter, plan, run_study
 
 PROBE = Path(__file__).parent / "data" / "study_probe.ipynb"
 
@@ -81,7 +81,7 @@ def test_a_failing_point_is_reported_with_the_notebooks_error_and_kept(tmp_path)
 
 def test_sigkill_mid_study_loses_no_completed_point(tmp_path):
     store, out = tmp_path / "r.db", tmp_path / "runs"
-    cmd = [sys.executable, "-m", "workbench.cli", "study", "run", str(PROBE), "--store", str(store), "--out", str(out),
+    cmd = [sys.executable, "-m", "workbench.cli.main", "study", "run", str(PROBE), "--store", str(store), "--out", str(out),
            "--run-id", "killed", "-p", "sleep_s", "4", "-p", "device", "cpu"]  # the resume below uses the same values
     grid = tmp_path / "grid.json"
     grid.write_text(json.dumps({"value": [1, 2, 3]}))

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from workbench.errors import CandidateError
-from workbench.sweep import Sweep, best_config, module_constant_values, with_constants
+from workbench.study.sweep import Sweep, best_config, module_constant_values, with_constants
 
 TEMPLATE = """import triton
 BLOCK = 256

@@ -14,8 +14,8 @@ import torch
 
 import workbench as wb
 from workbench.errors import UnknownNameError
-from workbench.task import Task, Tolerance
 from workbench.tasks import BUILTIN, MARKER, reference_source, solution_path
+from workbench.tasks.task import Task, Tolerance
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 INTERPRETED = DEVICE == "cpu"
@@ -103,7 +103,7 @@ def test_references_import_in_a_fresh_process_without_triton():
     """The worker imports Task.source as the reference: it must need only torch (and no triton)."""
     code = (
         "import json, sys, workbench as wb\n"
-        "from workbench.task import import_source\n"
+        "from workbench.tasks.task import import_source\n"
         "out = {}\n"
         "for name in wb.tasks():\n"
         "    m = import_source(wb.get_task(name).source, 'fresh_' + name)\n"

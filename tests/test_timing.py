@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from workbench import timing
+from workbench.eval import timing
 
 
 def _coverage(n: int, j: int) -> float:

@@ -33,7 +33,7 @@ from widgets.workbench_widget import TAB_TITLES, Workbench  # noqa: E402
 from workbench.errors import CandidateError  # noqa: E402
 from workbench.result import Result, Timing  # noqa: E402
 from workbench.store import Store  # noqa: E402
-from workbench.task import get_task  # noqa: E402
+from workbench.tasks.task import get_task  # noqa: E402
 
 
 def timing(ms: float, clock: str = "cuda-events") -> Timing:

@@ -10,7 +10,7 @@ import pytest
 from engine_tasks import softmax_task
 
 import workbench as wb
-from workbench import worker
+from workbench.eval import worker
 
 FAULTS = Path(__file__).parent / "faults"
 TASK = softmax_task()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from workbench.findings import FLAGS, REJECT, Finding
+from workbench.eval.findings import FLAGS, REJECT, Finding
 from workbench.result import Result, Timing
 
 #: Badge colours: green passes, red is a caught cheat, orange wrong numbers, the rest failures to run.

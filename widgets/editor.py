@@ -18,7 +18,7 @@ from widgets.static import StaticMixin
 from workbench.candidate import LANGUAGES, Candidate, infer_language
 from workbench.errors import WorkbenchError, require
 from workbench.result import Result
-from workbench.task import Task, get_task, tasks
+from workbench.tasks.task import Task, get_task, tasks
 
 w = require("ipywidgets", "lab", "the kernel editor")
 go = require("plotly.graph_objects", "lab", "the kernel editor", package="plotly")
@@ -253,7 +253,7 @@ class KernelEditor(StaticMixin, w.VBox):
         # A hung kernel would hold the device's worker until its timeout: end that worker now; the next
         # evaluation starts a fresh one. (Any other evaluation in flight on it reports "crashed".)
         try:
-            from workbench.worker import discard_worker
+            from workbench.eval.worker import discard_worker
         except ImportError:  # pragma: no cover - engine without a worker pool
             discard_worker = None
         if discard_worker is not None:

@@ -1,6 +1,6 @@
 """PromptPanel: ask an LLM for a kernel and watch candidates, verdicts and the lineage tree arrive.
 
-The widget is a thin view: the run is `workbench.agent.run_agent`, and everything it shows comes from the
+The widget is a thin view: the run is `workbench.llm.agent.run_agent`, and everything it shows comes from the
 plain functions below (`candidate_rows`, `candidates_html`, `lineage_figure`, `tree_positions`), which
 tests call without a browser. `PromptPanel.to_html()` is the static rendering for headless runs.
 """
@@ -11,12 +11,12 @@ import html
 import threading
 from typing import Any
 
-from workbench.agent import AgentRun, AgentSettings, Lineage, Node, run_agent, strategies
 from workbench.errors import require
+from workbench.llm.agent import AgentRun, AgentSettings, Lineage, Node, run_agent, strategies
 from workbench.llm.base import Provider, get_provider, providers
 from workbench.llm.feedback import FEEDBACK_PRESETS
 from workbench.llm.prompts import generation_prompt
-from workbench.task import Task, get_task
+from workbench.tasks.task import Task, get_task
 
 w = require("ipywidgets", "lab", "the prompt panel")
 

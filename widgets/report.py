@@ -93,7 +93,7 @@ def _table(frame, columns: list[str]) -> str:
 def render_report(store_path: str, run_id: str) -> str:
     """The report's HTML text for `run_id` in the store at `store_path`."""
     plotly = require("plotly", "lab", "study reports")
-    from workbench.study import Journal
+    from workbench.study.run import Journal
 
     frame = _frame(store_path, run_id)
     points = Journal(store_path).points(run_id)

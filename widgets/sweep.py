@@ -1,6 +1,6 @@
 """SweepExplorer: evaluate a grid of meta-parameters (e.g. BLOCK x NUM_WARPS) and see it as a heatmap.
 
-The grid is data (`workbench.sweep.Sweep`: a template whose top-level constants are the knobs, and the
+The grid is data (`workbench.study.sweep.Sweep`: a template whose top-level constants are the knobs, and the
 values to try), written in the widget as one `NAME = v1, v2, ...` line per knob. Each config is a complete
 candidate file, evaluated like any other; failed configs stay in the grid, labelled with their status.
 """
@@ -18,12 +18,12 @@ from widgets._runner import Job
 from widgets.static import StaticMixin
 from workbench.errors import CandidateError, require
 from workbench.result import Result
-from workbench.sweep import Sweep, best_config, module_constant_values
+from workbench.study.sweep import Sweep, best_config, module_constant_values
 
 w = require("ipywidgets", "lab", "the sweep explorer")
 go = require("plotly.graph_objects", "lab", "the sweep explorer", package="plotly")
 
-#: Columns of a sweep frame that are not knobs (same as workbench.sweep.run_sweep's rows).
+#: Columns of a sweep frame that are not knobs (same as workbench.study.sweep.run_sweep's rows).
 RESULT_COLUMNS = ("status", "flags", "time_ms", "clock", "speedup", "sol_fraction", "candidate")
 
 
@@ -64,7 +64,7 @@ def default_grid(template: str) -> dict[str, list[Any]]:
 
 
 def sweep_row(config: dict[str, Any], result: Result) -> dict[str, Any]:
-    """One tidy row, in the same shape as `workbench.sweep.run_sweep`, so `best_config` reads both."""
+    """One tidy row, in the same shape as `workbench.study.sweep.run_sweep`, so `best_config` reads both."""
     return {**config, "status": result.status, "flags": list(result.flags), "time_ms": result.time_ms,
             "clock": result.timing.clock if result.timing else None, "speedup": result.speedup,
             "sol_fraction": result.sol_fraction, "candidate": result.candidate_name}

@@ -17,7 +17,7 @@ from widgets.sweep import SweepExplorer
 from widgets.variants import VariantComparison
 from workbench.errors import require
 from workbench.result import Result
-from workbench.task import Task
+from workbench.tasks.task import Task
 
 w = require("ipywidgets", "lab", "the Workbench widget")
 

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from workbench.candidate import LANGUAGES, Candidate
-from workbench.evaluate import evaluate, evaluate_many  # bound eagerly: the submodule shares the name
 from workbench.errors import (
     CandidateError,
     MissingDependencyError,
@@ -18,9 +17,13 @@ from workbench.errors import (
     WorkbenchError,
     WorkerError,
 )
-from workbench.findings import FLAGS, Finding
+from workbench.eval.evaluate import evaluate, evaluate_many  # bound eagerly: the submodule shares the name
+from workbench.eval.findings import FLAGS, Finding
 from workbench.result import STATUSES, Result, Timing
-from workbench.task import Task, Tolerance, get_task, register_task, tasks
+from workbench.tasks.task import Task, Tolerance, get_task, register_task
+
+# `wb.tasks()` lists task names; the name is also the package `workbench.tasks`, which is callable for that reason.
+import workbench.tasks as tasks  # noqa: E402  isort: skip
 
 __version__ = "0.1.0"
 
@@ -35,7 +38,7 @@ __all__ = [
 def __getattr__(name: str):
     # Heavier pieces load on first use so `import workbench` stays fast and dependency-light.
     if name == "load_kernelbench":
-        from workbench.kernelbench import load_kernelbench
+        from workbench.tasks.kernelbench import load_kernelbench
 
         return load_kernelbench
     if name == "Store":
@@ -43,7 +46,7 @@ def __getattr__(name: str):
 
         return Store
     if name == "lineage":
-        from workbench.agent import lineage
+        from workbench.llm.agent import lineage
 
         return lineage
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")

@@ -9,6 +9,8 @@ from typing import Any
 
 #: Every status a Result can carry; "ok" is the only passing one.
 STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "rejected")
+#: A/B verdicts of a speedup (its 95% CI against 1 within the noise band): see workbench.eval.stats.
+SPEEDUP_VERDICTS = ("faster", "slower", "same", "inconclusive")
 
 
 @dataclass
@@ -33,6 +35,9 @@ class Timing:
     #: Runs in which work was still pending on another stream after the current stream finished (GPU);
     #: those runs are timed up to the full device synchronize (CHEATS.md row 7).
     side_stream_runs: int = 0
+    #: Why timing stopped: "ci-target" (the 95% CI of the median reached the target relative width),
+    #: "time-cap", "max-reps", or "fixed" (a fixed number of reps was asked for); "" when unknown.
+    stop_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -62,6 +67,30 @@ class Result:
     compiled_reference_timing: Timing | None = None
     speedup: float | None = None
     speedup_vs_compile: float | None = None
+    #: 95% confidence interval (low, high) of `speedup`, and what it says: faster | slower | same | inconclusive.
+    speedup_ci: tuple[float, float] | None = None
+    speedup_verdict: str | None = None
+    #: Which reference time the headline speedup divides: "gpu-only" (host launch gaps hidden), "with-launch"
+    #: (as KernelBench's harness times it) or "cuda-graph".
+    speedup_basis: str = ""
+    #: The eager reference timed with the host's launch gaps included (KernelBench's way), beside the GPU-only one.
+    launch_reference_timing: Timing | None = None
+    #: Share of GPU kernel time spent in the candidate's own kernels (GPU only; None where not measured).
+    coverage: float | None = None
+    #: Kernel policy the verdict used: "strict" (torch compute in forward is rejected) or "partial".
+    kernel_policy: str = ""
+    #: Precision policy applied to reference and candidate alike, e.g. "ieee" (no TF32, full-precision
+    #: reductions) or "tf32".
+    precision: str = ""
+    #: How errors were judged: tolerance, k, the native reference's own error and the bound actually used.
+    error_budget: dict[str, Any] = field(default_factory=dict)
+    #: What isolated the candidate: "namespaces" (Linux user/pid/mount/net namespaces) or "none".
+    sandbox: str = ""
+    #: Clocks, power and throttle reasons sampled around timed batches (NVML; empty where unavailable).
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    #: Protocol decisions that depend on the machine: input copies rotated, where the float64 reference ran,
+    #: checked timed calls, compile seconds and whether the compile cache was hit.
+    protocol: dict[str, Any] = field(default_factory=dict)
     flops: float | None = None
     bytes: float | None = None
     achieved_flops_per_s: float | None = None
@@ -95,9 +124,12 @@ class Result:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
         data = dict(data)
-        for key in ("timing", "reference_timing", "compiled_reference_timing"):
+        timing_fields = {f.name for f in dataclasses.fields(Timing)}
+        for key in ("timing", "reference_timing", "compiled_reference_timing", "launch_reference_timing"):
             if isinstance(data.get(key), dict):
-                data[key] = Timing(**data[key])
+                data[key] = Timing(**{k: v for k, v in data[key].items() if k in timing_fields})
+        if isinstance(data.get("speedup_ci"), list):
+            data["speedup_ci"] = tuple(data["speedup_ci"])
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -109,7 +141,11 @@ class Result:
         if self.timing:
             parts.append(f"{self.timing.median_ms:.4g} ms ({self.timing.clock})")
         if self.speedup is not None:
-            parts.append(f"speedup {self.speedup:.2f}x")
+            ci = f" [{self.speedup_ci[0]:.2f}, {self.speedup_ci[1]:.2f}]" if self.speedup_ci else ""
+            verdict = f" {self.speedup_verdict}" if self.speedup_verdict else ""
+            parts.append(f"speedup {self.speedup:.2f}x{ci}{verdict}")
+        if self.sandbox == "none":
+            parts.append("sandbox=none")
         return "  ".join(parts)
 
     def __repr__(self) -> str:

@@ -29,7 +29,7 @@ from workbench.errors import StoreError
 from workbench.result import Result
 
 #: Bumped when the tables change; a store written by a newer version is refused, never half-read.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: (column, SQL type) of the results table after `id`, in the order frames show them.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -45,7 +45,14 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("source_hash", "TEXT"), ("task_hash", "TEXT"), ("seed", "INTEGER"), ("versions", "TEXT"),
     ("timestamp", "TEXT"), ("run_id", "TEXT"), ("point_id", "TEXT"), ("parent_id", "TEXT"),
     ("prompt_id", "TEXT"), ("metadata", "TEXT"),
+    # schema 2: verdict fidelity and trust boundary
+    ("speedup_ci_low", "REAL"), ("speedup_ci_high", "REAL"), ("speedup_verdict", "TEXT"), ("speedup_basis", "TEXT"),
+    ("coverage", "REAL"), ("kernel_policy", "TEXT"), ("precision", "TEXT"), ("sandbox", "TEXT"),
+    ("stop_reason", "TEXT"),
 )
+#: Columns each schema version added, so an older store is upgraded in place (ALTER TABLE ADD COLUMN).
+_ADDED_IN = {2: ("speedup_ci_low", "speedup_ci_high", "speedup_verdict", "speedup_basis", "coverage",
+                 "kernel_policy", "precision", "sandbox", "stop_reason")}
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 _JSON_LIST = ("flags", "warnings")
 _JSON_DICT = ("size", "versions", "metadata")
@@ -131,6 +138,12 @@ def result_row(result: Result, run_id: str | None = None, metadata: dict[str, An
         "run_id": run_id if run_id is not None else meta.get("run_id"),
         "point_id": _text(meta.get("point_id")), "parent_id": _text(meta.get("parent_id")),
         "prompt_id": _text(meta.get("prompt_id")), "metadata": _dumps(meta),
+        "speedup_ci_low": result.speedup_ci[0] if result.speedup_ci else None,
+        "speedup_ci_high": result.speedup_ci[1] if result.speedup_ci else None,
+        "speedup_verdict": result.speedup_verdict, "speedup_basis": result.speedup_basis or None,
+        "coverage": result.coverage, "kernel_policy": result.kernel_policy or None,
+        "precision": result.precision or None, "sandbox": result.sandbox or None,
+        "stop_reason": timing.stop_reason or None if timing else None,
     }
 
 
@@ -245,6 +258,19 @@ class Store:
             db.execute(statement)
         if db.execute("SELECT COUNT(*) FROM kwb_schema").fetchone()[0] == 0:
             db.execute("INSERT INTO kwb_schema (version) VALUES (?)", (SCHEMA_VERSION,))
+        self._upgrade(db)
+
+    @staticmethod
+    def _upgrade(db: sqlite3.Connection) -> None:
+        """Add the columns later schema versions introduced to a store an older version wrote; rows keep NULLs."""
+        have = {r[1] for r in db.execute("PRAGMA table_info(results)")}
+        kinds = dict(COLUMNS)
+        for version in sorted(_ADDED_IN):
+            for name in _ADDED_IN[version]:
+                if name not in have:
+                    db.execute(f"ALTER TABLE results ADD COLUMN {name} {kinds[name]}")
+        if db.execute("SELECT MAX(version) FROM kwb_schema").fetchone()[0] < SCHEMA_VERSION:
+            db.execute("UPDATE kwb_schema SET version = ?", (SCHEMA_VERSION,))
 
     @property
     def journal_mode(self) -> str:

@@ -50,7 +50,7 @@ def _artifacts() -> Path:
 def _zeros_kernel() -> str:
     """The honest solution with its store turned into zeros: launches its kernel, passes static checks, and
     returns a constant. The correctness protocol must reject it."""
-    from workbench.task import get_task
+    from workbench.tasks.task import get_task
 
     src = get_task("vector_add").solution_candidate().source
     honest = "tl.store(out_ptr + offs, (a + b).to(out_ptr.dtype.element_ty), mask=mask)"
@@ -183,7 +183,7 @@ def test_workbench_in_jupyterlab(lab):
             assert _badge(page) == "idle"
             assert page.locator(".kwb-tabs .lm-TabBar-tab").count() == 5
 
-            from workbench.task import get_task
+            from workbench.tasks.task import get_task
 
             honest = get_task("vector_add").solution_candidate().source
             assert _run_and_wait(page, honest) == "ok", page.locator(".kwb-result-panel").first.inner_text()

@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from workbench.errors import UnknownNameError
-from workbench.task import Task
+from workbench.tasks.task import Task
 
 #: Language -> (display name, contract template). Triton first; CUDA builds with load_inline.
 LANGUAGES: dict[str, tuple[str, str]] = {

@@ -1,6 +1,6 @@
 """Records of an agent run: its settings, one Node per LLM turn, the AgentRun, and the Lineage tree.
 
-Kept apart from the loop (workbench.agent) so that reading runs back -- from memory, a store or a
+Kept apart from the loop (workbench.llm.agent) so that reading runs back -- from memory, a store or a
 transcript -- needs none of the machinery that makes them.
 """
 
@@ -15,7 +15,7 @@ from workbench.candidate import Candidate
 from workbench.errors import UnknownNameError, WorkbenchError
 from workbench.llm.feedback import FeedbackOptions, feedback_options
 from workbench.result import Result
-from workbench.task import Task
+from workbench.tasks.task import Task
 
 
 class AgentError(WorkbenchError):

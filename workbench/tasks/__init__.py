@@ -13,8 +13,8 @@ import importlib
 import sys
 import types
 
-from workbench.task import Task, register_task
 from workbench.tasks._builtin import MARKER, builtin_task, reference_source, solution_path
+from workbench.tasks.task import Task, register_task
 
 #: Built-in task names; each is a module `workbench.tasks.<name>` and a solution `solutions/<name>.py`.
 BUILTIN = (
@@ -55,7 +55,7 @@ class _CallablePackage(types.ModuleType):
     making the package callable keeps `wb.tasks()` working either way."""
 
     def __call__(self) -> list[str]:
-        from workbench.task import tasks
+        from workbench.tasks.task import tasks
 
         return tasks()
 

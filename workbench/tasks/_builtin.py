@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from workbench.errors import TaskError
-from workbench.task import Task, Tolerance
+from workbench.tasks.task import Task, Tolerance
 
 #: Everything from this line on is workbench metadata, not part of the KernelBench reference.
 MARKER = "# ==== workbench task metadata"

@@ -61,7 +61,7 @@ class Sweep:
 
     def configs(self) -> list[dict[str, Any]]:
         keys = list(self.grid)
-        combos = [dict(zip(keys, vals)) for vals in itertools.product(*(self.grid[k] for k in keys))]
+        combos = [dict(zip(keys, vals, strict=False)) for vals in itertools.product(*(self.grid[k] for k in keys))]
         return [c for c in combos if self.valid is None or self.valid(c)]
 
     def candidate(self, config: dict[str, Any]) -> Candidate:
@@ -76,7 +76,7 @@ def run_sweep(task: Any, sweep: Sweep, *, device: str | None = None, size: Any =
     import pandas as pd
     from tqdm.auto import tqdm
 
-    from workbench.evaluate import evaluate
+    from workbench.eval.evaluate import evaluate
 
     rows = []
     for config in tqdm(sweep.configs(), desc=sweep.name, disable=not progress, unit="config"):

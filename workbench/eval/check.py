@@ -41,8 +41,8 @@ from typing import Any
 import torch
 
 from workbench.errors import TaskError
-from workbench.findings import REJECT, Finding
-from workbench.task import DISTRIBUTIONS, LoadedReference, Tolerance
+from workbench.eval.findings import REJECT, Finding
+from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 
 #: The poison word: c10's CPU junk-fill pattern, also written into the GPU cache so one detector covers both.
 #: As float32 it is a NaN; float64 reads two of them as 1.67e308; 16-bit types alternate 0xBEEF and 0x7FED.

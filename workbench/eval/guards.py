@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.findings import Finding
+from workbench.eval.findings import Finding
 
 #: The candidate's own kernels must account for at least this share of GPU kernel time in one forward.
 COVERAGE_THRESHOLD = 0.5
@@ -69,7 +69,7 @@ class LaunchLog:
 def _trusted_objects() -> dict[str, Any]:
     import torch
 
-    from workbench import check, timing
+    from workbench.eval import check, timing
 
     objs = {
         "time.perf_counter": time.perf_counter, "time.perf_counter_ns": time.perf_counter_ns, "time.time": time.time,
@@ -78,9 +78,9 @@ def _trusted_objects() -> dict[str, Any]:
         "torch.testing.assert_close": torch.testing.assert_close, "torch.cuda.synchronize": torch.cuda.synchronize,
         "torch.cuda.Event": torch.cuda.Event, "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
         "torch.cuda.Event.record": torch.cuda.Event.record,
-        "workbench.check.run_correctness": check.run_correctness, "workbench.check.compare": check.compare,
-        "workbench.timing.measure": timing.measure, "workbench.timing.summarize": timing.summarize,
-        "workbench.guards.verify_trusted": verify_trusted, "workbench.guards.check_launches": check_launches,
+        "workbench.eval.check.run_correctness": check.run_correctness, "workbench.eval.check.compare": check.compare,
+        "workbench.eval.timing.measure": timing.measure, "workbench.eval.timing.summarize": timing.summarize,
+        "workbench.eval.guards.verify_trusted": verify_trusted, "workbench.eval.guards.check_launches": check_launches,
     }
     return objs
 

@@ -1,6 +1,6 @@
 """Static (AST) anti-cheating checks on candidate source (CHEATS.md rows 4, 6, 8, 10).
 
-They run before any candidate code does. Each finding has a flag from `workbench.findings.FLAGS`; reject-severity
+They run before any candidate code does. Each finding has a flag from `workbench.eval.findings.FLAGS`; reject-severity
 findings stop the evaluation. The checks aim at what a kernel *does in forward*: allocating outputs, views and
 launching kernels is allowed; torch compute ops, fallbacks, caches, threads and the reference are not.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from workbench.findings import Finding, first_per_flag
+from workbench.eval.findings import Finding, first_per_flag
 
 #: torch / tensor calls that only allocate, reshape or describe: allowed in a kernel candidate's forward.
 ALLOWED_TORCH = {

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import TaskError
-from workbench.task import Task
+from workbench.tasks.task import Task
 
 _BINOPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,

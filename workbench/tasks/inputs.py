@@ -11,7 +11,7 @@ def redraw(inputs: list[Any], dist: str, seed: int) -> list[Any]:
     """Replace every floating tensor by a same-shape, same-dtype draw from `dist` ("default" keeps them)."""
     import torch
 
-    from workbench.task import DISTRIBUTIONS
+    from workbench.tasks.task import DISTRIBUTIONS
 
     if dist not in DISTRIBUTIONS:
         raise UnknownNameError("distribution", dist, list(DISTRIBUTIONS))

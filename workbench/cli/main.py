@@ -25,7 +25,7 @@ from workbench.errors import StoreError, UnknownNameError, WorkbenchError
 
 #: Subcommand hooks in optional modules, (command, "module:function"): study runs and roofline ceilings.
 COMMAND_HOOKS: list[tuple[str, str]] = [
-    ("study", "workbench.study:add_study_commands"),
+    ("study", "workbench.study.run:add_study_commands"),
     ("ceilings", "roofline.cli:add_ceilings_commands"),
 ]
 
@@ -237,7 +237,7 @@ def _device_arg(value: str) -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from workbench.candidate import Candidate
-    from workbench.evaluate import default_device, evaluate
+    from workbench.eval.evaluate import default_device, evaluate
 
     task = load_task_arg(args.task, args.sizes)
     candidate = Candidate.from_file(args.file, language=args.language)
@@ -265,7 +265,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from workbench.doctor import format_report, report
+    from workbench.cli.doctor import format_report, report
 
     data = report()
     print(json.dumps(data, indent=2) if args.json else format_report(data))
@@ -273,7 +273,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_flags(args: argparse.Namespace) -> int:
-    from workbench.findings import flag_table_markdown
+    from workbench.eval.findings import flag_table_markdown
 
     print(flag_table_markdown())
     return EXIT_OK
@@ -285,7 +285,7 @@ def run_demo(device: str | None = None, store_path: str = "demo.db", task_names:
     candidate that must be rejected. Returns ([(result, expected status)], run id); results go to the store."""
     import workbench
     from workbench.candidate import Candidate
-    from workbench.evaluate import default_device, evaluate
+    from workbench.eval.evaluate import default_device, evaluate
 
     device = device or default_device()
     names = list(task_names) if task_names else [n for n in workbench.tasks() if workbench.get_task(n).solution]

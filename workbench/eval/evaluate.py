@@ -10,9 +10,9 @@ from typing import Any
 
 from workbench.candidate import Candidate
 from workbench.errors import WorkbenchError
+from workbench.eval.worker import DEFAULT_TIMEOUT, run_job
 from workbench.result import Result, Timing
-from workbench.task import Task, get_task
-from workbench.worker import DEFAULT_TIMEOUT, run_job
+from workbench.tasks.task import Task, get_task
 
 _FIX_HINTS = {
     "timeout": "the candidate did not finish in time: look for an infinite loop or a grid far larger than the "

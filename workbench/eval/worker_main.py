@@ -22,11 +22,11 @@ sys.stdout = sys.stderr
 
 import torch  # noqa: E402
 
-from workbench import check, guards, static_checks, timing  # noqa: E402
-from workbench.counting import count_work  # noqa: E402
-from workbench.findings import Finding, first_per_flag, verdict  # noqa: E402
-from workbench.languages import CandidateLoadError, load_candidate  # noqa: E402
-from workbench.task import LoadedReference, Task  # noqa: E402
+from workbench.eval import check, guards, static_checks, timing  # noqa: E402
+from workbench.eval.counting import count_work  # noqa: E402
+from workbench.eval.findings import Finding, first_per_flag, verdict  # noqa: E402
+from workbench.eval.languages import CandidateLoadError, load_candidate  # noqa: E402
+from workbench.tasks.task import LoadedReference, Task  # noqa: E402
 
 INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
 _REFERENCES: dict[str, LoadedReference] = {}

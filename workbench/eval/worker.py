@@ -1,6 +1,6 @@
 """Isolated evaluation workers: one subprocess per device mode, JSON lines over pipes, reused while healthy.
 
-Candidate code is untrusted. It runs in `python -m workbench.worker_main`, never in the caller's process, so a
+Candidate code is untrusted. It runs in `python -m workbench.eval.worker_main`, never in the caller's process, so a
 crash, hang, out-of-memory or illegal memory access ends the worker, not the notebook. The worker's
 environment has secrets removed and, on CPU, `TRITON_INTERPRET=1` set before anything imports triton.
 """
@@ -114,7 +114,7 @@ class Worker:
         env = scrubbed_env(device)
         env["KWB_WORKDIR"] = self.workdir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "workbench.worker_main"],
+            [sys.executable, "-m", "workbench.eval.worker_main"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=env, start_new_session=True, preexec_fn=self._limits, bufsize=0,
         )
@@ -278,7 +278,7 @@ def run_job(job: dict[str, Any], device: str, timeout: float) -> dict[str, Any]:
                 discard_worker(device)
                 raise WorkerError(
                     f"the evaluation worker could not start ({died.detail}). Run `kwb doctor`, and check that "
-                    f"`{sys.executable} -m workbench.worker_main` imports torch and triton (memory cap: "
+                    f"`{sys.executable} -m workbench.eval.worker_main` imports torch and triton (memory cap: "
                     f"KWB_WORKER_MEMORY_GB).\nLast worker output:\n{died.log}") from None
             _replace(device)
             return {"status": died.kind, "died": died.detail, "log": died.log, "worker_pid": worker.pid}

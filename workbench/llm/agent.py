@@ -3,7 +3,7 @@
     run = run_agent(task, provider, strategy="refine", settings=AgentSettings(max_turns=6), store=store)
     run.best.speedup; run.table(); lineage(run.run_id).to_text(); replay("transcript.jsonl")
 
-Every candidate an LLM writes is evaluated by `workbench.evaluate` (isolated worker, correctness and
+Every candidate an LLM writes is evaluated by `workbench.eval.evaluate` (isolated worker, correctness and
 anti-cheating checks, timing) and stored with its run id, parent, prompt id and the feedback options it
 was produced under, so a study can ask which feedback channel or strategy helps. A reply without code is
 a result too: status `compile_error`, flag `no-code-found`.
@@ -42,7 +42,7 @@ from workbench.llm.runs import (
     table_row,
 )
 from workbench.result import Result
-from workbench.task import Task
+from workbench.tasks.task import Task
 
 __all__ = [
     "AgentSettings", "AgentRun", "AgentError", "Node", "Lineage", "Loop", "TABLE_COLUMNS", "run_agent", "strategies",
@@ -193,7 +193,7 @@ class Loop:
             # The model repeated itself: same verdict, no second evaluation.
             copy = dataclasses.replace(seen.result, metadata=dict(seen.result.metadata), flags=list(seen.result.flags))
             return copy, seen.node_id
-        from workbench.evaluate import evaluate
+        from workbench.eval.evaluate import evaluate
 
         s = self.settings
         result = evaluate(self.task, candidate, s.device, size=s.size, seed=s.seed, rounds=s.rounds,
@@ -332,7 +332,7 @@ def run_agent(task: Task | str, provider: Provider, strategy: str = "refine", se
     receives the run header, every LLM call and every node, and is what `replay` reads. `tags` are extra
     columns for every stored row (a study's point id, say).
     """
-    from workbench.task import get_task
+    from workbench.tasks.task import get_task
 
     task = get_task(task) if isinstance(task, str) else task
     if strategy not in _STRATEGIES:
@@ -442,7 +442,7 @@ def fork(source: AgentRun | str, node_id: str, provider: Provider, strategy: str
         seed = tree.nodes[node_id]
         settings = AgentSettings()
         if task is None:
-            from workbench.task import get_task
+            from workbench.tasks.task import get_task
 
             task = get_task(seed.result.task if seed.result is not None else "")
     if seed.result is None:
@@ -477,7 +477,7 @@ def _header(records: list[dict[str, Any]], run_id: str | None) -> dict[str, Any]
 
 
 def _task_from_header(header: dict[str, Any]) -> Task:
-    from workbench.task import get_task, tasks
+    from workbench.tasks.task import get_task, tasks
 
     info = header["task"]
     if info["name"] in tasks():

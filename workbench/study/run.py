@@ -105,7 +105,7 @@ def expand_grid(base: dict[str, Any] | None = None, grid: dict[str, Iterable[Any
     if not grid:
         return [base]
     keys = list(grid)
-    return [{**base, **dict(zip(keys, combo))} for combo in itertools.product(*(grid[k] for k in keys))]
+    return [{**base, **dict(zip(keys, combo, strict=False))} for combo in itertools.product(*(grid[k] for k in keys))]
 
 
 def load_grid(path: str | Path) -> dict[str, list[Any]]:
@@ -195,7 +195,7 @@ class Journal:
         try:
             cur = db.execute("SELECT * FROM study_points WHERE run_id=? ORDER BY finished", (run_id,))
             cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, row)) for row in cur]
+            return [dict(zip(cols, row, strict=False)) for row in cur]
         finally:
             db.close()
 
@@ -204,7 +204,7 @@ class Journal:
         try:
             cur = db.execute("SELECT * FROM study_runs ORDER BY started")
             cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, row)) for row in cur]
+            return [dict(zip(cols, row, strict=False)) for row in cur]
         finally:
             db.close()
 
@@ -234,7 +234,7 @@ def run_point(point: StudyPoint, out_path: str, *, slot: int | None = None, kern
     error = ""
     for attempt in range(1, retries + 2):
         proc = subprocess.run(
-            [sys.executable, "-m", "workbench.study", "--execute-point", json.dumps(request)],
+            [sys.executable, "-m", "workbench.study.run", "--execute-point", json.dumps(request)],
             env=env, capture_output=True, text=True, timeout=timeout,
         )
         if proc.returncode == 0:
@@ -462,6 +462,6 @@ if __name__ == "__main__":
 
 def add_study_commands(subparsers) -> None:
     """Hook used by `kwb` to add the `study` subcommands."""
-    from workbench.study_cli import add_study_commands as add
+    from workbench.cli.study import add_study_commands as add
 
     add(subparsers)

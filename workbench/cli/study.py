@@ -1,4 +1,4 @@
-"""`kwb study run|report|status`: the command-line face of workbench.study."""
+"""`kwb study run|report|status`: the command-line face of workbench.study.run."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from workbench.study import load_grid, parse_parameter, run_study
+    from workbench.study.run import load_grid, parse_parameter, run_study
 
     params = {name: parse_parameter(value) for name, value in args.parameter}
     grid = load_grid(args.grid) if args.grid else None
@@ -71,7 +71,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from workbench.study import Journal
+    from workbench.study.run import Journal
 
     journal = Journal(args.store)
     if not args.run_id:

@@ -252,7 +252,7 @@ class LoadedReference:
         """Fresh inputs: the file's own generator under `seed`, then floating tensors redrawn from `dist`."""
         import torch
 
-        from workbench.inputs import redraw
+        from workbench.tasks.inputs import redraw
 
         self.apply_size(size)
         on_gpu = str(device).startswith("cuda")

@@ -1,0 +1,2 @@
+"""Evaluation: `evaluate()`, the trusted judge and the untrusted runner, the transport between them, the
+correctness protocol, anti-cheating checks, timing and the sandbox (DESIGN.md section 3)."""
