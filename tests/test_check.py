@@ -11,7 +11,7 @@ import triton.language as tl
 
 import workbench as wb
 from workbench.errors import TaskError
-from workbench.eval import check
+from workbench.eval import compare, correctness, poison
 from workbench.eval.findings import FLAGS
 from workbench.tasks.task import DISTRIBUTIONS
 
@@ -68,9 +68,9 @@ def _task(source: str, **kw) -> wb.Task:
     return wb.Task.from_source(source, name="t", **kw)
 
 
-def _run(task: wb.Task, cls: type, sizes: list[dict] | None = None, **kw) -> check.CheckReport:
+def _run(task: wb.Task, cls: type, sizes: list[dict] | None = None, **kw) -> correctness.CheckReport:
     sizes = sizes or [task.size(None, "cpu")]
-    return check.run_correctness(task.load(), cls, device=kw.pop("device", DEVICE), sizes=sizes, seed=kw.pop("seed", 0),
+    return correctness.run_correctness(task.load(), cls, device=kw.pop("device", DEVICE), sizes=sizes, seed=kw.pop("seed", 0),
                                  tolerance=task.tolerance, distributions=kw.pop("distributions", task.distributions),
                                  **kw)
 
@@ -287,17 +287,17 @@ def test_returning_an_earlier_result_is_stale_memory(softmax):
 
 
 def test_poison_is_the_c10_junk_pattern_and_junk_fill_is_off_again_after_the_run(softmax):
-    flag = check._junk_fill_flag()
+    flag = poison.junk_fill_flag()
     if flag is None:
         pytest.skip("this torch build does not export the CPU junk-fill flag")
     _run(softmax, EmptyLike, [SOFTMAX_SIZES[0]], device="cpu")
     assert flag.value is False
-    with check._Poison("cpu").during_call():
+    with poison.Poison("cpu").during_call():
         t = torch.empty(33)
-    assert bool(check.poison_mask(t).all()) and bool(torch.isnan(t).all())
+    assert bool(poison.poison_mask(t).all()) and bool(torch.isnan(t).all())
     halves = torch.empty(6, dtype=torch.float16)
-    halves.view(torch.int32).fill_(check.POISON_WORD)
-    assert bool(check.poison_mask(halves).all())
+    halves.view(torch.int32).fill_(poison.POISON_WORD)
+    assert bool(poison.poison_mask(halves).all())
 
 
 # ---- the two calls must agree --------------------------------------------------------------------------------------
@@ -365,7 +365,7 @@ def test_outputs_must_be_plain_tensors_of_the_references_form(softmax, cls, flag
 
 def test_an_output_on_another_device_is_wrong_device():
     ref = torch.empty(4, 3, device="meta")  # the only second device a CPU machine has
-    cmp = check.compare(torch.zeros(4, 3), [torch.zeros(4, 3, dtype=torch.float64)], ref, _task(SOFTMAX).tolerance)
+    cmp = compare.compare(torch.zeros(4, 3), [torch.zeros(4, 3, dtype=torch.float64)], ref, _task(SOFTMAX).tolerance)
     assert [f for f, _ in cmp.flags] == ["wrong-device"] and not cmp.ok
 
 
@@ -567,10 +567,10 @@ def test_candidate_exceptions_raise_candidate_failure_with_the_stage(softmax):
         def forward(self, x):
             return helper_that_fails(x)
 
-    with pytest.raises(check.CandidateFailure) as info:
+    with pytest.raises(correctness.CandidateFailure) as info:
         _run(softmax, BadInit)
     assert info.value.stage == "init" and isinstance(info.value.original, RuntimeError)
-    with pytest.raises(check.CandidateFailure) as info:
+    with pytest.raises(correctness.CandidateFailure) as info:
         _run(softmax, BadForward)
     assert info.value.stage == "forward" and isinstance(info.value.original, ValueError)
     assert "helper_that_fails" in info.value.traceback_text and "bad shape" in info.value.traceback_text
@@ -627,7 +627,7 @@ def test_build_models_loads_the_references_weights_when_created_in_another_order
             return torch.addmm(self.proj.bias, x, self.proj.weight.t()) * self.scale
 
     task = _task(LINEAR)
-    ref_model, cand = check.build_models(task.load(), Reordered, {}, DEVICE, seed=3)
+    ref_model, cand = correctness.build_models(task.load(), Reordered, {}, DEVICE, seed=3)
     assert torch.equal(ref_model.scale, cand.scale) and torch.equal(ref_model.proj.weight, cand.proj.weight)
     assert not ref_model.training and not cand.training
     assert _run(task, Reordered).passed

@@ -69,7 +69,7 @@ class LaunchLog:
 def _trusted_objects() -> dict[str, Any]:
     import torch
 
-    from workbench.eval import check, timing
+    from workbench.eval import compare, correctness, timing
 
     objs = {
         "time.perf_counter": time.perf_counter, "time.perf_counter_ns": time.perf_counter_ns, "time.time": time.time,
@@ -78,7 +78,7 @@ def _trusted_objects() -> dict[str, Any]:
         "torch.testing.assert_close": torch.testing.assert_close, "torch.cuda.synchronize": torch.cuda.synchronize,
         "torch.cuda.Event": torch.cuda.Event, "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
         "torch.cuda.Event.record": torch.cuda.Event.record,
-        "workbench.eval.check.run_correctness": check.run_correctness, "workbench.eval.check.compare": check.compare,
+        "workbench.eval.check.run_correctness": correctness.run_correctness, "workbench.eval.check.compare": compare.compare,
         "workbench.eval.timing.measure": timing.measure, "workbench.eval.timing.summarize": timing.summarize,
         "workbench.eval.guards.verify_trusted": verify_trusted, "workbench.eval.guards.check_launches": check_launches,
     }

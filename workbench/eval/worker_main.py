@@ -22,7 +22,7 @@ sys.stdout = sys.stderr
 
 import torch  # noqa: E402
 
-from workbench.eval import check, guards, static_checks, timing  # noqa: E402
+from workbench.eval import compare, correctness, guards, static_checks, tensors, timing  # noqa: E402
 from workbench.eval.counting import count_work  # noqa: E402
 from workbench.eval.findings import Finding, first_per_flag, verdict  # noqa: E402
 from workbench.eval.languages import CandidateLoadError, load_candidate  # noqa: E402
@@ -175,10 +175,10 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
             return False
 
     try:
-        report = check.run_correctness(ref, cls, device=device, sizes=check_sizes, seed=seed,
+        report = correctness.run_correctness(ref, cls, device=device, sizes=check_sizes, seed=seed,
                                        rounds=int(job.get("rounds", 5)), tolerance=task.tolerance,
                                        distributions=task.distributions, call_guard=_Guard)
-    except check.CandidateFailure as exc:
+    except correctness.CandidateFailure as exc:
         return {**base, **_failure_reply(exc.original, exc.stage, exc.traceback_text, getattr(module, "__file__", None)),
                 "warnings": warnings}
     except Exception as exc:  # reference/task failures, or the candidate breaking torch itself
@@ -208,7 +208,7 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
         return result
 
     # 4. Work counting on the reference (FLOPs by torch's counter, minimal bytes).
-    ref_model, cand_model = check.build_models(ref, cls, time_size, device, seed)
+    ref_model, cand_model = correctness.build_models(ref, cls, time_size, device, seed)
     pool = _prepare_inputs(ref, time_size, seed, device, 3)
     try:
         result["counted"] = count_work(ref_model, [x for x in pool[0]])
@@ -252,10 +252,10 @@ def evaluate_job(job: dict[str, Any]) -> dict[str, Any]:
     late = []
     for key in sorted(k for k in last if k.startswith("candidate#")):
         inputs, out = last[key]
-        ref_out = check._reference64(ref_model, inputs, [])
+        ref_out = correctness.reference64(ref_model, inputs, [])
         with torch.no_grad():
-            ref_native = ref_model(*check._clone(inputs))
-        if not check.compare(out, ref_out, ref_native, task.tolerance).ok:
+            ref_native = ref_model(*tensors.clone_inputs(inputs))
+        if not compare.compare(out, ref_out, ref_native, task.tolerance).ok:
             late.append(Finding("result-cache", f"a timed call's output does not match its inputs (input set {key[-1]})"))
             break
     late += guards.verify_trusted(snapshot)

@@ -1,0 +1,133 @@
+"""Poisoning: memory a candidate allocates but never writes holds a recognisable pattern (CHEATS.md row 1).
+
+On a GPU the caching allocator is emptied and refilled with poisoned blocks before a candidate call; on the CPU,
+c10's allocator "junk fill" is switched on for the duration of the call, so every fresh CPU tensor starts
+poisoned. Unwritten output elements therefore show the poison word on both devices. This runs in the process
+that calls the candidate (the runner); the judge only reads the pattern back with `poison_mask`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from workbench.eval.tensors import int_view, is_plain
+
+#: The poison word: c10's CPU junk-fill pattern, also written into the GPU cache so one detector covers both.
+#: As float32 it is a NaN; float64 reads two of them as 1.67e308; 16-bit types alternate 0xBEEF and 0x7FED.
+POISON_WORD = 0x7FEDBEEF
+
+_MIB = 1 << 20
+
+
+def poison_mask(t: torch.Tensor) -> torch.Tensor | None:
+    """Elements whose bits are the poison pattern (memory never written since it was poisoned)."""
+    bits = int_view(t)
+    if bits is None:
+        return None
+    if bits.dtype == torch.int32:
+        return bits == POISON_WORD
+    if bits.dtype == torch.int64:
+        return bits == (POISON_WORD << 32 | POISON_WORD)
+    return (bits == (POISON_WORD & 0xFFFF) - 0x10000) | (bits == POISON_WORD >> 16)
+
+_JUNK: list[Any] = []  # [flag] once looked up; [None] when this build has no junk-fill flag
+
+def junk_fill_flag() -> Any:
+    """c10's `caffe2_cpu_allocator_do_junk_fill` switch (fills every new CPU allocation with POISON_WORD), or
+    None where the library does not export it."""
+    if not _JUNK:
+        flag = None
+        lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+        for name in ("libc10.so", "libc10.dylib", "c10.dll"):
+            path = os.path.join(lib_dir, name)
+            if not os.path.exists(path):
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+                junk = ctypes.c_bool.in_dll(lib, "FLAGS_caffe2_cpu_allocator_do_junk_fill")
+                zero = ctypes.c_bool.in_dll(lib, "FLAGS_caffe2_cpu_allocator_do_zero_fill")
+                # c10 refuses both fills at once (it raises on every allocation): leave a zero-fill setup alone.
+                flag = None if zero.value else junk
+            except (OSError, ValueError):
+                flag = None
+            break
+        _JUNK.append(flag)
+    return _JUNK[0]
+
+class Poison:
+    """Makes memory a candidate allocates but never writes hold the poison pattern."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.junk = None if self.cuda else junk_fill_flag()
+
+    def prepare(self, like: list[Any]) -> None:
+        """Before a candidate call, after its inputs were cloned (so the clones do not take poisoned blocks)."""
+        tensors = [t for t in like if is_plain(t) and t.numel()]
+        if self.cuda:
+            self._refill_cuda_cache(tensors)
+        elif self.junk is None:
+            self._leave_poisoned_cpu_chunks(tensors)
+
+    @contextlib.contextmanager
+    def during_call(self) -> Iterator[None]:
+        if self.junk is None:
+            yield
+            return
+        before = self.junk.value
+        self.junk.value = True
+        try:
+            yield
+        finally:
+            self.junk.value = before
+
+    def _refill_cuda_cache(self, tensors: list[torch.Tensor]) -> None:
+        # Free what the collector holds and hand every wholly free segment back to the driver. What the cache
+        # still holds free are fragments of segments with live tensors in them; the allocator's best fit prefers
+        # those, so each is taken with a request of its exact size and poisoned. Then new, wholly poisoned
+        # segments: 2 MiB ones (pairs of 1 MiB blocks) for requests <= 1 MiB, and one >= 20 MiB block (its own
+        # segment) that larger requests are split from. Freed, all of them stay cached for the candidate.
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        dev = torch.device(self.device)
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        blocks = [torch.empty(size, dtype=torch.uint8, device=dev) for size in free_fragments(index)]
+        need = sum(t.numel() * t.element_size() for t in tensors)
+        free, _total = torch.cuda.mem_get_info(dev)
+        big = min(max(4 * need, 32 * _MIB), free // 2) // (2 * _MIB) * (2 * _MIB)
+        blocks += [torch.empty(_MIB, dtype=torch.uint8, device=dev) for _ in range(8)]
+        if big >= 20 * _MIB:
+            blocks.append(torch.empty(big, dtype=torch.uint8, device=dev))
+        for b in blocks:
+            b.view(torch.int32).fill_(POISON_WORD)
+        torch.cuda.synchronize()
+        del blocks
+
+    def _leave_poisoned_cpu_chunks(self, tensors: list[torch.Tensor]) -> None:
+        # Without the junk-fill switch: poisoned chunks of the sizes the candidate will likely ask for, freed
+        # last, are what malloc tends to hand out next (not guaranteed; the other checks remain).
+        blocks = []
+        for t in tensors:
+            n = -(-t.numel() * t.element_size() // 4)
+            blocks += [torch.full((n,), POISON_WORD, dtype=torch.int32) for _ in range(2)]
+        del blocks
+
+def free_fragments(device_index: int) -> list[int]:
+    """Sizes of the free blocks the CUDA caching allocator holds on this device (bytes; empty where the allocator
+    cannot say, e.g. with the cudaMallocAsync backend)."""
+    try:
+        segments = torch.cuda.memory_snapshot()
+        stream = torch.cuda.current_stream(device_index).cuda_stream  # blocks serve requests of their own stream
+    except Exception:  # pragma: no cover - depends on the allocator backend
+        return []
+    return [b["size"] for seg in segments if seg.get("device") == device_index and seg.get("stream", 0) == stream
+            for b in seg.get("blocks", []) if b.get("state") == "inactive" and b.get("size", 0) >= 512]
