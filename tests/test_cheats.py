@@ -17,7 +17,7 @@ import torch
 import workbench as wb
 from workbench.eval import guards
 from workbench.eval.findings import FLAGS
-from workbench.eval.worker import discard_worker
+from workbench.eval.judge_pool import discard_worker
 from workbench.result import Result, Timing
 from workbench.tasks.task import import_source
 

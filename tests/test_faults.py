@@ -57,20 +57,23 @@ def test_out_of_bounds_pointer_in_a_triton_kernel_is_never_ok_and_never_hangs():
     assert _evaluate("honest_softmax.py").status == "ok"
 
 
-def test_worker_is_reused_while_healthy_and_replaced_after_a_crash():
+def test_every_candidate_gets_a_fresh_runner_and_a_crash_leaves_the_judge_alive():
     a = _evaluate("honest_softmax.py")
     b = _evaluate("wrong_shape.py")
-    assert a.metadata["worker_pid"] == b.metadata["worker_pid"]
+    assert a.metadata["worker_pid"] == b.metadata["worker_pid"]  # one judge, reused
+    assert a.protocol["runner_pid"] != b.protocol["runner_pid"]  # one runner per candidate
     crashed = _evaluate("segfault.py")
     assert crashed.status == "crashed"
     c = _evaluate("honest_softmax.py")
-    assert c.status == "ok" and c.metadata["worker_pid"] != a.metadata["worker_pid"]
+    assert c.status == "ok" and c.metadata["worker_pid"] == a.metadata["worker_pid"]
+    assert len({a.protocol["runner_pid"], b.protocol["runner_pid"], crashed.protocol["runner_pid"],
+                c.protocol["runner_pid"]}) == 4
 
 
 def test_secrets_are_scrubbed_from_the_worker_environment(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok")
-    from workbench.eval.worker import shutdown_workers
+    from workbench.eval.judge_pool import shutdown_workers
 
     shutdown_workers()  # the next worker starts with this environment
     src = (FAULTS / "honest_softmax.py").read_text().replace(

@@ -103,10 +103,13 @@ class CheckReport:
         if text not in self.notes:
             self.notes.append(text)
 
-def build_models(ref: LoadedReference, candidate_cls: type, size: dict, device: str, seed: int):
+def build_models(ref: LoadedReference, candidate_cls: Any, size: dict, device: str, seed: int):
     """Reference `Model(*init_inputs)` and `candidate_cls(*init_inputs)`, each built under the same seed
     (KernelBench's rule); the candidate gets the reference's weights when its state_dict has the same keys and
-    shapes, so parameters match even when it creates them in another order. Both on `device`, in eval mode."""
+    shapes, so parameters match even when it creates them in another order. Both on `device`, in eval mode.
+
+    `candidate_cls` is a class (built here, in this process: unit tests of the protocol) or a candidate session
+    (`session.CandidateSession`: built in its runner, which gets the same seed and the reference's weights)."""
     init = ref.init_inputs(size, seed)
     try:
         torch.manual_seed(seed)
@@ -116,6 +119,8 @@ def build_models(ref: LoadedReference, candidate_cls: type, size: dict, device: 
     except Exception as exc:
         raise TaskError(f"the reference Model could not be built at size {size}: {type(exc).__name__}: {exc}. "
                         "The task is broken, not the candidate: fix its Model or get_init_inputs.") from exc
+    if hasattr(candidate_cls, "model") and hasattr(candidate_cls, "runner"):
+        return ref_model, candidate_cls.model(ref_model, copy.deepcopy(init), seed)
     try:
         torch.manual_seed(seed)
         cand_model = candidate_cls(*copy.deepcopy(init))
@@ -269,8 +274,11 @@ class _Protocol:
             raise TaskError(f"the reference failed at size {size} ({dist} inputs): {type(exc).__name__}: {exc}. "
                             "The task is broken, not the candidate: fix its Model.forward or its sizes.") from exc
 
-    def _candidate(self, model: Any, inputs: list[Any], like: list[Any]) -> tuple[Any, list[Any]]:
-        """One candidate call on fresh clones in poisoned memory: (output, the clones it was given)."""
+    def _candidate(self, model: Any, inputs: list[Any], like: list[Any], out_like: list[Any]) -> tuple[Any, list[Any]]:
+        """One candidate call on fresh clones in poisoned memory: (output, the clones it was given). A remote model
+        gets shared copies; its runner poisons its own memory, and the shared inputs come back as they were left."""
+        if getattr(model, "remote", False):
+            return model.call(inputs, out_like)
         given = clone_inputs(inputs)
         self.poison.prepare(like)
         ctx = self.guard() if self.guard else contextlib.nullcontext()
@@ -295,8 +303,13 @@ class _Protocol:
         ref_model, cand_model = self._models(i)
         dist = self._dist(r)
         inputs = self._inputs(size, round_seed, dist)
+        if i not in self.out_like and getattr(cand_model, "remote", False):
+            # A runner copies outputs into slots shaped like the reference's: learn the shapes first (the runner
+            # never sees the reference's memory, so the order of the calls leaks nothing to it).
+            self.out_like[i] = [torch.empty_like(t, device="meta") for t in as_list(
+                self._reference(ref_model, inputs, size, dist)) if is_plain(t)]
         like = [x for x in inputs if isinstance(x, torch.Tensor)] + self.out_like.get(i, [])
-        out1, given1 = self._candidate(cand_model, inputs, like)
+        out1, given1 = self._candidate(cand_model, inputs, like, self.out_like.get(i, []))
         # The reference in its native dtype; its output stays alive (this frame) through the second call.
         native = self._reference(ref_model, inputs, size, dist)
         self.input_numel.setdefault(i, sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)))
@@ -311,7 +324,7 @@ class _Protocol:
         flags += [(f, f"{where}, call 1: {d}") for f, d in cmp1.flags]
         flags += self._mutation(given1, inputs, f"{where}, call 1")
         # Call 2: after the reference, with its output alive (and call 1's), on fresh clones in re-poisoned memory.
-        out2, given2 = self._candidate(cand_model, inputs, like + self.out_like[i])
+        out2, given2 = self._candidate(cand_model, inputs, like + self.out_like[i], self.out_like[i])
         cmp2 = compare(out2, ref64, native, self.tol)
         flags += [(f, f"{where}, call 2: {d}") for f, d in cmp2.flags]
         flags += self._mutation(given2, inputs, f"{where}, call 2")

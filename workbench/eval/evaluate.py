@@ -1,60 +1,26 @@
-"""evaluate(task, candidate) -> Result: the public entry point. Orchestrates the worker; never raises for a
+"""evaluate(task, candidate) -> Result: the public entry point. Hands the job to the judge process; never raises for a
 candidate's faults (every fault is a Result with a status and a message)."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable
 from typing import Any
 
 from workbench.candidate import Candidate
 from workbench.errors import WorkbenchError
-from workbench.eval.worker import DEFAULT_TIMEOUT, run_job
+from workbench.eval.judge_pool import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, cpu_memory_bytes, run_job
 from workbench.result import Result, Timing
 from workbench.tasks.task import Task, get_task
 
-_FIX_HINTS = {
-    "timeout": "the candidate did not finish in time: look for an infinite loop or a grid far larger than the "
-               "problem, or raise the limit with evaluate(..., timeout=seconds)",
-    "crashed": "the worker process died (segfault, abort or out-of-memory kill): look for out-of-bounds pointers, "
-               "ctypes calls or huge allocations; the next evaluation starts a fresh worker",
-}
-_SIGNAL_CAUSES = {
-    "SIGSEGV": "segmentation fault: the candidate touched memory it does not own",
-    "SIGBUS": "bus error: a misaligned or unmapped memory access",
-    "SIGABRT": "abort: a library (or the candidate) gave up, often after a failed assertion",
-    "SIGFPE": "arithmetic fault (e.g. an integer division by zero in native code)",
-    "SIGILL": "illegal instruction",
-    "SIGKILL": "killed from outside: a cancelled run, or the system's out-of-memory killer",
-}
-#: Innermost frame inside a candidate file in a faulthandler dump ("most recent call first") or a traceback.
-_CANDIDATE_FRAME = re.compile(r'File "[^"]*kwb_candidate_[^"]*\.py", line (\d+),? in (\S+)')
 
+def _judge_died_message(reply: dict[str, Any], cand: Candidate, device: str, limit: float) -> str:
+    """The judge itself died or stopped answering (not the candidate's runner, whose faults the judge reports)."""
+    from workbench.eval.faults import died_message
 
-def _crash_message(reply: dict[str, Any], cand: Candidate, limit: float) -> str:
-    """What died, where in the candidate (from the worker's fault handler), what to do, and the last output."""
-    status, detail, log = reply["status"], reply.get("died", ""), reply.get("log", "")
-    if status == "timeout":
-        message = f"timeout: no result within {limit:g} s (the worker was killed). Fix: {_FIX_HINTS['timeout']}."
-    else:
-        signame = next((name for name in _SIGNAL_CAUSES if name in detail), None)
-        cause = f" ({_SIGNAL_CAUSES[signame]})" if signame else ""
-        message = f"crashed: {detail}{cause}"
-        frame = _CANDIDATE_FRAME.search(log)
-        if frame:
-            lines = cand.source.splitlines()
-            number = int(frame.group(1))
-            code = lines[number - 1].strip() if 0 < number <= len(lines) else ""
-            message += f", at candidate line {number} in {frame.group(2)}" + (f": {code}" if code else "")
-        message += f". Fix: {_FIX_HINTS['crashed']}."
-        if signame == "SIGSEGV" and cand.language == "triton" and reply.get("device", "cpu") == "cpu":
-            message += (" Under Triton's CPU interpreter an unmasked out-of-bounds tl.load/tl.store reads or writes "
-                        "host memory directly: check the masks and offsets of every load and store.")
-    if log:
-        tail = "\n".join(ln for ln in log.splitlines() if not ln.startswith("Extension modules:"))
-        message += "\nLast worker output:\n" + tail[-1500:]
-    return message
+    return ("the evaluation's judge process " + died_message(reply["status"], reply.get("died", ""),
+                                                             reply.get("log", ""), cand.source, cand.language or "",
+                                                             device, limit))
 
 
 def default_device() -> str:
@@ -87,13 +53,16 @@ def _check_sizes(task: Task, size: dict[str, Any], device: str, explicit: bool) 
 
 def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = None, *,
              size: str | dict[str, Any] | None = None, seed: int = 0, rounds: int = 5, timeout: float | None = None,
-             time_it: bool = True, store: Any = None, compile_reference: bool = True) -> Result:
-    """Check and time `candidate` on `task` in an isolated worker.
+             time_it: bool = True, store: Any = None, compile_reference: bool = True,
+             compile_timeout: float | None = None) -> Result:
+    """Check and time `candidate` on `task`: a trusted judge process checks it, and the candidate runs in a fresh
+    sandboxed runner of its own (DESIGN.md section 3).
 
     size: a preset name ("cpu"/"gpu") or a dict of module constants (a "dtype" key switches the dtype);
-    None picks the device's preset. timeout: seconds for the whole evaluation, worker start-up excluded
-    (CPU 120, GPU 60 by default). Raises WorkbenchError only for the caller's mistakes (unknown task or
-    device); every fault of the candidate comes back as a Result with a status and a message.
+    None picks the device's preset. timeout: seconds the candidate's runner may take for any one step after
+    loading (CPU 120, GPU 60 by default). compile_timeout: seconds for loading it, CUDA compilation included
+    (600 by default). Raises WorkbenchError only for the caller's mistakes (unknown task or device); every fault
+    of the candidate comes back as a Result with a status and a message.
     """
     task = get_task(task) if isinstance(task, str) else task
     if isinstance(candidate, str):
@@ -110,8 +79,12 @@ def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = 
         "check_sizes": _check_sizes(task, resolved, device, explicit), "compile_reference": compile_reference,
     }
     limit = timeout if timeout is not None else DEFAULT_TIMEOUT["cuda" if device.startswith("cuda") else "cpu"]
+    compile_limit = compile_timeout if compile_timeout is not None else DEFAULT_COMPILE_TIMEOUT
+    job.update(timeout=limit, compile_timeout=compile_limit,
+               memory_bytes=None if device.startswith("cuda") else cpu_memory_bytes())
     started = time.perf_counter()
-    reply = run_job(job, device, limit)
+    # The judge enforces the candidate's limits; this bound only guards against a judge that stops answering.
+    reply = run_job(job, device, compile_limit + 30 * limit + 600)
     result = _result_from_reply(task, candidate, device, resolved, seed, reply, limit)
     result.metadata["eval_seconds"] = round(time.perf_counter() - started, 3)
     _annotate(result, task, reply.get("counted"))
@@ -128,8 +101,8 @@ def _result_from_reply(task: Task, cand: Candidate, device: str, size: dict, see
                        limit: float) -> Result:
     status = reply.get("status", "runtime_error")
     message = reply.get("message", "")
-    if status in _FIX_HINTS and "died" in reply:
-        message = _crash_message({**reply, "device": device}, cand, limit)
+    if not message and status in ("timeout", "crashed") and "died" in reply:
+        message = _judge_died_message(reply, cand, device, limit)
     flags = list(reply.get("flags", []))
     result = Result(
         task=task.name, candidate_id=cand.id, candidate_name=cand.name or cand.id[:8], language=cand.language or "",
@@ -143,7 +116,15 @@ def _result_from_reply(task: Task, cand: Candidate, device: str, size: dict, see
         versions=reply.get("versions", {}), log=reply.get("log", ""), details=reply.get("details", {}),
         metadata={"author": cand.author, "parent_id": cand.parent_id, "prompt_id": cand.prompt_id,
                   "worker_pid": reply.get("worker_pid"), **cand.metadata},
+        launch_reference_timing=_timing(reply.get("launch_reference_timing")), coverage=reply.get("coverage"),
+        kernel_policy=reply.get("kernel_policy", ""), precision=reply.get("precision", ""),
+        error_budget=reply.get("error_budget") or {}, sandbox=reply.get("sandbox", ""),
+        protocol=reply.get("protocol") or {},
     )
+    if reply.get("launch_candidate_timing"):
+        result.details["launch_candidate_timing"] = reply["launch_candidate_timing"]
+    if reply.get("sandbox_reason"):
+        result.protocol["sandbox_reason"] = reply["sandbox_reason"]
     if result.timing and result.reference_timing and result.timing.clock != "interpreter":
         result.speedup = result.reference_timing.median_ms / result.timing.median_ms
         if result.compiled_reference_timing:

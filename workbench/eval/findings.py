@@ -100,6 +100,10 @@ _FLAG_LIST = [
              "compute on every call; do not key results on input pointers or contents"),
     FlagInfo("side-stream", WARN, "work ran on a non-default stream; timed at its true (synchronized) cost",
              "launch on the current stream"),
+    # trust boundary, issue 10
+    FlagInfo("protocol-violation", REJECT, "the candidate's runner sent something that is not the judge/runner "
+             "protocol (a forged, replayed or malformed message)",
+             "do not write to the runner's channel; return outputs from forward"),
     FlagInfo("faster-than-physics", REJECT, "measured time is below the roofline floor for this device",
              "the measurement or the kernel is wrong: a kernel cannot beat bytes/bandwidth or FLOPs/peak"),
 ]

@@ -108,11 +108,11 @@ def summarize(samples_ms: list[float], clock: str, side_stream_runs: int = 0) ->
                   samples_ms=[float(v) for v in samples_ms], side_stream_runs=side_stream_runs)
 
 
-def _time_cuda_call(fn: Callable[[list], Any], inputs: list) -> tuple[float, float, Any]:
+def _time_cuda_call(fn: Callable[[list], Any], inputs: list, cover: bool = True) -> tuple[float, float, Any]:
     """(current-stream ms, device ms, output) of one call. The start event queues behind a GPU busy-wait so the
     host's launch cost is hidden; the end is read on the current stream and again after a device synchronize."""
     start, end, done = _Event(enable_timing=True), _Event(enable_timing=True), _Event(enable_timing=True)
-    if _sleep is not None:
+    if cover and _sleep is not None:
         _sleep(LAUNCH_COVER_CYCLES)
     _record(start)
     out = fn(inputs)
@@ -211,3 +211,43 @@ def measure(fns: dict[str, Callable[[list], Any]], input_pool: list[list], *, de
         chosen, side_runs = _pick_samples(samples[n], device_samples[n])
         out_timings[n] = summarize(chosen, clock, side_runs)
     return out_timings, last
+
+
+def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[int], *, device: str, warmup: int = 0,
+               flush_l2: bool = True, launch_gaps: bool = False,
+               after_rep: Callable[[int, Any], None] | None = None) -> tuple[list[float], list[float]]:
+    """Time `fn` once per entry of `order` (an index into `input_sets`), after `warmup` untimed calls.
+
+    Used on both sides of the trust boundary: the runner times the candidate, the judge times the reference, with
+    this same loop. On a GPU each rep flushes the L2 (outside the window) and, unless `launch_gaps`, queues a
+    busy-wait before the start event so the host's launch cost is hidden; the end is read on the current stream and
+    again after a device-wide synchronize (side-stream work). `after_rep(k, output)` runs after rep k, outside the
+    timed window (the runner commits outputs there). Returns (stream ms, device ms) per rep; on the CPU both are
+    the wall clock.
+    """
+    if not input_sets or not order:
+        raise ValueError("time_batch needs input sets and an order")
+    cuda = device.startswith("cuda")
+    flush = _Flusher(device, flush_l2)
+    stream_ms: list[float] = []
+    device_ms: list[float] = []
+    with _no_grad():
+        for i in _range(warmup):
+            fn(input_sets[order[i % _len(order)]])
+        if cuda:
+            _synchronize()
+        for k, idx in enumerate(order):
+            inputs = input_sets[idx]
+            flush()
+            if cuda:
+                s, d, out = _time_cuda_call(fn, inputs, cover=not launch_gaps)
+            else:
+                t0 = _perf_ns()
+                out = fn(inputs)
+                s = d = (_perf_ns() - t0) / 1e6
+            stream_ms.append(s)
+            device_ms.append(d)
+            if after_rep is not None:
+                after_rep(k, out)
+            del out
+    return stream_ms, device_ms

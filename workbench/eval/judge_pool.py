@@ -1,8 +1,10 @@
-"""Isolated evaluation workers: one subprocess per device mode, JSON lines over pipes, reused while healthy.
+"""The caller's side: one judge process per device mode (`python -m workbench.eval.judge`), JSON lines over pipes,
+reused while healthy.
 
-Candidate code is untrusted. It runs in `python -m workbench.eval.worker_main`, never in the caller's process, so a
-crash, hang, out-of-memory or illegal memory access ends the worker, not the notebook. The worker's
-environment has secrets removed and, on CPU, `TRITON_INTERPRET=1` set before anything imports triton.
+The judge is trusted but still a separate process: the notebook never imports a reference or a candidate, and a
+judge that dies (or is killed to cancel a run) takes its fork server and the candidate's runner with it. Candidate
+code never runs in the judge either: each candidate gets a fresh sandboxed runner (`runner_process.py`). The
+judge's environment has secrets removed; a runner's is built from an allow-list.
 """
 
 from __future__ import annotations
@@ -32,24 +34,24 @@ _SECRET = re.compile(
     r"GOOGLE_APPLICATION_CREDENTIALS|AZURE_OPENAI_)",
 )
 
-#: Seconds one evaluation may take (worker start-up is not counted); evaluate(timeout=...) overrides.
+#: Seconds a candidate's runner may take for any one step after loading (evaluate(timeout=...) overrides).
 DEFAULT_TIMEOUT = {"cpu": 120.0, "cuda": 60.0}
+#: Seconds for loading a candidate, CUDA compilation included (evaluate(compile_timeout=...) overrides).
+DEFAULT_COMPILE_TIMEOUT = 600.0
 #: Seconds a fresh worker may take to import torch and triton before it counts as broken.
 STARTUP_TIMEOUT = 180.0
-#: Default address-space cap for CPU workers (KWB_WORKER_MEMORY_GB overrides; 0 = no cap): a huge allocation
+#: Default address-space cap for CPU runners (KWB_WORKER_MEMORY_GB overrides; 0 = no cap): a huge allocation
 #: becomes a clean "out of memory" status instead of swapping the machine.
 DEFAULT_CPU_MEMORY_GB = 8.0
 #: A worker is replaced after this many evaluations, so module and kernel caches of old candidates cannot grow
 #: without bound.
 MAX_JOBS_PER_WORKER = 200
-#: Flags after which the worker's process state is no longer trusted (the candidate patched shared functions).
-_RESTART_FLAGS = {"timer-patch", "thread-deferral"}
 #: Lines of the worker's stderr kept for messages (the candidate's prints and tracebacks land there).
 LOG_LINES = 50
 
 
 def cpu_memory_bytes() -> int | None:
-    """The CPU worker's address-space cap, read when a worker starts (so tests and users can change it)."""
+    """The CPU runner's address-space cap, read for every evaluation (so tests and users can change it)."""
     gib = float(os.environ.get("KWB_WORKER_MEMORY_GB", DEFAULT_CPU_MEMORY_GB))
     return int(gib * 2**30) if gib > 0 else None
 
@@ -104,19 +106,17 @@ class Worker:
     evaluation's deadline starts then, so a slow start-up never eats into a candidate's time.
     """
 
-    def __init__(self, device: str, memory_bytes: int | None = None):
+    def __init__(self, device: str):
         self.device = device
-        self.memory_bytes = memory_bytes if memory_bytes is not None else (
-            None if device.startswith("cuda") else cpu_memory_bytes())
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
         # Candidate and reference modules are written here (real .py files); removed with the worker.
         self.workdir = tempfile.mkdtemp(prefix="kwb_worker_")
         env = scrubbed_env(device)
         env["KWB_WORKDIR"] = self.workdir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "workbench.eval.worker_main"],
+            [sys.executable, "-m", "workbench.eval.judge", device],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, start_new_session=True, preexec_fn=self._limits, bufsize=0,
+            env=env, start_new_session=True, bufsize=0,
         )
         self._reader = threading.Thread(target=self._drain_stderr, daemon=True)
         self._reader.start()
@@ -124,12 +124,6 @@ class Worker:
         self.ready = False
         self.info: dict[str, Any] = {}
         self.jobs = 0
-
-    def _limits(self) -> None:  # runs in the child before exec
-        if self.memory_bytes:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes))
 
     def _drain_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -278,13 +272,11 @@ def run_job(job: dict[str, Any], device: str, timeout: float) -> dict[str, Any]:
                 discard_worker(device)
                 raise WorkerError(
                     f"the evaluation worker could not start ({died.detail}). Run `kwb doctor`, and check that "
-                    f"`{sys.executable} -m workbench.eval.worker_main` imports torch and triton (memory cap: "
-                    f"KWB_WORKER_MEMORY_GB).\nLast worker output:\n{died.log}") from None
+                    f"`{sys.executable} -m workbench.eval.judge` imports torch and triton.\nLast worker output:\n{died.log}") from None
             _replace(device)
             return {"status": died.kind, "died": died.detail, "log": died.log, "worker_pid": worker.pid}
         reply["worker_pid"] = worker.pid
-        restart = reply.pop("restart_worker", False) or bool(_RESTART_FLAGS & set(reply.get("flags", [])))
-        if restart or worker.jobs >= MAX_JOBS_PER_WORKER:
+        if worker.jobs >= MAX_JOBS_PER_WORKER:
             _replace(device)
         return reply
 

@@ -1,0 +1,112 @@
+"""CHEATS.md rows 15, 16, 19, 20: tampering with the checker, finding the reference, slowing the reference, and
+poisoning what later evaluations trust. None of it can work: the checker, the reference and the timer of the
+reference live in the judge, which never runs candidate code; each candidate has a runner of its own; the runner's
+filesystem is read-only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import workbench
+from conftest import evaluate, kernel, needs_sandbox, softmax_task
+
+import workbench as wb
+
+
+def test_patching_checkers_and_installing_profile_hooks_changes_nothing_for_it_or_the_next_candidate():
+    attack = '''
+import sys, threading
+import workbench.eval.compare as _c
+_c.compare = lambda *a, **k: None
+sys.setprofile(lambda *a: None)
+threading.setprofile(lambda *a: None)
+def _ok(*a, **k):
+    return None
+try:
+    import workbench.eval.timing as _t
+    _t.summarize.__code__ = _ok.__code__
+except Exception:
+    pass
+'''
+    res = evaluate(kernel(at_import=attack, in_forward="y = y + 1.0"))
+    assert res.status == "incorrect" and "mismatch" in res.flags, res.message
+    wrong_next = evaluate(kernel(in_forward="y = y * 1.5"))  # a plain wrong kernel right after
+    assert wrong_next.status == "incorrect", wrong_next.message
+
+
+def test_the_reference_and_its_output_are_nowhere_in_the_runner():
+    # Search every object, module and frame for the reference model or a tensor holding its result.
+    attack = '''
+import gc, sys
+found = [m for m in sys.modules if m.startswith("kwb_ref")]
+found += [type(o).__name__ for o in gc.get_objects() if type(o).__name__ == "Model"]
+f = sys._getframe()
+while f is not None:
+    found += [k for k in f.f_locals if k in ("ref_model", "native", "ref64")]
+    f = f.f_back
+print("FOUND:", found, flush=True)
+'''
+    res = evaluate(kernel(in_forward=attack + "y = y * 0.5"))
+    assert res.status == "incorrect"
+    # What the search saw is in its own output; an empty list means nothing of the judge was reachable.
+    assert "FOUND: []" in res.log or "FOUND" not in res.log
+
+
+def test_slowing_the_torch_op_the_reference_uses_cannot_buy_a_speedup():
+    # Identical code to the reference, plus a patch that would make torch.softmax 4x slower if the reference ran
+    # in the same process. The reference runs in the judge: the speedup stays near 1.
+    src = '''
+import time
+import torch
+import torch.nn as nn
+
+_softmax = torch.softmax
+
+
+def _slow(*args, **kwargs):
+    t = time.perf_counter()
+    out = _softmax(*args, **kwargs)
+    while time.perf_counter() - t < 0.002:
+        pass
+    return out
+
+
+torch.softmax = _slow
+torch.Tensor.softmax = _slow
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _softmax(x, dim=-1)
+'''
+    res = wb.evaluate(softmax_task(), wb.Candidate(source=src, language="torch"), device="cpu")
+    assert res.status == "ok", res.message
+    assert res.speedup is not None and res.speedup < 2.0, res.speedup
+
+
+@needs_sandbox
+def test_planting_bytecode_and_caches_fails_on_a_read_only_filesystem(tmp_path):
+    package = Path(workbench.__file__).parent
+    before = sorted(p.name for p in package.rglob("*") if p.is_file())
+    attack = f'''
+import os, importlib.util
+errors = []
+for path in [{str(package / "eval" / "__pycache__" / "compare.cpython-311.pyc")!r},
+             {str(package / "evil.py")!r}, os.path.expanduser("~/.cache/kernel-workbench/ceilings.json")]:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("poison")
+        errors.append("WROTE " + path)
+    except OSError as exc:
+        errors.append(type(exc).__name__)
+print("PLANT:", errors, flush=True)
+'''
+    res = evaluate(kernel(at_import=attack))
+    assert res.status == "ok", res.message
+    after = sorted(p.name for p in package.rglob("*") if p.is_file())
+    assert after == before
+    assert not (Path(os.path.expanduser("~")) / ".cache" / "kernel-workbench" / "ceilings.json").read_text(
+    ).startswith("poison") if (Path(os.path.expanduser("~")) / ".cache/kernel-workbench/ceilings.json").exists() \
+        else True

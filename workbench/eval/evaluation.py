@@ -1,0 +1,303 @@
+"""One evaluation inside the judge, as named stages: scan -> load -> check -> count -> time -> cover -> verdict.
+
+The judge is trusted: it never imports candidate code. Candidate code runs in a fresh, sandboxed runner for this
+evaluation only (`session.py`); every verdict below is computed here from what the judge itself measured (the
+reference, the comparison, its own clock) and from data the runner reported (launches, forms, samples, kernel
+profiles), which only ever counts against the candidate. Each stage either returns or raises `Stop` with a reply;
+the driver `run()` turns runner deaths and protocol violations into replies too.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.errors import TaskError
+from workbench.eval import faults, guards, judge_timing, static_checks, timing
+from workbench.eval.correctness import CandidateFailure, build_models, run_correctness
+from workbench.eval.counting import count_work
+from workbench.eval.findings import Finding, first_per_flag, verdict
+from workbench.eval.judge_pool import DEFAULT_COMPILE_TIMEOUT
+from workbench.eval.runner_process import Limits, RunnerDied, RunnerProcess, RunnerViolation
+from workbench.eval.session import CandidateSession, RemoteError
+from workbench.tasks.task import LoadedReference, Task
+
+
+class Stop(Exception):
+    """A stage ended the evaluation; `reply` is what the caller gets."""
+
+    def __init__(self, reply: dict[str, Any]):
+        self.reply = reply
+        super().__init__(reply.get("status", ""))
+
+
+@dataclass
+class Context:
+    """What the judge process provides to an evaluation: references it already built, its fork server."""
+
+    references: dict[str, LoadedReference]
+    fork_server: Any
+    workdir: str
+
+
+def precision_flags(task: Task) -> tuple[str, dict[str, Any]]:
+    """(policy name, flags) of the task's precision policy; IEEE fp32 (no TF32, full-precision reductions) unless
+    the task allows more."""
+    policy = getattr(task, "precision", None)
+    if policy is None:
+        return "ieee", {"allow_tf32": False, "allow_reduced_precision_reduction": False}
+    flags = {"allow_tf32": bool(getattr(policy, "allow_tf32", False)),
+             "allow_reduced_precision_reduction": bool(getattr(policy, "allow_reduced_precision_reduction", False))}
+    return str(getattr(policy, "name", "ieee")), flags
+
+
+def apply_precision(flags: dict[str, Any]) -> None:
+    from workbench.eval.runner import apply_precision as apply
+
+    apply(flags)
+
+
+@dataclass
+class Evaluation:
+    job: dict[str, Any]
+    ctx: Context
+    task: Task = field(init=False)
+    device: str = field(init=False)
+    base: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    session: CandidateSession | None = None
+
+    def __post_init__(self) -> None:
+        self.task = Task.from_spec(self.job["task"])
+        self.cand = self.job["candidate"]
+        self.device = self.job["device"]
+        self.seed = int(self.job.get("seed", 0))
+        self.timeout = float(self.job.get("timeout", 60.0))
+        self.policy = getattr(self.task, "kernel_policy", "strict") or "strict"
+        self.precision_name, self.precision = precision_flags(self.task)
+        self.base = {"versions": {}, "device_name": "", "sandbox": self.ctx.fork_server.sandbox,
+                     "kernel_policy": self.policy, "precision": self.precision_name, "protocol": {}}
+
+    # ---- driver ---------------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        apply_precision(self.precision)
+        try:
+            self.scan()
+            self.load()
+            report = self.check()
+            result = self.assess(report)
+            self.count(result)
+            if self.job.get("time_it", True):
+                self.time(result)
+            return self.finish(result)
+        except Stop as stop:
+            return {**self.base, "warnings": self.warnings, **stop.reply}
+        except CandidateFailure as exc:
+            return {**self.base, "warnings": self.warnings, **self._candidate_failure(exc)}
+        except RunnerDied as died:
+            return {**self.base, "status": died.kind, "died": died.detail, "log": died.log,
+                    "message": faults.died_message(died.kind, died.detail, died.log, self.cand["source"],
+                                                   self.cand["language"], self.device, self.timeout)}
+        except RunnerViolation as bad:
+            return {**self.base, "status": "rejected", "flags": ["protocol-violation"], "log": bad.log,
+                    "message": Finding("protocol-violation", bad.detail).line()}
+        except TaskError as exc:
+            return {**self.base, "status": "runtime_error", "message": f"the task failed: {exc}",
+                    "log": traceback.format_exc()[-3000:]}
+        finally:
+            if self.session is not None:
+                self.session.close()
+            gc.collect()
+            if self.device.startswith("cuda"):
+                torch.cuda.empty_cache()
+
+    def _candidate_failure(self, exc: CandidateFailure) -> dict[str, Any]:
+        original = exc.original
+        if isinstance(original, RemoteError):
+            f = original.fault
+            return faults.failure_reply(f.exc_type, f.message, exc.stage, f.candidate_line, f.log)
+        return faults.failure_reply(type(original).__name__, str(original), exc.stage, "", exc.traceback_text)
+
+    # ---- stages ---------------------------------------------------------------------------------------------
+    def scan(self) -> None:
+        """Static checks on the source (AST only: nothing of the candidate runs)."""
+        if self.cand["language"] == "cuda" and not self.device.startswith("cuda"):
+            raise Stop({"status": "compile_error", "message": (
+                "this candidate is CUDA C++ (torch.utils.cpp_extension.load_inline): it needs a CUDA device. "
+                "Evaluate it with device='cuda' on a machine with a GPU and nvcc.")})
+        findings = _scan(self.cand, self.policy)
+        self.warnings += [f.flag for f in findings if f.severity != "reject"]
+        status, flags, message = verdict(findings)
+        if status:
+            raise Stop({"status": "rejected", "flags": flags, "message": message})
+
+    def load(self) -> None:
+        """A fresh runner for this candidate, and the candidate imported in it (compilation has its own budget)."""
+        memory = self.job.get("memory_bytes")
+        runner = RunnerProcess.start(self.ctx.fork_server, self.device, Limits(memory_bytes=memory))
+        self.session = CandidateSession(runner, self.device, self.timeout)
+        self.base["protocol"]["runner_pid"] = runner.inner_pid
+        ready = runner.ready
+        self.base.update(versions=dict(ready.versions), device_name=ready.device_name, sandbox=ready.sandbox)
+        if ready.sandbox != "namespaces":
+            self.base["sandbox_reason"] = ready.sandbox_reason
+        budget = float(self.job.get("compile_timeout") or DEFAULT_COMPILE_TIMEOUT)
+        try:
+            self.session.load(self.cand["source"], self.cand["language"], self.cand.get("entry", "ModelNew"),
+                              self.precision, budget)
+        except CandidateFailure as exc:
+            f = exc.original.fault if isinstance(exc.original, RemoteError) else None
+            raise Stop({"status": "compile_error", "message": str(exc.original),
+                        "log": f.log if f else ""}) from None
+        except RunnerDied as died:
+            if died.kind == "timeout":
+                raise Stop({"status": "timeout", "message": (
+                    f"timeout: loading the candidate took more than its compile budget of {budget:g} s (CUDA "
+                    "compilation included). Raise it with evaluate(..., compile_timeout=seconds).")}) from None
+            raise
+        self.base["protocol"].update(load_seconds=round(self.session.load_seconds, 3),
+                                     transport=self.session.arena.transport, runner_pid=runner.inner_pid)
+
+    def reference(self) -> LoadedReference:
+        key = self.task.source_hash
+        if key not in self.ctx.references:
+            self.ctx.references[key] = LoadedReference(self.task, self.ctx.workdir)
+        return self.ctx.references[key]
+
+    def check(self):
+        """The correctness protocol, with every candidate call made in the runner."""
+        check_sizes = [self._cpu_safe(s) for s in self.job["check_sizes"]]
+        return run_correctness(self.reference(), self.session, device=self.device, sizes=check_sizes,
+                               seed=self.seed, rounds=int(self.job.get("rounds", 5)), tolerance=self.task.tolerance,
+                               distributions=self.task.distributions)
+
+    def assess(self, report: Any) -> dict[str, Any]:
+        """Correctness findings, plus what the runner's reports show: no own kernel launched, output not produced by
+        one, threads left running."""
+        findings = list(report.findings)
+        findings += guards.judge_launches([r.launch for r in self.session.reports], self.cand["language"])
+        findings += guards.judge_threads([r.launch for r in self.session.reports])
+        result: dict[str, Any] = {
+            "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
+            "details": {"rounds": report.rounds, "error_map": report.error_map, "notes": report.notes + self.notes},
+            "error_budget": getattr(report, "error_budget", {}) or {},
+        }
+        status, flags, message = verdict(first_per_flag(findings))
+        self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, findings)]
+        if status:
+            raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, findings)],
+                        "message": message})
+        result["message"] = message
+        return result
+
+    def count(self, result: dict[str, Any]) -> None:
+        """FLOPs and minimal bytes of the reference at the timed size (advisory)."""
+        size = self._cpu_safe(self.job["size"])
+        ref = self.reference()
+        self.ref_model, _ = build_models(ref, _NoCandidate, size, self.device, self.seed)
+        self.time_size = size
+        try:
+            result["counted"] = count_work(self.ref_model, ref.make_inputs(size, self.seed + 101, self.device))
+        except Exception as exc:  # noqa: BLE001 - counting is advisory
+            result["counted"] = {"flops": None, "bytes": None, "error": str(exc)}
+
+    def time(self, result: dict[str, Any]) -> None:
+        """Candidate (runner) and reference (judge) interleaved; committed outputs re-checked; bracket checked."""
+        ref = self.reference()
+        model = self.session.model(self.ref_model, ref.init_inputs(self.time_size, self.seed), self.seed)
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
+        warm, reps = timing.default_reps(self.device, interpreted)
+        warm, reps = int(self.job.get("warmup", warm)), int(self.job.get("reps", reps))
+        clock = "cuda-events" if self.device.startswith("cuda") else ("interpreter" if interpreted else "wall")
+        compiled = None
+        if self.device.startswith("cuda") and self.job.get("compile_reference", True):
+            compiled = _compiled(self.ref_model, ref.make_inputs(self.time_size, self.seed + 101, self.device),
+                                 self.notes)
+        outcome = judge_timing.time_pair(self.session, model.model_id, self.ref_model, compiled, ref,
+                                         size=self.time_size, seed=self.seed, device=self.device, clock=clock,
+                                         warmup=warm, reps=reps, tolerance=self.task.tolerance)
+        result["timing"] = outcome.candidate.to_dict()
+        result["reference_timing"] = outcome.reference.to_dict()
+        if clock == "interpreter":  # the reference is compiled PyTorch code, timed on the same wall clock
+            result["reference_timing"]["clock"] = "wall"
+        if outcome.compiled is not None:
+            result["compiled_reference_timing"] = outcome.compiled.to_dict()
+        if outcome.launch_reference is not None:
+            result["launch_reference_timing"] = outcome.launch_reference.to_dict()
+            result["launch_candidate_timing"] = outcome.launch_candidate.to_dict()
+        self.base["protocol"].update(outcome.protocol)
+        late = list(outcome.findings)
+        if self.device.startswith("cuda"):
+            late += self.cover(result, model.model_id)
+        status, flags, message = verdict(first_per_flag(late))
+        self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, late)]
+        if status:
+            raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, late)],
+                        "message": message})
+        if clock == "interpreter":
+            result["details"]["notes"].append("interpreter timing: measures Triton's CPU interpreter, not hardware; "
+                                              "no speedup is reported")
+
+    def cover(self, result: dict[str, Any], model_id: int) -> list[Finding]:
+        """Share of GPU kernel time in the candidate's own kernels (names from its source, not from the runner)."""
+        if self.cand["language"] == "torch":
+            return []
+        ref = self.reference()
+        kernels = self.session.profile(model_id, ref.make_inputs(self.time_size, self.seed + 101, self.device))
+        own = static_checks.own_kernel_names(self.cand["source"])
+        coverage, findings = guards.judge_coverage(kernels, own, self.policy)
+        result["coverage"] = coverage
+        return findings
+
+    def finish(self, result: dict[str, Any]) -> dict[str, Any]:
+        result.pop("message", None)
+        return {**self.base, **result, "status": "ok", "flags": [], "warnings": self.warnings,
+                "message": ""}
+
+    # ---- helpers --------------------------------------------------------------------------------------------
+    def _cpu_safe(self, size: dict[str, Any]) -> dict[str, Any]:
+        """bf16 arithmetic returns 0 in Triton's interpreter: run those sizes in fp32, visibly."""
+        interp = os.environ.get("TRITON_INTERPRET") == "1"
+        if self.device.startswith("cuda") or not interp or size.get("dtype") not in ("bfloat16", torch.bfloat16):
+            return size
+        if "interpreter-bf16" not in self.warnings:
+            self.warnings.append("interpreter-bf16")
+            self.notes.append("bf16 is broken in Triton's interpreter: this CPU run used float32; run on a GPU for "
+                              "a bf16 verdict")
+        return {**size, "dtype": "float32"}
+
+
+class _NoCandidate:
+    """build_models' candidate when only the reference is needed."""
+
+    def __init__(self, *args: Any) -> None:
+        pass
+
+
+def _scan(cand: dict[str, Any], policy: str) -> list[Finding]:
+    try:
+        return static_checks.scan(cand["source"], cand["language"], cand.get("entry", "ModelNew"), policy=policy)
+    except TypeError:  # a scan without kernel policies
+        return static_checks.scan(cand["source"], cand["language"], cand.get("entry", "ModelNew"))
+
+
+def _rejects(flag: str, findings: list[Finding]) -> bool:
+    return any(f.flag == flag and f.severity == "reject" for f in findings)
+
+
+def _compiled(ref_model: Any, inputs: list[Any], notes: list[str]):
+    try:
+        fn = torch.compile(ref_model)
+        with torch.no_grad():
+            fn(*inputs)
+        return fn
+    except Exception as exc:  # noqa: BLE001
+        notes.append(f"torch.compile of the reference failed ({type(exc).__name__}); compiled line omitted")
+        return None
+

@@ -1,0 +1,79 @@
+"""The judge process: trusted, never imports candidate code. Reads evaluation jobs (JSON lines on stdin) from the
+caller, runs each as an `Evaluation` (one fresh sandboxed runner per candidate, forked by the fork server this
+process owns), and answers one JSON line per job on a private channel.
+
+The candidate's prints never reach this channel: they go to the runner's own output pipe, read through a bounded
+buffer. The judge's own stdout is redirected to stderr so nothing a reference prints can corrupt a reply.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+# The reply channel is a private duplicate of stdout; fd 1 then points at stderr for everything else.
+_REPLIES = os.fdopen(os.dup(1), "w", buffering=1)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+
+import torch  # noqa: E402
+
+from workbench.eval.evaluation import Context, Evaluation  # noqa: E402
+from workbench.eval.runner_process import ForkServer  # noqa: E402
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, torch.dtype):
+        return str(obj).removeprefix("torch.")
+    if isinstance(obj, tuple):
+        return list(obj)
+    return str(obj)
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0], "torch": torch.__version__}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except Exception:  # pragma: no cover
+        out["triton"] = "missing"
+    return out
+
+
+def main() -> None:
+    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    workdir = tempfile.mkdtemp(prefix="kwb_judge_")
+    server = ForkServer(device)
+    ctx = Context(references={}, fork_server=server, workdir=workdir)
+    gc.freeze()
+    _REPLIES.write(json.dumps({"ready": True, "pid": os.getpid(), "versions": _versions(),
+                               "sandbox": server.sandbox, "sandbox_reason": server.reason}) + "\n")
+    _REPLIES.flush()
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            job = json.loads(line)
+            try:
+                if not server.alive():
+                    server = ForkServer(device)
+                    ctx.fork_server = server
+                reply = Evaluation(job, ctx).run()
+            except BaseException as exc:  # a reply must always come back
+                reply = {"status": "runtime_error", "message": f"judge error: {type(exc).__name__}: {exc}",
+                         "log": traceback.format_exc()[-3000:]}
+            _REPLIES.write(json.dumps(reply, default=_jsonable) + "\n")
+            _REPLIES.flush()
+            gc.collect()
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

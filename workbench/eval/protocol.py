@@ -1,0 +1,335 @@
+"""The judge/runner protocol: typed, versioned messages (DESIGN.md section 3; STYLE-COMPARE.md section 4).
+
+Every message travels as `{"v", "kind", "job", "nonce", "seq", "body"}`. The judge gives each runner a job id and
+a random nonce at spawn; the runner must echo both and number its messages 1, 2, 3, ... `decode` raises
+ProtocolError on anything else: an unknown kind, another version, a wrong job or nonce, a replayed or skipped
+sequence number, a body with missing or mistyped fields. A runner that sends such a message is rejected with
+`protocol-violation`; nothing it sends is ever a verdict, since runner messages carry data only (outputs live in
+shared memory, times are samples, kernels are names) and the judge decides.
+
+Messages judge -> runner: Load, Share, Build, Call, Time, Profile, Shutdown.
+Messages runner -> judge: Ready, Loaded, Built, Output, Samples, Profiled, Fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+PROTOCOL = (1, 0)
+
+
+class ProtocolError(Exception):
+    """A message that breaks the protocol; from a runner this is a protocol violation, never a verdict."""
+
+
+# ---- shared-memory references -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BufferInfo:
+    """A shared buffer: its id, size, and how to open it ("fd": a memfd passed alongside the message; "cuda-ipc":
+    a CUDA IPC handle in hex)."""
+
+    buffer: int
+    nbytes: int
+    kind: str
+    handle: str = ""
+    device: int = 0
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """A tensor inside a shared buffer: dtype, shape, strides and offset in elements."""
+
+    buffer: int
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int = 0
+
+
+#: An argument: a tensor reference, or a JSON value (numbers, strings, nested lists) passed as it is.
+Arg = Any
+
+
+# ---- messages -----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Message:
+    kind: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class Load(Message):
+    kind: ClassVar[str] = "load"
+    source: str
+    language: str
+    entry: str
+    device: str
+    precision: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Share(Message):
+    """New shared buffers; "fd" buffers come with one descriptor each, in order."""
+
+    kind: ClassVar[str] = "share"
+    buffers: tuple[BufferInfo, ...]
+
+
+@dataclass(frozen=True)
+class Build(Message):
+    """Build the candidate model `model` from init arguments under `seed`, then load `state` (the reference's
+    parameters and buffers, by name) when its state_dict has the same keys and shapes."""
+
+    kind: ClassVar[str] = "build"
+    model: int
+    init: tuple[Arg, ...]
+    seed: int
+    state: dict[str, TensorRef] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Call(Message):
+    """Run forward of `model` once on `inputs`; copy output i into `slots[i]` when its form matches."""
+
+    kind: ClassVar[str] = "call"
+    call: int
+    model: int
+    inputs: tuple[Arg, ...]
+    slots: tuple[TensorRef, ...]
+    poison: bool = True
+
+
+@dataclass(frozen=True)
+class Time(Message):
+    """A timed batch: `order[k]` is the input set of rep k; after rep k, output 0 goes to `commit[k]` (a slot) when
+    given. `launch_gaps`: time without the busy-wait that hides host launch cost."""
+
+    kind: ClassVar[str] = "time"
+    call: int
+    model: int
+    input_sets: tuple[tuple[Arg, ...], ...]
+    order: tuple[int, ...]
+    warmup: int
+    commit: tuple[TensorRef | None, ...] = ()
+    flush_l2: bool = True
+    launch_gaps: bool = False
+
+
+@dataclass(frozen=True)
+class Profile(Message):
+    kind: ClassVar[str] = "profile"
+    call: int
+    model: int
+    inputs: tuple[Arg, ...]
+
+
+@dataclass(frozen=True)
+class Shutdown(Message):
+    kind: ClassVar[str] = "shutdown"
+
+
+@dataclass(frozen=True)
+class Ready(Message):
+    kind: ClassVar[str] = "ready"
+    protocol: tuple[int, int]
+    pid: int
+    versions: dict[str, str]
+    device_name: str
+    sandbox: str
+    sandbox_reason: str = ""
+
+
+@dataclass(frozen=True)
+class Loaded(Message):
+    kind: ClassVar[str] = "loaded"
+    kernels: tuple[str, ...]
+    seconds: float
+    build_dir: str = ""
+
+
+@dataclass(frozen=True)
+class Built(Message):
+    kind: ClassVar[str] = "built"
+    model: int
+    weights_loaded: bool
+
+
+@dataclass(frozen=True)
+class OutputForm:
+    """What one output was: a plain tensor (dtype, shape, device), a tensor subclass, or another object."""
+
+    type_name: str
+    plain: bool
+    dtype: str = ""
+    shape: tuple[int, ...] = ()
+    device: str = ""
+    dense: bool = True
+    copied: bool = False
+
+
+@dataclass(frozen=True)
+class LaunchReport:
+    """The candidate's own Triton launches during one call: how many, the kernels defined, whether every output
+    was a tensor passed to a launch, and (CPU) whether a launch changed an output that already held data."""
+
+    launches: int
+    kernels: tuple[str, ...]
+    outputs_launched: bool
+    outputs_prefilled_unchanged: bool = False
+    threads_left: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Output(Message):
+    kind: ClassVar[str] = "output"
+    call: int
+    forms: tuple[OutputForm, ...]
+    tuple_output: bool
+    launch: LaunchReport
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Samples(Message):
+    """Per timed rep: ms between the events on the current stream, and to the device-wide synchronize."""
+
+    kind: ClassVar[str] = "samples"
+    call: int
+    stream_ms: tuple[float, ...]
+    device_ms: tuple[float, ...]
+    threads_left: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Profiled(Message):
+    """GPU kernel time per kernel name in one forward (microseconds)."""
+
+    kind: ClassVar[str] = "profiled"
+    call: int
+    kernels: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Fault(Message):
+    """The candidate raised (or could not be loaded): type name and text only, never a pickled exception."""
+
+    kind: ClassVar[str] = "fault"
+    stage: str
+    exc_type: str
+    message: str
+    candidate_line: str = ""
+    log: str = ""
+    call: int = -1
+
+
+_MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
+    Load, Share, Build, Call, Time, Profile, Shutdown, Ready, Loaded, Built, Output, Samples, Profiled, Fault)}
+JUDGE_KINDS = frozenset({"load", "share", "build", "call", "time", "profile", "shutdown"})
+RUNNER_KINDS = frozenset({"ready", "loaded", "built", "output", "samples", "profiled", "fault"})
+_NESTED = {"BufferInfo": BufferInfo, "TensorRef": TensorRef, "OutputForm": OutputForm, "LaunchReport": LaunchReport}
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(16)
+
+
+# ---- encoding -----------------------------------------------------------------------------------------------------
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"@": type(value).__name__, **{f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def encode(message: Message, job: str, nonce: str, seq: int) -> dict[str, Any]:
+    body = {f.name: _plain(getattr(message, f.name)) for f in dataclasses.fields(message)}
+    return {"v": list(PROTOCOL), "kind": message.kind, "job": job, "nonce": nonce, "seq": seq, "body": body}
+
+
+def _revive(value: Any) -> Any:
+    """Nested records come back as their dataclasses; anything tagged with an unknown name is an error."""
+    if isinstance(value, dict):
+        tag = value.get("@")
+        if tag is not None:
+            cls = _NESTED.get(tag)
+            if cls is None:
+                raise ProtocolError(f"unknown record type {tag!r}")
+            return _build(cls, {k: v for k, v in value.items() if k != "@"})
+        return {k: _revive(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return tuple(_revive(v) for v in value)
+    return value
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any or hint is typing.Any:
+        return True
+    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+        return any(_type_ok(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin in (tuple, list):
+        args = typing.get_args(hint)
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_type_ok(v, args[0]) for v in value)
+        return len(args) == len(value) and all(_type_ok(v, a) for v, a in zip(value, args, strict=True))
+    if origin is dict:
+        kt, vt = typing.get_args(hint)
+        return isinstance(value, dict) and all(_type_ok(k, kt) and _type_ok(v, vt) for k, v in value.items())
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _build(cls: type, body: dict[str, Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(body) - names
+    if unknown:
+        raise ProtocolError(f"{cls.__name__}: unknown fields {sorted(unknown)}")
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in body:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ProtocolError(f"{cls.__name__}: missing field {f.name!r}")
+            continue
+        value = _revive(body[f.name])
+        if isinstance(value, int) and not isinstance(value, bool) and hints[f.name] is float:
+            value = float(value)
+        if not _type_ok(value, hints[f.name]):
+            raise ProtocolError(f"{cls.__name__}.{f.name}: {type(value).__name__} does not match {hints[f.name]}")
+        values[f.name] = value
+    return cls(**values)
+
+
+def decode(frame: Any, *, job: str, nonce: str, seq: int, allowed: frozenset[str]) -> Message:
+    """The message in `frame`, checked: version, kind among `allowed`, job and nonce, sequence number `seq`."""
+    if not isinstance(frame, dict) or set(frame) != {"v", "kind", "job", "nonce", "seq", "body"}:
+        raise ProtocolError("not a protocol frame")
+    if not isinstance(frame["v"], list) or tuple(frame["v"]) != PROTOCOL:
+        raise ProtocolError(f"protocol version {frame['v']!r}, expected {list(PROTOCOL)}")
+    if frame["kind"] not in allowed:
+        raise ProtocolError(f"unexpected message kind {frame['kind']!r}")
+    if frame["job"] != job or frame["nonce"] != nonce:
+        raise ProtocolError("wrong job id or nonce")
+    if frame["seq"] != seq:
+        raise ProtocolError(f"sequence number {frame['seq']!r}, expected {seq} (replayed, skipped or reordered)")
+    if not isinstance(frame["body"], dict):
+        raise ProtocolError("body is not an object")
+    return _build(_MESSAGES[frame["kind"]], frame["body"])

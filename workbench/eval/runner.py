@@ -1,0 +1,305 @@
+"""The runner: the untrusted process that imports one candidate and runs exactly the calls the judge asks for.
+
+It is forked from the fork server (torch and triton already imported, CUDA not yet initialised), sandboxed
+(`sandbox.py`), and lives for one candidate only, so nothing it does can reach the next one. It holds no reference,
+no reference output and no checking code: it imports the protocol, the transport, shared memory, the candidate
+loader, launch tracking, poisoning and the timing loop, and nothing from correctness or findings. Inputs arrive in
+buffers the judge shared; outputs leave by being copied into slots the judge shared; everything else it says
+(forms, launches, times, kernel profiles) is data the judge weighs. A candidate that rewrites this module's code
+in its own process can only falsify its own reports, which the judge cross-checks (outputs against the reference
+on randomly chosen timed calls, times against its own clock).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from workbench.eval import launches, protocol, timing
+from workbench.eval.poison import Poison
+from workbench.eval.protocol import (
+    Build,
+    Built,
+    Call,
+    Fault,
+    Load,
+    Loaded,
+    Output,
+    OutputForm,
+    Profile,
+    Profiled,
+    Ready,
+    Samples,
+    Share,
+    Shutdown,
+    TensorRef,
+    Time,
+)
+from workbench.eval.shared import Mapping, dtype_name
+from workbench.eval.transport import Channel
+
+_COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
+
+
+def apply_precision(flags: dict[str, Any]) -> None:
+    """The task's precision policy, applied before the candidate is imported (the judge applies the same to the
+    reference): TF32 and reduced-precision reductions only where the task allows them."""
+    tf32 = bool(flags.get("allow_tf32", False))
+    reduced = bool(flags.get("allow_reduced_precision_reduction", False))
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = reduced
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = reduced
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0], "torch": torch.__version__}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except Exception:  # pragma: no cover - triton missing
+        out["triton"] = "missing"
+    return out
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    import platform
+
+    interp = ", Triton interpreter" if os.environ.get("TRITON_INTERPRET") == "1" else ""
+    return f"cpu ({platform.processor() or platform.machine()}){interp}"
+
+
+def candidate_line(tb_text: str, module_file: str | None) -> str:
+    """' at candidate line N in fn: <code>' for the innermost traceback frame inside the candidate's file."""
+    import re
+
+    if not module_file:
+        return ""
+    lines = tb_text.strip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        m = re.search(r'File "([^"]+)", line (\d+), in (\S+)', lines[i])
+        if m and m.group(1) == module_file:
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return f" at candidate line {m.group(2)} in {m.group(3)}" + (f": {code}" if code else "")
+    return ""
+
+
+class Runner:
+    """State of one runner: the channel, the mapped buffers, the candidate module and its built models."""
+
+    def __init__(self, channel: Channel, job: str, nonce: str, device: str):
+        self.channel, self.job, self.nonce, self.device = channel, job, nonce, device
+        self.cuda = device.startswith("cuda")
+        self.seq_out = 0
+        self.seq_in = 0
+        self.mapping = Mapping(device)
+        self.module: Any = None
+        self.cls: Any = None
+        self.language = "triton"
+        self.models: dict[int, Any] = {}
+        self.poison = Poison(device)
+        self.threads = launches.thread_idents()
+
+    # -- messages --
+    def send(self, message: protocol.Message) -> None:
+        self.seq_out += 1
+        self.channel.send(protocol.encode(message, self.job, self.nonce, self.seq_out))
+
+    def receive(self) -> tuple[protocol.Message, list[int]]:
+        frame, fds = self.channel.recv()
+        self.seq_in += 1
+        return protocol.decode(frame, job=self.job, nonce=self.nonce, seq=self.seq_in,
+                               allowed=protocol.JUDGE_KINDS), fds
+
+    def fault(self, stage: str, exc: BaseException, call: int = -1) -> None:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        where = candidate_line(tb, getattr(self.module, "__file__", None))
+        kind = type(exc).__name__
+        if kind in _COMPILE_ERRORS:
+            stage = "compile"
+        self.send(Fault(stage=stage, exc_type=kind, message=str(exc)[:2000], candidate_line=where,
+                        log="\n".join(tb.strip().splitlines()[-25:]), call=call))
+
+    # -- arguments --
+    def arg(self, value: Any, stage_inputs: bool = True) -> Any:
+        if isinstance(value, TensorRef):
+            t = self.mapping.tensor(value)
+            if self.cuda and t.device.type == "cpu" and stage_inputs:  # host staging: the GPU gets a copy
+                t = t.to(self.device)
+            return t
+        if isinstance(value, tuple):
+            return [self.arg(v, stage_inputs) for v in value]
+        return value
+
+    # -- handlers --
+    def on_load(self, msg: Load) -> None:
+        from workbench.eval.languages import load_candidate
+
+        apply_precision(msg.precision)
+        started = time.perf_counter()
+        spec = {"source": msg.source, "language": msg.language, "entry": msg.entry}
+        self.language = msg.language
+        try:
+            self.module, self.cls = load_candidate(spec, self.device, os.environ.get("KWB_WORKDIR", "/tmp/work"))
+            if self.cuda:
+                torch.cuda.synchronize()
+        except BaseException as exc:  # noqa: BLE001 - every load failure is the candidate's
+            log = getattr(exc, "log", "")
+            self.send(Fault(stage="load", exc_type=type(exc).__name__, message=str(exc)[:4000], log=log[-4000:]))
+            return
+        kernels = tuple(sorted(launches.kernel_names(self.module, msg.source)))
+        self.send(Loaded(kernels=kernels, seconds=time.perf_counter() - started,
+                         build_dir=os.environ.get("TORCH_EXTENSIONS_DIR", "")))
+
+    def on_build(self, msg: Build) -> None:
+        try:
+            init = [self.arg(v) for v in msg.init]
+            torch.manual_seed(msg.seed)
+            model = self.cls(*init)
+            loaded = False
+            if isinstance(model, torch.nn.Module):
+                state = {k: self.arg(v) for k, v in msg.state.items()}
+                own = model.state_dict()
+                if state and own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own):
+                    model.load_state_dict({k: v.detach().to("cpu") if v.device != torch.device("cpu") else v
+                                           for k, v in state.items()})
+                    loaded = True
+                model = model.to(self.device).eval()
+            self.models[msg.model] = model
+        except BaseException as exc:  # noqa: BLE001
+            self.fault("init", exc)
+            return
+        self.send(Built(model=msg.model, weights_loaded=loaded))
+
+    def _forms_and_copy(self, out: Any, slots: tuple[TensorRef, ...]) -> tuple[tuple[OutputForm, ...], bool]:
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        forms = []
+        for i, o in enumerate(outs):
+            if not isinstance(o, torch.Tensor):
+                forms.append(OutputForm(type_name=type(o).__name__, plain=False))
+                continue
+            if type(o) is not torch.Tensor:
+                forms.append(OutputForm(type_name=f"{type(o).__module__}.{type(o).__name__}", plain=False))
+                continue
+            dense = o.layout == torch.strided and not o.is_nested and o.device.type != "meta"
+            form = OutputForm(type_name="Tensor", plain=True, dtype=dtype_name(o.dtype), shape=tuple(o.shape),
+                              device=str(o.device), dense=dense)
+            if dense and i < len(slots):
+                slot = self.mapping.tensor(slots[i])
+                if slot.shape == o.shape and slot.dtype == o.dtype:
+                    slot.copy_(o.detach())
+                    form = OutputForm(**{**form.__dict__, "copied": True})
+            forms.append(form)
+        return tuple(forms), isinstance(out, (tuple, list))
+
+    def on_call(self, msg: Call) -> None:
+        model = self.models[msg.model]
+        inputs = [self.arg(v) for v in msg.inputs]
+        like = [x for x in inputs if isinstance(x, torch.Tensor)] + [self.mapping.tensor(s) for s in msg.slots]
+        started = time.perf_counter()
+        try:
+            if msg.poison:
+                self.poison.prepare(like)
+            with launches.track_launches(self.module) as log, torch.no_grad():
+                with self.poison.during_call() if msg.poison else _null():
+                    out = model(*inputs)
+                log.observe(out)
+                if self.cuda:
+                    torch.cuda.synchronize()
+            forms, is_tuple = self._forms_and_copy(out, msg.slots)
+            if self.cuda:
+                torch.cuda.synchronize()
+        except BaseException as exc:  # noqa: BLE001
+            self.fault("forward", exc, msg.call)
+            return
+        report = launches.report(log, self.threads)
+        self.send(Output(call=msg.call, forms=forms, tuple_output=is_tuple, launch=report,
+                         seconds=time.perf_counter() - started))
+        del out
+
+    def on_time(self, msg: Time) -> None:
+        model = self.models[msg.model]
+        sets = [[self.arg(v) for v in s] for s in msg.input_sets]
+        commits = [self.mapping.tensor(c) if c is not None else None for c in msg.commit]
+
+        def commit(k: int, out: Any) -> None:
+            if k < len(commits) and commits[k] is not None:
+                first = out[0] if isinstance(out, (tuple, list)) else out
+                if type(first) is torch.Tensor and first.shape == commits[k].shape and first.dtype == commits[k].dtype:
+                    commits[k].copy_(first.detach())
+
+        try:
+            stream, device = timing.time_batch(lambda xs: model(*xs), sets, list(msg.order), device=self.device,
+                                               warmup=msg.warmup, flush_l2=msg.flush_l2, launch_gaps=msg.launch_gaps,
+                                               after_rep=commit)
+            if self.cuda:
+                torch.cuda.synchronize()
+        except BaseException as exc:  # noqa: BLE001
+            self.fault("timing", exc, msg.call)
+            return
+        threads = tuple(t for t in launches.report(launches.LaunchLog(), self.threads).threads_left)
+        self.send(Samples(call=msg.call, stream_ms=tuple(stream), device_ms=tuple(device), threads_left=threads))
+
+    def on_profile(self, msg: Profile) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        model = self.models[msg.model]
+        inputs = [self.arg(v) for v in msg.inputs]
+        kernels: dict[str, float] = {}
+        try:
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
+                model(*inputs)
+                torch.cuda.synchronize()
+            for evt in prof.events():
+                if "cuda" not in str(getattr(evt, "device_type", "")).lower():
+                    continue
+                us = float(getattr(evt, "device_time", 0.0) or getattr(evt, "cuda_time", 0.0) or 0.0)
+                if us > 0 and not evt.name.startswith(("Memcpy", "Memset", "cudaMem")):
+                    kernels[evt.name] = kernels.get(evt.name, 0.0) + us
+        except BaseException as exc:  # noqa: BLE001
+            self.fault("profile", exc, msg.call)
+            return
+        self.send(Profiled(call=msg.call, kernels=kernels))
+
+    def loop(self) -> None:
+        handlers = {Load: self.on_load, Build: self.on_build, Call: self.on_call, Time: self.on_time,
+                    Profile: self.on_profile}
+        while True:
+            msg, fds = self.receive()
+            if isinstance(msg, Shutdown):
+                return
+            if isinstance(msg, Share):
+                self.mapping.add(msg.buffers, fds)
+                continue
+            handlers[type(msg)](msg)
+            gc.collect()
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+
+def serve(sock_fd: int, job: str, nonce: str, device: str, sandbox: str, reason: str) -> None:
+    """The runner's main: announce itself, then answer the judge until Shutdown or the end of the channel."""
+    import socket
+
+    channel = Channel(socket.socket(fileno=sock_fd))
+    runner = Runner(channel, job, nonce, device)
+    runner.send(Ready(protocol=protocol.PROTOCOL, pid=os.getpid(), versions=_versions(),
+                      device_name=_device_name(device), sandbox=sandbox, sandbox_reason=reason))
+    runner.loop()

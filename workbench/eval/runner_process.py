@@ -1,0 +1,288 @@
+"""The judge's handle on runners: the fork server it owns, and one `RunnerProcess` per candidate.
+
+`RunnerProcess` owns its runner's whole lifecycle the way a worker controller does: `start` spawns it through the
+fork server and waits for `Ready`; `request` sends one message and waits for the answer (or the deadline);
+`close` asks it to shut down, then kills it and everything it started, every time. A runner that dies, falls silent
+or breaks the protocol becomes a `RunnerDied` or `RunnerViolation` here; the judge turns those into Results.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.eval import protocol, sandbox
+from workbench.eval.transport import BoundedLog, Channel, ChannelClosed, ChannelTimeout, FrameError
+
+#: Seconds the fork server may take to import torch and triton.
+FORKSERVER_STARTUP_S = 180.0
+#: Seconds a forked runner may take to sandbox itself and say Ready.
+RUNNER_STARTUP_S = 60.0
+
+
+class RunnerDied(Exception):
+    """The runner ended or fell silent. `kind`: "timeout" or "crashed"; `detail`: signal or exit code."""
+
+    def __init__(self, kind: str, detail: str, log: str):
+        self.kind, self.detail, self.log = kind, detail, log
+        super().__init__(detail)
+
+
+class RunnerViolation(Exception):
+    """The runner sent something that is not the protocol (forged, replayed, malformed or unexpected)."""
+
+    def __init__(self, detail: str, log: str):
+        self.detail, self.log = detail, log
+        super().__init__(detail)
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def describe_status(status: int) -> str:
+    if status < 0:
+        return "ended (status unknown)"
+    if os.WIFSIGNALED(status):
+        return f"killed by {_signal_name(os.WTERMSIG(status))}"
+    return f"exited with code {os.WEXITSTATUS(status)}"
+
+
+class ForkServer:
+    """The judge's fork server process (trusted). Started with the runner's allow-listed environment."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.channel, theirs = Channel.pair()
+        env = sandbox.runner_env(device)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root
+        env["HOME"] = tempfile.gettempdir()
+        self.proc = subprocess.Popen([sys.executable, "-m", "workbench.eval.forkserver", str(theirs.fileno())],
+                                     pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        theirs.close()
+        self._lock = threading.Lock()
+        try:
+            hello, _ = self.channel.recv(time.monotonic() + FORKSERVER_STARTUP_S)
+        except (ChannelClosed, ChannelTimeout, FrameError) as exc:
+            self.close()
+            raise RuntimeError(f"the fork server did not start ({type(exc).__name__}: {exc})") from exc
+        self.sandbox, self.reason = hello["sandbox"], hello.get("reason", "")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def call(self, request: dict[str, Any], fds: tuple[int, ...] = (), timeout: float = 60.0) -> dict[str, Any]:
+        with self._lock:
+            self.channel.send(request, fds)
+            reply, _ = self.channel.recv(time.monotonic() + timeout)
+            return reply
+
+    def close(self) -> None:
+        try:
+            self.channel.send({"op": "exit"})
+        except Exception:
+            pass
+        self.channel.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+
+@dataclass
+class Limits:
+    """What a runner may use; `memory_bytes` caps its address space (CPU only)."""
+
+    memory_bytes: int | None = None
+    cpu_seconds: int = 3600
+    scratch_bytes: int = 1 << 30
+
+
+class RunnerProcess:
+    """One candidate's runner. Use as a context manager: `with RunnerProcess.start(server, ...) as runner:`."""
+
+    def __init__(self, server: ForkServer, device: str, limits: Limits, extra_binds: list[tuple[str, str]]):
+        self.server, self.device = server, device
+        self.job, self.nonce = protocol.new_nonce()[:12], protocol.new_nonce()
+        self.seq_out = 0
+        self.seq_in = 0
+        self.channel, theirs = Channel.pair()
+        log_r, log_w = os.pipe()
+        self.log = BoundedLog(log_r)
+        self.workdir = tempfile.mkdtemp(prefix="kwb_runner_") if server.sandbox != "namespaces" else None
+        request = {"op": "spawn", "job": self.job, "nonce": self.nonce, "device": device,
+                   "limits": {"address_space": limits.memory_bytes, "cpu_seconds": limits.cpu_seconds,
+                              "scratch_bytes": limits.scratch_bytes},
+                   "share_ipc": False, "extra_binds": [list(b) for b in extra_binds], "workdir": self.workdir}
+        try:
+            reply = server.call(request, (theirs.fileno(), log_w))
+        finally:
+            theirs.close()
+            os.close(log_w)
+        self.pid, self.inner_pid = int(reply["pid"]), int(reply["inner_pid"])
+        self.sandbox, self.sandbox_reason = reply["sandbox"], reply.get("reason", "")
+        self.ready: protocol.Ready | None = None
+        self.closed = False
+        self.frozen = False
+        self._status: int | None = None
+
+    @classmethod
+    def start(cls, server: ForkServer, device: str, limits: Limits | None = None,
+              extra_binds: list[tuple[str, str]] | None = None) -> RunnerProcess:
+        runner = cls(server, device, limits or Limits(), list(extra_binds or []))
+        try:
+            ready = runner.receive({"ready"}, time.monotonic() + RUNNER_STARTUP_S)
+        except BaseException:
+            runner.close()
+            raise
+        assert isinstance(ready, protocol.Ready)
+        if tuple(ready.protocol) != protocol.PROTOCOL:
+            runner.close()
+            raise RunnerViolation(f"runner speaks protocol {ready.protocol}, judge {protocol.PROTOCOL}", "")
+        runner.ready = ready
+        return runner
+
+    def __enter__(self) -> RunnerProcess:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- messages --
+    def send(self, message: protocol.Message, fds: list[int] | tuple[int, ...] = ()) -> None:
+        self.seq_out += 1
+        try:
+            self.channel.send(protocol.encode(message, self.job, self.nonce, self.seq_out), fds)
+        except ChannelClosed:
+            raise self._died() from None
+
+    def receive(self, kinds: set[str], deadline: float) -> protocol.Message:
+        """The next message, which must be one of `kinds` (or a Fault)."""
+        try:
+            frame, fds = self.channel.recv(deadline)
+        except ChannelTimeout:
+            self.kill()
+            raise RunnerDied("timeout", "no answer before the deadline", self.log_tail()) from None
+        except ChannelClosed:
+            raise self._died() from None
+        except FrameError as exc:
+            self.kill()
+            raise RunnerViolation(str(exc), self.log_tail()) from None
+        for fd in fds:  # a runner never sends descriptors
+            os.close(fd)
+        self.seq_in += 1
+        try:
+            message = protocol.decode(frame, job=self.job, nonce=self.nonce, seq=self.seq_in,
+                                      allowed=frozenset(kinds | {"fault"}))
+        except protocol.ProtocolError as exc:
+            self.kill()
+            raise RunnerViolation(str(exc), self.log_tail()) from None
+        if fds:
+            self.kill()
+            raise RunnerViolation("the runner sent file descriptors", self.log_tail())
+        return message
+
+    def request(self, message: protocol.Message, kinds: set[str], timeout: float,
+                fds: list[int] | tuple[int, ...] = ()) -> protocol.Message:
+        self.send(message, fds)
+        return self.receive(kinds, time.monotonic() + timeout)
+
+    # -- lifecycle --
+    def log_tail(self, lines: int = 50) -> str:
+        self.log.join(0.2)
+        return self.log.tail(lines)
+
+    def _died(self) -> RunnerDied:
+        status = self.wait_status()
+        self.log.join(2.0)  # the last lines (a fault handler's stack) arrive just before EOF
+        return RunnerDied("crashed", f"runner process {describe_status(status)}", self.log.tail())
+
+    def wait_status(self) -> int:
+        if self._status is None:
+            try:
+                self._status = int(self.server.call({"op": "wait", "pid": self.pid}, timeout=15)["status"])
+            except Exception:
+                self._status = -1
+        return self._status
+
+    def _namespace_members(self) -> list[int]:
+        """Outer PIDs of every process in the runner's PID namespace (the runner itself included)."""
+        try:
+            target = os.readlink(f"/proc/{self.inner_pid}/ns/pid")
+        except OSError:
+            return []
+        pids = []
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    if os.readlink(f"/proc/{name}/ns/pid") == target:
+                        pids.append(int(name))
+                except OSError:
+                    pass
+        return pids
+
+    def _signal_all(self, sig: int) -> None:
+        if self.sandbox == "namespaces":
+            members = self._namespace_members() or [self.inner_pid]
+            for pid in members:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        else:
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def freeze(self) -> None:
+        """Stop every process of the runner (the judge is about to time the reference: nothing of the candidate's
+        may run beside it)."""
+        if not self.frozen:
+            self._signal_all(signal.SIGSTOP)
+            self.frozen = True
+
+    def thaw(self) -> None:
+        if self.frozen:
+            self._signal_all(signal.SIGCONT)
+            self.frozen = False
+
+    def kill(self) -> None:
+        # Killing the namespace's init kills everything inside it; the first child dies with it.
+        self._signal_all(signal.SIGKILL)
+        for pid in {self.inner_pid, self.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.frozen:
+            self.thaw()
+        try:
+            self.send(protocol.Shutdown())
+        except Exception:
+            pass
+        self.kill()
+        self.wait_status()
+        self.channel.close()
+        self.log.join(1.0)
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)

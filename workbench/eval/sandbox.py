@@ -1,0 +1,521 @@
+"""The runner's sandbox: Linux namespaces set up in a freshly forked, single-threaded child (DESIGN.md section 3).
+
+Why namespaces and not a separate tool: the runner is forked from a server that has already imported torch and
+triton (start-up in milliseconds, not seconds), and a forked process can only sandbox itself. The child calls
+unshare(2) for new user, mount, PID, network, UTS and (by default) IPC namespaces; its parent, the fork server,
+writes the user-ID maps; the child forks once more so the runner is PID 1 of its own PID namespace (it cannot see
+or signal anything outside, and when it dies the kernel kills everything inside). Then, in its own mount
+namespace, the runner gets a new root built from an allow-list:
+
+* read-only: the system directories (/usr, /bin, /lib*, /etc, /opt, /sys), the Python installation and the
+  directories on sys.path, and of this project only the `workbench` package (never the project directory, a
+  home directory, a `.env` file or the results store);
+* a private, size-capped tmpfs at /tmp (scratch; HOME points into it) and at /dev/shm;
+* a minimal /dev (null, zero, full, random, urandom, and on cuda the NVIDIA device nodes);
+* a fresh /proc that shows only the sandbox's own processes.
+
+Then every capability is dropped (no remounting, no new namespaces' privileges), no_new_privs is set, and rlimits
+cap processes, file size, CPU time and (on the CPU) address space. The network namespace has only a loopback
+device that is down: no connection leaves the sandbox. When the caller is root, the sandbox's root maps to the
+unprivileged user `nobody`, so files readable only by root stay unreadable inside.
+
+Where namespaces cannot be made (macOS, a container without user namespaces), `probe()` says why; evaluation still
+works without a sandbox and every Result says `sandbox: none`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import resource
+import signal
+import stat
+import sys
+from dataclasses import dataclass, field
+
+# ---- kernel constants (x86_64 and aarch64 share the flag values; syscall numbers differ) --------------------------
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
+MNT_DETACH = 0x2
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
+PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
+_SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "mount_setattr": 442},
+             "aarch64": {"pivot_root": 41, "capset": 91, "mount_setattr": 442}}
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+#: The unprivileged IDs the sandbox's root maps to when the caller is root.
+NOBODY_UID, NOBODY_GID = 65534, 65534
+#: Environment variables a runner may see. Everything else (API keys, tokens, database URLs, cloud credentials,
+#: whatever a deny-list would miss) never reaches it.
+ENV_ALLOW = (
+    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
+    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES", "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
+    "PYTHONHASHSEED", "CC", "CXX",
+)
+#: Device nodes a runner gets: the harmless basics everywhere, the NVIDIA ones on cuda.
+BASIC_DEVICES = ("null", "zero", "full", "random", "urandom")
+#: System directories mounted read-only (those that exist; symlinks such as /lib -> usr/lib are recreated).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be set up (the reason names the failing step)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """rlimits and tmpfs sizes of one runner. `address_space` only on the CPU: CUDA reserves huge virtual ranges."""
+
+    address_space: int | None = None
+    cpu_seconds: int = 3600
+    file_bytes: int = 2 << 30
+    open_files: int = 4096
+    #: Processes and threads the sandbox may add (torch's thread pools, compilers during a CUDA build).
+    extra_processes: int = 1024
+    scratch_bytes: int = 1 << 30
+
+
+@dataclass
+class Plan:
+    """What a runner's sandbox contains, computed in the fork server before it forks (so the paths are opened
+    with the server's rights, and the child only mounts)."""
+
+    device: str
+    limits: Limits
+    #: (source, target) pairs mounted read-only inside; the source is opened as an O_PATH descriptor first.
+    binds: list[tuple[str, str]] = field(default_factory=list)
+    symlinks: list[tuple[str, str]] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    share_ipc: bool = False
+    #: Extra read-only binds: (host path, path inside), e.g. a compile-cache entry.
+    extra_binds: list[tuple[str, str]] = field(default_factory=list)
+    #: Every (source, path inside) that exists, listed while the sources were still visible (staging).
+    sources: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Probe:
+    kind: str  # "namespaces" or "none"
+    reason: str = ""
+
+
+# ---- libc ------------------------------------------------------------------------------------------------------
+
+_LIBC = None
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+        _LIBC.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        _LIBC.unshare.argtypes = [ctypes.c_int]
+        _LIBC.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return _LIBC
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise SandboxError(f"{what}: {os.strerror(err)} (errno {err})")
+
+
+def _b(path: str | None) -> bytes | None:
+    return None if path is None else os.fsencode(path)
+
+
+#: The mount namespace the fork server lives in: the sandbox code refuses to mount anything there.
+_HOST_MOUNT_NS = os.readlink("/proc/self/ns/mnt") if os.path.exists("/proc/self/ns/mnt") else ""
+
+
+def _mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    if _HOST_MOUNT_NS and os.readlink("/proc/self/ns/mnt") == _HOST_MOUNT_NS:
+        raise SandboxError(f"refusing to mount {dst}: still in the caller's mount namespace")
+    _check(_libc().mount(_b(src), _b(dst), _b(fstype), flags, _b(data)), f"mount {src} -> {dst}")
+
+
+def _syscall(name: str, *args) -> int:
+    number = _SYSCALLS.get(platform.machine(), {}).get(name)
+    if number is None:
+        raise SandboxError(f"no syscall number for {name} on {platform.machine()}")
+    return _libc().syscall(number, *args)
+
+
+def _prctl(option: int, arg: int = 0) -> None:
+    _check(_libc().prctl(option, arg, 0, 0, 0), f"prctl({option})")
+
+
+# ---- planning (fork server, before fork) ----------------------------------------------------------------------
+
+def _package_dir() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _python_paths() -> list[str]:
+    """Directories the runner imports from: the interpreter's prefixes and sys.path, but of a source checkout only
+    the workbench package itself (the checkout holds the user's files)."""
+    package = _package_dir()
+    checkout = os.path.dirname(package)
+    paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    for entry in sys.path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        real = os.path.realpath(entry)
+        if real in (os.path.realpath(checkout), os.path.realpath(os.getcwd())):
+            continue
+        paths.add(real)
+    paths.add(os.path.realpath(package))
+    # A prefix inside the checkout (a .venv) is fine; the checkout itself never is.
+    paths.discard(os.path.realpath(checkout))
+    return sorted(paths)
+
+
+def _covered(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def nvidia_devices() -> list[str]:
+    try:
+        names = sorted(os.listdir("/dev"))
+    except OSError:
+        return []
+    return [n for n in names if n.startswith("nvidia")]
+
+
+def runner_env(device: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The runner's whole environment: allow-listed variables of `base` plus the sandbox's own settings."""
+    base = os.environ if base is None else base
+    env = {k: v for k, v in base.items() if k in ENV_ALLOW or k.startswith("LC_")}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    if device.startswith("cuda"):
+        env.pop("TRITON_INTERPRET", None)
+    else:
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(HOME="/tmp/home", TMPDIR="/tmp", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1",
+               PYTHONDONTWRITEBYTECODE="1", TRITON_CACHE_DIR="/tmp/triton", TORCH_EXTENSIONS_DIR="/tmp/torch_extensions",
+               XDG_CACHE_HOME="/tmp/cache")
+    return env
+
+
+def plan(device: str, limits: Limits, share_ipc: bool = False,
+         extra_binds: list[tuple[str, str]] | None = None) -> Plan:
+    """What the sandbox of a runner on `device` will hold."""
+    p = Plan(device=device, limits=limits, share_ipc=share_ipc, extra_binds=list(extra_binds or []))
+    roots: list[str] = []
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            p.symlinks.append((os.readlink(d), d))
+        elif os.path.isdir(d):
+            p.binds.append((d, d))
+            roots.append(d)
+    for path in _python_paths():
+        if not _covered(path, roots):
+            p.binds.append((path, path))
+            roots.append(path)
+    p.devices = list(BASIC_DEVICES) + (nvidia_devices() if device.startswith("cuda") else [])
+    p.env = runner_env(device)
+    return p
+
+
+# ---- entering (the forked child) -----------------------------------------------------------------------------
+
+def write_id_maps(pid: int) -> None:
+    """Map the child's user namespace (run by the parent, which has the rights to do so). A root caller maps the
+    sandbox's root to nobody; anyone else maps their own IDs."""
+    uid, gid = os.geteuid(), os.getegid()
+    inner_uid, inner_gid = (NOBODY_UID, NOBODY_GID) if uid == 0 else (uid, gid)
+    with open(f"/proc/{pid}/setgroups", "w") as f:
+        f.write("deny")
+    with open(f"/proc/{pid}/uid_map", "w") as f:
+        f.write(f"0 {inner_uid} 1\n")
+    with open(f"/proc/{pid}/gid_map", "w") as f:
+        f.write(f"0 {inner_gid} 1\n")
+
+
+def unshare_namespaces(share_ipc: bool) -> None:
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS
+    if not share_ipc:
+        flags |= CLONE_NEWIPC
+    _check(_libc().unshare(flags), "unshare (user namespaces may be disabled here)")
+
+
+def _make_dir(path: str) -> None:
+    os.makedirs(path, mode=0o755, exist_ok=True)
+
+
+def _make_target(path: str, like: str) -> None:
+    """An empty directory or file to mount onto, matching what will be mounted."""
+    if os.path.isdir(like):
+        _make_dir(path)
+    else:
+        _make_dir(os.path.dirname(path))
+        if not os.path.exists(path):
+            with open(path, "w"):
+                pass
+
+
+def _read_only(target: str, nodev: bool = True) -> None:
+    """Make a bind mount and everything below it read-only (mount_setattr with AT_RECURSIVE; per-mount remounts
+    where the kernel is older than 5.12)."""
+    attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (MOUNT_ATTR_NODEV if nodev else 0)
+
+    class MountAttr(ctypes.Structure):
+        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+    attr = MountAttr(attrs, 0, 0, 0)
+    AT_FDCWD = -100
+    ret = _syscall("mount_setattr", AT_FDCWD, _b(target), AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr))
+    if ret == 0:
+        return
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | (MS_NODEV if nodev else 0)
+    mounts = [target]
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point.startswith(target.rstrip("/") + "/"):
+                mounts.append(point)
+    for m in mounts:
+        _mount(None, m, None, flags)
+
+
+def _bind(source: str, target: str, recursive: bool = True) -> None:
+    _mount(source, target, None, MS_BIND | (MS_REC if recursive else 0))
+
+
+_STAGE = "/tmp/.kwb-stage"
+_NEWROOT = "/tmp/.kwb-root"
+
+
+def _sources(p: Plan) -> list[tuple[str, str]]:
+    """(source, path inside) of everything bound into the sandbox: directories, then device nodes."""
+    items = [*p.binds, *p.extra_binds]
+    items += [(f"/dev/{name}", f"/dev/{name}") for name in p.devices]
+    if p.device.startswith("cuda") and os.path.isdir("/dev/nvidia-caps"):
+        items.append(("/dev/nvidia-caps", "/dev/nvidia-caps"))
+    return [(src, dst) for src, dst in items if os.path.exists(src)]
+
+
+def stage_sources(p: Plan) -> dict[str, str]:
+    """For a root caller, before the user namespace exists: mount every source read-only under a staging tmpfs (in
+    a private mount namespace, with root's rights to reach them). The runner, which will be `nobody`, then binds
+    from the stage, and the kernel keeps these mounts read-only (locked) in every namespace made after."""
+    _check(_libc().unshare(CLONE_NEWNS), "unshare (mount namespace)")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    _make_dir(_NEWROOT)  # made here: the staging tmpfs belongs to root, and the runner mounts onto this directory
+    staged = {}
+    p.sources = _sources(p)
+    for src, dst in p.sources:
+        target = _STAGE + dst
+        _make_target(target, src)
+        _bind(src, target, recursive=os.path.isdir(src))
+        _read_only(target, nodev=not dst.startswith("/dev/"))
+        staged[src] = target
+    return staged
+
+
+def build_root(p: Plan, staged: dict[str, str]) -> None:
+    """Inside the new user and mount namespaces: a fresh tmpfs as the new root, every source bound into it
+    read-only (from the stage, or from its own path), a minimal /dev, private /dev/shm and /tmp, an empty /proc."""
+    if not staged:
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    root = _NEWROOT
+    _make_dir(root)
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    # Sources were listed before the IDs changed: an unprivileged runner may not even see a staged path's origin.
+    sources = [(src, dst) for src, dst in p.sources] if staged else _sources(p)
+    for src, dst in sources:
+        if dst.startswith("/dev/"):
+            continue
+        source = staged.get(src, src)
+        _make_target(root + dst, source)
+        _bind(source, root + dst)
+        _read_only(root + dst)
+    for link_to, path in p.symlinks:
+        if not os.path.lexists(root + path):
+            os.symlink(link_to, root + path)
+    # /dev: a tmpfs with the allowed nodes bound in (a bound node keeps working: what counts is the mount it came
+    # from), plus a private /dev/shm.
+    dev = root + "/dev"
+    _make_dir(dev)
+    _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755,size=1m")
+    for src, dst in sources:
+        if dst.startswith("/dev/"):
+            source = staged.get(src, src)
+            _make_target(root + dst, source)
+            _bind(source, root + dst, recursive=os.path.isdir(source))
+    _make_dir(dev + "/shm")
+    _mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={p.limits.scratch_bytes}")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{dev}/{name}")
+    _make_dir(root + "/proc")
+    _make_dir(root + "/tmp")
+    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={p.limits.scratch_bytes}")
+    for sub in ("home", "triton", "torch_extensions", "cache", "work"):
+        _make_dir(f"{root}/tmp/{sub}")
+
+
+def enter_root() -> None:
+    """In the runner, PID 1 of the new PID namespace: mount its /proc (while the old one is still visible, which
+    the kernel requires), pivot into the new root, detach the old one, make / read-only."""
+    root = _NEWROOT
+    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.chdir(root)
+    _make_dir(root + "/.old")
+    _check(_syscall("pivot_root", b".", b".old"), "pivot_root")
+    os.chroot(".")
+    os.chdir("/")
+    _check(_libc().umount2(b"/.old", MNT_DETACH), "umount old root")
+    os.rmdir("/.old")
+    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def drop_privileges() -> None:
+    """No capabilities in any set, none obtainable again (no_new_privs): the runner cannot remount, unmount or
+    create namespaces with privileges, whatever it runs."""
+    libc = _libc()
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+            break
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header = Header(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (Data * 2)()
+    _check(_syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _processes_of(uid: int) -> int:
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    count += len(os.listdir(f"/proc/{name}/task"))
+            except OSError:
+                pass
+    return count
+
+
+def apply_limits(limits: Limits, outer_uid: int, process_baseline: int) -> None:
+    """rlimits of the runner. RLIMIT_NPROC counts the outer user's processes system-wide, so the cap is what that
+    user already runs plus the sandbox's allowance."""
+    def cap(kind: int, value: int) -> None:
+        soft, hard = resource.getrlimit(kind)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(kind, (value, value))
+
+    cap(resource.RLIMIT_NPROC, process_baseline + limits.extra_processes)
+    cap(resource.RLIMIT_FSIZE, limits.file_bytes)
+    cap(resource.RLIMIT_CPU, limits.cpu_seconds)
+    cap(resource.RLIMIT_NOFILE, limits.open_files)
+    cap(resource.RLIMIT_CORE, 0)
+    if limits.address_space:
+        cap(resource.RLIMIT_AS, limits.address_space)
+
+
+def set_environment(env: dict[str, str]) -> None:
+    os.environ.clear()
+    os.environ.update(env)
+
+
+def die_with_parent() -> None:
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def outer_process_baseline() -> tuple[int, int]:
+    """(uid the sandbox maps to outside, processes that uid runs now): read before entering, for RLIMIT_NPROC."""
+    uid = NOBODY_UID if os.geteuid() == 0 else os.geteuid()
+    return uid, _processes_of(uid)
+
+
+# ---- probing -------------------------------------------------------------------------------------------------------
+
+_PROBE: Probe | None = None
+
+
+def probe() -> Probe:
+    """Can this machine make the runner's sandbox? Forks a child that enters fresh namespaces and reports back; the
+    answer is cached for the process. KWB_SANDBOX=none turns the sandbox off (then every Result says so)."""
+    global _PROBE
+    if _PROBE is not None:
+        return _PROBE
+    if os.environ.get("KWB_SANDBOX", "").lower() == "none":
+        _PROBE = Probe("none", "turned off with KWB_SANDBOX=none")
+    elif sys.platform != "linux":
+        _PROBE = Probe("none", f"no Linux namespaces on {sys.platform}")
+    elif platform.machine() not in _SYSCALLS:
+        _PROBE = Probe("none", f"no syscall table for {platform.machine()}")
+    else:
+        _PROBE = _probe_fork()
+    return _PROBE
+
+
+def _probe_fork() -> Probe:
+    read_fd, write_fd = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: enter the namespaces, report the outcome, exit without running any cleanup
+        code = 1
+        try:
+            os.close(read_fd)
+            os.close(go_w)
+            unshare_namespaces(share_ipc=False)
+            os.write(write_fd, b"u")
+            os.read(go_r, 1)
+            os.write(write_fd, b"ok")
+            code = 0
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            try:
+                os.write(write_fd, f"error:{exc}".encode()[:400])
+            except OSError:
+                pass
+        os._exit(code)
+    os.close(write_fd)
+    os.close(go_r)
+    try:
+        first = os.read(read_fd, 512)
+        if first == b"u":
+            try:
+                write_id_maps(pid)
+            except OSError as exc:
+                os.write(go_w, b"x")
+                os.waitpid(pid, 0)
+                return Probe("none", f"cannot map user IDs: {exc}")
+            os.write(go_w, b"g")
+            first = os.read(read_fd, 512)
+        os.waitpid(pid, 0)
+    finally:
+        os.close(read_fd)
+        os.close(go_w)
+    if first == b"ok":
+        return Probe("namespaces")
+    text = first.decode(errors="replace").removeprefix("error:")
+    return Probe("none", text or "the probe child died")
+
+
+def is_device_node(path: str) -> bool:
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except OSError:
+        return False

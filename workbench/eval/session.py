@@ -1,0 +1,191 @@
+"""The judge's side of one candidate: a runner process, the shared buffers it may touch, and remote models that the
+correctness protocol calls as if they were local.
+
+`CandidateSession` puts every input the runner needs into shared memory the judge owns, asks the runner for a call,
+and reads the outputs back from slots it owns, so the protocol in `correctness.py` sees plain tensors. What the
+runner reports beside the outputs (launches, threads, forms) is collected in `reports` for the judge's checks. A
+runner's exception arrives as a `Fault` and is raised here as `CandidateFailure` with a `RemoteError` inside:
+a type name and a text, never an object of the candidate's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.eval import protocol
+from workbench.eval.correctness import CandidateFailure
+from workbench.eval.protocol import OutputForm, TensorRef
+from workbench.eval.runner_process import RunnerProcess
+from workbench.eval.shared import Arena, dtype_from_name
+from workbench.eval.tensors import as_list, is_plain
+
+
+class RemoteError(Exception):
+    """A candidate's exception as the runner described it."""
+
+    def __init__(self, fault: protocol.Fault):
+        self.fault = fault
+        self.type_name = fault.exc_type
+        super().__init__(fault.message)
+
+    @property
+    def traceback_text(self) -> str:
+        return self.fault.log
+
+
+def _standin_class(name: str) -> type:
+    return type(name.rsplit(".", 1)[-1] or "object", (), {"__repr__": lambda self: f"<{name} object>"})
+
+
+class _ReportedSubclass(torch.Tensor):
+    """Stands for a tensor subclass the candidate returned (its data never leaves the runner)."""
+
+
+def _standin(form: OutputForm, device: str) -> Any:
+    """A judge-side object with the form the runner reported, so the comparison names the right problem."""
+    if form.type_name != "Tensor" and not form.plain:
+        if "." in form.type_name:  # a torch.Tensor subclass, reported as module.name
+            cls = type(form.type_name.rsplit(".", 1)[-1], (_ReportedSubclass,), {"__module__": form.type_name.rsplit(".", 1)[0]})
+            return torch.empty(0).as_subclass(cls)
+        return _standin_class(form.type_name)()
+    dtype = dtype_from_name(form.dtype) if form.dtype else torch.float32
+    if not form.dense:
+        return torch.empty(form.shape, dtype=dtype, device="meta")
+    on_judge_device = torch.device(form.device).type == torch.device(device).type
+    target = device if on_judge_device else form.device if form.device in ("cpu",) else "cpu"
+    return torch.empty(1, dtype=dtype, device=target).expand(form.shape) if form.shape else \
+        torch.empty((), dtype=dtype, device=target)
+
+
+@dataclass
+class CallRecord:
+    """One candidate call as the runner reported it."""
+
+    launch: protocol.LaunchReport
+    forms: tuple[OutputForm, ...]
+    seconds: float
+
+
+@dataclass
+class CandidateSession:
+    """A loaded candidate in its runner. `arena` holds everything shared with it."""
+
+    runner: RunnerProcess
+    device: str
+    timeout: float
+    arena: Arena = field(init=False)
+    reports: list[CallRecord] = field(default_factory=list)
+    kernels: tuple[str, ...] = ()
+    load_seconds: float = 0.0
+    _next_model: int = 0
+    _next_call: int = 0
+
+    def __post_init__(self) -> None:
+        self.arena = Arena(self.device, transport="auto")
+
+    # -- plumbing --
+    def _announce(self) -> None:
+        infos, fds = self.arena.pending()
+        if infos:
+            self.runner.send(protocol.Share(buffers=infos), fds)
+
+    def _expect(self, message: protocol.Message, kind: str, timeout: float | None = None, stage: str = "forward"):
+        self._announce()
+        reply = self.runner.request(message, {kind}, timeout or self.timeout)
+        if isinstance(reply, protocol.Fault):
+            raise CandidateFailure(reply.stage if reply.stage in ("init", "compile", "load") else stage,
+                                   RemoteError(reply))
+        return reply
+
+    def share_arg(self, value: Any) -> tuple[Any, Any]:
+        """(the runner's reference to `value`, the judge-side shared object) for one argument."""
+        if isinstance(value, torch.Tensor):
+            shared, ref = self.arena.share_like(value.detach())
+            return ref, shared
+        if isinstance(value, (list, tuple)):
+            pairs = [self.share_arg(v) for v in value]
+            return tuple(p[0] for p in pairs), type(value)(p[1] for p in pairs)
+        return value, value
+
+    # -- stages --
+    def load(self, source: str, language: str, entry: str, precision: dict[str, Any], budget: float) -> None:
+        reply = self._expect(protocol.Load(source=source, language=language, entry=entry, device=self.device,
+                                           precision=precision), "loaded", budget, "load")
+        self.kernels, self.load_seconds = reply.kernels, reply.seconds
+
+    def model(self, ref_model: Any, init: list[Any], seed: int) -> RemoteModel:
+        self._next_model += 1
+        state = {}
+        if isinstance(ref_model, torch.nn.Module):
+            for name, t in ref_model.state_dict().items():
+                state[name] = self.share_arg(t)[0]
+        refs = tuple(self.share_arg(v)[0] for v in init)
+        self._expect(protocol.Build(model=self._next_model, init=refs, seed=seed, state=state), "built", stage="init")
+        return RemoteModel(self, self._next_model)
+
+    def call(self, model: int, inputs: list[Any], out_like: list[torch.Tensor]) -> tuple[Any, list[Any]]:
+        """One call on shared copies of `inputs`. Returns (outputs as judge tensors or stand-ins, the shared inputs as
+        they are after the call)."""
+        self._next_call += 1
+        pairs = [self.share_arg(x) for x in inputs]
+        slots: list[torch.Tensor] = []
+        slot_refs: list[TensorRef] = []
+        for like in out_like:
+            t, ref = self.arena.tensor(tuple(like.shape), like.dtype)
+            slots.append(t)
+            slot_refs.append(ref)
+        reply = self._expect(protocol.Call(call=self._next_call, model=model, inputs=tuple(p[0] for p in pairs),
+                                           slots=tuple(slot_refs)), "output")
+        self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds))
+        outs = []
+        for k, form in enumerate(reply.forms):
+            if form.copied and k < len(slots):
+                outs.append(slots[k].clone())
+            else:
+                outs.append(_standin(form, self.device))
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        result = tuple(outs) if reply.tuple_output else (outs[0] if outs else None)
+        return result, [p[1] for p in pairs]
+
+    def profile(self, model: int, inputs: list[Any]) -> dict[str, float]:
+        self._next_call += 1
+        refs = tuple(self.share_arg(x)[0] for x in inputs)
+        reply = self._expect(protocol.Profile(call=self._next_call, model=model, inputs=refs), "profiled",
+                             stage="profile")
+        return dict(reply.kernels)
+
+    def time(self, model: int, input_refs: list[tuple[Any, ...]], order: list[int], warmup: int,
+             commit: list[TensorRef | None], launch_gaps: bool, timeout: float) -> tuple[protocol.Samples, float]:
+        """One timed batch in the runner; also returns the judge's own wall-clock bracket around it (seconds)."""
+        self._next_call += 1
+        self._announce()
+        msg = protocol.Time(call=self._next_call, model=model, input_sets=tuple(tuple(s) for s in input_refs),
+                            order=tuple(order), warmup=warmup, commit=tuple(commit), launch_gaps=launch_gaps)
+        started = time.perf_counter()
+        reply = self._expect(msg, "samples", timeout, stage="timing")
+        return reply, time.perf_counter() - started
+
+    def close(self) -> None:
+        self.runner.close()
+        self.arena.close()
+
+
+class RemoteModel:
+    """A candidate model that lives in the runner; the correctness protocol calls it like a local one."""
+
+    remote = True
+
+    def __init__(self, session: CandidateSession, model_id: int):
+        self.session, self.model_id = session, model_id
+
+    def call(self, inputs: list[Any], out_like: list[torch.Tensor]) -> tuple[Any, list[Any]]:
+        return self.session.call(self.model_id, inputs, out_like)
+
+
+def output_like(native: Any) -> list[torch.Tensor]:
+    return [torch.empty_like(t, device="meta") for t in as_list(native) if is_plain(t)]

@@ -1,0 +1,262 @@
+"""Shared memory between the judge and a runner: the only way data crosses the trust boundary.
+
+The judge allocates every buffer a runner may touch (the inputs it hands over, the slots outputs are copied into)
+in memory of its own that holds nothing else: on the CPU one memfd per buffer, passed as a descriptor; on a GPU one
+driver allocation per buffer (cuMemAlloc), exported as a CUDA IPC handle. A CUDA IPC handle opens the whole
+allocation it names, which is why buffers never come from torch's caching allocator: a sub-allocation would hand
+the runner the neighbouring blocks too (the reference's output among them). The runner sees exactly these buffers
+and nothing else of the judge's memory.
+
+When CUDA IPC cannot be opened inside the sandbox, a GPU runner falls back to host staging: the buffers are CPU
+memfds and the runner copies inputs to the GPU and outputs back around each call (`Result.protocol["transport"]`
+says which one ran).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from workbench.eval.protocol import BufferInfo, TensorRef
+
+_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
+    torch.uint8, torch.bool, torch.complex64, torch.complex128)}
+for _name in ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"):
+    if hasattr(torch, _name):
+        _DTYPES[_name] = getattr(torch, _name)
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unsupported dtype {name!r} in shared memory") from None
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# ---- CUDA driver API (only what IPC needs) ---------------------------------------------------------------------
+
+class _Driver:
+    """ctypes bindings of the few CUDA driver calls used here; loaded on first use."""
+
+    def __init__(self) -> None:
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self.lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+        self.lib.cuMemFree_v2.argtypes = [ctypes.c_uint64]
+        self.lib.cuIpcGetMemHandle.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
+        self.lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_char * 64, ctypes.c_uint]
+        self.lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
+        self.lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+
+    def check(self, code: int, what: str) -> None:
+        if code != 0:
+            raise RuntimeError(f"CUDA driver call {what} failed with error {code}")
+
+    def ensure_context(self, device: int) -> None:
+        # torch creates and binds the primary context on its first CUDA call on this thread.
+        torch.cuda.set_device(device)
+        torch.empty(1, device=f"cuda:{device}")
+        ctx = ctypes.c_void_p()
+        self.check(self.lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+        if not ctx.value:
+            raise RuntimeError("no current CUDA context after torch initialised the device")
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = ctypes.c_uint64()
+        self.check(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), max(nbytes, 1)), "cuMemAlloc")
+        return ptr.value
+
+    def free(self, ptr: int) -> None:
+        self.lib.cuMemFree_v2(ptr)
+
+    def export(self, ptr: int) -> str:
+        handle = ctypes.create_string_buffer(64)
+        self.check(self.lib.cuIpcGetMemHandle(handle, ptr), "cuIpcGetMemHandle")
+        return handle.raw.hex()
+
+    def open(self, handle_hex: str) -> int:
+        raw = (ctypes.c_char * 64).from_buffer_copy(bytes.fromhex(handle_hex))
+        ptr = ctypes.c_uint64()
+        self.check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), raw, 1), "cuIpcOpenMemHandle")
+        return ptr.value
+
+    def close(self, ptr: int) -> None:
+        self.lib.cuIpcCloseMemHandle(ptr)
+
+
+_DRIVER: _Driver | None = None
+
+
+def driver() -> _Driver:
+    global _DRIVER
+    if _DRIVER is None:
+        _DRIVER = _Driver()
+    return _DRIVER
+
+
+class _CudaBytes:
+    """A device pointer presented to torch through __cuda_array_interface__ (torch.as_tensor does not copy)."""
+
+    def __init__(self, ptr: int, nbytes: int):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
+                                         "strides": None}
+
+
+def _cuda_bytes(ptr: int, nbytes: int, device: int) -> torch.Tensor:
+    return torch.as_tensor(_CudaBytes(ptr, nbytes), device=f"cuda:{device}")
+
+
+def _memfd(nbytes: int) -> int:
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("kwb-shared", os.MFD_CLOEXEC if hasattr(os, "MFD_CLOEXEC") else 0)
+    else:  # macOS: an unlinked temporary file does the same job
+        fd, path = tempfile.mkstemp(prefix="kwb-shared-")
+        os.unlink(path)
+    os.ftruncate(fd, max(nbytes, 1))
+    return fd
+
+
+def _map_fd(fd: int, nbytes: int) -> tuple[mmap.mmap, torch.Tensor]:
+    mm = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    return mm, torch.frombuffer(mm, dtype=torch.uint8, count=max(nbytes, 1))[:nbytes]
+
+
+def view(raw: torch.Tensor, ref: TensorRef) -> torch.Tensor:
+    dtype = dtype_from_name(ref.dtype)
+    return raw.view(dtype).as_strided(ref.shape, ref.stride, ref.offset)
+
+
+# ---- judge side --------------------------------------------------------------------------------------------------
+
+@dataclass
+class _Buffer:
+    info: BufferInfo
+    raw: torch.Tensor
+    fd: int = -1
+    ptr: int = 0
+    mm: mmap.mmap | None = None
+
+
+class Arena:
+    """The judge's shared buffers for one runner. `tensor()` allocates a buffer holding one tensor; `pending()`
+    lists the buffers (and descriptors) not yet announced to the runner; `close()` frees everything."""
+
+    def __init__(self, device: str, transport: str = "auto"):
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.index = (torch.device(device).index or 0) if self.cuda else 0
+        self.transport = ("cuda-ipc" if self.cuda else "fd") if transport == "auto" else transport
+        self._buffers: dict[int, _Buffer] = {}
+        self._announced: set[int] = set()
+        self._next = 0
+        if self.transport == "cuda-ipc":
+            driver().ensure_context(self.index)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.info.nbytes for b in self._buffers.values())
+
+    def tensor(self, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, TensorRef]:
+        """A new contiguous tensor in a buffer of its own, and the reference the runner opens it by."""
+        numel = 1
+        for s in shape:
+            numel *= int(s)
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        buffer = self._new_buffer(nbytes)
+        stride = torch.empty(0, dtype=dtype).new_empty(tuple(shape), device="meta").stride() if shape else ()
+        ref = TensorRef(buffer.info.buffer, dtype_name(dtype), tuple(int(s) for s in shape), tuple(stride), 0)
+        return view(buffer.raw, ref), ref
+
+    def share_like(self, t: torch.Tensor) -> tuple[torch.Tensor, TensorRef]:
+        """A shared copy of `t` (contiguous; the strides of the original are not kept)."""
+        shared, ref = self.tensor(tuple(t.shape), t.dtype)
+        shared.copy_(t)
+        return shared, ref
+
+    def _new_buffer(self, nbytes: int) -> _Buffer:
+        self._next += 1
+        bid = self._next
+        if self.transport == "cuda-ipc":
+            drv = driver()
+            ptr = drv.alloc(nbytes)
+            info = BufferInfo(bid, nbytes, "cuda-ipc", drv.export(ptr), self.index)
+            buf = _Buffer(info, _cuda_bytes(ptr, max(nbytes, 1), self.index)[:nbytes], ptr=ptr)
+        else:
+            fd = _memfd(nbytes)
+            mm, raw = _map_fd(fd, nbytes)
+            buf = _Buffer(BufferInfo(bid, nbytes, "fd"), raw, fd=fd, mm=mm)
+        self._buffers[bid] = buf
+        return buf
+
+    def pending(self) -> tuple[tuple[BufferInfo, ...], list[int]]:
+        new = [b for bid, b in sorted(self._buffers.items()) if bid not in self._announced]
+        self._announced.update(b.info.buffer for b in new)
+        return tuple(b.info for b in new), [b.fd for b in new if b.info.kind == "fd"]
+
+    def close(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.index)
+        for b in self._buffers.values():
+            b.raw = None  # type: ignore[assignment]
+            if b.ptr:
+                driver().free(b.ptr)
+            if b.mm is not None:
+                try:
+                    b.mm.close()
+                except BufferError:  # a view is still alive somewhere; the mapping goes with the process
+                    pass
+            if b.fd >= 0:
+                os.close(b.fd)
+        self._buffers.clear()
+
+
+# ---- runner side ---------------------------------------------------------------------------------------------------
+
+class Mapping:
+    """The runner's view of the judge's buffers. With `staging` (a GPU runner whose buffers are host memfds),
+    tensors are copied to the device when opened for input and back after a copy into a slot."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self._raw: dict[int, torch.Tensor] = {}
+        self._keep: list[Any] = []
+        self._opened: list[int] = []
+
+    def add(self, infos: tuple[BufferInfo, ...], fds: list[int]) -> None:
+        fds = list(fds)
+        for info in infos:
+            if info.kind == "fd":
+                if not fds:
+                    raise ValueError(f"buffer {info.buffer} announced without its descriptor")
+                fd = fds.pop(0)
+                mm, raw = _map_fd(fd, info.nbytes)
+                os.close(fd)
+                self._keep.append(mm)
+            elif info.kind == "cuda-ipc":
+                drv = driver()
+                drv.ensure_context(info.device)
+                ptr = drv.open(info.handle)
+                self._opened.append(ptr)
+                raw = _cuda_bytes(ptr, max(info.nbytes, 1), info.device)[: info.nbytes]
+            else:
+                raise ValueError(f"unknown buffer kind {info.kind!r}")
+            self._raw[info.buffer] = raw
+
+    def tensor(self, ref: TensorRef) -> torch.Tensor:
+        raw = self._raw.get(ref.buffer)
+        if raw is None:
+            raise ValueError(f"unknown shared buffer {ref.buffer}")
+        return view(raw, ref)
+
+    def staged(self) -> bool:
+        return self.device.startswith("cuda") and any(r.device.type == "cpu" for r in self._raw.values())

@@ -1,0 +1,169 @@
+"""Byte-level transport between the judge and a runner (or the fork server): length-prefixed JSON frames on a Unix
+socket, with file descriptors passed alongside (SCM_RIGHTS), and a bounded reader for the runner's output.
+
+A frame is an 8-byte header (payload length, number of descriptors) followed by the JSON payload. Frames are
+capped (`MAX_FRAME`), so a runner cannot make the judge allocate without bound; a reader with a deadline never
+blocks past it. Everything received is untrusted text until `protocol.decode` has checked it.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import select
+import socket
+import struct
+import threading
+import time
+from typing import Any
+
+#: Largest frame accepted (bytes of JSON). Candidate sources and sample lists fit with room to spare.
+MAX_FRAME = 32 << 20
+MAX_FDS = 64
+_HEADER = struct.Struct("<II")
+
+
+class ChannelClosed(Exception):
+    """The other side closed the socket (or died)."""
+
+
+class ChannelTimeout(Exception):
+    """No complete frame arrived before the deadline."""
+
+
+class FrameError(Exception):
+    """The bytes on the socket are not a frame (too large, not JSON, too many descriptors)."""
+
+
+class Channel:
+    """One end of a socket pair. `send(obj, fds)` and `recv(deadline)` move one JSON frame with descriptors."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.sock.setblocking(True)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def pair(cls) -> tuple[Channel, socket.socket]:
+        """(this end as a Channel, the other end as a raw socket to hand to another process)."""
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        return cls(a), b
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, obj: Any, fds: list[int] | tuple[int, ...] = ()) -> None:
+        payload = json.dumps(obj, separators=(",", ":"), allow_nan=True).encode()
+        if len(payload) > MAX_FRAME:
+            raise FrameError(f"frame of {len(payload)} bytes exceeds {MAX_FRAME}")
+        header = _HEADER.pack(len(payload), len(fds))
+        with self._lock:
+            try:
+                if fds:
+                    socket.send_fds(self.sock, [header], list(fds))
+                else:
+                    self.sock.sendall(header)
+                self.sock.sendall(payload)
+            except (BrokenPipeError, ConnectionResetError, OSError) as exc:
+                raise ChannelClosed(str(exc)) from exc
+
+    def _wait(self, deadline: float | None) -> None:
+        if deadline is None:
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ChannelTimeout()
+        ready, _, _ = select.select([self.sock], [], [], remaining)
+        if not ready:
+            raise ChannelTimeout()
+
+    def _read_exact(self, n: int, deadline: float | None, fds: list[int] | None = None) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            self._wait(deadline)
+            if fds is not None:
+                data, new_fds, _flags, _addr = socket.recv_fds(self.sock, n - got, MAX_FDS)
+                fds.extend(new_fds)
+            else:
+                data = self.sock.recv(min(n - got, 1 << 20))
+            if not data:
+                raise ChannelClosed("the other side closed the channel")
+            chunks.append(data)
+            got += len(data)
+        return b"".join(chunks)
+
+    def recv(self, deadline: float | None = None) -> tuple[Any, list[int]]:
+        """One frame: (decoded JSON, received descriptors). Raises ChannelTimeout, ChannelClosed or FrameError."""
+        fds: list[int] = []
+        header = self._read_exact(_HEADER.size, deadline, fds)
+        length, nfds = _HEADER.unpack(header)
+        if length > MAX_FRAME or nfds > MAX_FDS or len(fds) != nfds:
+            for fd in fds:
+                os.close(fd)
+            raise FrameError(f"bad frame header (length {length}, {nfds} descriptors announced, {len(fds)} received)")
+        payload = self._read_exact(length, deadline)
+        try:
+            return json.loads(payload), fds
+        except ValueError as exc:
+            for fd in fds:
+                os.close(fd)
+            raise FrameError(f"frame is not JSON: {payload[:80]!r}") from exc
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class BoundedLog:
+    """Reads a pipe until EOF in a background thread, keeping only the last `keep` bytes and counting the rest: a
+    runner that floods its output costs the judge a fixed amount of memory, and the tail is what a crash needs."""
+
+    def __init__(self, fd: int, keep: int = 64 * 1024):
+        self.fd, self.keep = fd, keep
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self.total = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, daemon=True, name="kwb-runner-log")
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                data = os.read(self.fd, 1 << 16)
+                if not data:
+                    break
+                with self._lock:
+                    self.total += len(data)
+                    self._chunks.append(data)
+                    self._size += len(data)
+                    while self._size - len(self._chunks[0]) >= self.keep:
+                        self._size -= len(self._chunks.popleft())
+        except OSError:
+            pass
+        finally:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+    def join(self, timeout: float = 2.0) -> None:
+        self._thread.join(timeout)
+
+    def tail(self, lines: int = 50) -> str:
+        with self._lock:
+            data = b"".join(self._chunks)[-self.keep:]
+        text = data.decode(errors="replace")
+        kept = text.splitlines()[-lines:]
+        dropped = self.total - len(data)
+        prefix = [f"[{dropped} earlier bytes of output not kept]"] if dropped > 0 else []
+        return "\n".join(prefix + kept)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._chunks.clear()
+            self._size = 0
+
