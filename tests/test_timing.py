@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from workbench.eval import timing
+from workbench.eval import stats, timing
 
 
 def _coverage(n: int, j: int) -> float:
@@ -24,7 +24,7 @@ def _coverage(n: int, j: int) -> float:
 def test_summarize_gives_median_spread_and_the_order_statistic_ci_of_known_samples():
     samples = [float(v) for v in range(1, 101)]
     random.Random(0).shuffle(samples)
-    t = timing.summarize(samples, "wall")
+    t = stats.summarize(samples, "wall")
     assert t.median_ms == pytest.approx(50.5) and (t.min_ms, t.max_ms, t.n, t.clock) == (1.0, 100.0, 100, "wall")
     assert t.iqr_ms == pytest.approx(75.25 - 25.75)  # quartiles by linear interpolation
     assert (t.ci95_low_ms, t.ci95_high_ms) == (40.0, 61.0)  # ranks 40 and 61: the textbook pair for n = 100
@@ -32,20 +32,20 @@ def test_summarize_gives_median_spread_and_the_order_statistic_ci_of_known_sampl
 
 
 def test_small_samples_odd_counts_and_the_ci_falling_back_to_the_range():
-    ten = timing.summarize([5.0, 1.0, 9.0, 3.0, 7.0, 2.0, 8.0, 4.0, 6.0, 10.0], "cuda-events")
+    ten = stats.summarize([5.0, 1.0, 9.0, 3.0, 7.0, 2.0, 8.0, 4.0, 6.0, 10.0], "cuda-events")
     assert ten.median_ms == 5.5 and (ten.ci95_low_ms, ten.ci95_high_ms) == (2.0, 9.0)
-    five = timing.summarize([3.0, 1.0, 2.0, 5.0, 4.0], "interpreter")
+    five = stats.summarize([3.0, 1.0, 2.0, 5.0, 4.0], "interpreter")
     assert five.median_ms == 3.0 and (five.ci95_low_ms, five.ci95_high_ms) == (1.0, 5.0)
-    one = timing.summarize([3.0], "wall")
+    one = stats.summarize([3.0], "wall")
     assert one.median_ms == one.ci95_low_ms == one.ci95_high_ms == one.min_ms == one.max_ms == 3.0
     assert one.iqr_ms == 0.0
     with pytest.raises(ValueError):
-        timing.summarize([], "wall")
+        stats.summarize([], "wall")
 
 
 @pytest.mark.parametrize("n", [6, 7, 10, 20, 30, 50, 51, 100, 1000, 2000])
 def test_ci_ranks_are_the_tightest_pair_with_at_least_95_percent_coverage(n):
-    lo, hi = timing.median_ci_ranks(n)
+    lo, hi = stats.median_ci_ranks(n)
     assert hi == n + 1 - lo
     assert _coverage(n, lo) >= 0.95 > _coverage(n, lo + 1)
 

@@ -1,4 +1,5 @@
-"""Timing inside the worker: interleaved, rotated inputs, L2 flushed, median with a 95% CI (CHEATS.md rows 7, 9, 10).
+"""The timing loop, used on both sides of the trust boundary (the runner times the candidate, the judge the reference):
+rotated inputs, L2 flushed, launch cost hidden, side-stream work caught (CHEATS.md rows 7, 9, 10).
 
 Every function this module times with is bound to a private name at import, before any candidate module is
 imported, so a candidate that later patches `time.perf_counter`, `torch.cuda.Event.elapsed_time`,
@@ -7,19 +8,18 @@ imported, so a candidate that later patches `time.perf_counter`, `torch.cuda.Eve
 
 from __future__ import annotations
 
-import math as _math
 import time as _time
 from collections.abc import Callable
-from fractions import Fraction as _Fraction
 from typing import Any
 
 import torch
 
+from workbench.eval.stats import median_ci_ranks as median_ci_ranks  # re-exported: it lived here first
+from workbench.eval.stats import summarize
 from workbench.result import Timing
 
 _perf_ns = _time.perf_counter_ns
-_sorted, _len, _min, _max, _range = sorted, len, min, max, range
-_comb = _math.comb
+_sorted, _len, _range = sorted, len, range
 _Event = torch.cuda.Event
 _elapsed = torch.cuda.Event.elapsed_time
 _record = torch.cuda.Event.record
@@ -59,53 +59,6 @@ def l2_flush_bytes(device: str) -> int:
     except Exception:  # pragma: no cover - depends on the driver
         l2 = 0
     return 2 * l2 if l2 > 0 else FALLBACK_FLUSH_BYTES
-
-
-def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int]:
-    """1-based ranks (j, n + 1 - j) of the order statistics bounding a distribution-free CI of the median.
-
-    Binomial method: the number of samples below the true median is Binomial(n, 1/2), so
-    P(x_(j) <= median <= x_(n+1-j)) = 1 - 2 P(B <= j - 1). j is the largest rank keeping that >= `level`.
-    It assumes nothing about the shape of the timing distribution (skewed, with outliers). For n <= 5 no pair of
-    ranks reaches 95% (the best, min and max, covers 1 - 2^(1-n)): the CI is then [min, max].
-    """
-    if n < 1:
-        raise ValueError("no samples")
-    # Exact integer arithmetic (2^n overflows a float past n = 1023): P(B <= k) <= (1 - level) / 2 becomes
-    # 2 * den * sum_{i<=k} C(n, i) <= (den - num) * 2^n with level = num / den.
-    level_q = _Fraction(level).limit_denominator(10**6)
-    num, den = level_q.numerator, level_q.denominator
-    cum, j = 0, 0
-    for k in _range(n + 1):
-        cum += _comb(n, k)
-        if 2 * den * cum > (den - num) * 2**n:
-            break
-        j = k + 1  # P(B <= k) <= (1 - level) / 2, so rank k + 1 is still a valid lower bound
-    j = _max(j, 1)
-    return j, n + 1 - j
-
-
-def _quantile(s: list[float], q: float) -> float:
-    """Linear interpolation between order statistics (numpy's default)."""
-    if _len(s) == 1:
-        return s[0]
-    pos = q * (_len(s) - 1)
-    lo = int(pos)
-    hi = _min(lo + 1, _len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def summarize(samples_ms: list[float], clock: str, side_stream_runs: int = 0) -> Timing:
-    """Median, min, max, IQR and the order-statistic 95% CI of the median (`median_ci_ranks`) of the samples."""
-    if not samples_ms:
-        raise ValueError("no timing samples")
-    s = _sorted(float(v) for v in samples_ms)
-    n = _len(s)
-    median = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-    lo, hi = median_ci_ranks(n)
-    return Timing(median_ms=median, min_ms=s[0], max_ms=s[-1], iqr_ms=_quantile(s, 0.75) - _quantile(s, 0.25),
-                  ci95_low_ms=s[lo - 1], ci95_high_ms=s[hi - 1], n=n, clock=clock,
-                  samples_ms=[float(v) for v in samples_ms], side_stream_runs=side_stream_runs)
 
 
 def _time_cuda_call(fn: Callable[[list], Any], inputs: list, cover: bool = True) -> tuple[float, float, Any]:
