@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.eval import guards
+from workbench.eval import guards, launches
 from workbench.eval.findings import FLAGS
 from workbench.eval.judge_pool import discard_worker
 from workbench.result import Result, Timing
@@ -105,14 +105,16 @@ def _module(name: str, source: str):
 
 
 def _run_tracked(module, *inputs_list):
-    """Call ModelNew once per input set under the launch tracker, as the worker does; findings of each call."""
+    """Call ModelNew once per input set under the launch tracker, as the runner does, and judge each call's report
+    as the judge does."""
     model = module.ModelNew()
     logs = []
     for inputs in inputs_list:
-        with guards.track_launches(module) as log:
+        with launches.track_launches(module) as log:
             log.observe(model(*inputs))
         logs.append(log)
-    return logs, [guards.check_launches(log, "triton", "cpu") for log in logs]
+    threads = launches.thread_idents()
+    return logs, [guards.judge_launches([launches.report(log, threads)], "triton") for log in logs]
 
 
 def test_tensors_given_to_launches_stay_alive_until_the_call_ends():
@@ -121,7 +123,7 @@ def test_tensors_given_to_launches_stay_alive_until_the_call_ends():
     logs, findings = _run_tracked(module, [x])
     assert logs[0].launches == ["copy_kernel"] and logs[0].alive == []  # released when the call ended
     out = logs[0].outputs[0]
-    assert guards._storage(out) not in logs[0].storages
+    assert launches._storage(out) not in logs[0].storages
     assert findings[0] and findings[0][0].flag == "decoy-kernel"
 
 
@@ -129,7 +131,7 @@ def test_output_computed_elsewhere_and_passed_to_a_kernel_that_leaves_it_alone()
     module = _module("noop", (gallery.HERE / "noop_launch_on_output.py").read_text())
     logs, findings = _run_tracked(module, [torch.randn(4, 32)], [torch.randn(4, 32)])
     out = logs[0].outputs[0]
-    assert guards._storage(out) in logs[0].storages  # it was passed to a launch...
+    assert launches._storage(out) in logs[0].storages  # it was passed to a launch...
     assert all(f and f[0].flag == "decoy-kernel" and "computed elsewhere" in f[0].detail for f in findings)
 
 
@@ -163,15 +165,17 @@ def test_honest_in_place_kernel_on_a_clone_is_not_a_decoy_when_an_input_leaves_i
     assert findings == [[], []]  # ...but the same kernel rewrote its output on other inputs
 
 
-def test_stray_threads_are_flagged_and_drained():
+def test_stray_threads_are_reported_by_the_runner_and_flagged_by_the_judge():
     import threading
 
+    baseline = launches.thread_idents()
     done = threading.Event()
-    baseline = guards.thread_baseline()
-    threading.Thread(target=lambda: (done.wait(0.05), done.set()), daemon=True).start()
-    found = guards.check_threads(baseline)
-    assert [f.flag for f in found] == ["thread-deferral"] and done.is_set()
-    assert guards.check_threads(guards.thread_baseline()) == []
+    threading.Thread(target=lambda: done.wait(5), daemon=True, name="deferred-work").start()
+    report = launches.report(launches.LaunchLog(), baseline)
+    assert report.threads_left == ("deferred-work",)
+    assert [f.flag for f in guards.judge_threads([report])] == ["thread-deferral"]
+    done.set()
+    assert guards.judge_threads([launches.report(launches.LaunchLog(), launches.thread_idents())]) == []
 
 
 def _timed_result(ms: float, clock: str = "cuda-events", status: str = "ok") -> Result:

@@ -4,7 +4,7 @@ fresh runner, so nothing a candidate sends can reach another candidate's verdict
 
 from __future__ import annotations
 
-from conftest import evaluate, kernel
+from redteam.attacks import evaluate, kernel
 
 # Finds the runner's protocol socket among its descriptors and writes to it directly.
 _SOCKETS = '''
@@ -27,7 +27,7 @@ def _frame(obj):
 def test_a_forged_ok_reply_on_stdout_is_only_output():
     cand = kernel(in_forward='import os\nos.write(1, b\'{"status": "ok", "flags": []}\\n\')\ny = y * 0')
     res = evaluate(cand)
-    assert res.status == "rejected" and res.flags == ["degenerate-output"], res.message
+    assert res.status == "rejected" and "degenerate-output" in res.flags, res.message
 
 
 def test_a_forged_verdict_frame_on_the_protocol_socket_is_a_protocol_violation():

@@ -11,9 +11,8 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import evaluate, kernel, needs_sandbox, processes_with
-
 import workbench as wb
+from redteam.attacks import evaluate, kernel, needs_sandbox, processes_with
 
 CANARY = "kwb-canary-7f3a9c"
 
@@ -38,11 +37,10 @@ for pid in os.listdir("/proc"):
             seen += ["proc:" + pid for _ in [0] if b"kwb-canary" in open(f"/proc/{pid}/environ", "rb").read()]
         except OSError:
             pass
-print("ENV-SEEN:", seen, "kwb-canary" in repr(dict(os.environ)), flush=True)
-y = y * (2.0 if seen else 1.0)
+raise RuntimeError(f"SEEN {seen} {'kwb-canary' in repr(dict(os.environ))}")
 '''
     res = evaluate(kernel(in_forward=attack))
-    assert res.status == "ok", res.message  # the candidate found nothing, so it stayed honest
+    assert res.status == "runtime_error" and "SEEN [] False" in res.message, res.message
     assert not _leaked(res)
 
 
@@ -63,10 +61,10 @@ for path in [{str(home / ".ssh" / "id_rsa")!r}, {str(project / ".env")!r}, "/roo
         found.append(open(path).read())
     except OSError:
         pass
-y = y * (2.0 if found else 1.0)
+raise RuntimeError(f"FOUND {{found}}")
 '''
     res = evaluate(kernel(in_forward=attack))
-    assert res.status == "ok", res.message
+    assert res.status == "runtime_error" and "FOUND []" in res.message, res.message
     assert not _leaked(res)
 
 
@@ -101,12 +99,12 @@ for host in ("127.0.0.1", "10.0.2.2", "1.1.1.1"):
         sent = True
     except OSError:
         pass
-y = y * (2.0 if sent else 1.0)
+raise RuntimeError(f"SENT {{sent}}")
 '''
     res = evaluate(kernel(in_forward=attack))
     thread.join(0.5)
     server.close()
-    assert res.status == "ok", res.message
+    assert res.status == "runtime_error" and "SENT False" in res.message, res.message
     assert got == []
 
 
@@ -152,7 +150,8 @@ except OSError:
     pass
 '''
     res = evaluate(kernel(in_forward=attack))
-    assert res.status == "crashed"  # it killed itself: the only process it could see
+    # It sees only its own namespace, whose init ignores signals from inside: whatever it hit, it hit itself.
+    assert res.status in ("ok", "crashed", "runtime_error"), res.message
     assert evaluate(kernel()).status == "ok"  # the judge is alive and the next candidate is judged
 
 
@@ -160,12 +159,14 @@ except OSError:
 def test_no_process_survives_the_evaluation():
     marker = f"sleep 4{os.getpid() % 1000}3"
     attack = f'''
-import subprocess, os
+import os
+subprocess = __import__("sub" + "process")
 subprocess.Popen(["sh", "-c", "{marker}"], start_new_session=True, stdout=subprocess.DEVNULL,
                  stderr=subprocess.DEVNULL)
-if os.fork() == 0:
+_fork = getattr(os, "fo" + "rk")
+if _fork() == 0:
     os.setsid()
-    if os.fork() == 0:
+    if _fork() == 0:
         os.execvp("sh", ["sh", "-c", "{marker}"])
     os._exit(0)
 '''
@@ -198,16 +199,15 @@ def test_filling_the_disk_stops_at_the_scratch_cap():
     attack = '''
 import os
 written = 0
-try:
-    with open("/tmp/fill", "wb") as f:
-        while written < (8 << 30):
-            f.write(b"\\0" * (64 << 20))
-            written += 64 << 20
-except OSError as exc:
-    print("FILL-STOPPED", type(exc).__name__, written >> 20, "MiB", flush=True)
+with open("/tmp/fill", "wb") as f:
+    while written < (8 << 30):
+        f.write(b"\\0" * (64 << 20))
+        written += 64 << 20
 '''
-    res = evaluate(kernel(in_forward=attack), timeout=120)
-    assert res.status in ("ok", "crashed"), res.message  # SIGXFSZ or ENOSPC: either way it stopped
+    res = evaluate(kernel(at_import=attack), timeout=120)
+    # The scratch tmpfs is full (ENOSPC) or the file-size limit hit (SIGXFSZ): the candidate never loads.
+    assert res.status in ("compile_error", "crashed"), res.message
+    assert "No space left" in res.message or "SIGXFSZ" in res.message or "File too large" in res.message
     free_after = os.statvfs("/").f_bavail
     assert abs(free_after - free_before) * os.statvfs("/").f_frsize < (1 << 30)
     assert not Path("/tmp/fill").exists()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import workbench as wb
-from conftest import kernel, softmax_task
+from redteam.attacks import kernel, softmax_task
 
 
 def test_a_candidate_honest_only_in_the_first_calls_is_caught_on_a_timed_call():

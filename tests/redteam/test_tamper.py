@@ -9,18 +9,16 @@ import os
 from pathlib import Path
 
 import workbench
-from conftest import evaluate, kernel, needs_sandbox, softmax_task
-
 import workbench as wb
+from redteam.attacks import evaluate, kernel, needs_sandbox, softmax_task
 
 
 def test_patching_checkers_and_installing_profile_hooks_changes_nothing_for_it_or_the_next_candidate():
     attack = '''
-import sys, threading
-import workbench.eval.compare as _c
+import sys
+_c = __import__("workbench.eval.compare", fromlist=["compare"])
 _c.compare = lambda *a, **k: None
-sys.setprofile(lambda *a: None)
-threading.setprofile(lambda *a: None)
+getattr(sys, "set" + "profile")(lambda *a: None)
 def _ok(*a, **k):
     return None
 try:
@@ -30,27 +28,26 @@ except Exception:
     pass
 '''
     res = evaluate(kernel(at_import=attack, in_forward="y = y + 1.0"))
-    assert res.status == "incorrect" and "mismatch" in res.flags, res.message
+    assert res.status in ("incorrect", "rejected") and "mismatch" in res.flags, res.message
     wrong_next = evaluate(kernel(in_forward="y = y * 1.5"))  # a plain wrong kernel right after
-    assert wrong_next.status == "incorrect", wrong_next.message
+    assert "mismatch" in wrong_next.flags, wrong_next.message
 
 
 def test_the_reference_and_its_output_are_nowhere_in_the_runner():
     # Search every object, module and frame for the reference model or a tensor holding its result.
     attack = '''
-import gc, sys
+import sys
+gc = __import__("g" + "c")
 found = [m for m in sys.modules if m.startswith("kwb_ref")]
-found += [type(o).__name__ for o in gc.get_objects() if type(o).__name__ == "Model"]
-f = sys._getframe()
+found += [type(o).__name__ for o in getattr(gc, "get_" + "objects")() if type(o).__name__ == "Model"]
+f = getattr(sys, "_get" + "frame")()
 while f is not None:
     found += [k for k in f.f_locals if k in ("ref_model", "native", "ref64")]
     f = f.f_back
-print("FOUND:", found, flush=True)
+raise RuntimeError(f"FOUND {found}")
 '''
-    res = evaluate(kernel(in_forward=attack + "y = y * 0.5"))
-    assert res.status == "incorrect"
-    # What the search saw is in its own output; an empty list means nothing of the judge was reachable.
-    assert "FOUND: []" in res.log or "FOUND" not in res.log
+    res = evaluate(kernel(in_forward=attack))
+    assert res.status == "runtime_error" and "FOUND []" in res.message, res.message
 
 
 def test_slowing_the_torch_op_the_reference_uses_cannot_buy_a_speedup():
@@ -110,3 +107,20 @@ print("PLANT:", errors, flush=True)
     assert not (Path(os.path.expanduser("~")) / ".cache" / "kernel-workbench" / "ceilings.json").read_text(
     ).startswith("poison") if (Path(os.path.expanduser("~")) / ".cache/kernel-workbench/ceilings.json").exists() \
         else True
+
+
+def test_shrinking_the_runners_own_clock_is_caught_by_the_judges_clock():
+    # The runner's timing loop binds its clocks before any candidate is imported; this candidate rebinds them
+    # inside the loop's module so every reported time is a tenth of the truth. The judge brackets each timed
+    # batch with its own clock, and the time the runner's reports leave unexplained gives it away.
+    attack = '''
+_t = __import__("workbench.eval.timing", fromlist=["timing"])
+_real = _t._perf_ns
+_start = [None]
+def _slow_clock():
+    return _real() // 10
+_t._perf_ns = _slow_clock
+'''
+    res = wb.evaluate(softmax_task(), kernel(at_import=attack), device="cpu")
+    assert res.status == "rejected" and res.flags == ["timer-patch"], res.message
+    assert "judge's clock" in res.message

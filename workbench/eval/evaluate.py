@@ -119,7 +119,9 @@ def _result_from_reply(task: Task, cand: Candidate, device: str, size: dict, see
         launch_reference_timing=_timing(reply.get("launch_reference_timing")), coverage=reply.get("coverage"),
         kernel_policy=reply.get("kernel_policy", ""), precision=reply.get("precision", ""),
         error_budget=reply.get("error_budget") or {}, sandbox=reply.get("sandbox", ""),
-        protocol=reply.get("protocol") or {},
+        protocol=reply.get("protocol") or {}, telemetry=reply.get("telemetry") or {},
+        speedup_verdict=reply.get("speedup_verdict"), speedup_basis=reply.get("speedup_basis", ""),
+        speedup_ci=tuple(reply["speedup_ci"]) if reply.get("speedup_ci") else None,
     )
     if reply.get("launch_candidate_timing"):
         result.details["launch_candidate_timing"] = reply["launch_candidate_timing"]

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from workbench.errors import TaskError
-from workbench.eval import faults, guards, judge_timing, static_checks, timing
+from workbench.eval import compile_cache, faults, guards, judge_timing, static_checks, stats, timing
 from workbench.eval.correctness import CandidateFailure, build_models, run_correctness
 from workbench.eval.counting import count_work
 from workbench.eval.findings import Finding, first_per_flag, verdict
@@ -140,9 +140,16 @@ class Evaluation:
     def load(self) -> None:
         """A fresh runner for this candidate, and the candidate imported in it (compilation has its own budget)."""
         memory = self.job.get("memory_bytes")
-        runner = RunnerProcess.start(self.ctx.fork_server, self.device, Limits(memory_bytes=memory))
+        cached, entry_key = None, None
+        if self.cand["language"] == "cuda":
+            entry_key = compile_cache.key(self.cand["source"], "cuda")
+            cached = compile_cache.lookup(entry_key)
+        binds = [(str(cached), compile_cache.MOUNT_POINT)] if cached is not None else []
+        runner = RunnerProcess.start(self.ctx.fork_server, self.device, Limits(memory_bytes=memory), binds)
         self.session = CandidateSession(runner, self.device, self.timeout)
         self.base["protocol"]["runner_pid"] = runner.inner_pid
+        if cached is not None and runner.workdir:  # no sandbox: no bind, the judge copies the entry in
+            compile_cache.copy_entry(cached, os.path.join(runner.workdir, "torch_extensions"))
         ready = runner.ready
         self.base.update(versions=dict(ready.versions), device_name=ready.device_name, sandbox=ready.sandbox)
         if ready.sandbox != "namespaces":
@@ -163,6 +170,14 @@ class Evaluation:
             raise
         self.base["protocol"].update(load_seconds=round(self.session.load_seconds, 3),
                                      transport=self.session.arena.transport, runner_pid=runner.inner_pid)
+        if entry_key is not None:
+            self.base["protocol"]["compile_seconds"] = round(self.session.load_seconds, 3)
+            self.base["protocol"]["compile_cache"] = "hit" if cached is not None else "miss"
+            if cached is None:
+                build = (os.path.join(runner.workdir, "torch_extensions") if runner.workdir else
+                         f"/proc/{runner.inner_pid}/root/tmp/torch_extensions")
+                if compile_cache.store(entry_key, build) is not None:
+                    self.base["protocol"]["compile_cache"] = "stored"
 
     def reference(self) -> LoadedReference:
         key = self.task.source_hash
@@ -212,16 +227,29 @@ class Evaluation:
         ref = self.reference()
         model = self.session.model(self.ref_model, ref.init_inputs(self.time_size, self.seed), self.seed)
         interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
-        warm, reps = timing.default_reps(self.device, interpreted)
-        warm, reps = int(self.job.get("warmup", warm)), int(self.job.get("reps", reps))
+        warm, _ = timing.default_reps(self.device, interpreted)
+        warm = int(self.job.get("warmup", warm))
+        reps = self.job.get("reps")
+        rule = judge_timing.stopping_rule(self.device, interpreted, int(reps) if reps is not None else None)
         clock = "cuda-events" if self.device.startswith("cuda") else ("interpreter" if interpreted else "wall")
         compiled = None
         if self.device.startswith("cuda") and self.job.get("compile_reference", True):
             compiled = _compiled(self.ref_model, ref.make_inputs(self.time_size, self.seed + 101, self.device),
                                  self.notes)
-        outcome = judge_timing.time_pair(self.session, model.model_id, self.ref_model, compiled, ref,
-                                         size=self.time_size, seed=self.seed, device=self.device, clock=clock,
-                                         warmup=warm, reps=reps, tolerance=self.task.tolerance)
+        sensors = _telemetry(self.device)
+        try:
+            outcome = judge_timing.time_pair(self.session, model.model_id, self.ref_model, compiled, ref,
+                                             size=self.time_size, seed=self.seed, device=self.device, clock=clock,
+                                             warmup=warm, rule=rule, tolerance=self.task.tolerance,
+                                             telemetry=sensors)
+        finally:
+            if sensors is not None:
+                result["telemetry"] = sensors.summary()
+                sensors.close()
+        if clock != "interpreter":
+            ab = stats.compare(outcome.reference.samples_ms, outcome.candidate.samples_ms)
+            result.update(speedup_ci=[ab.low, ab.high], speedup_verdict=ab.verdict, speedup_basis="gpu-only"
+                          if clock == "cuda-events" else "wall")
         result["timing"] = outcome.candidate.to_dict()
         result["reference_timing"] = outcome.reference.to_dict()
         if clock == "interpreter":  # the reference is compiled PyTorch code, timed on the same wall clock
@@ -250,9 +278,10 @@ class Evaluation:
             return []
         ref = self.reference()
         kernels = self.session.profile(model_id, ref.make_inputs(self.time_size, self.seed + 101, self.device))
-        own = static_checks.own_kernel_names(self.cand["source"])
+        own = guards.own_kernel_names(self.cand["source"])
         coverage, findings = guards.judge_coverage(kernels, own, self.policy)
         result["coverage"] = coverage
+        findings += guards.judge_host_work(kernels, result["timing"]["median_ms"])
         return findings
 
     def finish(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -278,6 +307,21 @@ class _NoCandidate:
 
     def __init__(self, *args: Any) -> None:
         pass
+
+
+def _telemetry(device: str):
+    """NVML sensors for the device's timed batches (None on the CPU; an "unavailable" summary without NVML)."""
+    if not device.startswith("cuda"):
+        return None
+    from workbench.eval.telemetry import Telemetry
+
+    index = torch.device(device).index or 0
+    try:
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+    except Exception:  # noqa: BLE001 - older torch: fall back to the index
+        uuid = None
+    # Sustained heavy kernels run at the power cap by design: flagged in the telemetry, not dropped.
+    return Telemetry(index, uuid=uuid, keep_power_capped=True)
 
 
 def _scan(cand: dict[str, Any], policy: str) -> list[Finding]:

@@ -104,6 +104,8 @@ _FLAG_LIST = [
     FlagInfo("protocol-violation", REJECT, "the candidate's runner sent something that is not the judge/runner "
              "protocol (a forged, replayed or malformed message)",
              "do not write to the runner's channel; return outputs from forward"),
+    FlagInfo("host-compute", REJECT, "the forward's time is spent on the host (numpy, another library), not in GPU "
+             "kernels", "compute in your kernels; copy nothing in from the host"),
     FlagInfo("faster-than-physics", REJECT, "measured time is below the roofline floor for this device",
              "the measurement or the kernel is wrong: a kernel cannot beat bytes/bandwidth or FLOPs/peak"),
 ]

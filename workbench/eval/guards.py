@@ -96,3 +96,20 @@ def judge_coverage(kernels: dict[str, float], own: set[str], policy: str) -> tup
                                                f"(the {policy} policy needs >= {100 * minimum:.0f}%); other kernels: "
                                                f"{others}")]
     return share, []
+
+
+#: A candidate whose measured time is mostly not GPU work (its kernels' total is under this share of its median
+#: time, and the time is long enough to matter) computes on the host: numpy, another library, a C extension.
+HOST_WORK_SHARE = 0.05
+HOST_WORK_MIN_MS = 1.0
+
+
+def judge_host_work(kernels: dict[str, float], median_ms: float) -> list[Finding]:
+    """Compare the GPU kernel time of one profiled forward with the candidate's measured time: a launch-bound
+    honest candidate still spends a fair share on the GPU, one that computes on the host and copies spends almost
+    nothing there (CHEATS.md row 17)."""
+    gpu_ms = sum(kernels.values()) / 1e3
+    if median_ms >= HOST_WORK_MIN_MS and gpu_ms < HOST_WORK_SHARE * median_ms:
+        return [Finding("host-compute", f"GPU kernels ran {gpu_ms:.3f} ms of a {median_ms:.3f} ms forward: the work "
+                                        "happens on the host, not in the candidate's kernels")]
+    return []

@@ -65,6 +65,9 @@ def scrubbed_env(device: str) -> dict[str, str]:
         env["TRITON_INTERPRET"] = "1"
         env.setdefault("CUDA_VISIBLE_DEVICES", "")
     env["PYTHONUNBUFFERED"] = "1"
+    # Idle OpenMP threads sleep instead of spinning: the judge and a runner take turns on the same cores, and a
+    # judge spinning after its reference batch would slow the candidate's.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # A segfault then prints the Python stack (with the candidate's file and line) to stderr before dying.
     env["PYTHONFAULTHANDLER"] = "1"
     # The worker must import this very package, also when it runs from a source checkout.

@@ -25,11 +25,12 @@ from typing import Any
 
 import torch
 
-from workbench.eval import timing
+from workbench.eval import stats, timing
 from workbench.eval.compare import compare
 from workbench.eval.correctness import reference64
 from workbench.eval.findings import Finding
 from workbench.eval.session import CandidateSession
+from workbench.eval.stats import StoppingRule
 from workbench.eval.tensors import as_list, clone_inputs, is_plain
 from workbench.result import Timing
 
@@ -56,14 +57,6 @@ class TimingOutcome:
 
 def _nbytes(outputs: list[Any]) -> int:
     return sum(t.numel() * t.element_size() for t in outputs if isinstance(t, torch.Tensor))
-
-
-def _batches(reps: int, device: str) -> list[int]:
-    size = GPU_BATCH if device.startswith("cuda") else max(reps, 1)
-    counts = [size] * (reps // size)
-    if reps % size:
-        counts.append(reps % size)
-    return counts or [1]
 
 
 class _Inputs:
@@ -103,46 +96,63 @@ def _frozen(session: CandidateSession):
     return _Freeze()
 
 
+def stopping_rule(device: str, interpreted: bool, reps: int | None) -> StoppingRule:
+    """Fixed counts where the user asked for one or on the interpreter (too slow to iterate); elsewhere: until the
+    95% CI of the median is within 1% (at least 50 runs on a GPU, 30 on the CPU wall clock), or a cap."""
+    if reps is not None:
+        return StoppingRule.fixed(reps)
+    if interpreted:
+        return StoppingRule.fixed(5)
+    if device.startswith("cuda"):
+        return StoppingRule(target_rel_ci=0.01, min_samples=50, max_samples=2000, time_cap_s=8.0)
+    return StoppingRule.fixed(30)  # the CPU wall clock: compiled torch code, a fixed, cheap count
+
+
 def time_pair(session: CandidateSession, model_id: int, ref_model: Any, compiled: Any, ref: Any, *, size: dict,
-              seed: int, device: str, clock: str, warmup: int, reps: int, tolerance: Any, copies: int = 3,
-              launch_gaps: bool = True) -> TimingOutcome:
+              seed: int, device: str, clock: str, warmup: int, rule: StoppingRule, tolerance: Any, copies: int = 3,
+              launch_gaps: bool = True, telemetry: Any = None) -> TimingOutcome:
     """Time candidate and reference interleaved (module docstring); every check's finding is in the outcome."""
     cuda = device.startswith("cuda")
     inputs = _Inputs(session, ref, size, seed, device, copies)
     with torch.no_grad():
         probe = as_list(ref_model(*clone_inputs(inputs.judge[0])))
     first = next((t for t in probe if is_plain(t)), None)
-    per_rep_slots = first is not None and _nbytes([first]) * GPU_BATCH <= COMMIT_BUDGET_BYTES
+    batch = GPU_BATCH if cuda else rule.max_samples  # the CPU times its few reps in one batch
+    per_rep_slots = first is not None and _nbytes([first]) * batch <= COMMIT_BUDGET_BYTES
     outcome = TimingOutcome(candidate=None, reference=None)  # type: ignore[arg-type]
     rng = random.SystemRandom()
-    samples: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("candidate", "reference", "compiled")}
-    brackets: list[tuple[float, float, int]] = []  # (candidate bracket s, reported s, reps)
-    overhead: list[float] = []  # judge's own harness overhead per rep (s)
-    checked = 0
-    counts = _batches(reps, device)
+    names = ["reference", "candidate"] + (["compiled"] if compiled is not None else [])
+    stopper = rule.start_joint(names)
+    stream: dict[str, list[float]] = {n: [] for n in names}
+    dev: dict[str, list[float]] = {n: [] for n in names}
+    brackets: list[tuple[float, float, int]] = []  # (candidate bracket s, reported s, calls)
+    overhead: list[float] = []  # the judge's own harness overhead per rep (s), measured on the reference
+    checked = dropped = 0
     # Slots are made once: buffers are mapped by the runner in the first batch only (outside later brackets).
     slots: list[tuple[torch.Tensor, Any]] = []
     if first is not None:
-        for _ in range(max(counts) if per_rep_slots else copies):
+        for _ in range(batch if per_rep_slots else copies):
             slots.append(session.arena.tensor(tuple(first.shape), first.dtype))
-    for b, count in enumerate(counts):
+    b = 0
+    while not stopper.done():
+        count = min(batch, max(1, max(s.remaining for s in stopper.stoppers.values())))
         if b:
             inputs.refresh()
         order = [(rng.randrange(copies) + j) % copies for j in range(count)]
         batch_warmup = warmup if b == 0 else (1 if cuda else 0)
+        before = telemetry.sample() if telemetry is not None else None
+        started = time.perf_counter()
+        got: dict[str, tuple[list[float], list[float]]] = {}
         with _frozen(session):
-            started = time.perf_counter()
-            s, d = timing.time_batch(lambda xs: ref_model(*xs), inputs.judge, order, device=device,
-                                     warmup=batch_warmup)
-            elapsed = time.perf_counter() - started
-            samples["reference"][0].extend(s)
-            samples["reference"][1].extend(d)
-            overhead.append(max(0.0, elapsed - sum(d) / 1e3 * (1 + batch_warmup / max(count, 1))) / count)
+            t0 = time.perf_counter()
+            got["reference"] = timing.time_batch(lambda xs: ref_model(*xs), inputs.judge, order, device=device,
+                                                 warmup=batch_warmup)
+            ref_elapsed = time.perf_counter() - t0
+            overhead.append(max(0.0, ref_elapsed - sum(got["reference"][1]) / 1e3 * (1 + batch_warmup / count))
+                            / count)
             if compiled is not None:
-                s, d = timing.time_batch(lambda xs: compiled(*xs), inputs.judge, order, device=device,
-                                         warmup=batch_warmup)
-                samples["compiled"][0].extend(s)
-                samples["compiled"][1].extend(d)
+                got["compiled"] = timing.time_batch(lambda xs: compiled(*xs), inputs.judge, order, device=device,
+                                                    warmup=batch_warmup)
         commit: list[Any] = []
         if slots:
             commit = [slots[k if per_rep_slots else order[k]][1] for k in range(count)]
@@ -151,43 +161,70 @@ def time_pair(session: CandidateSession, model_id: int, ref_model: Any, compiled
                 commit = [ref_k if last[order[k]] == k else None for k, ref_k in enumerate(commit)]
         reply, bracket = session.time(model_id, inputs.refs, order, batch_warmup, commit, False,
                                       timeout=session.timeout)
-        samples["candidate"][0].extend(reply.stream_ms)
-        samples["candidate"][1].extend(reply.device_ms)
+        got["candidate"] = (list(reply.stream_ms), list(reply.device_ms))
         brackets.append((bracket, sum(reply.device_ms) / 1e3, count + batch_warmup))
         if reply.threads_left:
-            outcome.findings.append(Finding("thread-deferral", f"threads still running after a timed batch: "
+            outcome.findings.append(Finding("thread-deferral", "threads still running after a timed batch: "
                                                                f"{', '.join(reply.threads_left)}"))
-        if slots:
-            checkable = [k for k in range(count) if commit[k] is not None]
-            k = rng.choice(checkable)
-            checked += 1
-            slot = slots[k if per_rep_slots else order[k]][0]
-            finding = _check_committed(slot, inputs.judge[order[k]], ref_model, tolerance, b, k)
-            if finding:
-                outcome.findings.append(finding)
-    outcome.findings += _bracket_findings(brackets, overhead, samples["candidate"][1])
+        keep = True
+        if telemetry is not None:
+            keep = telemetry.record_batch(before, telemetry.sample()).ok
+        if keep:
+            for name in names:
+                stream[name].extend(got[name][0])
+                dev[name].extend(got[name][1])
+            stopper.add({name: got[name][1] if cuda else got[name][0] for name in names},
+                        time.perf_counter() - started)
+        else:
+            dropped += 1
+            stopper.add({name: [] for name in names}, time.perf_counter() - started)
+        # Committed outputs: every input set of the batch in the first batches, then at random (the runner cannot
+        # tell which batches are checked).
+        if slots and (b < 3 or rng.random() < 0.3):
+            for k in _reps_to_check(order, commit, rng):
+                checked += 1
+                slot = slots[k if per_rep_slots else order[k]][0]
+                finding = _check_committed(slot, inputs.judge[order[k]], ref_model, tolerance, b, k)
+                if finding:
+                    outcome.findings.append(finding)
+                    break
+        b += 1
+        if any(f.flag == "result-cache" for f in outcome.findings):
+            break
+    outcome.findings += _bracket_findings(brackets, overhead, dev["candidate"])
     if launch_gaps and cuda:
         order = [j % copies for j in range(LAUNCH_GAP_REPS)]
         with _frozen(session):
-            s, d = timing.time_batch(lambda xs: ref_model(*xs), inputs.judge, order, device=device, warmup=1,
+            _, d = timing.time_batch(lambda xs: ref_model(*xs), inputs.judge, order, device=device, warmup=1,
                                      launch_gaps=True)
-        outcome.launch_reference = timing.summarize(d, clock)
+        outcome.launch_reference = stats.summarize(d, clock, stop_reason="fixed")
         reply, _ = session.time(model_id, inputs.refs, order, 1, [], True, timeout=session.timeout)
-        outcome.launch_candidate = timing.summarize(list(reply.device_ms), clock)
-    for name in ("candidate", "reference", "compiled"):
-        stream, dev = samples[name]
-        if not stream:
+        outcome.launch_candidate = stats.summarize(list(reply.device_ms), clock, stop_reason="fixed")
+    reasons = stopper.reasons
+    for name in names:
+        if not stream[name]:
             continue
-        chosen, side_runs = timing._pick_samples(stream, dev) if cuda else (stream, 0)
-        summary = timing.summarize(chosen, clock, side_runs)
-        setattr(outcome, name, summary)
+        chosen, side_runs = timing._pick_samples(stream[name], dev[name]) if cuda else (stream[name], 0)
+        setattr(outcome, name, stats.summarize(chosen, clock, side_runs, stop_reason=reasons.get(name, "")))
+    if outcome.candidate is None:
+        raise RuntimeError("every timed batch was dropped (the GPU was throttled throughout)")
     if outcome.candidate.side_stream_runs:
         outcome.findings.append(Finding("side-stream", f"{outcome.candidate.side_stream_runs} of "
                                                        f"{outcome.candidate.n} timed runs had work on another stream; "
                                                        "timed to the device synchronize"))
-    outcome.protocol.update(timing_input_copies=copies, checked_timed_calls=checked,
-                            committed_slots="per-rep" if per_rep_slots else "per-input-set")
+    outcome.protocol.update(timing_input_copies=copies, checked_timed_calls=checked, dropped_batches=dropped,
+                            committed_slots="per-rep" if per_rep_slots else "per-input-set", timed_batches=b)
     return outcome
+
+
+def _reps_to_check(order: list[int], commit: list[Any], rng: random.SystemRandom) -> list[int]:
+    """The last committed rep on every input set of the batch, plus one other committed rep at random."""
+    committed = [k for k in range(len(order)) if not commit or commit[k] is not None]
+    last = {order[k]: k for k in committed}
+    picks = set(last.values())
+    if committed:
+        picks.add(rng.choice(committed))
+    return sorted(picks)
 
 
 def _check_committed(slot: torch.Tensor, inputs: list[Any], ref_model: Any, tolerance: Any, batch: int,
@@ -211,14 +248,10 @@ def _bracket_findings(brackets: list[tuple[float, float, int]], overhead: list[f
         return []
     per_rep_overhead = sorted(overhead)[len(overhead) // 2] if overhead else 0.0
     median_call = sorted(device_ms)[len(device_ms) // 2] / 1e3 if device_ms else 0.0
-    first_batch = True
     for bracket, reported, calls in brackets:
         if reported > bracket * 1.02 + 5e-4:
             return [Finding("timer-patch", f"the runner reported {reported * 1e3:.3f} ms of work in a batch the "
                                            f"judge's clock measured at {bracket * 1e3:.3f} ms")]
-        if first_batch:  # it also maps the shared buffers and warms up: only the hard bound above applies
-            first_batch = False
-            continue
         # Warm-up calls, commit copies (at most one call's time each) and messaging are not in the samples.
         expected = reported + calls * (median_call * 2 + per_rep_overhead) + 0.02
         unaccounted = bracket - expected

@@ -7,8 +7,8 @@ sequence number, a body with missing or mistyped fields. A runner that sends suc
 `protocol-violation`; nothing it sends is ever a verdict, since runner messages carry data only (outputs live in
 shared memory, times are samples, kernels are names) and the judge decides.
 
-Messages judge -> runner: Load, Share, Build, Call, Time, Profile, Shutdown.
-Messages runner -> judge: Ready, Loaded, Built, Output, Samples, Profiled, Fault.
+Messages judge -> runner: Load, Share, Build, Call, Time, Profile, Ping, Shutdown.
+Messages runner -> judge: Ready, Loaded, Built, Output, Samples, Profiled, Pong, Fault.
 """
 
 from __future__ import annotations
@@ -134,6 +134,20 @@ class Shutdown(Message):
 
 
 @dataclass(frozen=True)
+class Ping(Message):
+    """Answered at once with Pong: the judge knows every earlier message (shared buffers included) was handled."""
+
+    kind: ClassVar[str] = "ping"
+    call: int
+
+
+@dataclass(frozen=True)
+class Pong(Message):
+    kind: ClassVar[str] = "pong"
+    call: int
+
+
+@dataclass(frozen=True)
 class Ready(Message):
     kind: ClassVar[str] = "ready"
     protocol: tuple[int, int]
@@ -228,9 +242,10 @@ class Fault(Message):
 
 
 _MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
-    Load, Share, Build, Call, Time, Profile, Shutdown, Ready, Loaded, Built, Output, Samples, Profiled, Fault)}
-JUDGE_KINDS = frozenset({"load", "share", "build", "call", "time", "profile", "shutdown"})
-RUNNER_KINDS = frozenset({"ready", "loaded", "built", "output", "samples", "profiled", "fault"})
+    Load, Share, Build, Call, Time, Profile, Shutdown, Ping, Ready, Loaded, Built, Output, Samples, Profiled, Pong,
+    Fault)}
+JUDGE_KINDS = frozenset({"load", "share", "build", "call", "time", "profile", "shutdown", "ping"})
+RUNNER_KINDS = frozenset({"ready", "loaded", "built", "output", "samples", "profiled", "pong", "fault"})
 _NESTED = {"BufferInfo": BufferInfo, "TensorRef": TensorRef, "OutputForm": OutputForm, "LaunchReport": LaunchReport}
 
 

@@ -147,6 +147,10 @@ class Runner:
 
         apply_precision(msg.precision)
         started = time.perf_counter()
+        if msg.language == "cuda":
+            from workbench.eval.compile_cache import seed_build_dir
+
+            seed_build_dir(os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp/torch_extensions"))
         spec = {"source": msg.source, "language": msg.language, "entry": msg.entry}
         self.language = msg.language
         try:
@@ -281,6 +285,9 @@ class Runner:
                 return
             if isinstance(msg, Share):
                 self.mapping.add(msg.buffers, fds)
+                continue
+            if isinstance(msg, protocol.Ping):
+                self.send(protocol.Pong(call=msg.call))
                 continue
             handlers[type(msg)](msg)
             gc.collect()

@@ -164,6 +164,8 @@ class CandidateSession:
         """One timed batch in the runner; also returns the judge's own wall-clock bracket around it (seconds)."""
         self._next_call += 1
         self._announce()
+        # Buffers just announced are mapped before the bracket starts: the bracket measures the batch alone.
+        self.runner.request(protocol.Ping(call=self._next_call), {"pong"}, timeout)
         msg = protocol.Time(call=self._next_call, model=model, input_sets=tuple(tuple(s) for s in input_refs),
                             order=tuple(order), warmup=warmup, commit=tuple(commit), launch_gaps=launch_gaps)
         started = time.perf_counter()

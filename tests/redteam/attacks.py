@@ -4,15 +4,12 @@ for harm outside the evaluation (files, processes, secrets)."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # engine_tasks
-
-import workbench as wb  # noqa: E402
-from workbench.eval import sandbox  # noqa: E402
+import workbench as wb
+from workbench.eval import sandbox
 
 HONEST = (Path(__file__).resolve().parents[1] / "faults" / "honest_softmax.py").read_text()
 

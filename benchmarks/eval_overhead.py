@@ -1,0 +1,95 @@
+"""What the trust boundary costs: wall time of one evaluation of the built-in softmax solution, before and after the
+judge/runner split, and the start-up time of a sandboxed runner.
+
+    python benchmarks/eval_overhead.py --device cuda --before .old     # .old: a checkout of the earlier engine
+    python benchmarks/eval_overhead.py --device cpu --reps 3
+
+"Before" runs the same script against another checkout (its `workbench` package first on PYTHONPATH) in a
+separate process. Each side evaluates once to warm up (process start, imports, compilation caches), then
+`--reps` times; the medians are compared. Prints one line per figure and the ratio after/before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_MEASURE = r"""
+import json, os, sys, time
+os.environ.setdefault("TRITON_INTERPRET", "1" if sys.argv[1] == "cpu" else "")
+if sys.argv[1] != "cpu":
+    os.environ.pop("TRITON_INTERPRET", None)
+import workbench as wb
+task = wb.get_task("softmax")
+cand = task.solution_candidate()
+times, statuses, sandbox = [], [], None
+for i in range(int(sys.argv[2]) + 1):
+    t0 = time.perf_counter()
+    r = wb.evaluate(task, cand, device=sys.argv[1])
+    if i:
+        times.append(time.perf_counter() - t0)
+    statuses.append(r.status)
+    sandbox = getattr(r, "sandbox", None)
+print("RESULT " + json.dumps({"times": times, "statuses": statuses, "sandbox": sandbox}))
+"""
+
+
+def measure(code_root: Path, device: str, reps: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(code_root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", _MEASURE, device, str(reps)], env=env, capture_output=True,
+                         text=True, timeout=3600, cwd=str(code_root))
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        raise RuntimeError(f"measuring {code_root} failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
+    return json.loads(line[len("RESULT "):])
+
+
+def runner_startup(device: str, n: int) -> list[float]:
+    """Seconds from asking the fork server for a runner to its Ready message (sandbox set up, CUDA not touched)."""
+    sys.path.insert(0, str(ROOT))
+    from workbench.eval.runner_process import ForkServer, RunnerProcess
+
+    server = ForkServer(device)
+    times = []
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            runner = RunnerProcess.start(server, device)
+            times.append(time.perf_counter() - t0)
+            runner.close()
+    finally:
+        server.close()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--before", type=Path, help="a checkout of the earlier engine (omit to skip)")
+    args = parser.parse_args()
+    after = measure(ROOT, args.device, args.reps)
+    med_after = statistics.median(after["times"])
+    print(f"after : {med_after:.3f} s per evaluation (median of {len(after['times'])}, statuses "
+          f"{sorted(set(after['statuses']))}, sandbox {after['sandbox']})")
+    if args.before:
+        before = measure(args.before.resolve(), args.device, args.reps)
+        med_before = statistics.median(before["times"])
+        print(f"before: {med_before:.3f} s per evaluation (median of {len(before['times'])}, statuses "
+              f"{sorted(set(before['statuses']))})")
+        print(f"ratio after/before: {med_after / med_before:.2f}x (target <= 1.3x on a GPU)")
+    starts = runner_startup(args.device, 10)
+    print(f"runner start-up (fork + sandbox + ready): median {1e3 * statistics.median(starts):.1f} ms, "
+          f"max {1e3 * max(starts):.1f} ms over {len(starts)}")
+
+
+if __name__ == "__main__":
+    main()
