@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 import traceback
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,11 +40,63 @@ class Stop(Exception):
 
 @dataclass
 class Context:
-    """What the judge process provides to an evaluation: references it already built, its fork server."""
+    """What the judge process provides to an evaluation: references it already built, its fork server, and how
+    shared memory reaches its runners (CUDA IPC where the sandbox allows it, else host staging)."""
 
     references: dict[str, LoadedReference]
     fork_server: Any
     workdir: str
+    transport: str = "auto"
+    share_ipc: bool = False
+    transport_note: str = ""
+    #: Per (task, size, device): FLOP/byte counts and compiled references, reused across candidates (the most
+    #: recent few only: a study over hundreds of tasks must not keep every compiled model on the GPU).
+    counted: dict[Any, Any] = field(default_factory=lambda: _Recent(64))
+    compiled: dict[Any, Any] = field(default_factory=lambda: _Recent(4))
+
+
+class _Recent(OrderedDict):
+    """A dict that keeps only its `limit` most recently set entries."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+def probe_transport(server: Any, device: str) -> tuple[str, bool, str]:
+    """(transport, share the IPC namespace?, note) for GPU runners: CUDA IPC with a private IPC namespace, else
+    with the judge's IPC namespace shared (PID, network and mount stay private), else pinned host staging."""
+    if not device.startswith("cuda"):
+        return "fd", False, ""
+    from workbench.eval import protocol
+    from workbench.eval.shared import Arena
+
+    notes = []
+    for share_ipc in (False, True):
+        arena = None
+        try:
+            with RunnerProcess.start(server, device, share_ipc=share_ipc) as runner:
+                arena = Arena(device, transport="cuda-ipc")
+                t, _ = arena.tensor((4,), torch.float32)
+                infos, fds = arena.pending()
+                runner.send(protocol.Share(buffers=infos), fds)
+                reply = runner.request(protocol.Ping(call=1), {"pong"}, 60)
+                if isinstance(reply, protocol.Pong):
+                    return "cuda-ipc", share_ipc, "" if not notes else "; ".join(notes)
+                notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: "
+                             f"{reply.message[:200]}")
+        except (RunnerDied, RunnerViolation, RuntimeError, OSError) as exc:
+            notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: {exc}")
+        finally:
+            if arena is not None:
+                arena.close()
+    return "fd", False, "host staging (" + "; ".join(notes) + ")"
 
 
 def precision_flags(task: Task) -> tuple[str, dict[str, Any]]:
@@ -87,14 +141,23 @@ class Evaluation:
     # ---- driver ---------------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         apply_precision(self.precision)
+        stages = self.base["protocol"].setdefault("stage_seconds", {})
+
+        def stage(name: str, fn: Any, *args: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                stages[name] = round(stages.get(name, 0.0) + time.perf_counter() - started, 3)
+
         try:
-            self.scan()
-            self.load()
-            report = self.check()
+            stage("scan", self.scan)
+            stage("load", self.load)
+            report = stage("check", self.check)
             result = self.assess(report)
-            self.count(result)
+            stage("count", self.count, result)
             if self.job.get("time_it", True):
-                self.time(result)
+                stage("time", self.time, result)
             return self.finish(result)
         except Stop as stop:
             return {**self.base, "warnings": self.warnings, **stop.reply}
@@ -145,8 +208,9 @@ class Evaluation:
             entry_key = compile_cache.key(self.cand["source"], "cuda")
             cached = compile_cache.lookup(entry_key)
         binds = [(str(cached), compile_cache.MOUNT_POINT)] if cached is not None else []
-        runner = RunnerProcess.start(self.ctx.fork_server, self.device, Limits(memory_bytes=memory), binds)
-        self.session = CandidateSession(runner, self.device, self.timeout)
+        runner = RunnerProcess.start(self.ctx.fork_server, self.device, Limits(memory_bytes=memory), binds,
+                                     share_ipc=self.ctx.share_ipc)
+        self.session = CandidateSession(runner, self.device, self.timeout, self.ctx.transport)
         self.base["protocol"]["runner_pid"] = runner.inner_pid
         if cached is not None and runner.workdir:  # no sandbox: no bind, the judge copies the entry in
             compile_cache.copy_entry(cached, os.path.join(runner.workdir, "torch_extensions"))
@@ -169,7 +233,10 @@ class Evaluation:
                     "compilation included). Raise it with evaluate(..., compile_timeout=seconds).")}) from None
             raise
         self.base["protocol"].update(load_seconds=round(self.session.load_seconds, 3),
-                                     transport=self.session.arena.transport, runner_pid=runner.inner_pid)
+                                     transport=self.session.arena.transport, runner_pid=runner.inner_pid,
+                                     ipc_namespace="shared" if self.ctx.share_ipc else "private")
+        if self.ctx.transport_note:
+            self.base["protocol"]["transport_note"] = self.ctx.transport_note
         if entry_key is not None:
             self.base["protocol"]["compile_seconds"] = round(self.session.load_seconds, 3)
             self.base["protocol"]["compile_cache"] = "hit" if cached is not None else "miss"
@@ -217,10 +284,13 @@ class Evaluation:
         ref = self.reference()
         self.ref_model, _ = build_models(ref, _NoCandidate, size, self.device, self.seed)
         self.time_size = size
-        try:
-            result["counted"] = count_work(self.ref_model, ref.make_inputs(size, self.seed + 101, self.device))
-        except Exception as exc:  # noqa: BLE001 - counting is advisory
-            result["counted"] = {"flops": None, "bytes": None, "error": str(exc)}
+        key = (self.task.source_hash, repr(sorted(size.items())), self.device)
+        if key not in self.ctx.counted:
+            try:
+                self.ctx.counted[key] = count_work(self.ref_model, ref.make_inputs(size, self.seed + 101, self.device))
+            except Exception as exc:  # noqa: BLE001 - counting is advisory
+                self.ctx.counted[key] = {"flops": None, "bytes": None, "error": str(exc)}
+        result["counted"] = self.ctx.counted[key]
 
     def time(self, result: dict[str, Any]) -> None:
         """Candidate (runner) and reference (judge) interleaved; committed outputs re-checked; bracket checked."""
@@ -234,8 +304,14 @@ class Evaluation:
         clock = "cuda-events" if self.device.startswith("cuda") else ("interpreter" if interpreted else "wall")
         compiled = None
         if self.device.startswith("cuda") and self.job.get("compile_reference", True):
-            compiled = _compiled(self.ref_model, ref.make_inputs(self.time_size, self.seed + 101, self.device),
-                                 self.notes)
+            # Compiled once per task, size and seed in this judge (a compile takes seconds to minutes).
+            key = (self.task.source_hash, repr(sorted(self.time_size.items())), self.seed, self.device)
+            if key not in self.ctx.compiled:
+                self.ctx.compiled[key] = _compiled(self.ref_model, ref.make_inputs(self.time_size, self.seed + 101,
+                                                                                   self.device), self.notes)
+            compiled = self.ctx.compiled[key]
+            if compiled is None:
+                self.notes.append("torch.compile of the reference failed earlier in this judge; compiled line omitted")
         sensors = _telemetry(self.device)
         try:
             outcome = judge_timing.time_pair(self.session, model.model_id, self.ref_model, compiled, ref,

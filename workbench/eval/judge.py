@@ -23,7 +23,7 @@ sys.stdout = sys.stderr
 
 import torch  # noqa: E402
 
-from workbench.eval.evaluation import Context, Evaluation  # noqa: E402
+from workbench.eval.evaluation import Context, Evaluation, probe_transport  # noqa: E402
 from workbench.eval.runner_process import ForkServer  # noqa: E402
 
 
@@ -51,9 +51,11 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="kwb_judge_")
     server = ForkServer(device)
     ctx = Context(references={}, fork_server=server, workdir=workdir)
+    ctx.transport, ctx.share_ipc, ctx.transport_note = probe_transport(server, device)
     gc.freeze()
     _REPLIES.write(json.dumps({"ready": True, "pid": os.getpid(), "versions": _versions(),
-                               "sandbox": server.sandbox, "sandbox_reason": server.reason}) + "\n")
+                               "sandbox": server.sandbox, "sandbox_reason": server.reason,
+                               "transport": ctx.transport, "transport_note": ctx.transport_note}) + "\n")
     _REPLIES.flush()
     try:
         for line in sys.stdin:

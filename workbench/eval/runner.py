@@ -284,7 +284,10 @@ class Runner:
             if isinstance(msg, Shutdown):
                 return
             if isinstance(msg, Share):
-                self.mapping.add(msg.buffers, fds)
+                try:
+                    self.mapping.add(msg.buffers, fds)
+                except Exception as exc:  # noqa: BLE001 - e.g. CUDA IPC refused here: the judge falls back
+                    self.fault("share", exc)
                 continue
             if isinstance(msg, protocol.Ping):
                 self.send(protocol.Pong(call=msg.call))

@@ -115,7 +115,8 @@ class Limits:
 class RunnerProcess:
     """One candidate's runner. Use as a context manager: `with RunnerProcess.start(server, ...) as runner:`."""
 
-    def __init__(self, server: ForkServer, device: str, limits: Limits, extra_binds: list[tuple[str, str]]):
+    def __init__(self, server: ForkServer, device: str, limits: Limits, extra_binds: list[tuple[str, str]],
+                 share_ipc: bool = False):
         self.server, self.device = server, device
         self.job, self.nonce = protocol.new_nonce()[:12], protocol.new_nonce()
         self.seq_out = 0
@@ -127,7 +128,7 @@ class RunnerProcess:
         request = {"op": "spawn", "job": self.job, "nonce": self.nonce, "device": device,
                    "limits": {"address_space": limits.memory_bytes, "cpu_seconds": limits.cpu_seconds,
                               "scratch_bytes": limits.scratch_bytes},
-                   "share_ipc": False, "extra_binds": [list(b) for b in extra_binds], "workdir": self.workdir}
+                   "share_ipc": share_ipc, "extra_binds": [list(b) for b in extra_binds], "workdir": self.workdir}
         try:
             reply = server.call(request, (theirs.fileno(), log_w))
         finally:
@@ -142,8 +143,8 @@ class RunnerProcess:
 
     @classmethod
     def start(cls, server: ForkServer, device: str, limits: Limits | None = None,
-              extra_binds: list[tuple[str, str]] | None = None) -> RunnerProcess:
-        runner = cls(server, device, limits or Limits(), list(extra_binds or []))
+              extra_binds: list[tuple[str, str]] | None = None, share_ipc: bool = False) -> RunnerProcess:
+        runner = cls(server, device, limits or Limits(), list(extra_binds or []), share_ipc)
         try:
             ready = runner.receive({"ready"}, time.monotonic() + RUNNER_STARTUP_S)
         except BaseException:

@@ -77,6 +77,7 @@ class CandidateSession:
     runner: RunnerProcess
     device: str
     timeout: float
+    transport: str = "auto"
     arena: Arena = field(init=False)
     reports: list[CallRecord] = field(default_factory=list)
     kernels: tuple[str, ...] = ()
@@ -85,7 +86,7 @@ class CandidateSession:
     _next_call: int = 0
 
     def __post_init__(self) -> None:
-        self.arena = Arena(self.device, transport="auto")
+        self.arena = Arena(self.device, transport=self.transport)
 
     # -- plumbing --
     def _announce(self) -> None:
@@ -144,7 +145,9 @@ class CandidateSession:
         outs = []
         for k, form in enumerate(reply.forms):
             if form.copied and k < len(slots):
-                outs.append(slots[k].clone())
+                # With host staging the slot is host memory; the output was on the device.
+                outs.append(slots[k].to(form.device) if slots[k].device.type != torch.device(form.device).type
+                            else slots[k].clone())
             else:
                 outs.append(_standin(form, self.device))
         if self.device.startswith("cuda"):

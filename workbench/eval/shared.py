@@ -46,6 +46,13 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 # ---- CUDA driver API (only what IPC needs) ---------------------------------------------------------------------
 
+class _IpcMemHandle(ctypes.Structure):
+    """CUipcMemHandle: 64 opaque bytes, passed *by value* to cuIpcOpenMemHandle (a ctypes array would go as a
+    pointer and the driver would read garbage)."""
+
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
 class _Driver:
     """ctypes bindings of the few CUDA driver calls used here; loaded on first use."""
 
@@ -53,8 +60,8 @@ class _Driver:
         self.lib = ctypes.CDLL("libcuda.so.1")
         self.lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
         self.lib.cuMemFree_v2.argtypes = [ctypes.c_uint64]
-        self.lib.cuIpcGetMemHandle.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
-        self.lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_char * 64, ctypes.c_uint]
+        self.lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(_IpcMemHandle), ctypes.c_uint64]
+        self.lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), _IpcMemHandle, ctypes.c_uint]
         self.lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
         self.lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
 
@@ -80,14 +87,17 @@ class _Driver:
         self.lib.cuMemFree_v2(ptr)
 
     def export(self, ptr: int) -> str:
-        handle = ctypes.create_string_buffer(64)
-        self.check(self.lib.cuIpcGetMemHandle(handle, ptr), "cuIpcGetMemHandle")
-        return handle.raw.hex()
+        handle = _IpcMemHandle()
+        self.check(self.lib.cuIpcGetMemHandle(ctypes.byref(handle), ptr), "cuIpcGetMemHandle")
+        return bytes(ctypes.string_at(ctypes.addressof(handle), 64)).hex()
 
     def open(self, handle_hex: str) -> int:
-        raw = (ctypes.c_char * 64).from_buffer_copy(bytes.fromhex(handle_hex))
+        raw = bytes.fromhex(handle_hex)
+        if len(raw) != 64:
+            raise ValueError("a CUDA IPC handle has 64 bytes")
+        handle = _IpcMemHandle.from_buffer_copy(raw)
         ptr = ctypes.c_uint64()
-        self.check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), raw, 1), "cuIpcOpenMemHandle")
+        self.check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), handle, 1), "cuIpcOpenMemHandle")
         return ptr.value
 
     def close(self, ptr: int) -> None:
