@@ -45,6 +45,9 @@ def main() -> None:
         t0 = time.perf_counter()
         res = wb.evaluate(task, cand, device="cuda")
         print(line(res, time.perf_counter() - t0), flush=True)
+        print("    stages:", res.protocol.get("stage_seconds"), "n:", res.timing.n if res.timing else None,
+              "batches:", res.protocol.get("timed_batches"), "checked:", res.protocol.get("checked_timed_calls"),
+              flush=True)
         if res.status not in ("ok", "rejected", "incorrect"):
             print("   ", res.message[:1500].replace("\n", "\n    "), flush=True)
         if res.protocol.get("transport_note"):

@@ -1,10 +1,10 @@
 # CHEAT (CHEATS.md rows 10, 13), GPU only: memoizes outputs by a content fingerprint of the input kept on the
 # instance (no module-level container, no data_ptr), and on a hit launches a one-element kernel on the cached
 # output, so launch tracking, provenance and profiler coverage are all satisfied and the result is right for
-# its inputs. The timing pool repeats its input sets, so every timed call is a hit and takes microseconds on
-# a task that must move hundreds of MB: below bytes / bandwidth -> faster-than-physics. The worker now
-# rewrites timed inputs in place between reps, so the cache never hits and the measured time is the real cost:
-# the cheat is neutralized before the roofline check (which is tested with constructed numbers).
+# its inputs. Timed input sets get new values between batches, so each set misses once per batch; within a batch
+# the repeated sets hit and take microseconds on a task that must move hundreds of MB: the median is below bytes /
+# bandwidth -> faster-than-physics. The cache keeps every output it made, so over many batches it may exhaust the
+# GPU first (out of memory, in its own runner): either way it is not "ok".
 import torch
 import torch.nn as nn
 import triton

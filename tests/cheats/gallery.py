@@ -108,6 +108,7 @@ def verdict_problems(name: str, result: wb.Result, device: str) -> list[str]:
             problems.append(f"an accepted candidate carries flags {result.flags}")
         if flag and flag not in result.warnings:
             problems.append(f"warning {flag!r} missing from {result.warnings}")
-    elif not set(flag if isinstance(flag, list) else [flag]) & set(result.flags):
+    elif result.status in ("rejected", "incorrect") and not set(flag if isinstance(flag, list) else [flag]) & \
+            set(result.flags):
         problems.append(f"flag {flag!r} missing from {result.flags}")
     return problems

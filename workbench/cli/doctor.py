@@ -140,9 +140,25 @@ def extras() -> list[Extra]:
     return found
 
 
+def sandbox() -> dict[str, Any]:
+    """Which sandbox candidates' runners get here (probed by entering fresh namespaces in a forked child)."""
+    from workbench.eval.sandbox import probe
+
+    found = probe()
+    if found.kind == "namespaces":
+        what = ("each candidate runs in a fresh runner with its own user, PID, mount and network namespaces: no "
+                "network, read-only files without your home or project, a private scratch directory, no secrets")
+    else:
+        what = (f"NONE ({found.reason}): candidates run in a separate process but can read your files and "
+                "environment allow-list, use the network and leave processes behind; every Result says "
+                "sandbox='none'. On Linux, enable unprivileged user namespaces to get the sandbox")
+    return {"kind": found.kind, "reason": found.reason, "what": what}
+
+
 def report() -> dict[str, Any]:
     """Everything `kwb doctor` shows, as one JSON-able dict."""
     return {
+        "sandbox": sandbox(),
         "versions": versions(),
         "platform": {"system": platform.platform(), "cpu_cores": os.cpu_count(), "executable": sys.executable},
         "cuda": cuda_devices(),
@@ -167,6 +183,9 @@ def format_report(data: dict[str, Any]) -> str:
                      f"{dev['multiprocessors']} SMs)")
     interp = data["interpreter"]
     lines += ["Triton interpreter", f"  {'ON' if interp['used'] else 'off'}: {interp['reason']}"]
+    box = data.get("sandbox")
+    if box:
+        lines += ["sandbox", f"  {box['kind']}: {box['what']}"]
     lines.append("tools")
     for name, path in data["tools"].items():
         lines.append(f"  {name:<17} {path or 'not on PATH (only needed on a GPU machine)'}")

@@ -105,7 +105,7 @@ def stopping_rule(device: str, interpreted: bool, reps: int | None) -> StoppingR
     if interpreted:
         return StoppingRule.fixed(5)
     if device.startswith("cuda"):
-        return StoppingRule(target_rel_ci=0.01, min_samples=50, max_samples=2000, time_cap_s=8.0)
+        return StoppingRule(target_rel_ci=0.01, min_samples=50, max_samples=1000, time_cap_s=5.0)
     return StoppingRule.fixed(30)  # the CPU wall clock: compiled torch code, a fixed, cheap count
 
 

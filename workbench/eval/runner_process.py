@@ -69,6 +69,8 @@ class ForkServer:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root
         env["HOME"] = tempfile.gettempdir()
+        if os.environ.get("KWB_SANDBOX"):  # e.g. "none": a user's explicit choice reaches the server
+            env["KWB_SANDBOX"] = os.environ["KWB_SANDBOX"]
         self.proc = subprocess.Popen([sys.executable, "-m", "workbench.eval.forkserver", str(theirs.fileno())],
                                      pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                      start_new_session=True)

@@ -84,6 +84,8 @@ class CandidateSession:
     load_seconds: float = 0.0
     _next_model: int = 0
     _next_call: int = 0
+    _free: dict[Any, list[Any]] = field(default_factory=dict)
+    _lent: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.arena = Arena(self.device, transport=self.transport)
@@ -102,13 +104,31 @@ class CandidateSession:
                                    RemoteError(reply))
         return reply
 
-    def share_arg(self, value: Any) -> tuple[Any, Any]:
+    def _buffer(self, shape: tuple[int, ...], dtype: torch.dtype, pooled: bool) -> tuple[torch.Tensor, TensorRef]:
+        """A shared tensor: a free one of this shape and dtype when `pooled` (reused call after call, so a
+        correctness call does not cost an allocation and an IPC mapping), else a new one."""
+        key = (tuple(shape), dtype)
+        if pooled and self._free.get(key):
+            item = self._free[key].pop()
+        else:
+            item = self.arena.tensor(tuple(shape), dtype)
+        if pooled:
+            self._lent.append((key, item))
+        return item
+
+    def _give_back(self) -> None:
+        for key, item in self._lent:
+            self._free.setdefault(key, []).append(item)
+        self._lent.clear()
+
+    def share_arg(self, value: Any, pooled: bool = False) -> tuple[Any, Any]:
         """(the runner's reference to `value`, the judge-side shared object) for one argument."""
         if isinstance(value, torch.Tensor):
-            shared, ref = self.arena.share_like(value.detach())
+            shared, ref = self._buffer(tuple(value.shape), value.dtype, pooled)
+            shared.copy_(value.detach())
             return ref, shared
         if isinstance(value, (list, tuple)):
-            pairs = [self.share_arg(v) for v in value]
+            pairs = [self.share_arg(v, pooled) for v in value]
             return tuple(p[0] for p in pairs), type(value)(p[1] for p in pairs)
         return value, value
 
@@ -132,11 +152,12 @@ class CandidateSession:
         """One call on shared copies of `inputs`. Returns (outputs as judge tensors or stand-ins, the shared inputs as
         they are after the call)."""
         self._next_call += 1
-        pairs = [self.share_arg(x) for x in inputs]
+        self._give_back()  # the previous call's buffers: its outputs were cloned, its inputs compared already
+        pairs = [self.share_arg(x, pooled=True) for x in inputs]
         slots: list[torch.Tensor] = []
         slot_refs: list[TensorRef] = []
         for like in out_like:
-            t, ref = self.arena.tensor(tuple(like.shape), like.dtype)
+            t, ref = self._buffer(tuple(like.shape), like.dtype, pooled=True)
             slots.append(t)
             slot_refs.append(ref)
         reply = self._expect(protocol.Call(call=self._next_call, model=model, inputs=tuple(p[0] for p in pairs),

@@ -1,0 +1,44 @@
+"""Where no sandbox can be made, evaluation still works and every Result, the CLI and `kwb doctor` say so."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from redteam.attacks import evaluate, kernel, softmax_task
+
+from workbench.eval.judge_pool import shutdown_workers
+
+
+@pytest.fixture
+def no_sandbox(monkeypatch):
+    monkeypatch.setenv("KWB_SANDBOX", "none")
+    shutdown_workers()  # the next judge and its fork server see the setting
+    yield
+    shutdown_workers()
+
+
+def test_without_a_sandbox_verdicts_still_come_and_say_so(no_sandbox):
+    ok = evaluate(kernel())
+    assert ok.status == "ok" and ok.sandbox == "none", ok.message
+    assert "KWB_SANDBOX" in ok.protocol.get("sandbox_reason", "")
+    assert "sandbox=none" in ok.summary()
+    wrong = evaluate(kernel(in_forward="y = y * 0.5"))
+    assert wrong.status == "incorrect" and wrong.sandbox == "none"
+
+
+def test_the_cli_and_doctor_show_the_missing_sandbox(no_sandbox, tmp_path):
+    from workbench.eval.judge_pool import scrubbed_env
+
+    source = tmp_path / "k.py"
+    source.write_text(kernel().source)
+    env = {**scrubbed_env("cpu"), "KWB_SANDBOX": "none"}
+    task_file = tmp_path / "task.py"
+    task_file.write_text(softmax_task().source)
+    out = subprocess.run([sys.executable, "-m", "workbench.cli", "eval", "--task", str(task_file), str(source),
+                          "--device", "cpu", "--no-time"], capture_output=True, text=True, env=env, timeout=600)
+    assert "sandbox: none" in out.stdout + out.stderr, out.stdout + out.stderr
+    doctor = subprocess.run([sys.executable, "-m", "workbench.cli", "doctor"], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert "none: NONE" in doctor.stdout
