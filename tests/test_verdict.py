@@ -93,7 +93,7 @@ def test_heatmap_only_for_failures_with_round_size_and_real_indices():
     heat = fig.data[0]
     assert list(heat.x)[:3] == [0, 2, 4] and list(heat.y) == list(range(8))  # output columns, pooled by 2
     assert heat.customdata[0][1] == "rows 0, cols 2–3"
-    assert "round" in fig.layout.title.text and "batch_size=8 dim=100" in fig.layout.title.text
+    assert "|error| / tolerance" in fig.layout.title.text and fig.layout.title.subtitle.text == view.source
     assert error_heatmap(passed()) is None and map_view(passed()) is None
     below = failed(details={"rounds": rounds(), "error_map": [[0.5, 0.9]]})  # failed, but not in the numbers
     assert map_view(below) is None
@@ -115,6 +115,9 @@ def test_new_result_fields_are_shown_when_present():
     assert "kwb-sandbox-none" not in result_html(r)
     bare = dict(stats_rows(passed()))
     assert "protocol" not in bare and "error budget" not in bare and "coverage" not in bare["speedup vs eager"]
+    interp = dict(stats_rows(passed(timing=Timing(9.0, 8.0, 10.0, 1.0, 8.5, 9.5, 5, "interpreter"), speedup=None)))
+    assert "reference (eager)" not in interp and "not comparable with compiled code" in interp["note"]
+    assert "reference (eager)" in dict(stats_rows(passed()))
     unsafe = result_html(passed(sandbox="none"))
     assert "kwb-sandbox-none" in unsafe and "No sandbox" in unsafe
 

@@ -203,7 +203,12 @@ def test_roofline_view_draws_only_results_timed_on_its_roofs():
     assert any(t.startswith("DRAM ") and t.endswith("(measured)") for t in notes)
     given = Ceilings("test-gpu", copy_bandwidth=2e12, matmul_flops={"fp32": 5e13}, device="cuda")
     mine = RooflineView([result("x", ms=2.0, n=100)], device="cpu", ceilings=given)
-    assert mine._picker.value == "given" and len(mine.points) == 1
+    assert mine._picker.value == "gpu:test-gpu" and mine._picker.label == "test-gpu: measured"
+    assert len(mine.points) == 1
+    h100 = Ceilings("NVIDIA H100 80GB HBM3", 3.02e12, {"fp32": 52e12, "fp16": 668e12}, device="cuda")
+    both = RooflineView([_gpu("gpu", 1.0, 1 << 20)], device="cpu", ceilings=h100)  # datasheet beside measured
+    assert both._picker.label == "NVIDIA H100 80GB HBM3: datasheet + measured"
+    assert len([tr for tr in both.figure.data if tr.mode == "lines"]) == 4
     assert roofline_point(to_records([result("x", ms=2.0, n=100)])[0])["bytes_per_s"] == pytest.approx(1200 / 2e-3)
     html = mine.to_html()
     assert "plotly-graph-div" in html and "test-gpu (measured)" in html

@@ -110,13 +110,15 @@ _CSS = """
   background: #fff; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace;
   font-size: 12.5px; line-height: var(--kwb-line); overflow: hidden; }
 .kwb-code:focus-within { border-color: #1976d2; box-shadow: 0 0 0 1px #1976d2; }
-.kwb-code pre, .kwb-code textarea { font: inherit; line-height: inherit; tab-size: 4; margin: 0; }
-.kwb-code-gutter { flex: none; min-width: 3.2em; padding: 4px 8px 4px 4px; text-align: right; color: #9e9e9e;
+/* JupyterLab styles output <pre> (wrapping, padding): the overlay must not wrap or lines drift apart. */
+.kwb-code pre, .kwb-code textarea { font: inherit !important; line-height: inherit !important; tab-size: 4;
+  margin: 0 !important; white-space: pre !important; overflow-wrap: normal !important; word-break: normal !important; }
+.kwb-code .kwb-code-gutter { flex: none; min-width: 3.2em; padding: 4px 8px 4px 4px !important; text-align: right; color: #9e9e9e;
   background: #f5f5f5; border-right: 1px solid #e0e0e0; overflow: hidden; user-select: none; box-sizing: border-box; }
 .kwb-code-bad { color: #fff; background: #c62828; border-radius: 2px; padding: 0 2px; }
 .kwb-code-area { position: relative; flex: 1 1 auto; min-width: 0; }
-.kwb-code-hl, .kwb-code-input { position: absolute; inset: 0; padding: 4px 8px; white-space: pre;
-  box-sizing: border-box; border: 0; }
+.kwb-code .kwb-code-hl, .kwb-code .kwb-code-input { position: absolute; inset: 0; padding: 4px 8px !important;
+  box-sizing: border-box; border: 0 !important; background: transparent; }
 .kwb-code-hl { overflow: hidden; pointer-events: none; color: #1f1f1f; }
 .kwb-code-input { color: transparent; caret-color: #111; background: transparent; resize: none; outline: none;
   overflow: auto; }

@@ -31,8 +31,8 @@ __all__ = ["KernelEditor", "build_candidate", "starter_source", "resolve_task", 
            "HEATMAP_MAX_CELLS"]
 
 #: Points to the cell magic, where JupyterLab's own editor (completion, search) holds the kernel.
-MAGIC_TIP = ('<span style="color:#666;font-size:90%">Tip: <code>%load_ext widgets</code>, then a cell starting '
-             "<code>%%kwb TASK</code> runs that cell as the kernel, with JupyterLab's editor.</span>")
+MAGIC_TIP = ('<div style="color:#666;font-size:90%;text-align:right;white-space:nowrap">Tip: after '
+             "<code>%load_ext widgets</code>, a cell starting <code>%%kwb TASK</code> is a kernel</div>")
 
 
 # ---- plain functions ---------------------------------------------------------------------------------
@@ -130,7 +130,8 @@ class KernelEditor(StaticMixin, w.VBox):
         self.add_class("kwb-editor")
         self.children = [
             w.HBox([self._task_picker, self._language_picker, self._device_picker, self._name]),
-            self._code, w.HBox([self._info, w.HTML(MAGIC_TIP)], layout=w.Layout(justify_content="space-between")),
+            self._code, w.HBox([self._info, w.HTML(MAGIC_TIP, layout=w.Layout(flex="1 1 auto"))],
+                               layout=w.Layout(width="100%")),
             w.HBox([self._run, self._cancel, self._reset, self._progress]),
             self._panel, self._heatmap_box,
         ]
@@ -251,7 +252,7 @@ class KernelEditor(StaticMixin, w.VBox):
         except WorkbenchError:
             ident = ""
         lines = self.source.count("\n") + (1 if self.source and not self.source.endswith("\n") else 0)
-        self._info.value = f'<span style="color:#666;font-size:90%">{lines} lines{ident}</span>'
+        self._info.value = f'<span style="color:#666;font-size:90%;white-space:nowrap">{lines} lines{ident}</span>'
 
     def _on_language(self, change: Any) -> None:
         self._on_source()

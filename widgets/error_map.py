@@ -114,9 +114,7 @@ def map_view(result: Result) -> MapView | None:
 
 
 def _title(view: MapView | None) -> str:
-    if view is None:
-        return "Where the output is wrong"
-    return f"Where the output is wrong: |error| / tolerance in {view.source}; above 1 fails"
+    return "Where the output is wrong: |error| / tolerance, above 1 fails"
 
 
 def fill_error_heatmap(fig: Any, view: MapView | None) -> None:
@@ -139,9 +137,10 @@ def fill_error_heatmap(fig: Any, view: MapView | None) -> None:
                     colorbar={"title": {"text": "|err| / tol"}, "len": 0.9},
                     hovertemplate="%{customdata}: %{z:.3g} x tolerance<extra></extra>")
     pooled = " (each cell the worst of a block)" if ystep > 1 or xstep > 1 else ""
-    titled(fig, _title(view), height=340,
+    titled(fig, _title(view), height=360, margin={"t": 80},
            xaxis={"title": {"text": "column (output index)" + pooled}},
            yaxis={"title": {"text": "row"}, "autorange": "reversed"})
+    fig.layout.title.subtitle.text = view.source
 
 
 def error_heatmap(result_or_map: Any, widget: bool = False) -> Any:

@@ -201,18 +201,27 @@ def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] 
         except (WorkbenchError, OSError) as exc:
             raise MagicUsageError(f"--store {args.store!r}: {exc}") from None
     card = CellVerdict()
-    if display is not None:
-        display(card)
+    handle = display(card, display_id=True) if display is not None else None
+
+    def refresh() -> None:
+        # The live widget updates itself; re-sending the output refreshes its HTML fallback too, which is what
+        # papermill and nbconvert keep (else a saved notebook would say "running" forever).
+        if hasattr(handle, "update"):
+            handle.update(card)
+
     try:
         result = evaluate(task, candidate, device=args.device, size=args.size, timeout=args.timeout)
     except KeyboardInterrupt:
         _discard_worker(args.device or "cpu")
         card.state("cancelled", "interrupted: the worker was stopped; run the cell again for a fresh one")
+        refresh()
         return None
     except WorkbenchError as exc:  # the caller's mistake (no GPU, unknown size preset): say what to do
         card.state("error", str(exc))
+        refresh()
         return None
     card.show(result)
+    refresh()
     if store is not None:
         store.add(result)
     if user_ns is not None:

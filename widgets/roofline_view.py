@@ -57,22 +57,31 @@ def _gpu_names(records: list[Record]) -> list[str]:
 
 
 def roof_choices(records: list[Record], device: str | None, ceilings: Any = None) -> list[RoofChoice]:
-    """Roofs worth offering: given ceilings, each GPU the results ran on (datasheet, and measured where this
-    machine has that GPU), this machine's GPU, and the measured CPU. Default first."""
+    """Roofs worth offering, default first: each GPU the results ran on (most recent first; datasheet, and
+    measured where this machine has that GPU or `ceilings` were given for it), this machine's GPU, and the
+    CPU (measured, or the given CPU ceilings). Given ceilings of a GPU not in the datasheet table are a
+    choice of their own."""
     from roofline.specs import match_device_name
 
-    choices: list[RoofChoice] = []
-    if ceilings is not None:
-        choices.append(RoofChoice(f"{ceilings.device_name} (given ceilings)", "given", lambda: (None, ceilings)))
     local = _local_gpu()
-    for name in reversed(_gpu_names(records)):
+    given_kind = _ceilings_kind(ceilings)
+    given_entry = match_device_name(ceilings.device_name) if given_kind == "gpu" else None
+    names = list(reversed(_gpu_names(records)))
+    if given_kind == "gpu" and ceilings.device_name not in names and not any(
+            given_entry is not None and match_device_name(n) is given_entry for n in names):
+        names.insert(0, ceilings.device_name)
+    choices: list[RoofChoice] = []
+    for name in names:
         entry = match_device_name(name)
-        measured = local is not None and local == name
+        mine = given_kind == "gpu" and (name == ceilings.device_name or entry is not None and entry is given_entry)
+        measured = mine or (local is not None and local == name)
         if entry is None and not measured:
             continue
         label = f"{name}: " + " + ".join(p for p in ("datasheet" if entry else "", "measured" if measured else "") if p)
 
-        def load(entry: Any = entry, measured: bool = measured) -> tuple[Any, Any]:
+        def load(entry: Any = entry, mine: bool = mine, measured: bool = measured) -> tuple[Any, Any]:
+            if mine:
+                return entry, ceilings
             from roofline.ceilings import get_ceilings
 
             return entry, get_ceilings("cuda") if measured else None
@@ -80,10 +89,23 @@ def roof_choices(records: list[Record], device: str | None, ceilings: Any = None
         choices.append(RoofChoice(label, f"gpu:{name}", load))
     if local is not None and not any(c.key == f"gpu:{local}" for c in choices):
         choices.append(RoofChoice(f"{local} (this machine)", f"gpu:{local}", _load_local_gpu))
-    choices.append(RoofChoice("CPU (measured)", "cpu", _load_cpu))
-    if device and device.startswith("cuda") and ceilings is None and local is not None:
+    if given_kind == "cpu":
+        choices.append(RoofChoice(f"{ceilings.device_name} (measured)", "cpu", lambda: (None, ceilings)))
+    elif given_kind is None and ceilings is not None:
+        choices.insert(0, RoofChoice(f"{ceilings.device_name} (given ceilings)", "given", lambda: (None, ceilings)))
+    else:
+        choices.append(RoofChoice("CPU (measured)", "cpu", _load_cpu))
+    if device and device.startswith("cuda") and local is not None and not _gpu_names(records):
         choices.sort(key=lambda c: c.key != f"gpu:{local}")  # this machine's GPU first when asked for cuda
     return choices
+
+
+def _ceilings_kind(ceilings: Any) -> str | None:
+    if ceilings is None:
+        return None
+    from roofline.plot import Roofs
+
+    return Roofs(ceilings).kind
 
 
 def _local_gpu() -> str | None:
@@ -110,8 +132,9 @@ def left_out_html(left: list[dict[str, Any]]) -> str:
     """The results not drawn on these roofs, each with why (interpreter time, other device, not timed)."""
     if not left:
         return ""
-    rows = "".join(f'<tr class="kwb-roofline-skipped"><td title="{esc(r["task"])}">{esc(r["name"])}</td>'
-                   f'<td style="color:#666">{esc(r["reason"])}</td></tr>' for r in left[-40:])
+    rows = "".join(f'<tr class="kwb-roofline-skipped"><td title="{esc(r["task"])}" style="padding-right:1em;'
+                   f'white-space:nowrap">{esc(r["name"])}</td><td style="color:#666">{esc(r["device"])}</td>'
+                   f'<td style="color:#666;padding-left:1em">{esc(r["reason"])}</td></tr>' for r in left[-40:])
     more = f"<p style='color:#666'>… and {len(left) - 40} earlier</p>" if len(left) > 40 else ""
     return (f'<div class="kwb-roofline-left" style="font-size:90%"><b>Not on this roofline ({len(left)})</b>'
             f'<table style="border-collapse:collapse;margin-top:4px">{rows}</table>{more}</div>')
@@ -132,12 +155,14 @@ class RooflineView(StaticMixin, w.VBox):
         self._choices: list[RoofChoice] = []
         self._picker = w.Dropdown(description="roofs", layout=w.Layout(width="460px"))
         self._picker.add_class("kwb-roofline-picker")
-        self._side = w.HTML(layout=w.Layout(width="320px", overflow="auto", max_height="480px"))
+        self._side = w.HTML(layout=w.Layout(overflow="auto", max_height="14em"))
         self._note = w.HTML()
-        self._box = w.Box(layout=w.Layout(flex="1 1 auto", min_width="0"))
+        self._box = w.Box(layout=w.Layout(width="100%"))
         super().__init__(**kwargs)
         self.add_class("kwb-roofline")
-        self.children = [self._picker, w.HBox([self._box, self._side], layout=w.Layout(width="100%")), self._note]
+        # The list of results left out sits under the plot: beside it, it would squeeze the figure, which
+        # plotly sizes once, when the (possibly hidden) tab is first drawn.
+        self.children = [self._picker, self._box, self._side, self._note]
         self._refresh_choices()
         self._picker.observe(lambda _: None if self._quiet else self._draw(), "value")
         self._draw()

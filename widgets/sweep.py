@@ -106,7 +106,8 @@ def rows_html(frame) -> str:
             lo, hi = row.get("ci95_low_ms"), row.get("ci95_high_ms")
             ci = f" [{fmt_ms(lo)}, {fmt_ms(hi)}]" if lo == lo and hi == hi and lo is not None and hi is not None else ""
             return esc(fmt_ms(value) + ci)
-        return esc(str(row[c]))
+        value = row[c]
+        return "–" if value is None or value != value else esc(str(value))
 
     headers = [esc("time [95% CI]" if c == "time_ms" else c) for c in cols]
     return table(headers, [[cell(row, c) for c in cols] for _, row in frame.iterrows()], "kwb-sweep-rows")

@@ -132,7 +132,9 @@ def _fill_heatmap(fig: Any, frame, knobs: list[str], clock: str | None) -> None:
     fig.add_heatmap(x=xs, y=ys, z=failed_z, text=failed_text, texttemplate="%{text}", showscale=False,
                     colorscale=[[0, FAILED_COLOR], [1, FAILED_COLOR]], hovertemplate="%{text}<extra></extra>",
                     name="failed", xgap=2, ygap=2, textfont={"color": "#8e1b10"})
-    fig.add_heatmap(x=xs, y=ys, z=data["z"], text=data["text"], customdata=data["hover"], texttemplate="%{text}",
+    time_text = [[t if v is not None else "" for t, v in zip(trow, zrow, strict=True)]
+                 for trow, zrow in zip(data["text"], data["z"], strict=True)]
+    fig.add_heatmap(x=xs, y=ys, z=data["z"], text=time_text, customdata=data["hover"], texttemplate="%{text}",
                     colorscale="Blues", colorbar={"title": {"text": "ms"}}, name="time", xgap=2, ygap=2, hoverongaps=False,
                     hovertemplate=f"{data['x_name']}=%{{x}}" + (f", {data['y_name']}=%{{y}}" if data["y_name"] else "")
                     + ": %{customdata}<extra></extra>")

@@ -218,9 +218,11 @@ def stats_rows(result: Result) -> list[tuple[str, str]]:
     if t is not None:
         stop = f", stopped: {t.stop_reason}" if t.stop_reason else ""
         rows.append(("time (median)", timing_text(t) + stop))
-    if result.reference_timing is not None:
+    interpreted = t is not None and t.clock == "interpreter"
+    # Beside an interpreter time a reference time invites the comparison the interpreter cannot support.
+    if result.reference_timing is not None and not interpreted:
         rows.append(("reference (eager)", timing_text(result.reference_timing)))
-    if result.compiled_reference_timing is not None:
+    if result.compiled_reference_timing is not None and not interpreted:
         rows.append(("torch.compile", timing_text(result.compiled_reference_timing)))
     if result.speedup is not None:
         rows.append(("speedup vs eager", speedup_text(result)))
@@ -236,8 +238,9 @@ def stats_rows(result: Result) -> list[tuple[str, str]]:
               f"sandbox {result.sandbox}" if result.sandbox and result.sandbox != "none" else ""]
     if any(policy):
         rows.append(("protocol", ", ".join(p for p in policy if p)))
-    if t is not None and t.clock == "interpreter":
-        rows.append(("note", "Triton interpreter time: correctness only, not comparable with compiled code"))
+    if interpreted:
+        rows.append(("note", "Triton interpreter time: correctness only, not comparable with compiled code (so no "
+                             "reference time or speedup is shown)"))
     return rows
 
 
