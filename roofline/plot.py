@@ -186,7 +186,7 @@ def point_trace(go: Any, rows: list[dict[str, Any]], name: str = POINTS):
 
 
 def roof_traces(go: Any, source: Any, dtypes: tuple[str, ...], x_range: tuple[float, float],
-                dash: str | None = None, textposition: str = "top left") -> list[Any]:
+                dash: str | None = None, textposition: str = "bottom right") -> list[Any]:
     """Per dtype: the roof polyline (x_lo -> ridge -> x_hi, mode "lines"), named by its compute roof; plus one
     trace marking the ridge points (mode "markers+text")."""
     roofs = source if isinstance(source, Roofs) else Roofs(source)
@@ -220,18 +220,21 @@ def roof_traces(go: Any, source: Any, dtypes: tuple[str, ...], x_range: tuple[fl
 
 def _roof_labels(roofs: Roofs, dtypes: tuple[str, ...], x_range: tuple[float, float], slot: int,
                  lowest_bandwidth: float) -> list[dict]:
-    """Direct labels, as Nsight Compute draws them: each compute roof at its right end (datasheet above its
-    line, measured below), and the memory roof under its slope, where a rising line never crosses the text
+    """Direct labels, as Nsight Compute draws them. Each compute roof is labelled at its own height just left
+    of its ridge, where the space above the memory slope is empty (so a label never runs into the ridge
+    marks or off the right edge): the first source's above its roof, a second source's below (further left,
+    clear of the slope); the memory roof under its slope, where a rising line never crosses the text
     (labels of several sources stack downwards from the lowest slope)."""
-    lo, hi = x_range
-    below = slot > 0
+    lo, _ = x_range
     labels = []
     for key in dtypes:
         peak = roofs.peaks.get(key)
         if peak:
-            labels.append({"x": math.log10(hi), "y": math.log10(peak), "text": roofs.compute_label(key),
-                           "xanchor": "right", "yanchor": "top" if below else "bottom", "yshift": -3 if below else 3,
-                           "showarrow": False, "font": {"size": 11, "color": _COLORS.get(key, "#444")}})
+            ridge = peak / roofs.bandwidth
+            labels.append({"x": math.log10(ridge), "y": math.log10(peak), "text": roofs.compute_label(key),
+                           "xanchor": "right", "yanchor": "top" if slot else "bottom", "xshift": -30 if slot else -10,
+                           "yshift": -1 if slot else 1, "showarrow": False,
+                           "font": {"size": 11, "color": _COLORS.get(key, "#444")}})
     x = lo * 2
     labels.append({"x": math.log10(x), "y": math.log10(x * lowest_bandwidth), "text": roofs.memory_label(),
                    "xanchor": "left", "yanchor": "top", "yshift": -6 - 16 * slot, "xshift": 6, "showarrow": False,
@@ -304,7 +307,7 @@ def roofline_figure(points: Any = (), spec: Any = None, ceilings: Any = None,
     labels: list[dict] = []
     lowest = min([s.bandwidth for s in roofs] or [1.0])
     for slot, source in enumerate(roofs):
-        for trace in roof_traces(go, source, dtypes, x_range, textposition="bottom right" if slot else "top left"):
+        for trace in roof_traces(go, source, dtypes, x_range, textposition="bottom right" if slot else "top right"):
             fig.add_trace(trace)
         labels += _roof_labels(source, dtypes, x_range, slot, lowest)
     fig.add_trace(point_trace(go, rows))
