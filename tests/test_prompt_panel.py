@@ -21,14 +21,23 @@ from widgets.prompt_panel import (  # noqa: E402
     PromptPanel,
     candidates_html,
     lineage_figure,
+    shorten,
+    source_diff,
     tree_positions,
 )
 
 
-def _node(i: int, parent: int | None, status: str, time_ms: float | None = None) -> Node:
+@pytest.fixture(autouse=True)
+def _shared_ceilings_cache(tmp_path_factory, monkeypatch):
+    """The CPU roofline is measured (seconds), once per test session, never read from or written to home."""
+    monkeypatch.setenv("KWB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kwb-cache"))
+
+
+def _node(i: int, parent: int | None, status: str, time_ms: float | None = None, message: str = "") -> Node:
     return Node(run_id="r", node_id=f"n{i:02d}", turn=i, parent=None if parent is None else f"n{parent:02d}",
                 role="refine" if parent is not None else "generate", strategy="refine", candidate_id=f"c{i}",
-                status=status, flags=["no-custom-kernel"] if status == "rejected" else [], time_ms=time_ms)
+                status=status, flags=["no-custom-kernel"] if status == "rejected" else [], time_ms=time_ms,
+                message=message, source=f"BLOCK = {64 * (i + 1)}\nx = 1\n")
 
 
 @pytest.fixture
@@ -39,10 +48,26 @@ def chain() -> list[Node]:
 def test_table_marks_verdicts_and_the_best(chain):
     tree = Lineage.from_nodes("r", chain)
     html = candidates_html(chain, tree.best)
-    assert html.count("<tr>") == 5  # header + 4 rows
+    assert html.count('<tr class="kwb-candidate"') == 4 and html.count('<tr class="kwb-candidate-more"') == 4
     assert html.count(STATUS_COLORS["ok"]) == 2 and STATUS_COLORS["rejected"] in html and "no-custom-kernel" in html
     assert "n02 &#9733;" in html and "n01 &#9733;" not in html
     assert candidates_html([]) == "<p><i>No candidates yet.</i></p>"
+
+
+def test_rows_open_source_and_diff_against_the_parent_and_notes_never_wrap_or_cut_words(chain):
+    long_note = "the kernel reads every row twice because the reduction is split; " * 4
+    chain[2].message = long_note
+    html = candidates_html(chain, None)
+    assert source_diff(chain[1], chain[2]).splitlines()[2:] == ["@@ -1,2 +1,2 @@", "-BLOCK = 128", "+BLOCK = 192",
+                                                                  " x = 1"]
+    assert source_diff(None, chain[0]) == ""
+    detail = html[html.index('data-kwb-node="n02"><summary'):]
+    assert "n02: source and diff against n01" in detail and "-BLOCK = 128" in detail and "+BLOCK = 192" in detail
+    assert "no parent" not in detail[:200] and 'class="kwb-candidate-source"' in detail
+    assert "n00: source and notes" in html  # the first candidate has no parent to diff against
+    short = shorten(long_note, 70)
+    assert len(short) <= 70 and short.endswith(" …") and long_note.startswith(short[:-2])  # whole words only
+    assert f'title="{long_note}"' in html and "white-space:nowrap" in html and "text-overflow:ellipsis" in html
 
 
 def test_lineage_figure_has_edges_nodes_and_best_so_far(chain):
@@ -57,13 +82,19 @@ def test_lineage_figure_has_edges_nodes_and_best_so_far(chain):
     assert fig.layout.yaxis2.title.text == "1 / time (1/ms)"
 
 
-def test_panel_runs_shows_candidates_and_renders_statically():
+def test_prompt_tab_of_the_workbench_runs_and_feeds_the_other_tabs(tmp_path):
+    from widgets.workbench_widget import Workbench
+
     task = Task.from_source(TINY_SOURCE, name="tiny_add", sizes={"M": 2, "N": 256})
+    ui = Workbench(task, store=tmp_path / "wb.db", device="cpu")
+    panel = ui.prompt
+    assert ui.tabs.titles[-1] == "Prompt" and ui.tabs.children[-1] is panel
     with ScriptedLLMServer([reply(HONEST_FAST), reply(CHEAT)]) as server:
-        provider = OpenAIProvider("scripted", base_url=server.openai_base_url, api_key="k", max_retries=0,
-                                  recorder=Recorder())
-        panel = PromptPanel(task, provider=provider, strategy="best-of-n")
-        assert "class Model" in panel.prompt.value and panel.provider_picker.value == "openai"
+        panel.provider = OpenAIProvider("scripted", base_url=server.openai_base_url, api_key="k", max_retries=0,
+                                        recorder=Recorder())
+        panel.provider_picker.value = "openai"  # the scripted server speaks the OpenAI API
+        assert "class Model" in panel.prompt.value
+        panel.strategy.value = "best-of-n"
         panel.turns.value = 2
         panel.settings = panel.settings.replace(time_it=False)
         panel.prompt.value = panel.prompt.value + "\nKeep it short."
@@ -75,8 +106,11 @@ def test_panel_runs_shows_candidates_and_renders_statically():
     assert list(panel.figure.data[1].marker.color) == [STATUS_COLORS["ok"], STATUS_COLORS["rejected"]]
     assert "2 candidates" in panel.status.value and "best n00" in panel.status.value
     assert not panel.run_button.disabled and panel.stop_button.disabled
+    # stored once by the agent (with lineage), shown in the Results tab without a second copy
+    assert sorted(r.status for r in ui.table.records) == ["ok", "rejected"] and len(ui.store.frame()) == 2
     page = panel.to_html(include_plotlyjs=False)
     assert "kwb-candidates" in page and "plotly-graph-div" in page and "best-of-n" in page
+    assert ">Prompt</h3>" in ui.to_html(include_plotlyjs=False)
 
 
 def test_stop_button_cancels_a_background_run():

@@ -1,10 +1,11 @@
-"""Widgets without a browser: hand-built Results in, rendered state out; one real evaluation path end to end."""
+"""Widgets without a browser: hand-built Results in, rendered state out; one real evaluation path end to end.
+(The verdict card and error map: test_verdict.py; the cell magic: test_magic.py.)"""
 
 from __future__ import annotations
 
+import os
 import time
 
-import numpy as np
 import pytest
 
 pytest.importorskip("ipywidgets")
@@ -13,27 +14,26 @@ pytest.importorskip("plotly")
 from plotly.callbacks import Points  # noqa: E402
 
 import widgets  # noqa: E402
-from widgets._html import findings, result_html, status_badge  # noqa: E402
 from widgets._records import Record, parse_flags, size_label, to_records  # noqa: E402
 from widgets._runner import Job  # noqa: E402
-from widgets.editor import KernelEditor, build_candidate, pool_error_map, starter_source  # noqa: E402
+from widgets.editor import KernelEditor, build_candidate, starter_source  # noqa: E402
 from widgets.results_table import ResultsTable, records_html, sort_records  # noqa: E402
 from widgets.roofline_view import RooflineView, roofline_point  # noqa: E402
 from widgets.static import figure_html, join  # noqa: E402
-from widgets.sweep import (  # noqa: E402
-    SweepExplorer,
-    default_grid,
-    heatmap_data,
-    parse_grid,
-    sweep_figure,
-    sweep_frame,
-)
+from widgets.sweep import SweepExplorer, default_grid, parse_grid  # noqa: E402
+from widgets.sweep_plot import heatmap_data, sweep_figure, sweep_frame  # noqa: E402
 from widgets.variants import REFERENCE, VariantComparison, source_diff, variant_series  # noqa: E402
 from widgets.workbench_widget import TAB_TITLES, Workbench  # noqa: E402
 from workbench.errors import CandidateError  # noqa: E402
 from workbench.result import Result, Timing  # noqa: E402
 from workbench.store import Store  # noqa: E402
 from workbench.tasks.task import get_task  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _shared_ceilings_cache(tmp_path_factory, monkeypatch):
+    """The CPU roofline is measured (seconds), once per test session, never read from or written to home."""
+    monkeypatch.setenv("KWB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kwb-cache"))
 
 
 def timing(ms: float, clock: str = "cuda-events") -> Timing:
@@ -49,32 +49,6 @@ def result(name: str = "k", status: str = "ok", ms: float | None = 1.0, *, n: in
                   timing=timing(ms, clock) if ms is not None else None,
                   reference_timing=timing(ref_ms, clock) if ref_ms is not None else None, speedup=speedup,
                   sol_fraction=sol, flops=float(n), bytes=12.0 * n, source=source or f"# {name}\n", **kw)
-
-
-# ---- verdict panel -------------------------------------------------------------------------------------
-
-def test_badge_and_findings_explain_every_flag():
-    r = result("cheat", "rejected", None, flags=["no-custom-kernel", "input-mutation"],
-               message="[no-custom-kernel] no @triton.jit or __global__ kernel is defined (line 12). Fix: write one")
-    badge = status_badge("rejected")
-    assert 'data-kwb-status="rejected"' in badge and "kwb-status-rejected" in badge and ">rejected<" in badge
-    items = findings(r)
-    assert [flag for flag, _, _ in items] == ["no-custom-kernel", "input-mutation"]
-    assert "(line 12)" in items[0][2]
-    assert "the candidate modified its inputs" in items[1][2]  # no message line: the catalog explains it
-    html = result_html(r)
-    assert html.count('<li class="kwb-finding') == 2 and 'data-kwb-flag="input-mutation"' in html
-    assert "time (median)" not in html  # a rejected kernel has no timing row
-
-
-def test_ok_result_shows_error_stats_and_timing_with_ci():
-    r = result("fast", ms=2.0, ref_ms=5.0, speedup=2.5, sol=0.8, max_abs_err=3e-7, max_rel_err=1e-6, bound="memory")
-    html = result_html(r)
-    assert 'data-kwb-status="ok"' in html
-    assert "2 ms [1.9 ms, 2.1 ms] 95% CI, n=50, cuda-events clock" in html
-    assert "2.50x" in html and "80% of the roofline floor (memory-bound)" in html and "3e-07" in html
-    interp = result_html(result("slow", ms=20.0, clock="interpreter"))
-    assert "not comparable with compiled code" in interp
 
 
 # ---- editor --------------------------------------------------------------------------------------------
@@ -106,14 +80,6 @@ def test_editor_task_switch_keeps_edited_code_and_infers_language():
     assert ed.candidate().language == "triton"
     ed.task_name = "vector_add"
     assert ed.source.startswith("import torch\nclass ModelNew")  # edited code is never thrown away
-
-
-def test_error_map_pooling_keeps_every_failure_visible():
-    big = np.zeros((300, 5))
-    big[217, 3] = 7.0
-    pooled = pool_error_map(big, max_cells=128)
-    assert pooled.shape == (100, 5) and pooled.max() == 7.0 and pooled[72, 3] == 7.0
-    assert pool_error_map([1.0, 2.0]) is None and pool_error_map(None) is None
 
 
 # ---- results table -------------------------------------------------------------------------------------
@@ -201,49 +167,110 @@ def test_variant_widget_switches_metric_and_diffs_on_click():
 
 # ---- roofline ------------------------------------------------------------------------------------------
 
-def test_roofline_view_plots_hardware_times_only():
+def _gpu(name: str, ms: float, n: int, device_name: str = "NVIDIA H100 80GB HBM3") -> Result:
+    """A GPU-timed result built by hand: this machine has no GPU, and the roofline must be exercised anyway."""
+    return result(name, ms=ms, n=n, device_name=device_name)
+
+
+def test_roofline_view_draws_only_results_timed_on_its_roofs():
     from roofline.ceilings import Ceilings
 
-    roofs = Ceilings("test-gpu", copy_bandwidth=2e12, matmul_flops={"fp32": 5e13})
-    view = RooflineView([result("gpu", ms=1.0, n=1 << 20), result("cpu", ms=5.0, clock="interpreter")],
-                        device="cpu", ceilings=roofs)
-    assert len(view.points) == 1 and len(view.skipped) == 1
-    point = view.points[0]
-    assert point["intensity"] == pytest.approx(1 / 12) and point["flops_per_s"] == pytest.approx((1 << 20) / 1e-3)
-    assert "interpreter are not plotted" in view._note.value
-    roof = [tr for tr in view.figure.data if tr.mode == "lines"]
-    assert len(roof) == 1 and max(roof[0].y) == pytest.approx(5e13)
-    dots = [tr for tr in view.figure.data if tr.mode == "markers"]
-    assert len(dots) == 1 and list(dots[0].x) == [pytest.approx(1 / 12)]
-    view.add_many([result("gpu2", ms=0.5, n=1 << 22), result("gpu3", ms=0.7, n=1 << 22)])
+    results = [_gpu("a100", 1.0, 1 << 20, device_name="NVIDIA A100-SXM4-80GB"),
+               result("interp", ms=5.0, clock="interpreter"), _gpu("gpu", 1.0, 1 << 20), result("failed", "incorrect", None)]
+    view = RooflineView(results, device="cpu")
+    assert view._picker.value == "gpu:NVIDIA H100 80GB HBM3"  # the GPU of the latest GPU result, not this CPU
+    assert [o[0] for o in view._picker.options] == ["NVIDIA H100 80GB HBM3: datasheet",
+                                                     "NVIDIA A100-SXM4-80GB: datasheet", "CPU (measured)"]
+    assert [p["name"] for p in view.points] == ["gpu"]
+    reasons = {s["name"]: s["reason"] for s in view.skipped}
+    assert reasons == {"interp": "Triton interpreter time: not hardware",
+                       "a100": "ran on NVIDIA A100-SXM4-80GB, not on H100 SXM", "failed": "not timed (incorrect)"}
+    assert "Not on this roofline (3)" in view._side.value and "ran on NVIDIA A100" in view._side.value
+    roofs = [tr.name for tr in view.figure.data if tr.mode == "lines"]
+    assert roofs == ["FP32 67 TFLOP/s (datasheet)", "FP16 tensor 989 TFLOP/s (datasheet)"]
+    assert view.figure.layout.yaxis.title.text == "performance (TFLOP/s)"
+    view.add_many([_gpu("gpu2", 0.5, 1 << 22), _gpu("gpu3", 0.7, 1 << 22)])
     dots = [tr for tr in view.figure.data if tr.mode == "markers"]
     assert len(view.points) == 3 and len(dots) == 1 and len(dots[0].x) == 3  # one trace, appended in place
     assert list(dots[0].y)[1] == pytest.approx((1 << 22) / 0.5e-3)
+    view._picker.value = "gpu:NVIDIA A100-SXM4-80GB"  # the other GPU's roofs: its result, nothing else
+    assert [p["name"] for p in view.points] == ["a100"]
+    assert "A100 SXM 80GB (datasheet)" in view.figure.layout.title.text
+    view._picker.value = "cpu"  # the measured CPU: no CPU wall-clock results, an honest empty state
+    assert view.points == [] and len(view.skipped) == 6
+    notes = [a.text for a in view.figure.layout.annotations]
+    assert any(t.startswith("no CPU wall-clock results yet") for t in notes)
+    assert any(t.startswith("DRAM ") and t.endswith("(measured)") for t in notes)
+    given = Ceilings("test-gpu", copy_bandwidth=2e12, matmul_flops={"fp32": 5e13}, device="cuda")
+    mine = RooflineView([result("x", ms=2.0, n=100)], device="cpu", ceilings=given)
+    assert mine._picker.value == "gpu:test-gpu" and mine._picker.label == "test-gpu: measured"
+    assert len(mine.points) == 1
+    h100 = Ceilings("NVIDIA H100 80GB HBM3", 3.02e12, {"fp32": 52e12, "fp16": 668e12}, device="cuda")
+    both = RooflineView([_gpu("gpu", 1.0, 1 << 20)], device="cpu", ceilings=h100)  # datasheet beside measured
+    assert both._picker.label == "NVIDIA H100 80GB HBM3: datasheet + measured"
+    assert len([tr for tr in both.figure.data if tr.mode == "lines"]) == 4
     assert roofline_point(to_records([result("x", ms=2.0, n=100)])[0])["bytes_per_s"] == pytest.approx(1200 / 2e-3)
-    html = view.to_html()
-    assert "plotly-graph-div" in html and "test-gpu measured" in html
+    html = mine.to_html()
+    assert "plotly-graph-div" in html and "test-gpu (measured)" in html
 
 
 # ---- sweep ---------------------------------------------------------------------------------------------
 
-def test_grid_parsing_and_heatmap_best_config():
-    assert parse_grid("BLOCK = 64, 128  # rows\n\nNUM_WARPS=2,4") == {"BLOCK": [64, 128], "NUM_WARPS": [2, 4]}
-    assert default_grid("BLOCK = 256\nNUM_WARPS = 4\nscale = 3\nFLAG = True\n") == {"BLOCK": [128, 256, 512],
-                                                                                    "NUM_WARPS": [2, 4, 8]}
-    for bad in ("", "BLOCK 64", "BLOCK = foo", "2x = 1"):
-        with pytest.raises(CandidateError):
+def _rows(knobs: list[str], cells: list[tuple]) -> list[dict]:
+    out = []
+    for values, status, ms in cells:
+        t = ms if status == "ok" else None
+        out.append({**dict(zip(knobs, values, strict=True)), "status": status, "flags": [], "time_ms": t,
+                    "ci95_low_ms": t and t * 0.9, "ci95_high_ms": t and t * 1.1, "clock": "wall", "speedup": None,
+                    "sol_fraction": None, "candidate": "c"})
+    return out
+
+
+def test_grid_parsing_heatmap_and_line_plots():
+    assert parse_grid("BLOCK = 64, 128  # rows\n\nnum_warps=2,4") == {"BLOCK": [64, 128], "num_warps": [2, 4]}
+    assert parse_grid("softmax_row_kernel.BLOCK = 256") == {"softmax_row_kernel.BLOCK": [256]}
+    for bad, why in (("", "empty"), ("BLOCK 64", "NAME = value"), ("BLOCK = foo", "literals"), ("2x = 1", "NAME"),
+                     ("BLOCK =", "no values"), ("BLOCK = 1\nBLOCK = 2", "given twice")):
+        with pytest.raises(CandidateError, match=why):
             parse_grid(bad)
-    rows = [{"BLOCK": b, "NUM_WARPS": w, "status": "ok", "flags": [], "time_ms": t, "clock": "wall",
-             "speedup": None, "sol_fraction": None, "candidate": f"c{b}{w}"}
-            for b, w, t in ((64, 2, 3.0), (64, 4, 2.0), (128, 2, 1.5), (128, 4, 9.0))]
-    rows[2] = {**rows[2], "status": "incorrect"}  # the fastest config is wrong: never the best
-    data = heatmap_data(sweep_frame(rows, ["BLOCK", "NUM_WARPS"]), ["BLOCK", "NUM_WARPS"])
+    assert default_grid(get_task("softmax").solution_candidate().source) == {"BLOCK": [256, 512, 1024],
+                                                                             "num_warps": [2, 4]}
+    assert default_grid("def broken(:") == {}
+    knobs = ["BLOCK", "num_warps"]
+    rows = _rows(knobs, [((64, 2), "ok", 3.0), ((64, 4), "ok", 2.0), ((128, 2), "incorrect", 1.5),
+                         ((128, 4), "ok", 9.0)])
+    data = heatmap_data(sweep_frame(rows, knobs), knobs)
     assert data["x"] == [64, 128] and data["y"] == [2, 4]
     assert data["z"] == [[3.0, None], [2.0, 9.0]] and data["text"][0][1] == "incorrect"
-    assert data["best"] == {"BLOCK": 64, "NUM_WARPS": 4, "time_ms": 2.0}
-    fig = sweep_figure(data)
-    star = fig.data[1]
-    assert star.name == "best" and list(star.x) == ["64"] and list(star.y) == ["4"] and "BLOCK=64" in fig.layout.title.text
+    assert data["best"] == {"BLOCK": 64, "num_warps": 4, "time_ms": 2.0} and data["text"][1][0] == "★ 2 ms"
+    fig = sweep_figure(sweep_frame(rows, knobs), knobs)
+    failed, times = fig.data[0], fig.data[1]
+    assert failed.name == "failed" and [list(r) for r in failed.z] == [[None, 1], [None, None]]
+    assert failed.text[0][1] == "incorrect" and times.name == "time"
+    (frame,) = fig.layout.shapes  # the best cell is framed
+    assert (frame.x0, frame.x1, frame.y0, frame.y1) == (-0.5, 0.5, 0.5, 1.5)
+    assert "fastest correct: BLOCK=64, num_warps=4" in fig.layout.title.text
+    line = sweep_figure(sweep_frame(_rows(["BLOCK"], [((64,), "ok", 3.0), ((128,), "timeout", 0),
+                                                      ((256,), "ok", 2.0)]), ["BLOCK"]), ["BLOCK"])
+    hi, lo, median, failed_pts, best = line.data
+    assert list(median.x) == ["64", "256"] and list(median.y) == [3.0, 2.0]
+    assert list(lo.y) == [pytest.approx(2.7), pytest.approx(1.8)] and lo.fill == "tonexty"
+    assert list(hi.y) == [pytest.approx(3.3), pytest.approx(2.2)]
+    assert list(failed_pts.x) == ["128"] and list(failed_pts.text) == ["timeout"]
+    assert list(best.x) == ["256"] and tuple(line.layout.xaxis.categoryarray) == ("64", "128", "256")
+
+
+def test_sweep_explorer_bad_input_is_a_message_and_the_empty_state_is_help():
+    sweep = SweepExplorer("softmax", device="cpu")
+    assert sweep.grid_spec == "BLOCK = 256, 512, 1024\nnum_warps = 2, 4"  # from the shipped solution's launches
+    assert sweep._figure_box.layout.display == "none"  # no fake grid before anything ran
+    assert "launch parameter of softmax_row_kernel, softmax_looped_kernel" in sweep._help.value
+    sweep.grid_spec = "BLOKC = 64"
+    assert sweep.run(block=True) is None
+    assert "no knob &#x27;BLOKC&#x27;" in sweep._status.value and "kwb-sweep-error" in sweep._status.value
+    sweep.grid_spec = "BLOCK = "
+    assert sweep.run(block=True) is None and "has no values" in sweep._status.value
+    assert "kwb-sweep-help" in sweep.to_html()
 
 
 # ---- static rendering ----------------------------------------------------------------------------------
@@ -302,16 +329,9 @@ class ModelNew(nn.Module):
 """
 
 
-def _template() -> str:
-    src = starter_source(get_task("vector_add"))
-    src = src.replace("block = 4096 if a.is_cuda else 256", "block = BLOCK")
-    return src.replace("\n\n@triton.jit", "\nBLOCK = 256\n\n\n@triton.jit", 1)
-
-
-def test_workbench_runs_cancels_and_sweeps_for_real(tmp_path, monkeypatch):
-    monkeypatch.setenv("KWB_CACHE_DIR", str(tmp_path / "cache"))  # the CPU roofline is measured, not read from home
+def test_workbench_runs_cancels_and_sweeps_for_real(tmp_path):
     ui = Workbench("vector_add", store=tmp_path / "wb.db", device="cpu", timeout=120)
-    assert list(ui.tabs.titles) == list(TAB_TITLES)
+    assert list(ui.tabs.titles) == list(TAB_TITLES) and ui.prompt is not None
     ed = ui.editor
     ed.source = HANG
     ed.run()
@@ -332,16 +352,16 @@ def test_workbench_runs_cancels_and_sweeps_for_real(tmp_path, monkeypatch):
     assert names == [ed.result.candidate_name] and ui.variants.series.sizes == ["n=1000", "n=8192", "n=12345"]
     assert "not drawn" in ui.variants.series.note  # interpreter times: no eager reference line
 
-    sweep = SweepExplorer("vector_add", template=_template(), device="cpu")
-    assert sweep.grid_spec == "BLOCK = 128, 256, 512"  # suggested from the template's constants
-    sweep.grid_spec = "BLOCK = 128, 1024"
-    sweep.on_result(ui.record)
+    sweep = ui.sweep  # the shipped solution, unedited: its `block` variable sizes the grid, so it is the knob
+    assert sweep.grid_spec == "block = 128, 256, 512\nnum_warps = 2, 4"
+    sweep.grid_spec = "block = 128, 1024"
     frame = sweep.run(block=True)
-    assert list(frame["BLOCK"]) == [128, 1024] and list(frame["status"]) == ["ok", "ok"]
-    assert sweep.best["BLOCK"] in (128, 1024) and "&#9733;" in sweep._best.value
+    assert list(frame["block"]) == [128, 1024] and list(frame["status"]) == ["ok", "ok"]
+    assert sweep.best["block"] in (128, 1024) and "&#9733;" in sweep._best.value
     assert sweep._progress.value == 2 and len(ui.table.records) == 5
+    assert sweep._figure_box.layout.display == "flex" and sweep.figure.data[2].name == "median time"
     html = ui.to_html()
-    assert all(f">{title}</h3>" in html for title in TAB_TITLES) and html.count("plotly-graph-div") >= 3
+    assert all(f">{title}</h3>" in html for title in TAB_TITLES) and html.count("plotly-graph-div") >= 4
 
 
 # ---- in a real kernel: the saved output is small and readable without widget state ------------------------
@@ -353,7 +373,7 @@ def test_saved_notebook_output_carries_small_static_html(tmp_path):
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
-        "import os\nos.environ['KWB_CACHE_DIR'] = " + repr(str(tmp_path / "cache")) + "\n"
+        "import os\nos.environ['KWB_CACHE_DIR'] = " + repr(os.environ["KWB_CACHE_DIR"]) + "\n"
         "from widgets import Workbench\nWorkbench('vector_add', device='cpu')")]
     root = Path(__file__).resolve().parents[1]
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,

@@ -1,7 +1,9 @@
 """Notebook widgets for Kernel Workbench (ipywidgets 8 + plotly): thin views over `workbench` and `roofline`.
 
     from widgets import Workbench
-    Workbench("softmax")          # editor, results, variants, roofline and sweep tabs for one task
+    Workbench("softmax")          # editor, results, variants, roofline, sweep and prompt tabs for one task
+
+    %load_ext widgets             # then a cell starting `%%kwb softmax` is evaluated as a kernel
 
 Each widget also renders statically (`to_html()`), so papermill runs and HTML exports stay readable.
 Names load on first use: `import widgets` needs neither ipywidgets nor plotly until a widget is made.
@@ -21,6 +23,7 @@ _EXPORTS = {
     "SweepExplorer": "widgets.sweep",
     "Workbench": "widgets.workbench_widget",
     "PromptPanel": "widgets.prompt_panel",
+    "CodeEditor": "widgets.code_editor",
 }
 
 __all__ = list(_EXPORTS)
@@ -36,6 +39,13 @@ def __getattr__(name: str) -> Any:
         if exc.name == module:  # an optional part of the package is not there (e.g. the prompt panel)
             raise AttributeError(f"widgets.{name} is not available: {module} is missing") from exc
         raise
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext widgets` registers the `%%kwb` cell magic (see `widgets.magic`)."""
+    from widgets.magic import load_ipython_extension as load
+
+    load(ipython)
 
 
 def __dir__() -> list[str]:

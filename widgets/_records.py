@@ -79,6 +79,8 @@ class Record:
     flags: list[str] = field(default_factory=list)
     size: dict[str, Any] = field(default_factory=dict)
     device: str = "cpu"
+    device_name: str = ""
+    dtype: str = ""
     time_ms: float | None = None
     ci_low_ms: float | None = None
     ci_high_ms: float | None = None
@@ -109,7 +111,8 @@ class Record:
         t, ref, comp = r.timing, r.reference_timing, r.compiled_reference_timing
         return cls(
             task=r.task, name=r.candidate_name, status=r.status, flags=list(r.flags), size=dict(r.size),
-            device=r.device, time_ms=_num(t.median_ms) if t else None,
+            device=r.device, device_name=r.device_name or "", dtype=r.dtype or "",
+            time_ms=_num(t.median_ms) if t else None,
             ci_low_ms=_num(t.ci95_low_ms) if t else None, ci_high_ms=_num(t.ci95_high_ms) if t else None,
             clock=t.clock if t else None, ref_ms=_num(ref.median_ms) if ref else None,
             ref_clock=ref.clock if ref else None, compile_ms=_num(comp.median_ms) if comp else None,
@@ -140,6 +143,7 @@ class Record:
             task=str(first("task") or ""), name=str(first("candidate_name", "candidate") or ""),
             status=str(first("status") or ""), flags=parse_flags(first("flags")),
             size=size if isinstance(size, dict) else {}, device=str(first("device") or "cpu"),
+            device_name=str(first("device_name") or ""), dtype=str(first("dtype") or ""),
             time_ms=_num(first("time_median_ms", "time_ms")),
             ci_low_ms=low if low is not None else _num(first("time_ci95_low_ms", "ci95_low_ms")),
             ci_high_ms=high if high is not None else _num(first("time_ci95_high_ms", "ci95_high_ms")),

@@ -1,7 +1,10 @@
 """KernelEditor: write a kernel, run it against a task off the UI thread, read the verdict in place.
 
-The verdict panel, the error heatmap and the candidate it builds are plain functions (`result_html`,
-`error_heatmap`, `build_candidate`) so tests check them without a browser; the widget only wires them.
+The code area has line numbers and highlighting (`widgets.code_editor`) and marks the lines a finding or
+traceback points at. The verdict card, the error heatmap and the candidate it builds are plain functions
+(`widgets.verdict.result_html`, `widgets.error_map.error_heatmap`, `build_candidate`) so tests check them
+without a browser; the widget only wires them. In a notebook the `%%kwb` cell magic is the other way to run
+a kernel: the cell is the editor.
 """
 
 from __future__ import annotations
@@ -9,26 +12,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import traitlets as t
 
-from widgets._html import esc, result_html, state_html
+from widgets._html import esc
 from widgets._runner import Job
+from widgets.code_editor import CodeEditor
+from widgets.error_map import HEATMAP_MAX_CELLS, error_heatmap, fill_error_heatmap, map_view, pool_error_map
 from widgets.static import StaticMixin
+from widgets.verdict import line_refs, result_html, state_html
 from workbench.candidate import LANGUAGES, Candidate, infer_language
 from workbench.errors import WorkbenchError, require
 from workbench.result import Result
 from workbench.tasks.task import Task, get_task, tasks
 
 w = require("ipywidgets", "lab", "the kernel editor")
-go = require("plotly.graph_objects", "lab", "the kernel editor", package="plotly")
 
-#: Larger error maps are max-pooled to this many cells per side so widget messages stay small.
-HEATMAP_MAX_CELLS = 128
+__all__ = ["KernelEditor", "build_candidate", "starter_source", "resolve_task", "pool_error_map", "error_heatmap",
+           "HEATMAP_MAX_CELLS"]
 
-#: Monospace for the code area: ipywidgets' Textarea has no font option, a page-level rule does it.
-_CSS = ("<style>.kwb-source textarea{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;"
-        "font-size:12px;line-height:1.35;tab-size:4;white-space:pre}</style>")
+#: Points to the cell magic, where JupyterLab's own editor (completion, search) holds the kernel.
+MAGIC_TIP = ('<div style="color:#666;font-size:90%;text-align:right;white-space:nowrap">Tip: after '
+             "<code>%load_ext widgets</code>, a cell starting <code>%%kwb TASK</code> is a kernel</div>")
 
 
 # ---- plain functions ---------------------------------------------------------------------------------
@@ -54,35 +58,6 @@ def build_candidate(source: str, language: str = "auto", name: str = "") -> Cand
     """The candidate the Run button evaluates; "auto" infers the language from the source."""
     lang = infer_language(source) if language in ("", "auto") else language
     return Candidate(source=source, language=lang, name=name.strip() or None)
-
-
-def pool_error_map(error_map: Any, max_cells: int = HEATMAP_MAX_CELLS) -> np.ndarray | None:
-    """A 2-D |err|/tol map as an array, max-pooled to at most `max_cells` per side (a failure never shrinks
-    away: pooling by max keeps every cell above 1 visible). None when there is no 2-D map."""
-    if error_map is None:
-        return None
-    arr = np.asarray(error_map, dtype=float)
-    if arr.ndim != 2 or arr.size == 0:
-        return None
-    rows, cols = arr.shape
-    fr, fc = -(-rows // max_cells), -(-cols // max_cells)
-    if fr > 1 or fc > 1:
-        pad = np.full((-(-rows // fr) * fr, -(-cols // fc) * fc), np.nan)
-        pad[:rows, :cols] = arr
-        arr = np.nanmax(pad.reshape(pad.shape[0] // fr, fr, pad.shape[1] // fc, fc), axis=(1, 3))
-    return arr
-
-
-def error_heatmap(error_map: Any, widget: bool = False) -> Any:
-    """Heatmap of |out - ref| / tolerance: cells above 1 fail. None without a 2-D map."""
-    arr = pool_error_map(error_map)
-    fig = (go.FigureWidget if widget else go.Figure)()
-    fig.add_heatmap(z=None if arr is None else arr.tolist(), zmin=0, zmax=2, name="|err|/tol",
-                    colorscale=[[0, "#f7fbff"], [0.5, "#9ecae1"], [0.5, "#fcae91"], [1, "#a50f15"]],
-                    colorbar={"title": {"text": "|err| / tol"}}, hovertemplate="row %{y}, col %{x}: %{z:.3g}<extra></extra>")
-    fig.update_layout(title="Where the output is wrong (|error| / tolerance; above 1 fails)", height=320,
-                      margin={"l": 40, "r": 10, "t": 40, "b": 30}, yaxis={"autorange": "reversed"})
-    return fig if arr is not None or widget else None
 
 
 def _devices() -> list[tuple[str, str]]:
@@ -133,7 +108,7 @@ class KernelEditor(StaticMixin, w.VBox):
         self._device_picker = w.Dropdown(options=devices, value=device, description="device",
                                          layout=w.Layout(width="300px"))
         self._name = w.Text(value=name, placeholder="name (optional)", layout=w.Layout(width="180px"))
-        self._code = w.Textarea(layout=w.Layout(width="100%", height="320px"))
+        self._code = CodeEditor(rows=22, layout=w.Layout(width="100%"))
         self._code.add_class("kwb-source")
         self._info = w.HTML()
         self._info.add_class("kwb-source-info")
@@ -154,9 +129,9 @@ class KernelEditor(StaticMixin, w.VBox):
         super().__init__(source=initial, task_name=self._task.name, language=language, device=device, **kwargs)
         self.add_class("kwb-editor")
         self.children = [
-            w.HTML(_CSS),
             w.HBox([self._task_picker, self._language_picker, self._device_picker, self._name]),
-            self._code, self._info,
+            self._code, w.HBox([self._info, w.HTML(MAGIC_TIP, layout=w.Layout(flex="1 1 auto"))],
+                               layout=w.Layout(width="100%")),
             w.HBox([self._run, self._cancel, self._reset, self._progress]),
             self._panel, self._heatmap_box,
         ]
@@ -269,13 +244,15 @@ class KernelEditor(StaticMixin, w.VBox):
         self._panel.value = state_html("error", f"{type(exc).__name__}: {exc}")
 
     def _on_source(self, change: Any = None) -> None:
+        if change is not None:
+            self._code.error_lines = []  # marks of the last run no longer match edited code
         try:
             cand = self.candidate()
             ident = f" · candidate <code>{cand.id[:8]}</code> ({esc(cand.language)})"
         except WorkbenchError:
             ident = ""
         lines = self.source.count("\n") + (1 if self.source and not self.source.endswith("\n") else 0)
-        self._info.value = f'<span style="color:#666;font-size:90%">{lines} lines{ident}</span>'
+        self._info.value = f'<span style="color:#666;font-size:90%;white-space:nowrap">{lines} lines{ident}</span>'
 
     def _on_language(self, change: Any) -> None:
         self._on_source()
@@ -297,16 +274,20 @@ class KernelEditor(StaticMixin, w.VBox):
             self._heatmap_box.layout.display = "none"
             return
         self._panel.value = result_html(result)
-        arr = pool_error_map(result.details.get("error_map"))
+        if result.source == self.source:
+            self._code.error_lines = line_refs(result) if result.status != "ok" else []
+        view = map_view(result)
         with self._heatmap.batch_update():
-            self._heatmap.data[0].z = None if arr is None else arr.tolist()
-        self._heatmap_box.layout.display = "none" if arr is None else "flex"
+            fill_error_heatmap(self._heatmap, view)
+        self._heatmap_box.layout.display = "none" if view is None else "flex"
 
     def _static_parts(self) -> list[Any]:
         result = self.result
         parts: list[Any] = [result_html(result) if result is not None else state_html(self.status)]
         if result is not None:
-            parts.append(error_heatmap(result.details.get("error_map")))
-        parts.append(f'<details><summary>source ({esc(self.task_name)})</summary><pre class="kwb-source-static">'
-                     f"{esc(self.source)}</pre></details>")
+            parts.append(error_heatmap(result))
+        numbered = "\n".join(f'<span style="color:#999;user-select:none">{i:>4}</span>  {esc(line)}'
+                             for i, line in enumerate(self.source.splitlines(), 1))
+        parts.append(f'<details><summary>source ({esc(self.task_name)})</summary><pre class="kwb-source-static" '
+                     f'style="max-height:30em;overflow:auto;background:#f7f7f7;padding:4px">{numbered}</pre></details>')
         return parts

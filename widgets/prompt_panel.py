@@ -2,13 +2,20 @@
 
 The widget is a thin view: the run is `workbench.llm.agent.run_agent`, and everything it shows comes from the
 plain functions below (`candidate_rows`, `candidates_html`, `lineage_figure`, `tree_positions`), which
-tests call without a browser. `PromptPanel.to_html()` is the static rendering for headless runs.
+tests call without a browser. `PromptPanel.to_html()` is the static rendering for headless runs. In the
+`Workbench` it is the Prompt tab, and every candidate it evaluates lands in the other tabs too.
+
+Each candidate row opens (a plain HTML <details>, so it works in exported HTML too) the candidate's source and
+its unified diff against its parent: what the model changed after reading the feedback.
 """
 
 from __future__ import annotations
 
+import difflib
 import html
+import textwrap
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from workbench.errors import require
@@ -52,22 +59,83 @@ def badge(status: str) -> str:
             f'padding:1px 6px;font-size:90%">{html.escape(status)}</span>')
 
 
-def candidates_html(nodes: list[Node], best: Node | None = None) -> str:
-    """The candidates table: verdict badge, failed checks, time, speedup, SOL share; best row marked."""
+def shorten(text: str, width: int = 90) -> str:
+    """One line of at most `width` characters, cut at a word boundary (never mid-word), ending in "…"."""
+    return textwrap.shorten(" ".join(text.split()), width=width, placeholder=" …") if text else ""
+
+
+def _cell(content: str, title: str = "", max_width: str = "") -> str:
+    tip = f' title="{html.escape(title)}"' if title else ""
+    width = f"max-width:{max_width};overflow:hidden;text-overflow:ellipsis;" if max_width else ""
+    return f'<td style="white-space:nowrap;padding:2px 8px;{width}"{tip}>{content}</td>'
+
+
+def source_diff(parent: Node | None, node: Node) -> str:
+    """The unified diff of `node`'s source against its parent's ("" for a first candidate)."""
+    if parent is None or not parent.source:
+        return ""
+    return "".join(difflib.unified_diff(parent.source.splitlines(keepends=True), node.source.splitlines(keepends=True),
+                                        fromfile=parent.node_id, tofile=node.node_id))
+
+
+def _diff_html(diff: str) -> str:
+    colors = {"+": "#e6ffed", "-": "#ffeef0", "@": "#f1f8ff"}
+    lines = []
+    for line in diff.splitlines():
+        bg = colors.get(line[:1], "") if not line.startswith(("+++", "---")) else "#fafafa"
+        style = f"background:{bg};" if bg else ""
+        lines.append(f'<span style="display:block;{style}">{html.escape(line) or " "}</span>')
+    return "".join(lines)
+
+
+_BOX = ("font-family:monospace;font-size:12px;background:#f7f7f7;border:1px solid #e3e3e3;padding:4px;"
+        "max-height:22em;overflow:auto;white-space:pre;margin:2px 0")
+
+
+def node_detail_html(node: Node, parent: Node | None) -> str:
+    """A candidate's source and its diff against its parent, behind a <details> summary."""
+    diff = source_diff(parent, node)
+    against = f"diff against {html.escape(parent.node_id)}" if parent is not None else "no parent: first candidate"
+    parts = []
+    if diff:
+        parts.append(f'<div><b>{against}</b><pre class="kwb-candidate-diff" style="{_BOX}">{_diff_html(diff)}</pre></div>')
+    elif parent is not None:
+        parts.append(f"<div><b>{against}</b>: same source</div>")
+    if node.message:
+        parts.append(f'<div style="white-space:pre-wrap;overflow-wrap:anywhere;color:#444">{html.escape(node.message)}</div>')
+    parts.append(f'<div><b>source</b><pre class="kwb-candidate-source" style="{_BOX}">{html.escape(node.source)}</pre></div>')
+    summary = f"{html.escape(node.node_id)}: source and " + ("diff against " + html.escape(parent.node_id)
+                                                              if parent is not None else "notes")
+    return (f'<details class="kwb-candidate-detail" data-kwb-node="{html.escape(node.node_id)}">'
+            f'<summary style="cursor:pointer;color:#1565c0">{summary}</summary>{"".join(parts)}</details>')
+
+
+def candidates_html(nodes: list[Node], best: Node | None = None, external: dict[str, Node] | None = None) -> str:
+    """The candidates table: verdict badge, failed checks, time, speedup, SOL share; best row marked. Cells
+    never wrap; long notes end in "…" at a word boundary with the full text on hover. Under each row, its
+    source and diff against its parent open on a click."""
     if not nodes:
         return "<p><i>No candidates yet.</i></p>"
-    head = "".join(f"<th>{h}</th>" for h in ("node", "parent", "role", "verdict", "checks", "time", "speedup", "SOL",
-                                             "tokens", "note"))
+    known = {n.node_id: n for n in (external or {}).values()} | {n.node_id: n for n in nodes}
+    headers = ("node", "parent", "role", "verdict", "checks", "time", "speedup", "SOL", "tokens", "note")
+    head = "".join(f'<th style="text-align:left;white-space:nowrap;padding:2px 8px">{h}</th>' for h in headers)
     body = []
     for row, node in zip(candidate_rows(nodes), nodes, strict=True):
         mark = " &#9733;" if best is not None and node is best else ""
-        cells = [row["node"] + mark, row["parent"], row["role"], badge(row["status"]), html.escape(row["flags"]),
-                 _fmt(row["time_ms"], "{:.3g} ms"), _fmt(row["speedup"], "{:.2f}x"),
-                 _fmt(row["sol"], "{:.0%}"), str(row["tokens"]) + (" (cached)" if row["cached"] else ""),
-                 html.escape(row["message"][:120])]
-        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    return (f'<table class="kwb-candidates" style="border-collapse:collapse"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table>")
+        note = row["message"].strip().splitlines()[0] if row["message"].strip() else ""
+        cells = [_cell(html.escape(row["node"]) + mark), _cell(html.escape(row["parent"])),
+                 _cell(html.escape(row["role"])), _cell(badge(row["status"])),
+                 _cell(html.escape(shorten(row["flags"], 40)), row["flags"], "16em"),
+                 _cell(_fmt(row["time_ms"], "{:.3g} ms")), _cell(_fmt(row["speedup"], "{:.2f}x")),
+                 _cell(_fmt(row["sol"], "{:.0%}")),
+                 _cell(str(row["tokens"]) + (" (cached)" if row["cached"] else "")),
+                 _cell(html.escape(shorten(note, 70)), row["message"], "32em")]
+        body.append(f'<tr class="kwb-candidate" data-kwb-node="{html.escape(node.node_id)}">{"".join(cells)}</tr>')
+        parent = known.get(node.parent) if node.parent else None
+        body.append(f'<tr class="kwb-candidate-more"><td colspan="{len(headers)}" style="padding:0 8px 4px 8px">'
+                    f"{node_detail_html(node, parent)}</td></tr>")
+    return (f'<div style="overflow-x:auto;max-width:100%"><table class="kwb-candidates" style="border-collapse:collapse">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
 
 
 def tree_positions(tree: Lineage) -> dict[str, tuple[float, float]]:
@@ -110,8 +178,12 @@ def lineage_figure(tree: Lineage, *, widget: bool = False):
     fig.update_yaxes(title_text="depth", row=1, col=1)
     fig.update_xaxes(title_text="turn", row=1, col=2)
     fig.update_yaxes(title_text="speedup" if uses_speedup else "1 / time (1/ms)", row=1, col=2)
-    fig.update_layout(height=320, margin={"l": 40, "r": 10, "t": 30, "b": 40})
-    return go.FigureWidget(fig) if widget else fig
+    fig.update_layout(height=320, margin={"l": 40, "r": 10, "t": 48, "b": 40}, template="plotly_white")
+    if not widget:
+        return fig
+    live = go.FigureWidget(fig)
+    live._config = {"displayModeBar": "hover", "displaylogo": False}
+    return live
 
 
 def resolve_provider(name: str, model: str, given: Provider | None = None, **settings: Any) -> Provider:
@@ -139,12 +211,12 @@ class PromptPanel(w.VBox):
         self.settings = settings or AgentSettings()
         self.run_result: AgentRun | None = None
         self.nodes: list[Node] = []
+        self._callbacks: list[Callable[[Any], Any]] = []
         self._cancel = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-        self.default_prompt = generation_prompt(self.task, self.settings.language, device=self.settings.device,
-                                                size=self.settings.size).text
+        self.default_prompt = self._default_prompt()
         names = providers()
         self.prompt = w.Textarea(value=self.settings.initial_prompt or self.default_prompt, description="prompt",
                                  layout=w.Layout(width="100%", height="220px"))
@@ -166,6 +238,25 @@ class PromptPanel(w.VBox):
         knobs = w.HBox([self.strategy, self.turns, self.feedback])
         self.children = [self.status, self.prompt, controls, knobs, w.HBox([self.run_button, self.stop_button]),
                          self.table, self.figure]
+        self.add_class("kwb-prompt-panel")
+
+    def _default_prompt(self) -> str:
+        return generation_prompt(self.task, self.settings.language, device=self.settings.device,
+                                 size=self.settings.size).text
+
+    def set_task(self, task: Task | str) -> None:
+        """Prompt for another task; an unedited prompt box follows, an edited one is kept."""
+        old = self.default_prompt
+        self.task = get_task(task) if isinstance(task, str) else task
+        self.default_prompt = self._default_prompt()
+        if self.prompt.value.strip() == old.strip():
+            self.prompt.value = self.default_prompt
+        self.status.value = f"<b>{html.escape(self.task.name)}</b>: ready"
+
+    def on_result(self, callback: Callable[[Any], Any]) -> None:
+        """Call `callback(result)` with each evaluated candidate's Result, on the kernel's main thread (the
+        Workbench shows them in its other tabs)."""
+        self._callbacks.append(callback)
 
     # -- running
     def current_settings(self) -> AgentSettings:
@@ -222,12 +313,17 @@ class PromptPanel(w.VBox):
 
     def _on_node(self, node: Node, loop: Any) -> None:
         self._refresh(list(loop.nodes), loop.seed_node)
+        if node.result is not None and self._callbacks:
+            from widgets._runner import call_on_main
+
+            result = node.result
+            call_on_main(lambda: [callback(result) for callback in self._callbacks])
 
     def _refresh(self, nodes: list[Node], seed: Node | None = None) -> None:
         with self._lock:
             self.nodes = nodes
             tree = Lineage.from_nodes(nodes[0].run_id if nodes else "", nodes, [seed] if seed else [])
-            self.table.value = candidates_html(nodes, tree.best)
+            self.table.value = candidates_html(nodes, tree.best, tree.external)
             fresh = lineage_figure(tree)
             with self.figure.batch_update():
                 for target, source in zip(self.figure.data, fresh.data, strict=True):
@@ -235,8 +331,7 @@ class PromptPanel(w.VBox):
                 self.figure.layout.yaxis2.title.text = fresh.layout.yaxis2.title.text
 
     # -- static rendering
-    def to_html(self, include_plotlyjs: str | bool = "cdn") -> str:
-        """A self-describing HTML snapshot (settings, candidates, figure) for headless runs and exports."""
+    def _static_parts(self) -> list[Any]:
         nodes = self.run_result.nodes if self.run_result else self.nodes
         seed = self.run_result.forked_from if self.run_result else None
         tree = Lineage.from_nodes(nodes[0].run_id if nodes else "", nodes, [seed] if seed else [])
@@ -245,5 +340,10 @@ class PromptPanel(w.VBox):
                 f"{html.escape(self.provider_picker.value)} {html.escape(self.model.value)}</h4>"
                 f"<p>turns {settings.max_turns}, feedback {html.escape(settings.feedback.label)}"
                 + (f", stopped: {html.escape(self.run_result.stop_reason)}" if self.run_result else "") + "</p>")
-        figure = lineage_figure(tree).to_html(full_html=False, include_plotlyjs=include_plotlyjs)
-        return f'<div class="kwb-prompt-panel">{head}{candidates_html(nodes, tree.best)}{figure}</div>'
+        return [head, candidates_html(nodes, tree.best, tree.external), lineage_figure(tree)]
+
+    def to_html(self, include_plotlyjs: str | bool = "cdn") -> str:
+        """A self-describing HTML snapshot (settings, candidates, figure) for headless runs and exports."""
+        from widgets.static import join
+
+        return f'<div class="kwb-prompt-panel">{join(self._static_parts(), include_plotlyjs)}</div>'

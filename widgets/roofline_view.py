@@ -1,13 +1,16 @@
-"""RooflineView: the device's roofline with a point per result, updated in place as results arrive.
+"""RooflineView: one device's roofline with a point per result timed on it, updated in place as results arrive.
 
-The figure itself comes from `roofline.plot` (ceilings per dtype, hover text); this view only decides which
-results are points and pushes them into one FigureWidget inside `batch_update`, so a study streaming
-hundreds of results redraws once per batch rather than once per point. Interpreter times are not
-hardware times, so such results are listed as skipped instead of plotted.
+The figure comes from `roofline.plot` (labelled roofs, ridge points, units that fit the device). This view
+picks the roofs (a GPU the results ran on, this machine's GPU, or the measured CPU), draws only the results
+timed on that hardware, and lists every other result beside the plot with the reason: Triton-interpreter
+times are not hardware, and a point under another device's roofs would say nothing. Points arrive inside
+`batch_update`, so a study streaming hundreds of results redraws once per batch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from widgets._html import esc
@@ -17,139 +20,235 @@ from workbench.errors import require
 from workbench.result import Result
 
 w = require("ipywidgets", "lab", "the roofline view")
-go = require("plotly.graph_objects", "lab", "the roofline view", package="plotly")
+require("plotly.graph_objects", "lab", "the roofline view", package="plotly")
+
+#: Compute roofs always drawn; the dtypes the drawn results use are added.
+BASE_DTYPES = ("fp32", "fp16")
 
 
-def plottable(record: Record) -> bool:
-    """A point needs a hardware time and its work: FLOPs and bytes counted, time not from the interpreter."""
-    return (record.time_ms is not None and record.clock != "interpreter" and bool(record.flops)
-            and bool(record.bytes))
+def point_dict(record: Record) -> dict[str, Any]:
+    """The keys `roofline.plot` reads from a store row, from a Record."""
+    return {"candidate_name": record.name, "task": record.task, "size": record.size, "status": record.status,
+            "flags": list(record.flags), "time_median_ms": record.time_ms, "flops": record.flops,
+            "bytes": record.bytes, "sol_fraction": record.sol_fraction, "bound": record.bound,
+            "device": record.device, "device_name": record.device_name, "clock": record.clock, "dtype": record.dtype}
 
 
 def roofline_point(record: Record) -> dict[str, Any]:
-    """Arithmetic intensity (FLOP/byte) and achieved FLOP/s of one result, with its hover details. The keys
-    are those `roofline.plot` reads from a store row, so the same dict feeds both."""
+    """Arithmetic intensity (FLOP/byte), achieved FLOP/s and bytes/s of one timed result, with its details."""
     seconds = record.time_ms * 1e-3  # type: ignore[operator]
-    return {
-        "candidate_name": record.name, "task": record.task, "size": record.size, "status": record.status,
-        "flags": list(record.flags), "time_median_ms": record.time_ms, "flops": record.flops, "bytes": record.bytes,
-        "intensity": record.flops / record.bytes,  # type: ignore[operator]
-        "flops_per_s": record.flops / seconds,  # type: ignore[operator]
-        "bytes_per_s": record.bytes / seconds,  # type: ignore[operator]
-        "sol_fraction": record.sol_fraction, "bound": record.bound,
-    }
+    return {**point_dict(record), "intensity": record.flops / record.bytes,  # type: ignore[operator]
+            "flops_per_s": record.flops / seconds, "bytes_per_s": record.bytes / seconds}  # type: ignore[operator]
 
 
-def _plot_module() -> Any:
-    try:
-        from roofline import plot
-    except ImportError:
-        return None
-    return plot if hasattr(plot, "roofline_figure") else None
+@dataclass
+class RoofChoice:
+    """One set of roofs the view can draw; `load()` returns (spec, ceilings), measuring only when chosen."""
+
+    label: str
+    key: str
+    load: Callable[[], tuple[Any, Any]]
 
 
-def base_figure(device: str | None = None, ceilings: Any = None, widget: bool = False) -> tuple[Any, str]:
-    """(figure with the device's roofs and no points, note). Measured ceilings are drawn solid and, on a GPU
-    in the spec table, the datasheet roofs dashed beside them. Falls back to bare axes without `roofline`."""
-    plot = _plot_module()
-    device = device or "cpu"
-    if plot is not None:
-        try:
-            spec = None
-            if ceilings is None:
-                from roofline.ceilings import get_ceilings
+def _gpu_names(records: list[Record]) -> list[str]:
+    """GPU device names the results ran on, most recent last."""
+    names = [r.device_name or r.device for r in records if r.device.startswith("cuda") and r.clock != "interpreter"]
+    return list(dict.fromkeys(reversed(names)))[::-1]
 
-                ceilings = get_ceilings(device)
-            if device.startswith("cuda"):
-                from roofline.specs import detect
 
-                try:
-                    spec = detect(device)
-                except Exception:  # noqa: BLE001 - no datasheet roofs, the measured ones still show
-                    spec = None
-            fig = plot.roofline_figure([], spec=spec, ceilings=ceilings, as_widget=widget)
-            fig.update_layout(height=420, margin={"l": 60, "r": 10, "t": 40, "b": 40})
-            return fig, ""
-        except Exception as exc:  # noqa: BLE001 - the view still shows points without ceilings
-            note = f"ceilings unavailable ({type(exc).__name__}: {exc})"
+def roof_choices(records: list[Record], device: str | None, ceilings: Any = None) -> list[RoofChoice]:
+    """Roofs worth offering, default first: each GPU the results ran on (most recent first; datasheet, and
+    measured where this machine has that GPU or `ceilings` were given for it), this machine's GPU, and the
+    CPU (measured, or the given CPU ceilings). Given ceilings of a GPU not in the datasheet table are a
+    choice of their own."""
+    from roofline.specs import match_device_name
+
+    local = _local_gpu()
+    given_kind = _ceilings_kind(ceilings)
+    given_entry = match_device_name(ceilings.device_name) if given_kind == "gpu" else None
+    names = list(reversed(_gpu_names(records)))
+    if given_kind == "gpu" and ceilings.device_name not in names and not any(
+            given_entry is not None and match_device_name(n) is given_entry for n in names):
+        names.insert(0, ceilings.device_name)
+    choices: list[RoofChoice] = []
+    for name in names:
+        entry = match_device_name(name)
+        mine = given_kind == "gpu" and (name == ceilings.device_name or entry is not None and entry is given_entry)
+        measured = mine or (local is not None and local == name)
+        if entry is None and not measured:
+            continue
+        label = f"{name}: " + " + ".join(p for p in ("datasheet" if entry else "", "measured" if measured else "") if p)
+
+        def load(entry: Any = entry, mine: bool = mine, measured: bool = measured) -> tuple[Any, Any]:
+            if mine:
+                return entry, ceilings
+            from roofline.ceilings import get_ceilings
+
+            return entry, get_ceilings("cuda") if measured else None
+
+        choices.append(RoofChoice(label, f"gpu:{name}", load))
+    if local is not None and not any(c.key == f"gpu:{local}" for c in choices):
+        choices.append(RoofChoice(f"{local} (this machine)", f"gpu:{local}", _load_local_gpu))
+    if given_kind == "cpu":
+        choices.append(RoofChoice(f"{ceilings.device_name} (measured)", "cpu", lambda: (None, ceilings)))
+    elif given_kind is None and ceilings is not None:
+        choices.insert(0, RoofChoice(f"{ceilings.device_name} (given ceilings)", "given", lambda: (None, ceilings)))
     else:
-        note = "the roofline package is not available: points without ceilings"
-    fig = (go.FigureWidget if widget else go.Figure)()
-    fig.update_layout(title="Roofline", height=420, margin={"l": 60, "r": 10, "t": 40, "b": 40},
-                      xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
-                      yaxis={"type": "log", "title": {"text": "FLOP/s"}})
-    return fig, note
+        choices.append(RoofChoice("CPU (measured)", "cpu", _load_cpu))
+    if device and device.startswith("cuda") and local is not None and not _gpu_names(records):
+        choices.sort(key=lambda c: c.key != f"gpu:{local}")  # this machine's GPU first when asked for cuda
+    return choices
 
 
-def add_points(fig: Any, points: list[dict[str, Any]]) -> None:
-    """Points onto a roofline figure: through `roofline.plot.add_points` when present, else one scatter."""
-    if not points:
-        return
-    plot = _plot_module()
-    if plot is not None and hasattr(plot, "add_points"):
-        plot.add_points(fig, points)
-        return
-    fig.add_scatter(
-        x=[p["intensity"] for p in points], y=[p["flops_per_s"] for p in points], mode="markers",
-        name="results", marker={"size": 10},
-        text=[f"{p['candidate_name']} {p['size']}: {p['time_median_ms']:.4g} ms" for p in points],
-        hovertemplate="%{text}<br>%{x:.3g} FLOP/B, %{y:.3g} FLOP/s<extra></extra>",
-    )
+def _ceilings_kind(ceilings: Any) -> str | None:
+    if ceilings is None:
+        return None
+    from roofline.plot import Roofs
+
+    return Roofs(ceilings).kind
+
+
+def _local_gpu() -> str | None:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def _load_local_gpu() -> tuple[Any, Any]:
+    from roofline.ceilings import get_ceilings
+    from roofline.specs import detect
+
+    spec = detect("cuda")
+    return (None if spec.measured else spec), get_ceilings("cuda")
+
+
+def _load_cpu() -> tuple[Any, Any]:
+    from roofline.ceilings import get_ceilings
+
+    return None, get_ceilings("cpu")
+
+
+def left_out_html(left: list[dict[str, Any]]) -> str:
+    """The results not drawn on these roofs, each with why (interpreter time, other device, not timed)."""
+    if not left:
+        return ""
+    rows = "".join(f'<tr class="kwb-roofline-skipped"><td title="{esc(r["task"])}" style="padding-right:1em;'
+                   f'white-space:nowrap">{esc(r["name"])}</td><td style="color:#666">{esc(r["device"])}</td>'
+                   f'<td style="color:#666;padding-left:1em">{esc(r["reason"])}</td></tr>' for r in left[-40:])
+    more = f"<p style='color:#666'>… and {len(left) - 40} earlier</p>" if len(left) > 40 else ""
+    return (f'<div class="kwb-roofline-left" style="font-size:90%"><b>Not on this roofline ({len(left)})</b>'
+            f'<table style="border-collapse:collapse;margin-top:4px">{rows}</table>{more}</div>')
 
 
 class RooflineView(StaticMixin, w.VBox):
-    """The roofline of `device` with one point per timed result; `add(result)` updates it in place."""
+    """Roofs of one device with one point per result timed on it; `add(result)` updates it in place."""
 
     _static_title = "Kernel Workbench: roofline"
 
     def __init__(self, results: Any = None, *, device: str | None = None, ceilings: Any = None, **kwargs: Any):
         self.device, self.ceilings = device, ceilings
+        self.records: list[Record] = to_records(results if results is not None else [])
         self.points: list[dict[str, Any]] = []
-        self.skipped: list[Record] = []
-        self.figure, self.note = base_figure(device, ceilings, widget=True)
+        self._quiet = True
+        self.skipped: list[dict[str, Any]] = []
+        self.note = ""
+        self._choices: list[RoofChoice] = []
+        self._picker = w.Dropdown(description="roofs", layout=w.Layout(width="460px"))
+        self._picker.add_class("kwb-roofline-picker")
+        self._side = w.HTML(layout=w.Layout(overflow="auto", max_height="14em"))
         self._note = w.HTML()
+        self._box = w.Box(layout=w.Layout(width="100%"))
         super().__init__(**kwargs)
         self.add_class("kwb-roofline")
-        self.children = [self.figure, self._note]
-        self.add_many(results if results is not None else [])
+        # The list of results left out sits under the plot: beside it, it would squeeze the figure, which
+        # plotly sizes once, when the (possibly hidden) tab is first drawn.
+        self.children = [self._picker, self._box, self._side, self._note]
+        self._refresh_choices()
+        self._picker.observe(lambda _: None if self._quiet else self._draw(), "value")
+        self._draw()
 
+    # ---- public --------------------------------------------------------------------------------------
     def add(self, result: Result | Record) -> None:
         self.add_many([result])
 
     def reset(self, results: Any = None, device: str | None = None) -> None:
-        """Start over (another task or device): a fresh figure, then `results` as points."""
+        """Start over (another task or device)."""
         self.device = device or self.device
-        self.points, self.skipped = [], []
-        self.figure, self.note = base_figure(self.device, self.ceilings, widget=True)
-        self.children = [self.figure, self._note]
-        self.add_many(results if results is not None else [])
+        self.records = to_records(results if results is not None else [])
+        self.points = []
+        self._refresh_choices()
+        self._draw()
 
     def add_many(self, results: Any) -> None:
-        """Add results; the figure redraws once for the whole batch."""
-        fresh = []
-        for record in to_records(results):
-            if plottable(record):
-                fresh.append(roofline_point(record))
-            else:
-                self.skipped.append(record)
-        self.points.extend(fresh)
-        if fresh:
-            with self.figure.batch_update():
-                add_points(self.figure, fresh)
-        self._note.value = self._note_html()
+        """Add results: drawn if they ran on the current roofs (one redraw per batch), else listed beside."""
+        from roofline.plot import add_points, split_points
 
-    def _note_html(self) -> str:
-        parts = [esc(self.note)] if self.note else []
-        interp = sum(r.clock == "interpreter" for r in self.skipped)
-        if interp:
-            parts.append(f"{interp} result(s) timed by the Triton interpreter are not plotted: the interpreter is not "
-                         "hardware (run on a GPU for a roofline)")
-        other = len(self.skipped) - interp
-        if other:
-            parts.append(f"{other} result(s) without a time or without counted work are not plotted")
-        return "".join(f'<p class="kwb-roofline-note" style="color:#666;margin:2px 0">{p}</p>' for p in parts)
+        fresh = to_records(results)
+        self.records.extend(fresh)
+        if self._refresh_choices():
+            self._draw()
+            return
+        to_add = []
+        for record in fresh:
+            drawn, left = split_points([point_dict(record)], self._roofs)
+            self.points.extend(drawn)
+            self.skipped.extend(left)
+            to_add += [point_dict(record)] if drawn else []
+        if to_add:
+            with self.figure.batch_update():
+                add_points(self.figure, to_add)
+        self._side.value = left_out_html(self.skipped)
+
+    # ---- internals -----------------------------------------------------------------------------------
+    def _refresh_choices(self) -> bool:
+        """Re-list the roofs on offer; True when the chosen roofs changed (the caller redraws)."""
+        self._choices = roof_choices(self.records, self.device, self.ceilings)
+        options = [(c.label, c.key) for c in self._choices]
+        before = self._picker.value
+        keep = before if before in [k for _, k in options] else None
+        if keep is None or (not self.points and self._choices[0].key != before and self._better_default()):
+            keep = options[0][1]
+        self._quiet = True
+        try:
+            self._picker.options = options
+            self._picker.value = keep
+        finally:
+            self._quiet = False
+        return keep != before
+
+    def _better_default(self) -> bool:
+        """Move to the first choice when the current roofs draw nothing and a GPU result has arrived."""
+        return self._choices[0].key.startswith("gpu:") or self._choices[0].key == "given"
+
+    def _choice(self) -> RoofChoice:
+        return next(c for c in self._choices if c.key == self._picker.value)
+
+    def _draw(self) -> None:
+        from roofline.plot import Roofs, roofline_figure, split_points
+        from roofline.specs import dtype_key
+
+        choice = self._choice()
+        try:
+            spec, ceilings = choice.load()
+            self.note = ""
+        except Exception as exc:  # noqa: BLE001 - the results are still listed without roofs
+            spec = ceilings = None
+            self.note = f"roofs unavailable for {choice.label} ({type(exc).__name__}: {exc})"
+        self._roofs = [Roofs(s) for s in (spec, ceilings) if s is not None]
+        self._spec, self._ceilings = spec, ceilings
+        points = [point_dict(r) for r in self.records]
+        self.points, self.skipped = split_points(points, self._roofs)
+        used = [dtype_key(p["dtype"]) for p in self.points if p.get("dtype")]
+        self.dtypes = tuple(dict.fromkeys([*BASE_DTYPES, *used]))
+        self.figure = roofline_figure(points, spec=spec, ceilings=ceilings, dtypes=self.dtypes, as_widget=True)
+        self._box.children = [self.figure]
+        self._side.value = left_out_html(self.skipped)
+        self._note.value = (f'<p class="kwb-roofline-note" style="color:#c62828;margin:2px 0">{esc(self.note)}</p>'
+                            if self.note else "")
 
     def _static_parts(self) -> list[Any]:
-        fig, _ = base_figure(self.device, self.ceilings)
-        add_points(fig, self.points)
-        return [fig, self._note_html()]
+        from roofline.plot import roofline_figure
+
+        fig = roofline_figure([point_dict(r) for r in self.records], spec=self._spec, ceilings=self._ceilings,
+                              dtypes=self.dtypes)
+        return [fig, left_out_html(self.skipped), self._note.value]

@@ -21,8 +21,9 @@ def figure_html(fig: Any, include_plotlyjs: bool | str = "cdn", div_id: str | No
     """A plotly figure (Figure or FigureWidget) as an HTML fragment with its `plotly-graph-div`."""
     go = require("plotly.graph_objects", "lab", "static figure rendering", package="plotly")
     figure = fig if type(fig) is go.Figure else go.Figure(fig.to_dict())
-    return figure.to_html(include_plotlyjs=include_plotlyjs, full_html=False, div_id=div_id,
-                          config={"displaylogo": False})
+    from widgets._plot import PLOT_CONFIG
+
+    return figure.to_html(include_plotlyjs=include_plotlyjs, full_html=False, div_id=div_id, config=PLOT_CONFIG)
 
 
 def join(parts: list[Any], include_plotlyjs: bool | str = "cdn") -> str:

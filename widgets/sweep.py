@@ -1,14 +1,15 @@
-"""SweepExplorer: evaluate a grid of meta-parameters (e.g. BLOCK x NUM_WARPS) and see it as a heatmap.
+"""SweepExplorer: evaluate a grid of knobs (BLOCK x num_warps, ...) of a kernel and see the times.
 
-The grid is data (`workbench.study.sweep.Sweep`: a template whose top-level constants are the knobs, and the
-values to try), written in the widget as one `NAME = v1, v2, ...` line per knob. Each config is a complete
-candidate file, evaluated like any other; failed configs stay in the grid, labelled with their status.
+The grid is data (`workbench.study.sweep.Sweep`): the kernel's source is the template, and a knob is anything
+it already says (a module constant, a launch parameter such as `BLOCK=` or `num_warps=`, or the variable that
+feeds one), so the built-in solutions sweep as they are. The widget writes the grid as one
+`NAME = v1, v2, ...` line per knob and lists the knobs the current kernel has. Each config is a complete
+candidate evaluated like any other; failed configs stay in the plot, labelled with their status.
 """
 
 from __future__ import annotations
 
 import ast
-import math
 from typing import Any
 
 import traitlets as t
@@ -16,19 +17,23 @@ import traitlets as t
 from widgets._html import esc, fmt_ms, table
 from widgets._runner import Job
 from widgets.static import StaticMixin
+from widgets.sweep_plot import fill_sweep_figure, heatmap_data, line_data, sweep_figure, sweep_frame
 from workbench.errors import CandidateError, require
 from workbench.result import Result
-from workbench.study.sweep import Sweep, best_config, module_constant_values
+from workbench.study.sweep import Sweep, best_config, knobs, suggest_grid, sweep_row
 
 w = require("ipywidgets", "lab", "the sweep explorer")
-go = require("plotly.graph_objects", "lab", "the sweep explorer", package="plotly")
 
-#: Columns of a sweep frame that are not knobs (same as workbench.study.sweep.run_sweep's rows).
-RESULT_COLUMNS = ("status", "flags", "time_ms", "clock", "speedup", "sol_fraction", "candidate")
+__all__ = ["SweepExplorer", "parse_grid", "grid_text", "default_grid", "heatmap_data", "line_data", "sweep_figure",
+           "sweep_frame", "sweep_row"]
+
+#: What the grid box shows while empty: an example, never a fake result.
+PLACEHOLDER = "BLOCK = 256, 512, 1024\nnum_warps = 2, 4"
 
 
 def parse_grid(text: str) -> dict[str, list[Any]]:
-    """`"BLOCK = 64, 128\\nNUM_WARPS = 2, 4"` -> {"BLOCK": [64, 128], "NUM_WARPS": [2, 4]} (Python literals)."""
+    """`"BLOCK = 64, 128\\nnum_warps = 2, 4"` -> {"BLOCK": [64, 128], "num_warps": [2, 4]} (Python literals).
+    A knob may name one kernel's launches: `softmax_row_kernel.BLOCK = 256, 512`."""
     grid: dict[str, list[Any]] = {}
     for number, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
@@ -36,7 +41,7 @@ def parse_grid(text: str) -> dict[str, list[Any]]:
             continue
         name, sep, values = line.partition("=")
         name = name.strip()
-        if not sep or not name.isidentifier():
+        if not sep or not name or not all(part.isidentifier() for part in name.split(".")):
             raise CandidateError(f"grid line {number}: write `NAME = value, value, ...`, got {line!r}")
         try:
             parsed = ast.literal_eval(f"[{values}]")
@@ -44,9 +49,11 @@ def parse_grid(text: str) -> dict[str, list[Any]]:
             raise CandidateError(f"grid line {number}: values must be Python literals, got {values.strip()!r}") from exc
         if not parsed:
             raise CandidateError(f"grid line {number}: {name} has no values")
+        if name in grid:
+            raise CandidateError(f"grid line {number}: {name} is given twice; put all its values on one line")
         grid[name] = parsed
     if not grid:
-        raise CandidateError("the grid is empty: add a line like `BLOCK = 64, 128, 256`")
+        raise CandidateError("the grid is empty: add a line like `BLOCK = 256, 512` (one line per knob)")
     return grid
 
 
@@ -54,98 +61,75 @@ def grid_text(grid: dict[str, list[Any]]) -> str:
     return "\n".join(f"{k} = {', '.join(repr(v) for v in vals)}" for k, vals in grid.items())
 
 
-def default_grid(template: str) -> dict[str, list[Any]]:
-    """A starting grid from the template's integer constants: each power of two x/2, x, 2x."""
-    grid = {}
-    for name, value in module_constant_values(template).items():
-        if isinstance(value, int) and not isinstance(value, bool) and value > 1 and name.isupper():
-            grid[name] = sorted({max(1, value // 2), value, value * 2})
-    return grid
+def default_grid(template: str, device: str = "cpu") -> dict[str, list[Any]]:
+    """A starting grid for `template` (see `workbench.study.sweep.suggest_grid`); {} when it does not parse."""
+    try:
+        return suggest_grid(template, device)
+    except CandidateError:
+        return {}
 
 
-def sweep_row(config: dict[str, Any], result: Result) -> dict[str, Any]:
-    """One tidy row, in the same shape as `workbench.study.sweep.run_sweep`, so `best_config` reads both."""
-    return {**config, "status": result.status, "flags": list(result.flags), "time_ms": result.time_ms,
-            "clock": result.timing.clock if result.timing else None, "speedup": result.speedup,
-            "sol_fraction": result.sol_fraction, "candidate": result.candidate_name}
+def knobs_html(template: str) -> str:
+    """The knobs the kernel offers, each with where it acts and its current value."""
+    try:
+        found = knobs(template)
+    except CandidateError as exc:
+        return f'<span class="kwb-sweep-error" style="color:#c62828">{esc(str(exc))}</span>'
+    if not found:
+        return "<i>this kernel has no knobs: no module constants and no Triton launches</i>"
+    items = "".join(f"<li><code>{esc(k.name)}</code> <span style='color:#666'>{esc(k.where)}; now "
+                    f"<code>{esc(' | '.join(k.current))}</code></span></li>" for k in found.values())
+    return f'<ul class="kwb-sweep-knobs" style="margin:2px 0 2px 1em;padding:0">{items}</ul>'
 
 
-def sweep_frame(rows: list[dict[str, Any]], knobs: list[str]):
-    import pandas as pd
-
-    return pd.DataFrame(rows, columns=[*knobs, *RESULT_COLUMNS])
-
-
-def heatmap_data(frame, knobs: list[str]) -> dict[str, Any]:
-    """x = first knob, y = second knob (a single row for 1-D grids), z = time in ms (None if the config failed),
-    text = the time or the failed status, best = the fastest correct config (or None)."""
-    if not knobs:
-        raise CandidateError("a sweep needs at least one knob")
-    xk, yk = knobs[0], (knobs[1] if len(knobs) > 1 else None)
-    xs = list(dict.fromkeys(frame[xk].tolist()))
-    ys = list(dict.fromkeys(frame[yk].tolist())) if yk else [""]
-    z: list[list[float | None]] = [[None] * len(xs) for _ in ys]
-    text = [["not run"] * len(xs) for _ in ys]
-    for _, row in frame.iterrows():
-        i = ys.index(row[yk]) if yk else 0
-        j = xs.index(row[xk])
-        time_ms = row["time_ms"]
-        ok = row["status"] == "ok" and time_ms is not None and not (isinstance(time_ms, float) and math.isnan(time_ms))
-        z[i][j] = float(time_ms) if ok else None
-        text[i][j] = fmt_ms(float(time_ms)) if ok else str(row["status"])
-    best = best_config(frame, knobs) if len(frame) else None
-    return {"x": xs, "y": ys, "z": z, "text": text, "x_name": xk, "y_name": yk, "best": best}
-
-
-def sweep_figure(data: dict[str, Any], widget: bool = False, clock: str | None = None) -> Any:
-    """The grid as a heatmap of time (darker = slower), failed configs blank with their status, ★ on the best."""
-    fig = (go.FigureWidget if widget else go.Figure)()
-    fill_sweep_figure(fig, data, clock)
-    return fig
-
-
-def fill_sweep_figure(fig: Any, data: dict[str, Any], clock: str | None = None) -> None:
-    xs = [str(v) for v in data["x"]]
-    ys = [str(v) for v in data["y"]]
-    best = data.get("best")
-    star_x = [str(best[data["x_name"]])] if best else []
-    star_y = [str(best[data["y_name"]]) if data["y_name"] else ""] if best else []
-    fig.data = []
-    fig.add_heatmap(x=xs, y=ys, z=data["z"], text=data["text"], texttemplate="%{text}", colorscale="Blues",
-                    colorbar={"title": {"text": "ms"}}, name="time",
-                    hovertemplate=f"{esc(data['x_name'])}=%{{x}}"
-                    + (f" {esc(data['y_name'])}=%{{y}}" if data["y_name"] else "") + ": %{text}<extra></extra>")
-    fig.add_scatter(x=star_x, y=star_y, mode="markers", name="best",
-                    marker={"symbol": "star", "size": 22, "color": "gold", "line": {"width": 1.5, "color": "black"}},
-                    hoverinfo="skip", showlegend=False)
-    clock_note = f" ({clock} clock)" if clock else ""
-    title = "Sweep: time per config" + clock_note + (
-        f"; ★ best: {', '.join(f'{k}={v}' for k, v in best.items() if k != 'time_ms')}" if best else "")
-    fig.update_layout(title=title, height=360, margin={"l": 60, "r": 10, "t": 40, "b": 40},
-                      xaxis={"title": {"text": data["x_name"]}, "type": "category"},
-                      yaxis={"title": {"text": data["y_name"] or ""}, "type": "category"})
-
-
-def best_html(best: dict[str, Any] | None) -> str:
-    if best is None:
-        return '<p class="kwb-sweep-best"><i>No config passed yet.</i></p>'
-    knobs = ", ".join(f"<code>{esc(k)} = {esc(repr(v))}</code>" for k, v in best.items() if k != "time_ms")
-    return f'<p class="kwb-sweep-best">&#9733; fastest correct config: {knobs} ({esc(fmt_ms(best["time_ms"]))})</p>'
+def help_html(template: str) -> str:
+    return ('<div class="kwb-sweep-help" style="color:#444;font-size:92%;line-height:1.4">'
+            "<b>Sweep the kernel's knobs.</b> One line per knob, <code>NAME = value, value, ...</code>: a module "
+            "constant, a launch parameter (<code>BLOCK</code>, <code>num_warps</code>, <code>num_stages</code>; "
+            "<code>kernel.BLOCK</code> for one kernel only) or the variable that feeds one. The kernel itself is "
+            "not edited: each config is a copy with those values written in. One knob draws a line with its "
+            "95% CI band, two a heatmap with the fastest correct config starred."
+            f"<details open><summary>knobs in the current kernel</summary>{knobs_html(template)}</details></div>")
 
 
 def rows_html(frame) -> str:
     if frame is None or not len(frame):
         return ""
-    cols = [c for c in frame.columns if c not in ("flags", "candidate", "speedup", "sol_fraction")]
-    rows = [[esc(fmt_ms(row[c]) if c == "time_ms" and row[c] == row[c] and row[c] is not None else str(row[c]))
-             for c in cols] for _, row in frame.iterrows()]
-    return table([esc(c) for c in cols], rows, "kwb-sweep-rows")
+    hidden = ("flags", "candidate", "speedup", "sol_fraction", "ci95_low_ms", "ci95_high_ms")
+    cols = [c for c in frame.columns if c not in hidden]
+
+    def cell(row: Any, c: str) -> str:
+        if c == "time_ms":
+            value = row[c]
+            if value is None or value != value:
+                return "–"
+            lo, hi = row.get("ci95_low_ms"), row.get("ci95_high_ms")
+            ci = f" [{fmt_ms(lo)}, {fmt_ms(hi)}]" if lo == lo and hi == hi and lo is not None and hi is not None else ""
+            return esc(fmt_ms(value) + ci)
+        value = row[c]
+        return "–" if value is None or value != value else esc(str(value))
+
+    headers = [esc("time [95% CI]" if c == "time_ms" else c) for c in cols]
+    return table(headers, [[cell(row, c) for c in cols] for _, row in frame.iterrows()], "kwb-sweep-rows")
+
+
+def best_html(best: dict[str, Any] | None, ran: bool = True) -> str:
+    if not ran:
+        return ""
+    if best is None:
+        return '<p class="kwb-sweep-best"><i>No config passed.</i></p>'
+    knobs_ = ", ".join(f"<code>{esc(k)} = {esc(repr(v))}</code>" for k, v in best.items() if k != "time_ms")
+    return f'<p class="kwb-sweep-best">&#9733; fastest correct config: {knobs_} ({esc(fmt_ms(best["time_ms"]))})</p>'
+
+
+def _error(text: str) -> str:
+    return f'<span class="kwb-sweep-error" style="color:#c62828">{esc(text)}</span>'
 
 
 class SweepExplorer(StaticMixin, w.VBox):
-    """A grid of template constants, evaluated with a progress bar and shown as a heatmap with the best marked.
+    """A grid of kernel knobs, evaluated with a progress bar; a line plot (one knob) or heatmap (two).
 
-        SweepExplorer("softmax", template=src, grid={"BLOCK": [64, 128], "NUM_WARPS": [2, 4]}).run(block=True)
+        SweepExplorer("softmax", template=src, grid={"BLOCK": [256, 512], "num_warps": [2, 4]}).run(block=True)
     """
 
     grid_spec = t.Unicode(help="One `NAME = v1, v2, ...` line per knob.")
@@ -153,11 +137,14 @@ class SweepExplorer(StaticMixin, w.VBox):
     _static_title = "Kernel Workbench: sweep"
 
     def __init__(self, task: Any, template: str = "", grid: dict[str, list[Any]] | None = None, *,
-                 device: str | None = None, size: Any = None, template_source: Any = None, **kwargs: Any):
-        from widgets.editor import resolve_task
+                 device: str | None = None, size: Any = None, template_source: Any = None,
+                 evaluate_kw: dict[str, Any] | None = None, **kwargs: Any):
+        from widgets.editor import resolve_task, starter_source
 
         self.task = resolve_task(task)
-        self.template, self.device, self.size = template, device, size
+        self.template = template or starter_source(self.task)
+        self.device, self.size = device, size
+        self.evaluate_kw = dict(evaluate_kw or {})
         #: Optional zero-argument callable giving the current template (the Workbench passes the editor's source).
         self.template_source = template_source
         self.rows: list[dict[str, Any]] = []
@@ -165,30 +152,27 @@ class SweepExplorer(StaticMixin, w.VBox):
         self.job: Job | None = None
         self._callbacks: list[Any] = []
         self._knobs: list[str] = []
-        self._grid = w.Textarea(layout=w.Layout(width="320px", height="80px"),
-                                placeholder="BLOCK = 64, 128, 256\nNUM_WARPS = 2, 4")
+        self._grid = w.Textarea(layout=w.Layout(width="340px", height="84px"), placeholder=PLACEHOLDER)
         self._grid.add_class("kwb-sweep-grid")
         self._run = w.Button(description="Run sweep", icon="th", button_style="primary")
         self._run.add_class("kwb-sweep-run")
         self._cancel = w.Button(description="Cancel", icon="stop", disabled=True)
+        self._suggest = w.Button(description="Suggest grid", icon="magic",
+                                 tooltip="A block size at half, same and double its value, and num_warps")
         self._progress = w.IntProgress(value=0, min=0, max=1, description="0/0", layout=w.Layout(width="300px"))
         self._status = w.HTML()
-        self._best = w.HTML(best_html(None))
-        self.figure = sweep_figure(heatmap_data(sweep_frame([], ["x"]), ["x"]), widget=True)
+        self._help = w.HTML(help_html(self.current_template()))
+        self._best = w.HTML()
+        self.figure = sweep_figure(sweep_frame([], ["x"]), ["x"], widget=True)
+        self._figure_box = w.Box([self.figure], layout=w.Layout(display="none", width="100%"))
         self._table = w.HTML()
-        self._suggest = w.Button(description="Suggest grid", icon="magic",
-                                 tooltip="x/2, x, 2x for each upper-case integer constant of the template")
-        help_text = w.HTML('<span style="color:#666;font-size:90%">Knobs are top-level constants of the kernel file '
-                           "(e.g. <code>BLOCK = 256</code>, launched with <code>BLOCK=BLOCK</code>); one line per knob."
-                           "</span>")
-        spec = grid_text(grid) if grid else grid_text(default_grid(template)) if template else ""
+        spec = grid_text(grid) if grid else grid_text(default_grid(self.current_template(), device or "cpu"))
         super().__init__(grid_spec=spec, **kwargs)
         self.add_class("kwb-sweep")
         self.children = [
-            help_text,
             w.HBox([self._grid, w.VBox([w.HBox([self._run, self._cancel, self._suggest]), self._progress,
                                         self._status])]),
-            self._best, self.figure, self._table,
+            self._help, self._best, self._figure_box, self._table,
         ]
         t.link((self, "grid_spec"), (self._grid, "value"))
         self._suggest.on_click(lambda _: self.suggest_grid())
@@ -196,21 +180,26 @@ class SweepExplorer(StaticMixin, w.VBox):
         self._cancel.on_click(lambda _: self.cancel())
 
     # ---- data ----------------------------------------------------------------------------------------
+    def current_template(self) -> str:
+        return self.template_source() if self.template_source is not None else self.template
+
+    def refresh_knobs(self) -> None:
+        """Re-list the current kernel's knobs (the Workbench calls this when the editor's code changes)."""
+        self._help.value = help_html(self.current_template())
+
     def sweep(self) -> Sweep:
-        template = self.template_source() if self.template_source is not None else self.template
-        grid = parse_grid(self.grid_spec)
-        return Sweep(template=template, grid=grid, name=f"{self.task.name}-sweep")
+        return Sweep(template=self.current_template(), grid=parse_grid(self.grid_spec), name=f"{self.task.name}-sweep")
 
     def suggest_grid(self) -> dict[str, list[Any]]:
-        """Fill the grid from the current template's constants (see `default_grid`)."""
-        template = self.template_source() if self.template_source is not None else self.template
-        grid = default_grid(template)
+        """Fill the grid from the current kernel's knobs (see `default_grid`)."""
+        grid = default_grid(self.current_template(), self.device or "cpu")
+        self.refresh_knobs()
         if grid:
             self.grid_spec = grid_text(grid)
             self._status.value = ""
         else:
-            self._status.value = ('<span class="kwb-sweep-error" style="color:#c62828">the kernel has no upper-case '
-                                  "integer constants to sweep: add e.g. <code>BLOCK = 256</code> at the top</span>")
+            self._status.value = _error("no knob to suggest: add a module constant such as `BLOCK = 256` or pass "
+                                        "BLOCK=... at the kernel launch")
         return grid
 
     @property
@@ -227,17 +216,18 @@ class SweepExplorer(StaticMixin, w.VBox):
 
     # ---- running -------------------------------------------------------------------------------------
     def run(self, block: bool = False) -> Any:
-        """Evaluate every config; block=True returns the frame when done (scripts, papermill)."""
+        """Evaluate every config; block=True returns the frame when done (scripts, papermill). A bad grid or
+        an unknown knob shows its message in the widget and returns None."""
         if self.job is not None and self.job.running:
             return None
         try:
             sweep = self.sweep()
-            configs = sweep.configs()
-            for config in configs[:1]:
-                sweep.candidate(config)  # fails now, with the template's constants listed, if a knob is unknown
+            sweep.check()  # fails now, naming the kernel's knobs, if a knob is unknown
         except CandidateError as exc:
-            self._status.value = f'<span class="kwb-sweep-error" style="color:#c62828">{esc(str(exc))}</span>'
+            self._status.value = _error(str(exc))
+            self.refresh_knobs()
             return None
+        configs = sweep.configs()
         self._knobs = list(sweep.grid)
         self.rows, self.results = [], []
         self._progress.max, self._progress.value = max(len(configs), 1), 0
@@ -245,7 +235,7 @@ class SweepExplorer(StaticMixin, w.VBox):
         self._status.value = ""
         self._run.disabled, self._cancel.disabled = True, False
         self._render()
-        task, device, size = self.task, self.device, self.size
+        task, device, size, kw = self.task, self.device, self.size, self.evaluate_kw
 
         def work(job: Job) -> None:
             from workbench import evaluate
@@ -253,7 +243,7 @@ class SweepExplorer(StaticMixin, w.VBox):
             for i, config in enumerate(configs):
                 if job.cancelled:
                     return
-                result = evaluate(task, sweep.candidate(config), device=device, size=size)
+                result = evaluate(task, sweep.candidate(config), device=device, size=size, **kw)
                 if job.cancelled:
                     return
                 self._deliver(config, result, i + 1, len(configs), job)
@@ -292,7 +282,7 @@ class SweepExplorer(StaticMixin, w.VBox):
 
     def _failed(self, exc: BaseException) -> None:
         self._run.disabled, self._cancel.disabled = False, True
-        self._status.value = f'<span style="color:#c62828">{esc(type(exc).__name__)}: {esc(str(exc))}</span>'
+        self._status.value = _error(f"{type(exc).__name__}: {exc}")
 
     def _cancelled(self) -> None:
         self._run.disabled, self._cancel.disabled = False, True
@@ -303,17 +293,16 @@ class SweepExplorer(StaticMixin, w.VBox):
         clocks = {r["clock"] for r in self.rows if r["clock"]}
         return clocks.pop() if len(clocks) == 1 else None
 
-    def _data(self) -> dict[str, Any]:
-        knobs = self._knobs or ["x"]
-        return heatmap_data(self.frame if self._knobs else sweep_frame([], knobs), knobs)
-
     def _render(self) -> None:
-        data = self._data()
-        fill_sweep_figure(self.figure, data, self._clock())
-        self._best.value = best_html(data["best"])
-        self._table.value = rows_html(self.frame) if self._knobs else ""
+        ran = bool(self.rows)
+        self._figure_box.layout.display = "flex" if ran else "none"
+        if ran:
+            with self.figure.batch_update():
+                fill_sweep_figure(self.figure, self.frame, self._knobs, self._clock())
+        self._best.value = best_html(self.best, ran)
+        self._table.value = rows_html(self.frame) if ran else ""
 
     def _static_parts(self) -> list[Any]:
-        data = self._data()
-        return [best_html(data["best"]), sweep_figure(data, clock=self._clock()), rows_html(self.frame)
-                if self._knobs else ""]
+        if not self.rows:
+            return [help_html(self.current_template())]
+        return [best_html(self.best), sweep_figure(self.frame, self._knobs, self._clock()), rows_html(self.frame)]

@@ -110,7 +110,9 @@ def variant_series(records: list[Record], metric: str = "time") -> Series:
 
 
 def series_figure(series: Series, metric: str = "time", widget: bool = False) -> Any:
-    fig = (go.FigureWidget if widget else go.Figure)()
+    from widgets._plot import new_figure
+
+    fig = new_figure(widget)
     fill_figure(fig, series, metric)
     return fig
 
@@ -125,13 +127,15 @@ def fill_figure(fig: Any, series: Series, metric: str) -> None:
                    hovertemplate=f"{esc(line.name)}<br>%{{x}}: %{{y:.4g}}<extra></extra>")
         for line in series.lines
     ])
+    from widgets._plot import titled
+
     title = "Variants across sizes" + ("" if series.lines else ": no passing, timed results yet")
-    fig.update_layout(
-        title=title, height=380, margin={"l": 50, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2},
+    titled(
+        fig, title, height=380, legend={"orientation": "h", "y": -0.2},
         xaxis={"title": {"text": "size"}, "type": "category", "categoryorder": "array",
                "categoryarray": series.sizes},
         yaxis={"title": {"text": METRICS[metric]}, "type": "log" if metric == "time" else "linear"},
-        annotations=[{"text": esc(series.note), "xref": "paper", "yref": "paper", "x": 0, "y": 1.02,
+        annotations=[{"text": esc(series.note), "xref": "paper", "yref": "paper", "x": 0, "y": 1.04,
                       "showarrow": False, "font": {"size": 10, "color": "#8d6e00"}, "xanchor": "left"}]
         if series.note else [],
     )

@@ -1,0 +1,118 @@
+"""The %%kwb cell magic: argument errors are one clear line, a cell is evaluated out of process with its own
+line numbers, honest and cheating cells get their verdicts (real evaluations on the CPU, tiny sizes)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("IPython")
+
+from widgets.magic import HEADER, CellVerdict, MagicUsageError, parse_line, parse_size, run_cell  # noqa: E402
+from workbench.tasks.task import get_task  # noqa: E402
+
+HONEST = get_task("vector_add").solution_candidate().source
+#: A Triton kernel that is defined but never launched; PyTorch does the work (line 14).
+TORCH_ONLY = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def decoy_kernel(x_ptr):
+    pass
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return torch.add(a, b)
+"""
+
+
+@pytest.mark.parametrize("line, message", [
+    ("", "needs exactly one task name, got no task"),
+    ("softmax extra", "got 2 tasks (softmax extra)"),
+    ("softmax --bogus 1", "unknown option --bogus; options: --device, --name"),
+    ("softmax --device", "--device needs a value"),
+    ("softmax --device tpu", "use cpu, cuda or cuda:N"),
+    ("softmax --language rust", "choose auto, triton, cuda, torch"),
+    ("softmax --size dim", None),  # a bare word is a preset name, checked against the task later
+    ("softmax --size dim=", "is not k=v"),
+    ("softmax --timeout soon", "give seconds"),
+    ("softmax --name 'unclosed", "cannot read the %%kwb line"),
+])
+def test_bad_lines_say_what_to_write(line, message):
+    if message is None:
+        assert parse_line(line).size == "dim"
+        return
+    with pytest.raises(MagicUsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_line(line)
+
+
+def test_good_line_and_sizes():
+    args = parse_line("softmax --device=cpu --name 'my softmax' --size batch_size=4,dim=100,dtype=float16 "
+                      "--store r.db --timeout 30")
+    assert (args.task, args.device, args.name, args.store, args.timeout) == ("softmax", "cpu", "my softmax", "r.db", 30)
+    assert args.size == {"batch_size": 4, "dim": 100, "dtype": "float16"} and parse_size("gpu") == "gpu"
+
+
+def test_task_size_and_empty_cell_errors_come_before_any_evaluation():
+    with pytest.raises(MagicUsageError, match="unknown task 'softmx'.*softmax"):
+        run_cell("softmx", HONEST)
+    with pytest.raises(MagicUsageError, match="presets cpu, gpu; or give k=v pairs such as --size n=8192"):
+        run_cell("vector_add --size tiny", HONEST)
+    with pytest.raises(MagicUsageError, match="no size parameter rows; its parameters: dtype, n"):
+        run_cell("vector_add --size rows=4", HONEST)
+    with pytest.raises(MagicUsageError, match="the cell is empty"):
+        run_cell("vector_add", "\n  \n")
+
+
+class Shown:
+    """Stands in for IPython's display(): keeps what was shown, and the HTML of each later refresh."""
+
+    def __init__(self):
+        self.cards: list = []
+        self.updates: list[str] = []
+
+    def __call__(self, obj, display_id=None):
+        self.cards.append(obj)
+        return self  # the display handle
+
+    def update(self, obj):
+        self.updates.append(obj.to_html())
+
+
+def test_cells_are_evaluated_out_of_process_with_cell_line_numbers(tmp_path):
+    shown = Shown()
+    ns: dict = {}
+    ok = run_cell(f"vector_add --device cpu --name honest --size n=1000 --store {tmp_path / 'r.db'}", HONEST,
+                  display=shown, user_ns=ns)
+    assert ok.status == "ok" and ok.candidate_name == "honest" and ns["_kwb"] is ok
+    assert ok.source == HEADER + HONEST and ok.metadata["origin"] == "%%kwb cell"
+    assert not [m for m in sys.modules if "kwb_candidate" in m]  # never imported in this process
+    card = shown.cards[0]
+    assert isinstance(card, CellVerdict) and 'data-kwb-status="ok"' in card._panel.value
+    assert 'data-kwb-status="ok"' in shown.updates[0]  # the saved output (HTML fallback) has the verdict too
+    cheat = run_cell("vector_add --device cpu --size n=1000", TORCH_ONLY, display=shown, user_ns=ns)
+    assert cheat.status == "rejected" and "torch-compute-in-forward" in cheat.flags
+    html = shown.cards[1]._panel.value
+    # `return torch.add(a, b)` is line 14 of TORCH_ONLY, so line 15 of the cell (line 1 is %%kwb): the card says 15.
+    assert 'data-kwb-line="15"' in html and "<b>cell line 15</b>: <code>return torch.add(a, b)</code>" in html
+    assert 'data-kwb-status="rejected"' in shown.updates[1]
+    from workbench.store import Store
+
+    assert len(Store(tmp_path / "r.db").frame()) == 1  # only the run that named --store
+
+
+def test_extension_registers_the_magic_and_usage_errors_have_no_traceback():
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "widgets")
+    assert "kwb" in shell.magics_manager.magics["cell"]
+    with pytest.raises(UsageError, match="unknown option --nope"):
+        shell.run_cell_magic("kwb", "vector_add --nope", HONEST)
