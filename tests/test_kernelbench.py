@@ -93,9 +93,10 @@ def test_derived_constants_follow_their_sources():
     ce = wb.load_kernelbench(_path("95_CrossEntropyLoss"), sizes={"num_classes": 9})
     assert ce.size("cpu")["input_shape"] == (9,)
     # An explicit value wins over the recomputed one; untouched constants are not listed.
-    src = "a = 2\nb = a * 3\nc, d = b + 1, 5\ne = len('xy')\nf = e + a\ng = 7\n"
-    assert derived_sizes(src, {"a": 10}) == {"b": 30, "c": 31}
-    assert derived_sizes(src, {"a": 10, "b": 1}) == {"c": 2}
+    src = "a = 2\nb = a * 3\nc, d = b + 1, 5\ne = len('xy')\nf = e + a\ng = 7\nh = os.cpu_count()\ni = h + a\n"
+    # Pure builtins count as constants (e, hence f); an arbitrary call does not (h), and lines using it stay alone.
+    assert derived_sizes(src, {"a": 10}) == {"b": 30, "c": 31, "f": 12}
+    assert derived_sizes(src, {"a": 10, "b": 1}) == {"c": 2, "f": 12}
     assert derived_sizes(src, {"g": 1}) == {}
 
 

@@ -1,8 +1,18 @@
-"""Static (AST) anti-cheating checks on candidate source (CHEATS.md rows 4, 6, 8, 10).
+"""Static (AST) anti-cheating checks on candidate source (CHEATS.md rows 4, 6, 8, 10, 15, 16, 17).
 
 They run before any candidate code does. Each finding has a flag from `workbench.eval.findings.FLAGS`; reject-severity
 findings stop the evaluation. The checks aim at what a kernel *does in forward*: allocating outputs, views and
-launching kernels is allowed; torch compute ops, fallbacks, caches, threads and the reference are not.
+launching kernels is allowed; fallbacks, caches, threads, the reference and the harness are not.
+
+The task's kernel policy (DESIGN.md section 4) decides about torch compute in forward: under "strict" it is rejected
+(`torch-compute-in-forward`); under "partial" library calls may do part of the work (cuDNN's convolution with the
+epilogue in the candidate's kernel, KernelBench L2's usual strategy) and the runtime coverage check judges how much.
+A Triton or CUDA candidate without any kernel of its own is rejected under both. A torch candidate is the user's
+declared PyTorch baseline: it may compute with torch under any policy.
+
+The entry class is `ModelNew`, else a module-level alias `ModelNew = X`, else a class named `Model`: KernelBench's own
+scripts accept a candidate whose only class is `Model`. Beside a `ModelNew`, though, a `Model` is the reference (that
+is what the name means in the format), so `ModelNew` subclassing, building or calling it is `reference-subclass`.
 """
 
 from __future__ import annotations
@@ -10,6 +20,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from workbench.errors import UnknownNameError
 from workbench.eval.findings import Finding, first_per_flag
 
 #: torch / tensor calls that only allocate, reshape or describe: allowed in a kernel candidate's forward.
@@ -43,6 +54,22 @@ THREAD_MODULES = {"threading", "concurrent", "multiprocessing", "asyncio", "_thr
 STREAM_ATTRS = {"Stream", "stream", "ExternalStream", "set_stream", "cudaStreamCreate", "current_stream"}
 REFERENCE_NAMES = {"Model"}
 
+#: Calls that reach into the interpreter or the harness (CHEATS.md rows 15, 16): trace/profile hooks, frames, the
+#: collector's object graph. A kernel needs none of them. Canonical dotted names, import aliases resolved.
+TAMPER_CALLS = {
+    "sys.setprofile", "sys.settrace", "threading.setprofile", "threading.settrace", "threading.setprofile_all_threads",
+    "threading.settrace_all_threads", "sys._getframe", "sys._current_frames", "sys.monitoring.register_callback",
+    "sys.monitoring.use_tool_id", "sys.monitoring.set_events", "inspect.stack", "inspect.currentframe",
+    "inspect.getouterframes", "inspect.getinnerframes", "inspect.trace", "gc.get_objects", "gc.get_referrers",
+    "gc.get_referents", "traceback.extract_stack", "traceback.walk_stack",
+}
+#: Frame and code attributes: walking to a caller's frame (`f_back`), reading its variables, swapping code objects.
+TAMPER_ATTRS = {"f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+#: Packages that make up the harness; a candidate importing or looking one up is reaching for the checker.
+HARNESS_PACKAGES = ("workbench",)
+#: Libraries that compute outside the candidate's kernels (CHEATS.md row 17): warned, coverage judges on a GPU.
+FOREIGN_MODULES = {"numpy", "ctypes", "cffi", "subprocess", "scipy", "numba", "jax", "cupy", "tensorflow"}
+
 
 @dataclass
 class _Module:
@@ -57,10 +84,19 @@ class _Module:
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
     entry_class: ast.ClassDef | None = None
     globals: set[str] = field(default_factory=set)
+    #: Classes defined at module level, by name.
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    #: Local name -> canonical dotted name of what was imported under it (`import sys as s` -> {"s": "sys"}).
+    imports: dict[str, str] = field(default_factory=dict)
 
 
-def scan(source: str, language: str, entry: str = "ModelNew") -> list[Finding]:
-    """Findings for `source`; syntax errors are left to the loader (it reports them with a line)."""
+def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "strict") -> list[Finding]:
+    """Findings for `source` under the task's kernel `policy` ("strict" or "partial"); syntax errors are left to the
+    loader (it reports them with a line)."""
+    from workbench.tasks.task import KERNEL_POLICIES
+
+    if policy not in KERNEL_POLICIES:
+        raise UnknownNameError("kernel policy", policy, list(KERNEL_POLICIES))
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -70,16 +106,26 @@ def scan(source: str, language: str, entry: str = "ModelNew") -> list[Finding]:
     findings: list[Finding] = []
     findings += _no_custom_kernel(mod)
     findings += _reference_use(mod)
+    findings += _harness_tamper(mod)
     findings += _threads(mod)
     findings += _streams(mod)
     findings += _module_cache(mod)
     if language in ("triton", "cuda"):
-        findings += _torch_compute(mod)
+        if policy == "strict":
+            findings += _torch_compute(mod)
         findings += _try_fallback(mod)
+    findings += _foreign_compute(mod)
     return first_per_flag(findings)
 
 
 def _collect(mod: _Module) -> None:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                mod.imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                mod.imports[a.asname or a.name] = f"{node.module}.{a.name}"
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -113,11 +159,61 @@ def _collect(mod: _Module) -> None:
         if isinstance(node, ast.FunctionDef):
             mod.functions[node.name] = node
         elif isinstance(node, ast.ClassDef):
-            if node.name == mod.entry:
-                mod.entry_class = node
+            mod.classes[node.name] = node
             for item in node.body:
                 if isinstance(item, ast.FunctionDef):
                     mod.functions[f"{node.name}.{item.name}"] = item
+    _resolve_entry(mod)
+
+
+def _resolve_entry(mod: _Module) -> None:
+    """The class the loader will build: `entry` itself, a module-level alias `entry = SomeClass`, else `Model`
+    (the loader's own fallback, as KernelBench's scripts do). `mod.entry` becomes that class's name."""
+    if mod.entry in mod.classes:
+        mod.entry_class = mod.classes[mod.entry]
+        return
+    for node in mod.tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in mod.classes and \
+                any(isinstance(t, ast.Name) and t.id == mod.entry for t in node.targets):
+            mod.entry, mod.entry_class = node.value.id, mod.classes[node.value.id]
+            return
+    if "Model" in mod.classes:
+        mod.entry, mod.entry_class = "Model", mod.classes["Model"]
+
+
+def _base_names(cls: ast.ClassDef) -> list[str]:
+    return [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in cls.bases]
+
+
+def _lineage(mod: _Module, name: str) -> list[str]:
+    """`name` and its base classes defined in this module, nearest first (a local MRO, good enough for a scan)."""
+    order: list[str] = []
+    frontier = [name]
+    while frontier:
+        current = frontier.pop(0)
+        if current in order or current not in mod.classes:
+            continue
+        order.append(current)
+        frontier += _base_names(mod.classes[current])
+    return order
+
+
+def _method(mod: _Module, cls: str, name: str) -> ast.FunctionDef | None:
+    """`cls.name` as Python would find it among locally defined classes."""
+    for owner in _lineage(mod, cls):
+        fn = mod.functions.get(f"{owner}.{name}")
+        if fn is not None:
+            return fn
+    return None
+
+
+def _dotted(node: ast.expr, mod: _Module) -> str:
+    """`a.b.c` with the import alias of `a` resolved (`s._getframe` -> `sys._getframe` after `import sys as s`)."""
+    if isinstance(node, ast.Name):
+        return mod.imports.get(node.id, node.id)
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value, mod)}.{node.attr}"
+    return ""
 
 
 def _decorator_is_jit(dec: ast.expr, mod: _Module) -> bool:
@@ -141,18 +237,109 @@ def _no_custom_kernel(mod: _Module) -> list[Finding]:
 
 
 def _reference_use(mod: _Module) -> list[Finding]:
-    if mod.entry_class is not None:
-        for base in mod.entry_class.bases:
-            name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
-            if name in REFERENCE_NAMES:
-                return [Finding("reference-subclass", f"class {mod.entry}({name}) at line {mod.entry_class.lineno}")]
+    """ModelNew subclassing, building or calling `Model` (the reference's name in KernelBench's format), or importing
+    the reference module. A candidate whose own entry class is named Model is not the reference."""
     for node in ast.walk(mod.tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in REFERENCE_NAMES:
-            return [Finding("reference-subclass", f"calls the reference Model at line {node.lineno}")]
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
             if any(n and ("kwb_ref_" in n or n.startswith("workbench.tasks")) for n in names):
                 return [Finding("reference-subclass", f"imports the reference module at line {node.lineno}")]
+    if mod.entry_class is None or mod.entry in REFERENCE_NAMES:
+        return []
+    for owner in _lineage(mod, mod.entry):
+        for base in _base_names(mod.classes[owner]):
+            if base in REFERENCE_NAMES:
+                return [Finding("reference-subclass", f"class {owner}({base}) at line {mod.classes[owner].lineno}")]
+    scopes: list[ast.AST] = [mod.classes[c] for c in _lineage(mod, mod.entry)] + _forward_functions(mod)
+    for scope in scopes:
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in REFERENCE_NAMES:
+                return [Finding("reference-subclass", f"{mod.entry} builds or calls the reference Model at line "
+                                                      f"{node.lineno}")]
+    return []
+
+
+def _harness_tamper(mod: _Module) -> list[Finding]:
+    """Trace/profile hooks, frame walks, the collector's object graph, code-object swaps, the harness's modules
+    (CHEATS.md rows 9, 15, 16). The judge lives in another process, so these find nothing there; a candidate trying
+    them is still cheating, and says so."""
+    for node in ast.walk(mod.tree):
+        line = getattr(node, "lineno", "?")
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in HARNESS_PACKAGES:
+                    return [Finding("harness-tamper", f"imports {a.name} at line {line}")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in HARNESS_PACKAGES:
+            return [Finding("harness-tamper", f"imports from {node.module} at line {line}")]
+        elif isinstance(node, ast.Call):
+            name = _dotted(node.func, mod)
+            if name in TAMPER_CALLS:
+                return [Finding("harness-tamper", f"calls {name} at line {line}")]
+            text = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if name in ("importlib.import_module", "__import__", "importlib.__import__") and \
+                    any(t.split(".")[0] in HARNESS_PACKAGES for t in text):
+                return [Finding("harness-tamper", f"imports {text[0]} dynamically at line {line}")]
+            if name == "setattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and \
+                    node.args[1].value in ("__code__", "__globals__", "__defaults__", "__kwdefaults__"):
+                return [Finding("harness-tamper", f"setattr(..., {node.args[1].value!r}, ...) at line {line}")]
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for sub in ast.walk(t):
+                    if isinstance(sub, ast.Attribute) and sub.attr in ("__code__", "__defaults__", "__kwdefaults__"):
+                        return [Finding("harness-tamper", f"replaces a function's {sub.attr} at line {line}")]
+        elif isinstance(node, ast.Attribute):
+            if node.attr in TAMPER_ATTRS:
+                return [Finding("harness-tamper", f"reads frame attribute .{node.attr} at line {line}")]
+            if _dotted(node, mod) == "sys.modules":
+                problem = _sys_modules_use(mod, node)
+                if problem:
+                    return [Finding("harness-tamper", f"{problem} at line {line}")]
+    return []
+
+
+def _sys_modules_use(mod: _Module, node: ast.Attribute) -> str:
+    """Why a `sys.modules` use reaches for the harness: a key naming it, or a scan of every module."""
+    parent = _parents(mod).get(id(node))
+    key: ast.expr | None = None
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        key = parent.slice
+    elif isinstance(parent, ast.Attribute) and parent.attr in ("get", "pop", "setdefault", "__getitem__"):
+        call = _parents(mod).get(id(parent))
+        key = call.args[0] if isinstance(call, ast.Call) and call.args else None
+    else:
+        return "scans sys.modules"  # iteration, .values(), .items(), vars(): looking for something unnamed
+    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+        if key.value.split(".")[0] in HARNESS_PACKAGES or key.value.startswith("kwb_"):
+            return f"looks up sys.modules[{key.value!r}]"
+        return ""
+    if isinstance(key, ast.Name) and key.id == "__name__":
+        return ""  # its own module
+    return "looks up sys.modules with a computed key"
+
+
+def _parents(mod: _Module) -> dict[int, ast.AST]:
+    cached = getattr(mod, "_parent_map", None)
+    if cached is None:
+        cached = {id(child): node for node in ast.walk(mod.tree) for child in ast.iter_child_nodes(node)}
+        object.__setattr__(mod, "_parent_map", cached)
+    return cached
+
+
+def _foreign_compute(mod: _Module) -> list[Finding]:
+    """Imports of libraries that compute off the candidate's kernels, and `.numpy()` in forward (a warning: the
+    GPU coverage check judges whether real work happened elsewhere; CHEATS.md row 17)."""
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in FOREIGN_MODULES:
+                    return [Finding("foreign-compute", f"imports {a.name} at line {node.lineno}")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in FOREIGN_MODULES:
+            return [Finding("foreign-compute", f"imports from {node.module} at line {node.lineno}")]
+    for fn in _forward_functions(mod):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
+                return [Finding("foreign-compute", f".numpy() in forward at line {node.lineno}")]
     return []
 
 
@@ -179,38 +366,70 @@ def _streams(mod: _Module) -> list[Finding]:
 
 
 def _forward_functions(mod: _Module) -> list[ast.FunctionDef]:
-    """ModelNew.forward plus module-level functions and methods it calls (two levels)."""
+    """The entry's forward (inherited from a local base too) plus what it reaches within three levels: module-level
+    functions, its own methods, and the forward of local classes it builds or holds as submodules (`self.inner =
+    Helper()` ... `self.inner(x)`), so work cannot hide one class away."""
     if mod.entry_class is None:
         return []
-    start = mod.functions.get(f"{mod.entry}.forward")
+    start = _method(mod, mod.entry, "forward")
     if start is None:
         return []
+    held = _held_classes(mod)
+    owner_of = {id(fn): name.split(".")[0] for name, fn in mod.functions.items() if "." in name}
     seen: dict[int, ast.FunctionDef] = {id(start): start}
     frontier = [start]
-    for _ in range(2):
+    for _ in range(3):
         nxt = []
         for fn in frontier:
+            cls = owner_of.get(id(fn), mod.entry)
             for node in ast.walk(fn):
-                if isinstance(node, ast.Call):
-                    name = None
-                    if isinstance(node.func, ast.Name):
-                        name = node.func.id
-                    elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
-                        name = f"{mod.entry}.{node.func.attr}"
-                    target = mod.functions.get(name or "")
-                    if target is not None and id(target) not in seen and not any(_decorator_is_jit(d, mod) for d in target.decorator_list):
+                if not isinstance(node, ast.Call):
+                    continue
+                targets: list[ast.FunctionDef | None] = []
+                func = node.func
+                if isinstance(func, ast.Name):
+                    targets.append(mod.functions.get(func.id))
+                    if func.id in mod.classes:  # Helper(...) built inside forward: its constructor and forward run
+                        targets += [_method(mod, func.id, "__init__"), _method(mod, func.id, "forward")]
+                elif isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id in mod.classes:
+                    targets.append(_method(mod, func.func.id, "forward"))  # Helper(...)(x)
+                elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+                    targets.append(_method(mod, cls, func.attr))
+                    if func.attr in held.get(cls, {}):
+                        targets.append(_method(mod, held[cls][func.attr], "forward"))
+                for target in targets:
+                    if target is not None and id(target) not in seen and \
+                            not any(_decorator_is_jit(d, mod) for d in target.decorator_list):
                         seen[id(target)] = target
                         nxt.append(target)
         frontier = nxt
     return list(seen.values())
 
 
+def _held_classes(mod: _Module) -> dict[str, dict[str, str]]:
+    """Per local class: self attributes assigned an instance of another local class (`self.inner = Helper(...)`)."""
+    held: dict[str, dict[str, str]] = {}
+    for name, cls in mod.classes.items():
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                    isinstance(node.value.func, ast.Name) and node.value.func.id in mod.classes:
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        held.setdefault(name, {})[t.attr] = node.value.func.id
+    for name in mod.classes:  # attributes set in a local base class are held by the subclass too
+        for base in _lineage(mod, name)[1:]:
+            for attr, target in held.get(base, {}).items():
+                held.setdefault(name, {}).setdefault(attr, target)
+    return held
+
+
 def _nn_submodules(mod: _Module) -> set[str]:
-    """self.<name> attributes assigned an nn compute layer in the entry class."""
+    """self.<name> attributes assigned an nn compute layer in a local class (layers held by a helper class count,
+    because `_forward_functions` follows into helpers)."""
     names: set[str] = set()
     if mod.entry_class is None:
         return names
-    for node in ast.walk(mod.entry_class):
+    for node in ast.walk(ast.Module(body=list(mod.classes.values()), type_ignores=[])):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             func = node.value.func
             layer = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
