@@ -21,7 +21,8 @@ KernelBench's sizes are GPU sizes (a 4096 x 393216 softmax, a 2048 x 8192 x 4096
 6. The result is checked by building the inputs and running the reference under FakeTensorMode (no data), for
    real at the shrunk size when an op has no fake kernel. A failure (a spatial size below a kernel or pooling
    window, a hard-coded reshape) retries with `cap` doubled; a problem above `element_budget` elements (inputs, or
-   output) retries with `cap` halved, down to `min_cap`. What was shrunk is listed in `Fit.notes`.
+   output) retries with `cap` halved, down to `min_cap`. A problem still over the budget then has its remaining
+   constants shrunk one at a time (to their `min_cap` value), each kept if the reference still runs. What was shrunk is listed in `Fit.notes`.
 """
 
 from __future__ import annotations
@@ -199,18 +200,21 @@ def _check(ref: Any, size: dict[str, Any]) -> tuple[int, int | None]:
     """(input elements, output elements) of the reference at `size`; raises when it cannot run there."""
     import torch
 
-    from workbench.tasks.footprint import trace
+    from workbench.tasks.footprint import UNTRACEABLE, trace
 
     try:
         found = trace(ref, size, "fake")
-        if found.output_shapes is not None:
-            return found.input_elements, found.output_elements
-        if found.input_elements > REAL_RUN_ELEMENTS:
-            raise TaskError(found.note)
-    except TaskError:
-        raise
-    except Exception:  # noqa: BLE001 - no fake kernel for something: run it for real at this (small) size
-        pass
+    except Exception as exc:
+        if type(exc).__name__ not in UNTRACEABLE:
+            raise  # the inputs or the model cannot be built at this size
+        found = None  # the model's constructor needs data (`.item()` on a tensor): decide by running it
+    if found is not None and found.output_shapes is not None:
+        return found.input_elements, found.output_elements
+    if found is not None and not found.untraceable:
+        raise TaskError(found.note)
+    if _input_elements(ref, size) > REAL_RUN_ELEMENTS:
+        raise TaskError(f"cannot check size {size} without data, and it is too large to run for real here")
+    # No fake kernel for some op (or data-dependent shapes): run it for real at this (small) size.
     inputs = ref.make_inputs(size, 0, "cpu", "default")
     model = ref.module.Model(*ref.init_inputs(size, 0))
     if isinstance(model, torch.nn.Module):
@@ -220,6 +224,17 @@ def _check(ref: Any, size: dict[str, Any]) -> tuple[int, int | None]:
     outs = out if isinstance(out, (tuple, list)) else [out]
     count = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
     return count, sum(o.numel() for o in outs if isinstance(o, torch.Tensor))
+
+
+def _input_elements(ref: Any, size: dict[str, Any]) -> int:
+    """Elements of one input set, from `get_inputs()` under FakeTensorMode (no data)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    ref.apply_size(size)
+    with FakeTensorMode(allow_non_fake_inputs=True), torch.random.fork_rng(devices=[]):
+        inputs = ref.module.get_inputs()
+    return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
 
 
 def fit_sizes(source: str, fit: str | FitRules = "cpu", pinned: dict[str, Any] | None = None,
@@ -279,8 +294,31 @@ def fit_sizes(source: str, fit: str | FitRules = "cpu", pinned: dict[str, Any] |
     within = [f for f in found if not over(*f[3:])]
     best = max(within, key=lambda f: f[0]) if within else min(found, key=lambda f: f[3] + (f[4] or 0))
     used, sizes, original, n_in, n_out = best
-    return Fit(sizes=sizes, notes=_notes(rules, sizes, original, pinned or {}, used, not within), cap=used,
-               input_elements=n_in, output_elements=n_out, within_budget=bool(within))
+    if not within:
+        sizes, n_in, n_out = _refine(source, rules, ref, pinned or {}, sizes, n_in, n_out)
+    still_over = over(n_in, n_out)
+    return Fit(sizes=sizes, notes=_notes(rules, sizes, original, pinned or {}, used, still_over), cap=used,
+               input_elements=n_in, output_elements=n_out, within_budget=not still_over)
+
+
+def _refine(source: str, rules: FitRules, ref: Any, pinned: dict[str, Any], sizes: dict[str, Any], n_in: int,
+            n_out: int | None) -> tuple[dict[str, Any], int, int | None]:
+    """Rule 6's last resort for a problem still over the budget: shrink the remaining constants one at a time to
+    their target, keeping each change with which the reference still runs and the problem gets smaller (a model
+    that ties two sizes together blocks only those two)."""
+    target, _ = propose(source, rules.min_cap, rules, pinned)
+    unbounded = 1 << 62  # a cap nothing exceeds: propose then only applies the pins and recomputes derived sizes
+    for name, value in target.items():
+        if name in pinned or sizes.get(name) == value:
+            continue
+        trial, _ = propose(source, unbounded, rules, {**sizes, name: value})
+        try:
+            t_in, t_out = _check(ref, trial)
+        except Exception:  # noqa: BLE001 - this constant is tied to another: leave it
+            continue
+        if t_in + (t_out or 0) < n_in + (n_out or 0):
+            sizes, n_in, n_out = trial, t_in, t_out
+    return sizes, n_in, n_out
 
 
 def _notes(rules: FitRules, sizes: dict, original: dict, pinned: dict, cap: int, over: bool) -> list[str]:

@@ -19,6 +19,10 @@ from typing import Any
 
 from workbench.tasks.task import LoadedReference, Task
 
+#: Exceptions that mean "cannot trace this without data", not "the reference is broken at this size".
+UNTRACEABLE = {"NotImplementedError", "DynamicOutputShapeException", "DataDependentOutputException",
+               "UnsupportedOperatorException", "UnsupportedFakeTensorException", "GuardOnDataDependentSymNode"}
+
 
 @dataclass(frozen=True)
 class Footprint:
@@ -33,6 +37,14 @@ class Footprint:
     method: str = "fake"
     #: Why the output is unknown, when it is.
     note: str = ""
+    #: The exception type that stopped the forward ("" when it ran): "NotImplementedError" or a fake-tensor
+    #: "...Exception" means no kernel for shapes alone; anything else means the reference fails at this size.
+    failure: str = ""
+
+    @property
+    def untraceable(self) -> bool:
+        """The forward needs real data (an op without a fake/meta kernel, data-dependent shapes)."""
+        return self.failure in UNTRACEABLE
 
     @property
     def input_elements(self) -> int:
@@ -111,17 +123,19 @@ def trace(ref: LoadedReference, size: dict[str, Any], method: str = "fake") -> F
             state = list(model.parameters()) + list(model.buffers())
         ins = _tensors(inputs)
         out_tensors: list[Any] | None
-        note = ""
+        note = failure = ""
         try:
             with torch.no_grad():
                 out = model(*inputs)
             out_tensors = _tensors(out)
         except Exception as exc:  # noqa: BLE001 - data-dependent shapes, ops without fake/meta kernels
-            out_tensors, note = None, f"the reference's forward could not be traced ({type(exc).__name__}: {exc})"[:300]
+            failure = type(exc).__name__
+            out_tensors, note = None, f"the reference's forward could not be traced ({failure}: {exc})"[:300]
     return Footprint(
         input_bytes=_nbytes(ins), output_bytes=None if out_tensors is None else _nbytes(out_tensors),
         parameter_bytes=_nbytes(state), input_shapes=[tuple(t.shape) for t in ins],
-        output_shapes=None if out_tensors is None else [tuple(t.shape) for t in out_tensors], method=method, note=note)
+        output_shapes=None if out_tensors is None else [tuple(t.shape) for t in out_tensors], method=method, note=note,
+        failure=failure)
 
 
 def estimate_footprint(task: Task, size: dict[str, Any] | str | None = None, device: str = "cuda",
