@@ -366,16 +366,24 @@ def _copy_model(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
     return m
 
 
-def measure(task: Any, size: dict[str, Any], dist: str, seed: int = 0) -> list[dict[str, Any]]:
-    """One record per (variant, output) of `task` at `size` on `dist` inputs."""
+def measure(task: Any, size: dict[str, Any], dist: str, seed: int = 0, device: str = "cpu") -> list[dict[str, Any]]:
+    """One record per (variant, output) of `task` at `size` on `dist` inputs, on `device` under the task's
+    precision policy (IEEE unless the task says otherwise: on a GPU this turns cuDNN's default TF32 off)."""
+    from workbench.tasks.precision import applied
+
     ref = task.load()
-    inputs = ref.make_inputs(size, seed, "cpu", dist)
+    inputs = ref.make_inputs(size, seed, device, dist)
     torch.manual_seed(seed)
-    model = ref.module.Model(*ref.init_inputs(size, seed)).eval()
+    model = ref.module.Model(*ref.init_inputs(size, seed)).eval().to(device)
     m64 = _copy64(model)
     with torch.no_grad():
         ref64 = _outputs(m64(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                                for x in inputs]))
+    with applied(task.precision, device):
+        return _variants(task, model, inputs, ref64)
+
+
+def _variants(task: Any, model: torch.nn.Module, inputs: list[Any], ref64: list[torch.Tensor]) -> list[dict]:
     native, _ = _run(model, inputs, "native")
     tol = task.tolerance("float32")
     records = []
@@ -470,8 +478,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cap", type=int, default=256, help="fit cap per dimension (default 256)")
     parser.add_argument("--budget", type=int, default=1 << 18, help="fit element budget (default 2^18)")
     parser.add_argument("--limit", type=int, help="at most this many problems")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda: whose native error is measured")
+    parser.add_argument("--seconds", type=float, help="stop starting new problems after this many seconds")
     parser.add_argument("--out", help="JSON file for every record")
     args = parser.parse_args(argv)
+    began = time.perf_counter()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     rules = FitRules("error-budget", cap=args.cap, batch_cap=8, element_budget=args.budget, min_cap=16)
     levels = [int(v) for v in args.levels.split(",")]
@@ -479,11 +490,14 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for i, path in enumerate(paths, 1):
         started = time.perf_counter()
+        if args.seconds and started - began > args.seconds:
+            print(f"stopped after {i - 1} problems: --seconds {args.seconds:g} reached", flush=True)
+            break
         try:
             task = wb.load_kernelbench(path, fit=rules)
             size = task.size("cpu")
             for dist in ("default", "normal"):
-                for rec in measure(task, size, dist):
+                for rec in measure(task, size, dist, device=args.device):
                     rows.append({"problem": f"{path.parent.parent.name}/{path.parent.name}/{path.name}",
                                  "dist": dist, **rec})
             status = "done"
