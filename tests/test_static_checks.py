@@ -349,6 +349,9 @@ def test_the_entry_named_model_is_still_scanned_for_torch_compute():
     "class Base(Model):\n    pass\n\nclass ModelNew(Base):\n    pass\n",
     "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.ref = Model()\n\n"
     "    def forward(self, x):\n        return self.ref(x)\n",
+    # built one call away, in a module-level helper the constructor calls
+    "def make():\n    return Model()\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.ref = make()\n\n    def forward(self, x):\n        return self.ref(x)\n",
 ])
 def test_beside_modelnew_a_class_named_model_is_the_reference(tail):
     assert flags(OWN_MODEL + "\n" + tail)[:1] == ["reference-subclass"]

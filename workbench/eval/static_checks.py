@@ -250,7 +250,8 @@ def _reference_use(mod: _Module) -> list[Finding]:
         for base in _base_names(mod.classes[owner]):
             if base in REFERENCE_NAMES:
                 return [Finding("reference-subclass", f"class {owner}({base}) at line {mod.classes[owner].lineno}")]
-    scopes: list[ast.AST] = [mod.classes[c] for c in _lineage(mod, mod.entry)] + _forward_functions(mod)
+    methods = [fn for c in _lineage(mod, mod.entry) for fn in mod.classes[c].body if isinstance(fn, ast.FunctionDef)]
+    scopes: list[ast.AST] = [mod.classes[c] for c in _lineage(mod, mod.entry)] + _reachable(mod, methods)
     for scope in scopes:
         for node in ast.walk(scope):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in REFERENCE_NAMES:
@@ -372,12 +373,15 @@ def _forward_functions(mod: _Module) -> list[ast.FunctionDef]:
     if mod.entry_class is None:
         return []
     start = _method(mod, mod.entry, "forward")
-    if start is None:
-        return []
+    return _reachable(mod, [start]) if start is not None else []
+
+
+def _reachable(mod: _Module, roots: list[ast.FunctionDef]) -> list[ast.FunctionDef]:
+    """`roots` and the functions they reach within three calls (see `_forward_functions`)."""
     held = _held_classes(mod)
     owner_of = {id(fn): name.split(".")[0] for name, fn in mod.functions.items() if "." in name}
-    seen: dict[int, ast.FunctionDef] = {id(start): start}
-    frontier = [start]
+    seen: dict[int, ast.FunctionDef] = {id(r): r for r in roots}
+    frontier = list(roots)
     for _ in range(3):
         nxt = []
         for fn in frontier:
