@@ -13,9 +13,11 @@ error), not the native error at element i: the native error at one element is of
 that rounds exactly), and an honest kernel summing in another order has no such luck there, so an elementwise
 k x |native_i - ref64_i| would reject it. The normwise bound is the classic ||out - ref|| <= k ||native - ref||:
 the candidate may be k times less accurate than the library, measured over the whole output. k = 16 separates
-honest fp32 alternatives (other summation orders: at most ~7x the native error measured) from fp32 math on
-fp16/bf16/TF32-rounded operands (at least ~300x where the tolerance alone does not already catch it);
-`benchmarks/error_budget.py` measures both.
+honest fp32 reorderings from fp32 math on fp16/bf16/TF32-rounded operands: over 228 problems (KernelBench L1/L2 and
+tests/kernelbench, CPU), blocked and reversed orders never needed k above 0.33 and a naive one-term-at-a-time
+loop needed at most 2.3 (one outlier: 36, a single-thread sum over 10^5 elements), while rounded operands needed
+at least 90 wherever the tolerance alone did not already reject them. `benchmarks/error_budget.py` measures it;
+docs/verdicts.md has the distributions.
 """
 
 from __future__ import annotations
