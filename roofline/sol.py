@@ -18,7 +18,12 @@ in the same worker (`sol_score`), and torch.compile's time when measured (`sol_s
 uses an optimized PyTorch implementation as the baseline, so this one is the closer match).
 
 Faster than physics: a measured median below `PHYSICS_MARGIN` x the physical floor is a broken measurement or
-a cheat, never a win (CHEATS.md row 13). The physical floor uses the most generous rates the hardware has
+a cheat, never a win (CHEATS.md row 13). The physical floor is built only on true lower bounds: the minimal bytes
+(every input read once, every output written once) over the bandwidth, and the task's `min_flops` (a FLOP count
+no correct implementation can go below) over the peak where the task declares one. The reference's own FLOP count
+is *not* a lower bound: a diagonal-matrix matmul done as a row scaling does N^2 work where the reference's dense
+matmul does 2 N^3, and that win is real (DESIGN.md section 4). The physical floor uses the most generous rates the
+hardware has
 (`DeviceSpec.limit`: TF32 tensor cores for fp32 operands, the datasheet bandwidth or the measured one when
 higher), and the margin absorbs boost clocks and timer noise. A GPU missing from the datasheet table is judged
 on its measured ceilings, with `MEASURED_HEADROOM` more bandwidth than the copy reached (a read-mostly kernel
@@ -94,20 +99,24 @@ def floor_time(flops: float | None, nbytes: float | None, roof: Roof) -> tuple[f
     return max(compute, memory), ("compute" if compute > memory else "memory")
 
 
-def physics_floor(flops: float | None, nbytes: float | None, roof: Roof) -> float:
-    """The least time physically possible: the most generous rates, and no memory term for a working set
-    that fits in a cache the timing does not flush."""
-    compute = _pos(flops) / (roof.limit_flops or roof.peak_flops)
+def physics_floor(min_flops: float | None, nbytes: float | None, roof: Roof) -> float:
+    """The least time physically possible: true lower bounds only (minimal bytes; `min_flops`, the FLOPs any correct
+    implementation needs, never the reference's count), the most generous rates, and no memory term for a working
+    set that fits in a cache the timing does not flush."""
+    compute = _pos(min_flops) / (roof.limit_flops or roof.peak_flops)
     nbytes = _pos(nbytes)
     memory = nbytes / (roof.limit_bandwidth or roof.bandwidth) if nbytes > roof.cache_bytes else 0.0
     return max(compute, memory)
 
 
-def sol(flops: float | None, nbytes: float | None, seconds: float | None, roof: Roof) -> SOL:
-    """Floor, SOL fraction, bound, intensity, achieved rates and the physics verdict of one timed run."""
+def sol(flops: float | None, nbytes: float | None, seconds: float | None, roof: Roof, *,
+        min_flops: float | None = None) -> SOL:
+    """Floor, SOL fraction, bound, intensity, achieved rates and the physics verdict of one timed run. `flops` (the
+    reference's work) sets the SOL floor; only `min_flops` (a true lower bound, None when unknown) and `nbytes`
+    enter the physics verdict."""
     compute, memory = _pos(flops) / roof.peak_flops, _pos(nbytes) / roof.bandwidth
     floor, bound = floor_time(flops, nbytes, roof)
-    hard = physics_floor(flops, nbytes, roof)
+    hard = physics_floor(min_flops, nbytes, roof)
     intensity = _pos(flops) / _pos(nbytes) if _pos(flops) and _pos(nbytes) else None
     t = _pos(seconds)
     if not t:
@@ -231,6 +240,17 @@ def _work(result: Result, task: Task, counted: dict[str, Any] | None) -> tuple[f
     return flops, nbytes, (kinds.pop() if len(kinds) == 1 else "task+counted" if kinds else "none")
 
 
+def _min_flops(task: Task, size: dict[str, Any]) -> float | None:
+    """The task's declared lower bound on FLOPs at `size`; None when it declares none or cannot evaluate it."""
+    formula = getattr(task, "min_flops", None)
+    if formula is None:
+        return None
+    try:
+        return float(formula(size))
+    except Exception:  # noqa: BLE001 - a bound that cannot be computed is no bound
+        return None
+
+
 def annotate_result(result: Result, task: Task, counted: dict[str, Any] | None = None,
                     ceilings: Any = None) -> Result:
     """Fill FLOPs, bytes, achieved FLOP/s and B/s, SOL fraction, bound and SOL score of `result` (in place, and
@@ -253,7 +273,10 @@ def annotate_result(result: Result, task: Task, counted: dict[str, Any] | None =
         result.metadata["sol_note"] = "no SOL: no roofline for this device (neither a datasheet entry nor ceilings)"
         return result
     seconds = result.timing.median_ms / 1e3
-    point = sol(flops, nbytes, seconds, roof)
+    min_flops = _min_flops(task, result.size or {})
+    point = sol(flops, nbytes, seconds, roof, min_flops=min_flops)
+    if min_flops is not None:
+        result.metadata["min_flops"] = min_flops
     result.achieved_flops_per_s = point.achieved_flops_per_s
     result.achieved_bytes_per_s = point.achieved_bytes_per_s
     result.sol_fraction = point.fraction

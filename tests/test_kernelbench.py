@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ import torch
 
 import workbench as wb
 from workbench.errors import TaskError, UnknownNameError
-from workbench.tasks.kernelbench import derived_sizes
+from workbench.tasks.kernelbench import derived_sizes, detect_level, reference_as_candidate
 from workbench.tasks.task import DISTRIBUTIONS, Task
 
 HERE = Path(__file__).parent / "kernelbench"
@@ -46,7 +48,7 @@ def _path(stem: str) -> Path:
 
 
 def test_every_test_file_is_covered():
-    assert {p.stem for p in HERE.glob("*.py")} == set(CASES) == set(CONSTANTS)
+    assert {p.stem for p in HERE.glob("*.py")} == set(CASES) == set(CONSTANTS)  # level folders: tested below
 
 
 @pytest.mark.parametrize("stem", CASES)
@@ -93,9 +95,10 @@ def test_derived_constants_follow_their_sources():
     ce = wb.load_kernelbench(_path("95_CrossEntropyLoss"), sizes={"num_classes": 9})
     assert ce.size("cpu")["input_shape"] == (9,)
     # An explicit value wins over the recomputed one; untouched constants are not listed.
-    src = "a = 2\nb = a * 3\nc, d = b + 1, 5\ne = len('xy')\nf = e + a\ng = 7\n"
-    assert derived_sizes(src, {"a": 10}) == {"b": 30, "c": 31}
-    assert derived_sizes(src, {"a": 10, "b": 1}) == {"c": 2}
+    src = "a = 2\nb = a * 3\nc, d = b + 1, 5\ne = len('xy')\nf = e + a\ng = 7\nh = os.cpu_count()\ni = h + a\n"
+    # Pure builtins count as constants (e, hence f); an arbitrary call does not (h), and lines using it stay alone.
+    assert derived_sizes(src, {"a": 10}) == {"b": 30, "c": 31, "f": 12}
+    assert derived_sizes(src, {"a": 10, "b": 1}) == {"c": 2, "f": 12}
     assert derived_sizes(src, {"g": 1}) == {}
 
 
@@ -198,3 +201,160 @@ def test_unknown_distribution_lists_the_known_ones():
     with pytest.raises(UnknownNameError) as info:
         task.load().make_inputs(task.size("cpu"), seed=0, dist="cauchy")
     assert all(d in str(info.value) for d in DISTRIBUTIONS)
+
+
+# ---- the problems written for these tests (tests/kernelbench/level1, level2) -------------------------------
+
+LEVELS = {1: sorted((HERE / "level1").glob("*.py")), 2: sorted((HERE / "level2").glob("*.py"))}
+PROBLEMS = LEVELS[1] + LEVELS[2]
+
+
+def _problem(level: int, prefix: str) -> Path:
+    return next(p for p in LEVELS[level] if p.name.startswith(f"{prefix}_"))
+
+
+def test_problem_set_covers_the_kinds_of_workload_it_claims():
+    assert len(PROBLEMS) >= 20 and len(LEVELS[2]) >= 4
+    text = {p.name: p.read_text() for p in PROBLEMS}
+    for needle in ("bmm", "b.T", "nn.Conv2d", "nn.ConvTranspose2d", "nn.LayerNorm", "nn.BatchNorm2d", "nn.GroupNorm",
+                   "nn.InstanceNorm2d", "torch.sum", ".mean(", "torch.max", "torch.argmax", "torch.cumsum",
+                   "log_softmax", "torch.softmax", "F.mish", "F.elu", "nn.MaxPool2d", "nn.AvgPool1d", "smooth_l1_loss",
+                   "cosine_similarity", "masked_fill", "torch.diag"):
+        assert any(needle in t for t in text.values()), needle
+    expressions = 0
+    for path in PROBLEMS:
+        tree = ast.parse(path.read_text())
+        names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        assert {"Model", "get_inputs", "get_init_inputs"} <= names, path.name
+        expressions += sum(isinstance(n, ast.Assign) and isinstance(n.value, ast.BinOp) for n in tree.body)
+    assert expressions >= 8  # sizes written as expressions, as KernelBench writes many of its own
+
+
+@pytest.mark.parametrize("path", PROBLEMS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_problem_loads_with_its_level_policy_and_fits_a_cpu(path):
+    task = wb.load_kernelbench(path, fit="cpu")
+    level = int(path.parent.name[-1])
+    assert task.kernel_policy == ("strict" if level == 1 else "partial")
+    assert task.precision.name == "ieee" and f"KernelBench level {level}" in task.notes[0]
+    assert task.size("gpu") == {}  # the file's own sizes on a GPU
+    fit_note = next(n for n in task.notes if n.startswith("fit=cpu"))
+    ref = task.load()
+    size = task.size("cpu")
+    inputs = ref.make_inputs(size, seed=0)
+    elements = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+    assert 0 < elements <= 1 << 16, (path.name, size)
+    model = ref.module.Model(*ref.init_inputs(size)).eval()
+    with torch.no_grad():
+        out = model(*inputs)
+    assert out.numel() <= 1 << 16 and bool(torch.isfinite(out.double()).all())
+    big = ref.defaults
+    for name, value in size.items():
+        assert f"{name} {big[name]!r}->{value!r}" in fit_note
+
+
+def test_fit_shrinks_sizes_written_as_expressions_and_keeps_derived_ones_consistent():
+    task = wb.load_kernelbench(_problem(1, "1"), fit="cpu")  # M = 1024 * 2, K = 4096, N = 2 * M
+    size = task.size("cpu")
+    assert size["M"] == 32 and size["K"] == 32 and size["N"] == 2 * size["M"]
+    wide = wb.load_kernelbench(_problem(1, "16"), fit="cpu")  # dim = 16384 * 4
+    assert wide.size("cpu")["dim"] == 32
+    half = wb.load_kernelbench(_problem(1, "6"), fit="cpu")  # out_channels = in_channels // 2
+    s = half.size("cpu")
+    assert s["out_channels"] == s["in_channels"] // 2
+    shape = wb.load_kernelbench(_problem(1, "7"), fit="cpu").size("cpu")  # normalized_shape = (rows, cols)
+    assert shape["normalized_shape"] == (shape["rows"], shape["cols"])
+
+
+def test_fit_keeps_kernel_sizes_windows_and_groups_valid():
+    conv = wb.load_kernelbench(_problem(1, "5"), fit="cpu").size("cpu")
+    assert "kernel_size" not in conv and "stride" not in conv and "padding" not in conv  # never touched
+    pool = wb.load_kernelbench(_problem(1, "19"), fit="cpu")
+    out = pool.load().module.Model(3, 2, 1, 2)(pool.load().make_inputs(pool.size("cpu"), seed=0)[0])
+    assert min(out.shape[-2:]) >= 1
+    gn = wb.load_kernelbench(_problem(1, "9"), fit="cpu").size("cpu")
+    assert gn["num_channels"] % 8 == 0 and gn["num_channels"] // 8 >= 4  # 8 groups of at least 4 channels
+    attn = wb.load_kernelbench(_problem(2, "5"), fit="cpu").size("cpu")
+    assert attn["embed_dim"] % 12 == 0 and attn["embed_dim"] // 12 >= 4  # 12 heads of at least 4 dimensions
+
+
+def test_fit_with_explicit_sizes_pins_them_and_recomputes_from_them():
+    task = wb.load_kernelbench(_problem(1, "1"), sizes={"M": 8}, fit="cpu")
+    assert task.size("cpu")["M"] == 8 and task.size("cpu")["N"] == 16
+    assert task.size("gpu") == {"M": 8, "N": 16}  # explicit sizes apply on every device, derived ones follow
+
+
+def test_fit_keeps_sizes_the_model_ties_together(tmp_path):
+    """The batch must equal the feature count here (a broadcast in forward): shrunk alone, it breaks the model."""
+    src = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x, w):\n"
+           "        return (x * w).sum(1)\n\nbatch_size = 4096\nfeatures = (4096,)\n\ndef get_inputs():\n"
+           "    return [torch.rand(batch_size, *features), torch.rand(batch_size)]\n\n"
+           "def get_init_inputs():\n    return []\n")
+    size = wb.load_kernelbench(_write(tmp_path, "tied.py", src), fit="cpu").size("cpu")
+    assert size["batch_size"] == size["features"][0] <= 32
+
+
+def test_fit_errors_are_clear(tmp_path):
+    with pytest.raises(UnknownNameError, match="unknown fit 'phone'; known fits: cpu"):
+        wb.load_kernelbench(_problem(1, "17"), fit="phone")
+    missing = _write(tmp_path, "needs_pkg.py", "import not_a_package_here\nimport torch.nn as nn\nN = 4096\n"
+                     "class Model(nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
+                     "def get_init_inputs():\n    return []\n")
+    with pytest.raises(TaskError, match="could not be imported to fit its sizes.*not_a_package_here"):
+        wb.load_kernelbench(missing, fit="cpu")
+    broken = _write(tmp_path, "broken.py", "import torch\nimport torch.nn as nn\nN = 4096\nclass Model(nn.Module):\n"
+                    "    def forward(self, x):\n        return x.view(7, -1, 3)\ndef get_inputs():\n"
+                    "    return [torch.rand(N)]\ndef get_init_inputs():\n    return []\n")
+    with pytest.raises(TaskError, match="found no size at which the reference runs"):
+        wb.load_kernelbench(broken, fit="cpu")
+
+
+def test_level_and_policy_detection_and_overrides(tmp_path):
+    assert detect_level("x/KernelBench/level2/12_Gemm.py") == 2 and detect_level("x/12_Gemm.py") is None
+    plain = wb.load_kernelbench(_path("23_Softmax"))
+    assert plain.kernel_policy == "strict" and not any("level" in n for n in plain.notes)
+    assert wb.load_kernelbench(_path("23_Softmax"), level=3).kernel_policy == "partial"
+    assert wb.load_kernelbench(_problem(2, "1"), kernel_policy="strict").kernel_policy == "strict"
+    with pytest.raises(TaskError, match="unknown kernel policy 'lenient'"):
+        wb.load_kernelbench(_path("23_Softmax"), kernel_policy="lenient")
+    with pytest.raises(TaskError, match="level must be a KernelBench level"):
+        wb.load_kernelbench(_path("23_Softmax"), level=0)
+
+
+def test_reference_as_candidate_renames_every_use_of_model():
+    task = wb.load_kernelbench(_path("3_Conv2d_ReLU_BiasAdd"))
+    cand = reference_as_candidate(task)
+    assert cand.language == "torch" and "super(ModelNew, self)" in cand.source and "class ModelNew(" in cand.source
+    assert not re.search(r"\bModel\b", cand.source)
+
+
+def test_a_triton_candidate_whose_class_is_named_model_is_evaluated(tmp_path):
+    """Published KernelBench solutions often keep the reference's class name; the loader takes Model when there
+    is no ModelNew, and the static checks treat it as the candidate's own class."""
+    task = wb.load_kernelbench(_problem(1, "18"), fit="cpu")
+    src = ("import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n@triton.jit\n"
+           "def elu_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):\n"
+           "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    mask = offs < n\n"
+           "    x = tl.load(x_ptr + offs, mask=mask)\n"
+           "    tl.store(y_ptr + offs, tl.where(x > 0, x, alpha * (tl.exp(x) - 1.0)), mask=mask)\n\n"
+           "class Model(nn.Module):\n    def __init__(self, alpha):\n        super(Model, self).__init__()\n"
+           "        self.alpha = alpha\n\n    def forward(self, x):\n        x = x.contiguous()\n"
+           "        y = torch.empty_like(x)\n"
+           "        elu_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), self.alpha, BLOCK=128)\n"
+           "        return y\n")
+    result = wb.evaluate(task, wb.Candidate(source=src, language="triton"), device="cpu", time_it=False)
+    assert result.status == "ok", result.message
+    no_class = src.replace("class Model(", "class Elu(").replace("super(Model", "super(Elu")
+    missing = wb.evaluate(task, wb.Candidate(source=no_class, language="triton"), device="cpu", time_it=False)
+    assert missing.status == "compile_error" and "defines no ModelNew (or" in missing.message and "Elu" in missing.message
+
+
+def test_kwb_eval_fit_cpu(tmp_path, capsys):
+    from workbench.cli.main import main
+
+    cand = _write(tmp_path, "cand.py", reference_as_candidate(wb.load_kernelbench(_problem(1, "17"))).source)
+    code = main(["eval", str(cand), "--task", str(_problem(1, "17")), "--fit", "cpu", "--device", "cpu",
+                 "--language", "torch", "--no-time", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["status"] == "ok" and out["size"] == {"batch_size": 4, "dim": 32}
+    assert main(["eval", str(cand), "--task", "softmax", "--fit", "cpu", "--device", "cpu"]) != 0
+    assert "--fit applies to KernelBench files" in capsys.readouterr().err

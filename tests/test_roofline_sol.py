@@ -134,7 +134,7 @@ def test_fp32_physics_allows_tf32_tensor_cores_but_sol_uses_fp32():
     fast = sol(flops, nbytes, 1.0e-3, roof)  # 137 TFLOP/s: more than fp32 CUDA cores, fine with 3xTF32
     assert fast.bound == "compute" and fast.fraction == pytest.approx(flops / 67e12 / 1e-3)
     assert fast.fraction > 1 and not fast.faster_than_physics
-    assert sol(flops, nbytes, 0.2e-3, roof).faster_than_physics  # 687 TFLOP/s of fp32: no
+    assert sol(flops, nbytes, 0.2e-3, roof, min_flops=flops).faster_than_physics  # 687 TFLOP/s of fp32: no
 
 
 # ---- annotate_result -----------------------------------------------------------------------------------

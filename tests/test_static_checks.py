@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from workbench.errors import UnknownNameError
 from workbench.eval.findings import FLAGS, REJECT, WARN, verdict
 from workbench.eval.static_checks import scan
 
@@ -131,7 +132,8 @@ def test_reference_subclass_call_or_import(variant):
     ("key = x.data_ptr()\nif key in self.seen:\n    return self.seen[key]\nreturn x", "", "self.seen = {}"),
 ])
 def test_module_cache(forward, prelude, init):
-    assert flags(triton_source(forward, prelude=prelude, init=init)) == ["module-cache"]
+    found = scan(triton_source(forward, prelude=prelude, init=init), "triton")
+    assert [f.flag for f in found if f.severity == REJECT] == ["module-cache"]
 
 
 def test_stream_use_is_flagged_but_only_warns():
@@ -258,3 +260,180 @@ def test_torch_language_candidates_may_compute_with_torch():
 
 def test_syntax_errors_are_left_to_the_loader():
     assert scan("def forward(:\n", "triton") == []
+
+
+# ---- kernel policy -----------------------------------------------------------------------------------------
+
+EPILOGUE = """
+y = F.conv2d(x, self.weight, padding=1)
+out = torch.empty_like(y)
+kernel[(triton.cdiv(y.numel(), 64),)](y, out, y.numel(), BLOCK=64)
+return out
+"""
+
+
+def test_library_calls_are_rejected_under_strict_and_allowed_under_partial():
+    src = triton_source(EPILOGUE, init="self.weight = nn.Parameter(torch.randn(8, 3, 3, 3))")
+    assert [f.flag for f in scan(src, "triton", policy="strict")] == ["torch-compute-in-forward"]
+    assert scan(src, "triton", policy="partial") == []
+    assert scan(src, "triton") == scan(src, "triton", policy="strict")  # strict is the default
+    layer = triton_source("y = self.conv(x)\nout = torch.empty_like(y)\n"
+                          "kernel[(1,)](y, out, y.numel(), BLOCK=64)\nreturn out", init="self.conv = nn.Conv2d(3, 8, 3)")
+    assert flags(layer) == ["torch-compute-in-forward"] and scan(layer, "triton", policy="partial") == []
+
+
+def test_partial_still_needs_a_kernel_of_its_own_and_no_fallback():
+    no_kernel = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport triton\n\n" \
+                "class ModelNew(nn.Module):\n    def forward(self, x):\n        return F.relu(x)\n"
+    assert [f.flag for f in scan(no_kernel, "triton", policy="partial")] == ["no-custom-kernel"]
+    cuda = 'import torch\nCPP = "torch::Tensor f(torch::Tensor x);"\nclass ModelNew(torch.nn.Module):\n' \
+           "    def forward(self, x):\n        return torch.relu(x)\n"
+    assert [f.flag for f in scan(cuda, "cuda", policy="partial")] == ["no-custom-kernel"]
+    fallback = triton_source("""
+        try:
+            y = torch.empty_like(x)
+            kernel[(1,)](x, y, x.numel(), BLOCK=64)
+        except Exception:
+            y = torch.relu(x)
+        return y
+    """)
+    assert [f.flag for f in scan(fallback, "triton", policy="partial")] == ["try-fallback"]
+
+
+def test_torch_candidates_are_not_held_to_the_kernel_policy():
+    src = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
+          "        return torch.softmax(x, -1) @ x.t()\n"
+    assert scan(src, "torch", policy="strict") == [] and scan(src, "torch", policy="partial") == []
+
+
+def test_unknown_policy_lists_the_known_ones():
+    with pytest.raises(UnknownNameError, match="kernel policy 'loose'.*partial, strict"):
+        scan(triton_source(LAUNCH), "triton", policy="loose")
+
+
+# ---- a class named Model -----------------------------------------------------------------------------------
+
+OWN_MODEL = f"""{HEADER}
+
+class Model(nn.Module):
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        kernel[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+        return y
+
+
+def get_inputs():
+    return [torch.randn(8, 64)]
+
+
+if __name__ == "__main__":
+    print(Model()(*get_inputs()))
+"""
+
+
+def test_a_candidate_whose_own_class_is_named_model_is_accepted():
+    assert flags(OWN_MODEL) == []
+    assert flags(OWN_MODEL + "\nModelNew = Model\n") == []  # an alias to the candidate's own class
+
+
+def test_the_entry_named_model_is_still_scanned_for_torch_compute():
+    src = OWN_MODEL.replace("y = torch.empty_like(x)\n", "y = torch.softmax(x, -1)\n")
+    assert flags(src) == ["torch-compute-in-forward"]
+
+
+@pytest.mark.parametrize("tail", [
+    "class ModelNew(Model):\n    pass\n",
+    "class Base(Model):\n    pass\n\nclass ModelNew(Base):\n    pass\n",
+    "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.ref = Model()\n\n"
+    "    def forward(self, x):\n        return self.ref(x)\n",
+    # built one call away, in a module-level helper the constructor calls
+    "def make():\n    return Model()\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.ref = make()\n\n    def forward(self, x):\n        return self.ref(x)\n",
+])
+def test_beside_modelnew_a_class_named_model_is_the_reference(tail):
+    assert flags(OWN_MODEL + "\n" + tail)[:1] == ["reference-subclass"]
+
+
+def test_work_hidden_in_a_local_helper_or_base_class_is_found():
+    helper = "class Helper(nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, -1)\n"
+    held = triton_source("return self.inner(x)", prelude=helper, init="self.inner = Helper()")
+    built = triton_source("return Helper()(x)", prelude=helper)
+    base = f"{HEADER}\n{helper}\n\nclass ModelNew(Helper):\n    pass\n"
+    for src in (held, built, base):
+        assert flags(src) == ["torch-compute-in-forward"], src
+
+
+# ---- harness-tamper and foreign-compute --------------------------------------------------------------------
+
+@pytest.mark.parametrize("forward, prelude", [
+    (LAUNCH, "import sys\nsys.setprofile(lambda *a: None)"),
+    (LAUNCH, "import sys as s\ns.settrace(None)"),
+    (LAUNCH, "import threading\nthreading.settrace(lambda *a: None)"),
+    ("import gc\nrefs = gc.get_objects()\n" + LAUNCH, ""),
+    ("import gc\nowners = gc.get_referrers(x)\n" + LAUNCH, ""),
+    ("import sys\ncaller = sys._getframe(1)\n" + LAUNCH, ""),
+    ("from sys import _getframe\nf = _getframe(2)\n" + LAUNCH, ""),
+    ("import inspect\nstack = inspect.stack()\n" + LAUNCH, ""),
+    ("import inspect\nup = inspect.currentframe().f_back\n" + LAUNCH, ""),
+    ("ref = frame.f_back.f_locals['ref']\n" + LAUNCH, "frame = None"),
+    (LAUNCH, "def fast():\n    pass\n\ntorch.allclose.__code__ = fast.__code__"),
+    (LAUNCH, "def fast():\n    pass\n\nsetattr(torch.allclose, '__code__', fast.__code__)"),
+    (LAUNCH, "import workbench"),
+    (LAUNCH, "from workbench.eval import timing"),
+    (LAUNCH, "import importlib\nimportlib.import_module('workbench.eval.compare')"),
+    (LAUNCH, "import sys\nharness = sys.modules['workbench.eval.timing']"),
+    (LAUNCH, "import sys\nharness = sys.modules.get('workbench')"),
+    (LAUNCH, "import sys\nfound = [m for m in sys.modules.values() if hasattr(m, 'compare')]"),
+    (LAUNCH, "import sys\nname = 'work' + 'bench'\nharness = sys.modules[name]"),
+])
+def test_harness_tamper(forward, prelude):
+    found = scan(triton_source(forward, prelude=prelude), "triton")
+    names = [f.flag for f in found]
+    assert names[0] == "harness-tamper" and set(names) <= {"harness-tamper", "thread-use"}, found  # threading
+    assert found[0].severity == REJECT and "line" in found[0].detail
+
+
+def test_harness_tamper_applies_to_torch_candidates_too():
+    src = "import sys\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
+          "        sys.settrace(None)\n        return x * 2\n"
+    assert flags(src, "torch") == ["harness-tamper"]
+
+
+@pytest.mark.parametrize("prelude", [
+    "import math\nimport os\nimport gc\ngc.collect()\nLIMIT = os.environ.get('BLOCK', '64')",
+    "import sys\nPY = sys.version_info\nSELF = sys.modules[__name__]\nTORCH = sys.modules['torch']",
+    "import inspect\nPARAMS = inspect.signature(torch.empty_like).parameters",
+    "frames_per_second = 30\nf_backup = None",
+    "import functools\nimport itertools\nfrom typing import Optional",
+])
+def test_honest_module_code_is_not_harness_tamper(prelude):
+    assert flags(triton_source(LAUNCH, prelude=prelude)) == []
+
+
+@pytest.mark.parametrize("forward, prelude", [
+    (LAUNCH, "import numpy as np"),
+    (LAUNCH, "from numpy import matmul"),
+    (LAUNCH, "import ctypes\nlib = None"),
+    (LAUNCH, "import cffi"),
+    ("y = torch.from_numpy(x.cpu().numpy() * 2)\nkernel[(1,)](y, y, y.numel(), BLOCK=64)\nreturn y", ""),
+])
+def test_foreign_compute_warns(forward, prelude):
+    found = scan(triton_source(forward, prelude=prelude), "triton")
+    assert [f.flag for f in found] == ["foreign-compute"]
+    status, names, _ = verdict(found)
+    assert status is None and names == ["foreign-compute"] and found[0].severity == WARN
+
+
+def test_subprocess_is_foreign_compute_and_thread_use():
+    found = scan(triton_source(LAUNCH, prelude="import subprocess"), "triton")
+    assert {f.flag for f in found} == {"thread-use", "foreign-compute"}
+    assert verdict(found)[0] == "rejected"
+
+
+def test_new_flags_are_in_the_catalog_with_their_severity():
+    assert FLAGS["harness-tamper"].severity == REJECT and FLAGS["harness-tamper"].status == "rejected"
+    assert FLAGS["foreign-compute"].severity == WARN
+    assert "Model" in FLAGS["reference-subclass"].fix

@@ -370,3 +370,54 @@ def test_gelu_is_the_erf_form_not_tanh():
     tanh_form = torch.nn.functional.gelu(x.double(), approximate="tanh")
     assert _excess(tanh_form, want, task.tolerance("float32")) > 1
     assert math.isclose(float(want[x.double().argmax()]), float(x.max()), rel_tol=1e-3)
+
+
+# ---- task policies and fields --------------------------------------------------------------------------------
+
+def test_task_policy_fields_default_to_strict_ieee_and_no_flop_bound():
+    for name in BUILTIN:
+        task = wb.get_task(name)
+        assert task.kernel_policy == "strict" and task.precision.name == "ieee" and task.min_flops is None
+    src = wb.get_task("softmax").source
+    with pytest.raises(UnknownNameError, match="kernel policy 'some'"):
+        Task(name="x", source=src, kernel_policy="some")
+    task = Task(name="x", source=src, kernel_policy="partial", precision="tf32", min_flops=lambda s: 1.0,
+                notes=("a note",))
+    again = Task.from_spec(json.loads(json.dumps(task.to_spec())))
+    assert (again.kernel_policy, again.precision.name, again.notes) == ("partial", "tf32", ("a note",))
+    assert again.min_flops is None  # callables stay in the caller's process, like flops and bytes
+    assert "precision='tf32'" in repr(task) and "kernel_policy='partial'" in repr(task)
+
+
+# ---- footprint: memory of one input set and the reference output, without allocating -------------------------
+
+KB = __import__("pathlib").Path(__file__).parent / "kernelbench"
+
+
+def test_footprint_of_gpu_sizes_without_allocating_them():
+    from workbench.tasks.footprint import estimate_footprint
+
+    task = wb.load_kernelbench(KB / "level1" / "16_LogSoftmax_wide.py")  # 256 x 65536 fp32
+    fp = estimate_footprint(task, device="cuda")
+    assert fp.method == "fake" and fp.input_shapes == [(256, 65536)] and fp.output_shapes == [(256, 65536)]
+    assert fp.input_bytes == fp.output_bytes == 256 * 65536 * 4 and fp.parameter_bytes == 0
+    assert fp.float64_output_bytes() == 2 * fp.output_bytes
+    conv = estimate_footprint(wb.load_kernelbench(KB / "level2" / "1_Conv2d_BiasAdd_ReLU.py"), device="cuda")
+    assert conv.input_bytes == 64 * 32 * 128 * 128 * 4 and conv.output_bytes == 64 * 64 * 128 * 128 * 4
+    assert conv.parameter_bytes == (64 * 32 * 3 * 3 + 64) * 4
+    small = estimate_footprint(wb.load_kernelbench(KB / "level2" / "1_Conv2d_BiasAdd_ReLU.py", fit="cpu"),
+                               device="cpu")
+    assert small.input_elements <= 1 << 16 and small.output_elements == 4 * 16 * 16 * 16
+
+
+def test_footprint_of_a_data_dependent_output_is_unknown_but_inputs_are_known():
+    from workbench.tasks.footprint import estimate_footprint
+
+    src = ("import torch\nimport torch.nn as nn\nN = 1 << 20\nclass Model(nn.Module):\n    def forward(self, x):\n"
+           "        return x[x > 0.5]\ndef get_inputs():\n    return [torch.rand(N)]\ndef get_init_inputs():\n"
+           "    return []\n")
+    fp = estimate_footprint(Task.from_source(src, name="masked"))
+    assert fp.input_bytes == 4 << 20 and fp.output_bytes is None and fp.output_elements is None
+    assert "could not be traced" in fp.note and fp.untraceable
+    broken = Task.from_source(src.replace("torch.rand(N)", "torch.rand(N).numpy()"), name="numpy_inputs")
+    assert estimate_footprint(broken) is None  # not even the inputs can be built without data

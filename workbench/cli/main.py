@@ -212,8 +212,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def load_task_arg(spec: str, sizes: str | None = None):
-    """A registered task name, or a KernelBench file path (with optional `sizes` overrides)."""
+def load_task_arg(spec: str, sizes: str | None = None, fit: str | None = None):
+    """A registered task name, or a KernelBench file path (with optional `sizes` overrides and a `fit`)."""
     import workbench
 
     path = Path(spec)
@@ -223,7 +223,9 @@ def load_task_arg(spec: str, sizes: str | None = None):
         overrides = parse_size(sizes) if sizes else None
         if isinstance(overrides, str):
             raise UsageError("--sizes takes NAME=VALUE pairs (module constants of the file), not a preset name")
-        return workbench.load_kernelbench(path, sizes=overrides or None)
+        return workbench.load_kernelbench(path, sizes=overrides or None, fit=fit)
+    if fit:
+        raise UsageError("--fit applies to KernelBench files; a registered task has its own cpu preset")
     if sizes:
         raise UsageError("--sizes applies to KernelBench files; for a registered task use --size NAME=VALUE,...")
     return workbench.get_task(spec)
@@ -239,7 +241,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from workbench.candidate import Candidate
     from workbench.eval.evaluate import default_device, evaluate
 
-    task = load_task_arg(args.task, args.sizes)
+    task = load_task_arg(args.task, args.sizes, args.fit)
     candidate = Candidate.from_file(args.file, language=args.language)
     device = args.device or default_device()
     size = parse_size(args.size)
@@ -390,6 +392,7 @@ def _add_builtin_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="candidate source (.py defining ModelNew)")
     p.add_argument("--task", required=True, help="registered task name (`kwb tasks`) or a KernelBench .py file")
     p.add_argument("--sizes", help="KernelBench file only: override its module constants, e.g. batch_size=16,dim=256")
+    p.add_argument("--fit", choices=["cpu"], help="KernelBench file only: shrink every size constant for a CPU run")
     p.add_argument("--size", help="size preset (cpu, gpu) or NAME=VALUE,... (default: the device's preset)")
     p.add_argument("--device", type=_device_arg, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--language", choices=["triton", "cuda", "torch"], help="override the inferred language")

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from workbench.errors import TaskError
-from workbench.eval.compare import STALE_SHARE, Comparison, compare, constant_passes, downsample
+from workbench.eval.compare import STALE_SHARE, Comparison, compare, constant_passes, downsample, merge_budgets
 from workbench.eval.findings import REJECT, Finding
 from workbench.eval.poison import Poison
 from workbench.eval.tensors import (
@@ -85,6 +85,9 @@ class CheckReport:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error_map: list[list[float]] | None = None
+    #: How errors were judged, merged over every compared call: {tolerance, k, native_error (max abs), native_bound,
+    #: bound ("tolerance" | "k x native" | "both"), worst_ratio, norm} (workbench.eval.compare.merge_budgets).
+    error_budget: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -329,6 +332,7 @@ class _Protocol:
         flags += [(f, f"{where}, call 2: {d}") for f, d in cmp2.flags]
         flags += self._mutation(given2, inputs, f"{where}, call 2")
         flags += self._stale_or_racy(out1, out2, cmp1, cmp2, native, ref64, where)
+        self.report.error_budget = merge_budgets(self.report.error_budget, cmp1.budget, cmp2.budget)
         for flag, detail in flags:
             self.report.add(flag, detail)
         record["flags"] = list(dict.fromkeys(f for f, _ in flags))

@@ -78,8 +78,9 @@ _FLAG_LIST = [
              "move the computation into your kernel; torch may only allocate and reshape"),
     FlagInfo("try-fallback", REJECT, "try/except around the kernel can fall back to PyTorch",
              "remove the fallback; a failing kernel must fail"),
-    FlagInfo("reference-subclass", REJECT, "ModelNew subclasses or calls the reference Model",
-             "implement ModelNew from nn.Module directly"),
+    FlagInfo("reference-subclass", REJECT, "ModelNew subclasses, builds or calls the reference Model (beside a "
+             "ModelNew, a class named Model is the reference in KernelBench's format), or imports the reference module",
+             "implement ModelNew from nn.Module directly; a candidate whose only class is named Model is fine"),
     FlagInfo("module-cache", REJECT, "a module-level or instance container keyed on the inputs' address or "
              "content is used as a result cache",
              "compute results on every call; cache only compiled kernels or configs"),
@@ -87,6 +88,12 @@ _FLAG_LIST = [
              "launch on the current stream; side-stream work is timed at its true cost anyway"),
     FlagInfo("thread-use", REJECT, "the candidate starts threads or processes",
              "do the work synchronously in forward"),
+    FlagInfo("harness-tamper", REJECT, "the candidate reaches into the harness or the interpreter: trace/profile "
+             "hooks, stack frames, the garbage collector's object graph, code-object swaps, or workbench modules",
+             "remove it: a kernel needs none of these (and the judge runs in another process)"),
+    FlagInfo("foreign-compute", WARN, "the candidate imports a library that computes outside its kernels (numpy, "
+             "ctypes, cffi, subprocess, ...) or converts tensors to numpy in forward",
+             "compute in your kernel; work done elsewhere and copied in is not the kernel's (GPU coverage checks it)"),
     # runtime anti-cheating checks, issue 3
     FlagInfo("decoy-kernel", REJECT, "the candidate's own kernels were not launched or did not produce the output",
              "launch your kernel in forward and return its output"),

@@ -55,6 +55,20 @@ def interpreter_autotune() -> None:
         autotuner.Autotuner._kwb_interpreter = True
 
 
+#: The entry KernelBench's format names; when a candidate lacks it, a class named `FALLBACK_ENTRY` is used instead.
+DEFAULT_ENTRY, FALLBACK_ENTRY = "ModelNew", "Model"
+
+
+def entry_class(module: Any, entry: str = DEFAULT_ENTRY) -> Any:
+    """The class to build: `entry`, else (for the default entry) `Model`, as KernelBench's own scripts accept
+    published solutions whose class keeps the reference's name. The reference is never importable by a candidate,
+    so a `Model` found in the candidate's module is the candidate's own code."""
+    cls = getattr(module, entry, None)
+    if cls is None and entry == DEFAULT_ENTRY:
+        cls = getattr(module, FALLBACK_ENTRY, None)
+    return cls
+
+
 def load_candidate(spec: dict[str, Any], device: str, workdir: str | None = None):
     """(module, entry class) of a candidate spec; every failure is a CandidateLoadError with a clear message."""
     language, entry = spec.get("language", "triton"), spec.get("entry", "ModelNew")
@@ -86,11 +100,12 @@ def load_candidate(spec: dict[str, Any], device: str, workdir: str | None = None
         where = f" ({own[-1]})" if own else ""
         what = "CUDA compilation failed" if language == "cuda" else "importing the candidate failed"
         raise CandidateLoadError(f"{what}{where}: {type(exc).__name__}: {str(exc)[:1500]}", tb[-4000:]) from None
-    cls = getattr(module, entry, None)
+    cls = entry_class(module, entry)
     if cls is None:
         defined = sorted(k for k, v in vars(module).items() if isinstance(v, type) and v.__module__ == name)
+        also = " (or, as KernelBench's scripts accept, a class named Model)" if entry == DEFAULT_ENTRY else ""
         raise CandidateLoadError(
-            f"the candidate defines no {entry}; a candidate must define `class {entry}(nn.Module)` with the "
+            f"the candidate defines no {entry}{also}; a candidate must define `class {entry}(nn.Module)` with the "
             f"reference Model's constructor and forward. Classes found: {', '.join(defined) or 'none'}")
     if not callable(cls):
         raise CandidateLoadError(f"{entry} is not a class or callable ({type(cls).__name__})")

@@ -1,8 +1,18 @@
-"""Static (AST) anti-cheating checks on candidate source (CHEATS.md rows 4, 6, 8, 10).
+"""Static (AST) anti-cheating checks on candidate source (CHEATS.md rows 4, 6, 8, 10, 15, 16, 17).
 
 They run before any candidate code does. Each finding has a flag from `workbench.eval.findings.FLAGS`; reject-severity
 findings stop the evaluation. The checks aim at what a kernel *does in forward*: allocating outputs, views and
-launching kernels is allowed; torch compute ops, fallbacks, caches, threads and the reference are not.
+launching kernels is allowed; fallbacks, caches, threads, the reference and the harness are not.
+
+The task's kernel policy (DESIGN.md section 4) decides about torch compute in forward: under "strict" it is rejected
+(`torch-compute-in-forward`); under "partial" library calls may do part of the work (cuDNN's convolution with the
+epilogue in the candidate's kernel, KernelBench L2's usual strategy) and the runtime coverage check judges how much.
+A Triton or CUDA candidate without any kernel of its own is rejected under both. A torch candidate is the user's
+declared PyTorch baseline: it may compute with torch under any policy.
+
+The entry class is `ModelNew`, else a module-level alias `ModelNew = X`, else a class named `Model`: KernelBench's own
+scripts accept a candidate whose only class is `Model`. Beside a `ModelNew`, though, a `Model` is the reference (that
+is what the name means in the format), so `ModelNew` subclassing, building or calling it is `reference-subclass`.
 """
 
 from __future__ import annotations
@@ -10,7 +20,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from workbench.errors import UnknownNameError
 from workbench.eval.findings import Finding, first_per_flag
+from workbench.eval.static_tamper import foreign_compute, harness_tamper
 
 #: torch / tensor calls that only allocate, reshape or describe: allowed in a kernel candidate's forward.
 ALLOWED_TORCH = {
@@ -44,6 +56,7 @@ STREAM_ATTRS = {"Stream", "stream", "ExternalStream", "set_stream", "cudaStreamC
 REFERENCE_NAMES = {"Model"}
 
 
+
 @dataclass
 class _Module:
     tree: ast.Module
@@ -57,10 +70,19 @@ class _Module:
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
     entry_class: ast.ClassDef | None = None
     globals: set[str] = field(default_factory=set)
+    #: Classes defined at module level, by name.
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    #: Local name -> canonical dotted name of what was imported under it (`import sys as s` -> {"s": "sys"}).
+    imports: dict[str, str] = field(default_factory=dict)
 
 
-def scan(source: str, language: str, entry: str = "ModelNew") -> list[Finding]:
-    """Findings for `source`; syntax errors are left to the loader (it reports them with a line)."""
+def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "strict") -> list[Finding]:
+    """Findings for `source` under the task's kernel `policy` ("strict" or "partial"); syntax errors are left to the
+    loader (it reports them with a line)."""
+    from workbench.tasks.task import KERNEL_POLICIES
+
+    if policy not in KERNEL_POLICIES:
+        raise UnknownNameError("kernel policy", policy, list(KERNEL_POLICIES))
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -70,16 +92,26 @@ def scan(source: str, language: str, entry: str = "ModelNew") -> list[Finding]:
     findings: list[Finding] = []
     findings += _no_custom_kernel(mod)
     findings += _reference_use(mod)
+    findings += harness_tamper(mod.tree, mod.imports)
     findings += _threads(mod)
     findings += _streams(mod)
     findings += _module_cache(mod)
     if language in ("triton", "cuda"):
-        findings += _torch_compute(mod)
+        if policy == "strict":
+            findings += _torch_compute(mod)
         findings += _try_fallback(mod)
+    findings += foreign_compute(mod.tree, _forward_functions(mod))
     return first_per_flag(findings)
 
 
 def _collect(mod: _Module) -> None:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                mod.imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                mod.imports[a.asname or a.name] = f"{node.module}.{a.name}"
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -113,11 +145,52 @@ def _collect(mod: _Module) -> None:
         if isinstance(node, ast.FunctionDef):
             mod.functions[node.name] = node
         elif isinstance(node, ast.ClassDef):
-            if node.name == mod.entry:
-                mod.entry_class = node
+            mod.classes[node.name] = node
             for item in node.body:
                 if isinstance(item, ast.FunctionDef):
                     mod.functions[f"{node.name}.{item.name}"] = item
+    _resolve_entry(mod)
+
+
+def _resolve_entry(mod: _Module) -> None:
+    """The class the loader will build: `entry` itself, a module-level alias `entry = SomeClass`, else `Model`
+    (the loader's own fallback, as KernelBench's scripts do). `mod.entry` becomes that class's name."""
+    if mod.entry in mod.classes:
+        mod.entry_class = mod.classes[mod.entry]
+        return
+    for node in mod.tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in mod.classes and \
+                any(isinstance(t, ast.Name) and t.id == mod.entry for t in node.targets):
+            mod.entry, mod.entry_class = node.value.id, mod.classes[node.value.id]
+            return
+    if "Model" in mod.classes:
+        mod.entry, mod.entry_class = "Model", mod.classes["Model"]
+
+
+def _base_names(cls: ast.ClassDef) -> list[str]:
+    return [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in cls.bases]
+
+
+def _lineage(mod: _Module, name: str) -> list[str]:
+    """`name` and its base classes defined in this module, nearest first (a local MRO, good enough for a scan)."""
+    order: list[str] = []
+    frontier = [name]
+    while frontier:
+        current = frontier.pop(0)
+        if current in order or current not in mod.classes:
+            continue
+        order.append(current)
+        frontier += _base_names(mod.classes[current])
+    return order
+
+
+def _method(mod: _Module, cls: str, name: str) -> ast.FunctionDef | None:
+    """`cls.name` as Python would find it among locally defined classes."""
+    for owner in _lineage(mod, cls):
+        fn = mod.functions.get(f"{owner}.{name}")
+        if fn is not None:
+            return fn
+    return None
 
 
 def _decorator_is_jit(dec: ast.expr, mod: _Module) -> bool:
@@ -141,18 +214,26 @@ def _no_custom_kernel(mod: _Module) -> list[Finding]:
 
 
 def _reference_use(mod: _Module) -> list[Finding]:
-    if mod.entry_class is not None:
-        for base in mod.entry_class.bases:
-            name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
-            if name in REFERENCE_NAMES:
-                return [Finding("reference-subclass", f"class {mod.entry}({name}) at line {mod.entry_class.lineno}")]
+    """ModelNew subclassing, building or calling `Model` (the reference's name in KernelBench's format), or importing
+    the reference module. A candidate whose own entry class is named Model is not the reference."""
     for node in ast.walk(mod.tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in REFERENCE_NAMES:
-            return [Finding("reference-subclass", f"calls the reference Model at line {node.lineno}")]
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
             if any(n and ("kwb_ref_" in n or n.startswith("workbench.tasks")) for n in names):
                 return [Finding("reference-subclass", f"imports the reference module at line {node.lineno}")]
+    if mod.entry_class is None or mod.entry in REFERENCE_NAMES:
+        return []
+    for owner in _lineage(mod, mod.entry):
+        for base in _base_names(mod.classes[owner]):
+            if base in REFERENCE_NAMES:
+                return [Finding("reference-subclass", f"class {owner}({base}) at line {mod.classes[owner].lineno}")]
+    methods = [fn for c in _lineage(mod, mod.entry) for fn in mod.classes[c].body if isinstance(fn, ast.FunctionDef)]
+    scopes: list[ast.AST] = [mod.classes[c] for c in _lineage(mod, mod.entry)] + _reachable(mod, methods)
+    for scope in scopes:
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in REFERENCE_NAMES:
+                return [Finding("reference-subclass", f"{mod.entry} builds or calls the reference Model at line "
+                                                      f"{node.lineno}")]
     return []
 
 
@@ -179,38 +260,73 @@ def _streams(mod: _Module) -> list[Finding]:
 
 
 def _forward_functions(mod: _Module) -> list[ast.FunctionDef]:
-    """ModelNew.forward plus module-level functions and methods it calls (two levels)."""
+    """The entry's forward (inherited from a local base too) plus what it reaches within three levels: module-level
+    functions, its own methods, and the forward of local classes it builds or holds as submodules (`self.inner =
+    Helper()` ... `self.inner(x)`), so work cannot hide one class away."""
     if mod.entry_class is None:
         return []
-    start = mod.functions.get(f"{mod.entry}.forward")
-    if start is None:
-        return []
-    seen: dict[int, ast.FunctionDef] = {id(start): start}
-    frontier = [start]
-    for _ in range(2):
+    start = _method(mod, mod.entry, "forward")
+    return _reachable(mod, [start]) if start is not None else []
+
+
+def _reachable(mod: _Module, roots: list[ast.FunctionDef]) -> list[ast.FunctionDef]:
+    """`roots` and the functions they reach within three calls (see `_forward_functions`)."""
+    held = _held_classes(mod)
+    owner_of = {id(fn): name.split(".")[0] for name, fn in mod.functions.items() if "." in name}
+    seen: dict[int, ast.FunctionDef] = {id(r): r for r in roots}
+    frontier = list(roots)
+    for _ in range(3):
         nxt = []
         for fn in frontier:
+            cls = owner_of.get(id(fn), mod.entry)
             for node in ast.walk(fn):
-                if isinstance(node, ast.Call):
-                    name = None
-                    if isinstance(node.func, ast.Name):
-                        name = node.func.id
-                    elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
-                        name = f"{mod.entry}.{node.func.attr}"
-                    target = mod.functions.get(name or "")
-                    if target is not None and id(target) not in seen and not any(_decorator_is_jit(d, mod) for d in target.decorator_list):
+                if not isinstance(node, ast.Call):
+                    continue
+                targets: list[ast.FunctionDef | None] = []
+                func = node.func
+                if isinstance(func, ast.Name):
+                    targets.append(mod.functions.get(func.id))
+                    if func.id in mod.classes:  # Helper(...) built inside forward: its constructor and forward run
+                        targets += [_method(mod, func.id, "__init__"), _method(mod, func.id, "forward")]
+                elif isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id in mod.classes:
+                    targets.append(_method(mod, func.func.id, "forward"))  # Helper(...)(x)
+                elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+                    targets.append(_method(mod, cls, func.attr))
+                    if func.attr in held.get(cls, {}):
+                        targets.append(_method(mod, held[cls][func.attr], "forward"))
+                for target in targets:
+                    if target is not None and id(target) not in seen and \
+                            not any(_decorator_is_jit(d, mod) for d in target.decorator_list):
                         seen[id(target)] = target
                         nxt.append(target)
         frontier = nxt
     return list(seen.values())
 
 
+def _held_classes(mod: _Module) -> dict[str, dict[str, str]]:
+    """Per local class: self attributes assigned an instance of another local class (`self.inner = Helper(...)`)."""
+    held: dict[str, dict[str, str]] = {}
+    for name, cls in mod.classes.items():
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                    isinstance(node.value.func, ast.Name) and node.value.func.id in mod.classes:
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        held.setdefault(name, {})[t.attr] = node.value.func.id
+    for name in mod.classes:  # attributes set in a local base class are held by the subclass too
+        for base in _lineage(mod, name)[1:]:
+            for attr, target in held.get(base, {}).items():
+                held.setdefault(name, {}).setdefault(attr, target)
+    return held
+
+
 def _nn_submodules(mod: _Module) -> set[str]:
-    """self.<name> attributes assigned an nn compute layer in the entry class."""
+    """self.<name> attributes assigned an nn compute layer in a local class (layers held by a helper class count,
+    because `_forward_functions` follows into helpers)."""
     names: set[str] = set()
     if mod.entry_class is None:
         return names
-    for node in ast.walk(mod.entry_class):
+    for node in ast.walk(ast.Module(body=list(mod.classes.values()), type_ignores=[])):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             func = node.value.func
             layer = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""

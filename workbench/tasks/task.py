@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import TaskError, UnknownNameError
+from workbench.tasks.precision import IEEE, PrecisionPolicy
 
 #: Input distributions the correctness protocol can draw from (CHEATS.md row 11).
 #: "default" keeps the task's own generator; the others replace every floating input tensor.
@@ -39,6 +40,11 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "float16": Tolerance(1e-2, 1e-2),
     "bfloat16": Tolerance(2e-2, 2e-2),
 }
+
+#: Kernel policies (DESIGN.md section 4). "strict": every FLOP in the candidate's own kernels, torch compute in
+#: forward is rejected statically. "partial": library calls (cuDNN conv, cuBLAS GEMM) may do part of the work; the
+#: runtime coverage check judges how much. A candidate with no kernel of its own is rejected under both.
+KERNEL_POLICIES = ("strict", "partial")
 
 
 @dataclass
@@ -64,8 +70,21 @@ class Task:
     path: str | None = None
     #: Candidate language of `solution`.
     solution_language: str = "triton"
-    #: Free-form notes shown with results (e.g. why a distribution is excluded).
+    #: Free-form notes shown with results (e.g. why a distribution is excluded, what `fit` shrank).
     notes: tuple[str, ...] = ()
+    #: Precision policy applied to reference and candidate alike (a PrecisionPolicy, or a registered name such as
+    #: "ieee" or "tf32"; stored as the policy). Default: IEEE fp32, no TF32, no reduced-precision reductions.
+    precision: PrecisionPolicy = IEEE
+    #: "strict" or "partial" (see KERNEL_POLICIES).
+    kernel_policy: str = "strict"
+    #: A true lower bound on the FLOPs any correct implementation needs at a size (faster-than-physics uses it);
+    #: None when the task declares none. The reference's own FLOP count is not a lower bound.
+    min_flops: Callable[[dict[str, Any]], float] | None = None
+
+    def __post_init__(self) -> None:
+        self.precision = PrecisionPolicy.from_spec(self.precision)
+        if self.kernel_policy not in KERNEL_POLICIES:
+            raise UnknownNameError("kernel policy", self.kernel_policy, list(KERNEL_POLICIES))
 
     # ---- sizes -------------------------------------------------------------------------------------
     def size(self, preset: str | dict[str, Any] | None = None, device: str = "cpu") -> dict[str, Any]:
@@ -116,6 +135,9 @@ class Task:
             "tolerances": {k: dataclasses.asdict(v) for k, v in self.tolerances.items()},
             "distributions": list(self.distributions),
             "path": self.path,
+            "precision": self.precision.to_spec(),
+            "kernel_policy": self.kernel_policy,
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -129,6 +151,9 @@ class Task:
             tolerances={k: Tolerance(**v) for k, v in spec.get("tolerances", {}).items()},
             distributions=tuple(spec.get("distributions", DISTRIBUTIONS)),
             path=spec.get("path"),
+            precision=PrecisionPolicy.from_spec(spec.get("precision")),
+            kernel_policy=spec.get("kernel_policy", "strict"),
+            notes=tuple(spec.get("notes", ())),
         )
 
     @classmethod
@@ -145,7 +170,8 @@ class Task:
         return LoadedReference(self)
 
     def __repr__(self) -> str:
-        return f"Task({self.name!r}, sizes={list(self.sizes)}, dtypes={self.dtypes})"
+        return (f"Task({self.name!r}, sizes={list(self.sizes)}, dtypes={self.dtypes}, precision="
+                f"{self.precision.name!r}, kernel_policy={self.kernel_policy!r})")
 
 
 # ---- loading reference source as a module ---------------------------------------------------------

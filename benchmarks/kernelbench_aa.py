@@ -1,0 +1,193 @@
+"""KernelBench A/A: every reference submitted as its own torch candidate, at unchanged sizes, on a GPU.
+
+Every verdict here should be `ok` with a speedup within noise of 1.0: the candidate *is* the reference. Anything
+else is the harness's fault (a tolerance too tight for honest fp32 roundoff, a protocol that runs out of memory,
+a timer that favours one side), so this is the workbench's own acceptance test on real workloads.
+
+    python benchmarks/kernelbench_aa.py --extract PATH/TO/KernelBench.git      # once: problems into ./.kernelbench
+    python benchmarks/kernelbench_aa.py --levels 1,2 --out aa.json             # on a GPU machine
+    python benchmarks/kernelbench_aa.py --levels 1 --start 0 --stop 50 --out aa_l1a.json   # in batches
+    python benchmarks/kernelbench_aa.py --device cpu --fit cpu --no-time       # the same on a laptop, shrunk
+
+One progress line per problem, then a table: counts per status per level, and the speedup distribution (median,
+5th and 95th percentiles, share of pairs within 0.98-1.02). `--out` keeps one JSON record per problem (status,
+flags, speedup, message head, seconds) and is rewritten after every problem, so an interrupted run keeps its rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PROBLEMS = Path(".kernelbench") / "KernelBench"
+#: A/A speedups inside this band count as "the same" (timing noise of two identical programs).
+SAME_BAND = (0.98, 1.02)
+
+
+def extract(gitdir: str | Path, dest: str | Path = DEFAULT_PROBLEMS.parent, ref: str = "HEAD") -> Path:
+    """Copy the `KernelBench/` problem folder of a KernelBench git repository (bare or not) at `ref` into `dest`;
+    returns the problems folder (`dest/KernelBench`)."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        blob = subprocess.run(["git", f"--git-dir={gitdir}", "archive", "--format=tar", ref, "KernelBench"],
+                              check=True, capture_output=True).stdout
+    except FileNotFoundError as exc:
+        raise SystemExit("git is not installed: --extract needs it") from exc
+    except subprocess.CalledProcessError as exc:
+        raise SystemExit(f"cannot read KernelBench/ at {ref} from {gitdir}: {exc.stderr.decode().strip()[:300]}. "
+                         "Give the repository's .git directory (or a bare clone).") from exc
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "KernelBench"
+
+
+def _number(path: Path) -> tuple[int, str]:
+    m = re.match(r"(\d+)_", path.name)
+    return (int(m.group(1)) if m else 1 << 30, path.name)
+
+
+def problems(folder: str | Path, levels: list[int], start: int = 0, stop: int | None = None,
+             limit: int | None = None) -> list[tuple[int, Path]]:
+    """(level, path) of the problems to run, in KernelBench's numbering; `start`/`stop` slice each level's list
+    (batching a long run), `limit` caps the total."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SystemExit(f"no problems folder {folder}: extract them first with --extract GITDIR, or pass "
+                         "--problems PATH")
+    chosen: list[tuple[int, Path]] = []
+    for level in levels:
+        sub = folder / f"level{level}"
+        if not sub.is_dir():
+            raise SystemExit(f"{folder} has no level{level}/ folder (levels there: "
+                             f"{', '.join(sorted(p.name for p in folder.glob('level*'))) or 'none'})")
+        files = sorted(sub.glob("*.py"), key=_number)[start:stop]
+        chosen += [(level, p) for p in files]
+    return chosen[:limit] if limit is not None else chosen
+
+
+def run_problem(level: int, path: Path, device: str, *, fit: str | None = None, time_it: bool = True,
+                timeout: float | None = None) -> dict[str, Any]:
+    """Evaluate one reference as its own candidate; a record for the JSON output. A task that cannot even be
+    loaded is recorded with status "load_error"."""
+    import workbench as wb
+    from workbench.tasks.kernelbench import reference_as_candidate
+
+    started = time.perf_counter()
+    record: dict[str, Any] = {"level": level, "problem": path.name, "status": None, "flags": [], "warnings": [],
+                              "speedup": None, "message": "", "seconds": None}
+    try:
+        task = wb.load_kernelbench(path, fit=fit)
+        result = wb.evaluate(task, reference_as_candidate(task), device=device, time_it=time_it, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - one broken problem must not end a run of hundreds
+        record.update(status="load_error", message=f"{type(exc).__name__}: {exc}"[:300])
+    else:
+        record.update(status=result.status, flags=list(result.flags), warnings=list(result.warnings),
+                      speedup=result.speedup, message=result.message.splitlines()[0][:300] if result.message else "",
+                      max_abs_err=result.max_abs_err, precision=getattr(task.precision, "name", ""),
+                      kernel_policy=task.kernel_policy, size=result.size)
+    record["seconds"] = round(time.perf_counter() - started, 2)
+    return record
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts per status per level, and the speedup distribution of the problems that were timed."""
+    levels = sorted({r["level"] for r in records})
+    counts = {level: dict(Counter(r["status"] for r in records if r["level"] == level)) for level in levels}
+    speedups = [float(r["speedup"]) for r in records if r.get("speedup") is not None]
+    dist: dict[str, Any] = {"n": len(speedups)}
+    if speedups:
+        lo, hi = SAME_BAND
+        dist.update(median=_percentile(speedups, 0.5), p5=_percentile(speedups, 0.05),
+                    p95=_percentile(speedups, 0.95),
+                    within_band=sum(lo <= s <= hi for s in speedups) / len(speedups))
+    flags = Counter(f for r in records for f in r.get("flags", []))
+    return {"total": len(records), "ok": sum(r["status"] == "ok" for r in records), "counts": counts,
+            "speedup": dist, "flags": dict(flags.most_common())}
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The final table: one row per level, one column per status; then the speedup distribution and flags."""
+    statuses = sorted({s for c in summary["counts"].values() for s in c}, key=lambda s: (s != "ok", s))
+    header = ["level", *statuses, "total"]
+    rows = [[f"L{level}", *[str(c.get(s, 0)) for s in statuses], str(sum(c.values()))]
+            for level, c in summary["counts"].items()]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in [header, *rows]]
+    d = summary["speedup"]
+    if d["n"]:
+        lo, hi = SAME_BAND
+        lines.append(f"speedup over {d['n']} timed pairs: median {d['median']:.4f}, p5 {d['p5']:.4f}, "
+                     f"p95 {d['p95']:.4f}, within {lo}-{hi}: {d['within_band']:.0%}")
+    else:
+        lines.append("speedup: none timed")
+    if summary["flags"]:
+        lines.append("flags: " + ", ".join(f"{k} x{v}" for k, v in summary["flags"].items()))
+    lines.append(f"ok: {summary['ok']} of {summary['total']}")
+    return "\n".join(lines)
+
+
+def _progress(i: int, n: int, rec: dict[str, Any]) -> str:
+    speed = f" speedup {rec['speedup']:.3f}" if rec.get("speedup") is not None else ""
+    flags = f" [{','.join(rec['flags'])}]" if rec.get("flags") else ""
+    tail = f"  {rec['message'][:100]}" if rec["status"] != "ok" else ""
+    return f"[{i}/{n}] L{rec['level']} {rec['problem']}: {rec['status']}{flags}{speed} ({rec['seconds']:.1f} s){tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--problems", default=str(DEFAULT_PROBLEMS), help="folder holding level1/, level2/, ...")
+    parser.add_argument("--extract", metavar="GITDIR", help="first copy the problems out of this KernelBench git "
+                        "directory into the --problems folder's parent")
+    parser.add_argument("--levels", default="1,2,3", help="comma-separated levels (default 1,2,3)")
+    parser.add_argument("--start", type=int, default=0, help="first problem index within each level")
+    parser.add_argument("--stop", type=int, help="stop before this index within each level")
+    parser.add_argument("--limit", type=int, help="at most this many problems in all")
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--fit", choices=["cpu"], help="shrink sizes (for a CPU dry run); default: unchanged sizes")
+    parser.add_argument("--no-time", action="store_true", help="correctness only")
+    parser.add_argument("--timeout", type=float, help="seconds per evaluation (the engine's default otherwise)")
+    parser.add_argument("--out", help="write the per-problem records (and the summary) to this JSON file")
+    args = parser.parse_args(argv)
+    if args.extract:
+        print(f"extracted to {extract(args.extract, Path(args.problems).parent)}", flush=True)
+    try:
+        levels = [int(v) for v in args.levels.split(",") if v.strip()]
+    except ValueError:
+        parser.error(f"--levels takes numbers like 1,2,3, not {args.levels!r}")
+    chosen = problems(args.problems, levels, args.start, args.stop, args.limit)
+    records: list[dict[str, Any]] = []
+    for i, (level, path) in enumerate(chosen, 1):
+        rec = run_problem(level, path, args.device, fit=args.fit, time_it=not args.no_time, timeout=args.timeout)
+        records.append(rec)
+        print(_progress(i, len(chosen), rec), flush=True)
+        if args.out:
+            Path(args.out).write_text(json.dumps({"records": records}, indent=1, default=str))
+    summary = summarize(records)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"records": records, "summary": summary}, indent=1, default=str))
+    print(format_summary(summary))
+    return 0 if summary["ok"] == summary["total"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

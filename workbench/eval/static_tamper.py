@@ -1,0 +1,116 @@
+"""Static checks for reaching into the harness or computing elsewhere (CHEATS.md rows 9, 15, 16, 17).
+
+`harness-tamper` (reject): trace/profile hooks, stack frames, the collector's object graph, code-object swaps and
+workbench's own modules. The judge runs in another process, so none of these can find it; a candidate that tries is
+cheating all the same, and none of them has a use in a kernel. `foreign-compute` (warn): libraries that compute off
+the candidate's kernels; a warning only, because ctypes and numpy have honest uses, and the GPU coverage check
+decides whether the work happened elsewhere. Used by `workbench.eval.static_checks.scan`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from workbench.eval.findings import Finding
+
+#: Calls that reach into the interpreter or the harness (CHEATS.md rows 15, 16): trace/profile hooks, frames, the
+#: collector's object graph. A kernel needs none of them. Canonical dotted names, import aliases resolved.
+TAMPER_CALLS = {
+    "sys.setprofile", "sys.settrace", "threading.setprofile", "threading.settrace", "threading.setprofile_all_threads",
+    "threading.settrace_all_threads", "sys._getframe", "sys._current_frames", "sys.monitoring.register_callback",
+    "sys.monitoring.use_tool_id", "sys.monitoring.set_events", "inspect.stack", "inspect.currentframe",
+    "inspect.getouterframes", "inspect.getinnerframes", "inspect.trace", "gc.get_objects", "gc.get_referrers",
+    "gc.get_referents", "traceback.extract_stack", "traceback.walk_stack",
+}
+#: Frame and code attributes: walking to a caller's frame (`f_back`), reading its variables, swapping code objects.
+TAMPER_ATTRS = {"f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+#: Packages that make up the harness; a candidate importing or looking one up is reaching for the checker.
+HARNESS_PACKAGES = ("workbench",)
+#: Libraries that compute outside the candidate's kernels (CHEATS.md row 17): warned, coverage judges on a GPU.
+FOREIGN_MODULES = {"numpy", "ctypes", "cffi", "subprocess", "scipy", "numba", "jax", "cupy", "tensorflow"}
+
+
+def dotted(node: ast.expr, imports: dict[str, str]) -> str:
+    """`a.b.c` with the import alias of `a` resolved (`s._getframe` -> `sys._getframe` after `import sys as s`)."""
+    if isinstance(node, ast.Name):
+        return imports.get(node.id, node.id)
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value, imports)}.{node.attr}"
+    return ""
+
+
+def harness_tamper(tree: ast.Module, imports: dict[str, str]) -> list[Finding]:
+    """Trace/profile hooks, frame walks, the collector's object graph, code-object swaps, the harness's modules
+    (CHEATS.md rows 9, 15, 16). The judge lives in another process, so these find nothing there; a candidate trying
+    them is still cheating, and says so."""
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", "?")
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in HARNESS_PACKAGES:
+                    return [Finding("harness-tamper", f"imports {a.name} at line {line}")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in HARNESS_PACKAGES:
+            return [Finding("harness-tamper", f"imports from {node.module} at line {line}")]
+        elif isinstance(node, ast.Call):
+            name = dotted(node.func, imports)
+            if name in TAMPER_CALLS:
+                return [Finding("harness-tamper", f"calls {name} at line {line}")]
+            text = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if name in ("importlib.import_module", "__import__", "importlib.__import__") and \
+                    any(t.split(".")[0] in HARNESS_PACKAGES for t in text):
+                return [Finding("harness-tamper", f"imports {text[0]} dynamically at line {line}")]
+            if name == "setattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and \
+                    node.args[1].value in ("__code__", "__globals__", "__defaults__", "__kwdefaults__"):
+                return [Finding("harness-tamper", f"setattr(..., {node.args[1].value!r}, ...) at line {line}")]
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for sub in ast.walk(t):
+                    if isinstance(sub, ast.Attribute) and sub.attr in ("__code__", "__defaults__", "__kwdefaults__"):
+                        return [Finding("harness-tamper", f"replaces a function's {sub.attr} at line {line}")]
+        elif isinstance(node, ast.Attribute):
+            if node.attr in TAMPER_ATTRS:
+                return [Finding("harness-tamper", f"reads frame attribute .{node.attr} at line {line}")]
+            if dotted(node, imports) == "sys.modules":
+                problem = _sys_modules_use(node, parents)
+                if problem:
+                    return [Finding("harness-tamper", f"{problem} at line {line}")]
+    return []
+
+
+def _sys_modules_use(node: ast.Attribute, parents: dict[int, ast.AST]) -> str:
+    """Why a `sys.modules` use reaches for the harness: a key naming it, or a scan of every module."""
+    parent = parents.get(id(node))
+    key: ast.expr | None = None
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        key = parent.slice
+    elif isinstance(parent, ast.Attribute) and parent.attr in ("get", "pop", "setdefault", "__getitem__"):
+        call = parents.get(id(parent))
+        key = call.args[0] if isinstance(call, ast.Call) and call.args else None
+    else:
+        return "scans sys.modules"  # iteration, .values(), .items(), vars(): looking for something unnamed
+    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+        if key.value.split(".")[0] in HARNESS_PACKAGES or key.value.startswith("kwb_"):
+            return f"looks up sys.modules[{key.value!r}]"
+        return ""
+    if isinstance(key, ast.Name) and key.id == "__name__":
+        return ""  # its own module
+    return "looks up sys.modules with a computed key"
+
+
+def foreign_compute(tree: ast.Module, forward: list[ast.FunctionDef]) -> list[Finding]:
+    """Imports of libraries that compute off the candidate's kernels, and `.numpy()` in forward (a warning: the
+    GPU coverage check judges whether real work happened elsewhere; CHEATS.md row 17)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in FOREIGN_MODULES:
+                    return [Finding("foreign-compute", f"imports {a.name} at line {node.lineno}")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in FOREIGN_MODULES:
+            return [Finding("foreign-compute", f"imports from {node.module} at line {node.lineno}")]
+    for fn in forward:
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
+                return [Finding("foreign-compute", f".numpy() in forward at line {node.lineno}")]
+    return []
