@@ -77,7 +77,7 @@ def problems(folder: str | Path, levels: list[int], start: int = 0, stop: int | 
 
 
 def run_problem(level: int, path: Path, device: str, *, fit: str | None = None, time_it: bool = True,
-                timeout: float | None = None) -> dict[str, Any]:
+                timeout: float | None = None, compile_reference: bool = False) -> dict[str, Any]:
     """Evaluate one reference as its own candidate; a record for the JSON output. A task that cannot even be
     loaded is recorded with status "load_error"."""
     import workbench as wb
@@ -88,14 +88,18 @@ def run_problem(level: int, path: Path, device: str, *, fit: str | None = None, 
                               "speedup": None, "message": "", "seconds": None}
     try:
         task = wb.load_kernelbench(path, fit=fit)
-        result = wb.evaluate(task, reference_as_candidate(task), device=device, time_it=time_it, timeout=timeout)
+        result = wb.evaluate(task, reference_as_candidate(task), device=device, time_it=time_it, timeout=timeout,
+                             compile_reference=compile_reference)
     except Exception as exc:  # noqa: BLE001 - one broken problem must not end a run of hundreds
         record.update(status="load_error", message=f"{type(exc).__name__}: {exc}"[:300])
     else:
         record.update(status=result.status, flags=list(result.flags), warnings=list(result.warnings),
                       speedup=result.speedup, message=result.message.splitlines()[0][:300] if result.message else "",
                       max_abs_err=result.max_abs_err, precision=getattr(task.precision, "name", ""),
-                      kernel_policy=task.kernel_policy, size=result.size)
+                      kernel_policy=task.kernel_policy, size=result.size, speedup_ci=result.speedup_ci,
+                      speedup_verdict=result.speedup_verdict, stages=result.protocol.get("stage_seconds"),
+                      stop=result.timing.stop_reason if result.timing else None,
+                      n=result.timing.n if result.timing else None)
     record["seconds"] = round(time.perf_counter() - started, 2)
     return record
 
@@ -167,7 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-time", action="store_true", help="correctness only")
     parser.add_argument("--timeout", type=float, help="seconds per evaluation (the engine's default otherwise)")
     parser.add_argument("--out", help="write the per-problem records (and the summary) to this JSON file")
+    parser.add_argument("--compile-reference", action="store_true",
+                        help="also time torch.compile of the reference (slow; an A/A compares eager with eager)")
+    parser.add_argument("--shard", default="0/1", help="K/N: run every N-th problem starting at K (one GPU each)")
+    parser.add_argument("--gpus", type=int, default=1, help="run N shards at once, one per GPU, and merge them")
+    parser.add_argument("--deadline", type=float, help="stop starting new problems after this many seconds")
     args = parser.parse_args(argv)
+    if args.gpus > 1:
+        return _fan_out(args, argv if argv is not None else sys.argv[1:])
     if args.extract:
         print(f"extracted to {extract(args.extract, Path(args.problems).parent)}", flush=True)
     try:
@@ -175,9 +186,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         parser.error(f"--levels takes numbers like 1,2,3, not {args.levels!r}")
     chosen = problems(args.problems, levels, args.start, args.stop, args.limit)
+    k, n = (int(v) for v in args.shard.split("/"))
+    chosen = chosen[k::n]
     records: list[dict[str, Any]] = []
+    started = time.perf_counter()
     for i, (level, path) in enumerate(chosen, 1):
-        rec = run_problem(level, path, args.device, fit=args.fit, time_it=not args.no_time, timeout=args.timeout)
+        if args.deadline and time.perf_counter() - started > args.deadline:
+            print(f"deadline reached: {len(chosen) - i + 1} problems not started", flush=True)
+            break
+        rec = run_problem(level, path, args.device, fit=args.fit, time_it=not args.no_time, timeout=args.timeout,
+                          compile_reference=args.compile_reference)
         records.append(rec)
         print(_progress(i, len(chosen), rec), flush=True)
         if args.out:
@@ -187,6 +205,45 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps({"records": records, "summary": summary}, indent=1, default=str))
     print(format_summary(summary))
     return 0 if summary["ok"] == summary["total"] else 1
+
+
+def _fan_out(args: argparse.Namespace, argv: list[str]) -> int:
+    """One shard per GPU (CUDA_VISIBLE_DEVICES pinned), run at once; their records merged into one summary."""
+    import os
+
+    base = [a for a in argv if not a.startswith(("--gpus=", "--out=", "--shard="))]
+    procs, outs = [], []
+    for gpu in range(args.gpus):
+        out = f"{args.out or 'aa'}.shard{gpu}.json"
+        outs.append(out)
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+        procs.append(subprocess.Popen([sys.executable, __file__, *_strip(base), "--shard", f"{gpu}/{args.gpus}",
+                                       "--out", out], env=env))
+    for p in procs:
+        p.wait()
+    records = []
+    for out in outs:
+        if Path(out).exists():
+            records += json.loads(Path(out).read_text()).get("records", [])
+    summary = summarize(records)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"records": records, "summary": summary}, indent=1, default=str))
+    print(format_summary(summary))
+    return 0 if summary["ok"] == summary["total"] else 1
+
+
+def _strip(argv: list[str]) -> list[str]:
+    """argv without the values of --gpus/--out/--shard given as separate words."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("--gpus", "--out", "--shard"):
+            skip = True
+            continue
+        out.append(a)
+    return out
 
 
 if __name__ == "__main__":

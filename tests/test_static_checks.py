@@ -437,3 +437,22 @@ def test_new_flags_are_in_the_catalog_with_their_severity():
     assert FLAGS["harness-tamper"].severity == REJECT and FLAGS["harness-tamper"].status == "rejected"
     assert FLAGS["foreign-compute"].severity == WARN
     assert "Model" in FLAGS["reference-subclass"].fix
+
+
+def test_replacing_a_timer_is_flagged_through_aliases_and_setattr_but_attributes_named_time_are_not():
+    from workbench.eval.static_checks import scan
+
+    head = "import torch\nimport triton\nimport triton.language as tl\n"
+    body = ("\n@triton.jit\ndef k(x):\n    pass\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+            "        y = torch.empty_like(x)\n        k[(1,)](y)\n        return y\n")
+    patched = [
+        "import time as t\nt.perf_counter = lambda: 0.0\n",
+        "setattr(torch.cuda.Event, 'elapsed_time', lambda self, end: 0.0)\n",
+        "torch.cuda.synchronize = lambda *a: None\n",
+        "from triton import testing\ntesting.do_bench = lambda *a, **k: 0.001\n",
+    ]
+    for extra in patched:
+        flags = [f.flag for f in scan(head + extra + body, "triton")]
+        assert "timer-patch" in flags, extra
+    honest = head + "\nclass Clock:\n    pass\n\n\nc = Clock()\nc.time = 3.0\n" + body
+    assert "timer-patch" not in [f.flag for f in scan(honest, "triton")]

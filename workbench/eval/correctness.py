@@ -38,7 +38,15 @@ from typing import Any
 import torch
 
 from workbench.errors import TaskError
-from workbench.eval.compare import STALE_SHARE, Comparison, compare, constant_passes, downsample, merge_budgets
+from workbench.eval.compare import (
+    ERROR_BUDGET_K,
+    STALE_SHARE,
+    Comparison,
+    compare,
+    constant_passes,
+    downsample,
+    merge_budgets,
+)
 from workbench.eval.findings import REJECT, Finding
 from workbench.eval.poison import Poison
 from workbench.eval.tensors import (
@@ -400,6 +408,13 @@ class _Protocol:
             diff = torch.where(same_nan | (a64 == b64), torch.zeros_like(a64), (a64 - b64).abs())
             diff = torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf"))
             bound = tol.atol + tol.rtol * torch.nan_to_num(scale)
+            if isinstance(r64, torch.Tensor) and rn.is_floating_point():
+                # The same bound the error budget allows: honest atomics may reorder sums run to run.
+                n64 = real_view(rn.detach()).to(a64.device, torch.float64)
+                e = (n64 - real_view(r64.detach()).to(a64.device, torch.float64)).abs()
+                e = e[torch.isfinite(e)]
+                if e.numel():
+                    bound = torch.clamp(bound, min=ERROR_BUDGET_K * float(e.max()))
             if diff.numel():
                 worst = max(worst, float(torch.where(diff == 0, torch.zeros_like(diff), diff / bound).max()))
         return worst

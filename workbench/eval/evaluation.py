@@ -27,6 +27,7 @@ from workbench.eval.findings import Finding, first_per_flag, verdict
 from workbench.eval.judge_pool import DEFAULT_COMPILE_TIMEOUT
 from workbench.eval.runner_process import Limits, RunnerDied, RunnerProcess, RunnerViolation
 from workbench.eval.session import CandidateSession, RemoteError
+from workbench.tasks import precision
 from workbench.tasks.task import LoadedReference, Task
 
 
@@ -99,23 +100,6 @@ def probe_transport(server: Any, device: str) -> tuple[str, bool, str]:
     return "fd", False, "host staging (" + "; ".join(notes) + ")"
 
 
-def precision_flags(task: Task) -> tuple[str, dict[str, Any]]:
-    """(policy name, flags) of the task's precision policy; IEEE fp32 (no TF32, full-precision reductions) unless
-    the task allows more."""
-    policy = getattr(task, "precision", None)
-    if policy is None:
-        return "ieee", {"allow_tf32": False, "allow_reduced_precision_reduction": False}
-    flags = {"allow_tf32": bool(getattr(policy, "allow_tf32", False)),
-             "allow_reduced_precision_reduction": bool(getattr(policy, "allow_reduced_precision_reduction", False))}
-    return str(getattr(policy, "name", "ieee")), flags
-
-
-def apply_precision(flags: dict[str, Any]) -> None:
-    from workbench.eval.runner import apply_precision as apply
-
-    apply(flags)
-
-
 @dataclass
 class Evaluation:
     job: dict[str, Any]
@@ -134,13 +118,17 @@ class Evaluation:
         self.seed = int(self.job.get("seed", 0))
         self.timeout = float(self.job.get("timeout", 60.0))
         self.policy = getattr(self.task, "kernel_policy", "strict") or "strict"
-        self.precision_name, self.precision = precision_flags(self.task)
+        self.precision = self.task.precision
         self.base = {"versions": {}, "device_name": "", "sandbox": self.ctx.fork_server.sandbox,
-                     "kernel_policy": self.policy, "precision": self.precision_name, "protocol": {}}
+                     "kernel_policy": self.policy, "precision": self.precision.name, "protocol": {}}
 
     # ---- driver ---------------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        apply_precision(self.precision)
+        # The task's precision policy around every reference computation in the judge (the runner applies it too).
+        with precision.applied(self.precision, self.device):
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         stages = self.base["protocol"].setdefault("stage_seconds", {})
 
         def stage(name: str, fn: Any, *args: Any) -> Any:
@@ -221,7 +209,7 @@ class Evaluation:
         budget = float(self.job.get("compile_timeout") or DEFAULT_COMPILE_TIMEOUT)
         try:
             self.session.load(self.cand["source"], self.cand["language"], self.cand.get("entry", "ModelNew"),
-                              self.precision, budget)
+                              self.precision.to_spec(), budget)
         except CandidateFailure as exc:
             f = exc.original.fault if isinstance(exc.original, RemoteError) else None
             raise Stop({"status": "compile_error", "message": str(exc.original),
@@ -401,10 +389,7 @@ def _telemetry(device: str):
 
 
 def _scan(cand: dict[str, Any], policy: str) -> list[Finding]:
-    try:
-        return static_checks.scan(cand["source"], cand["language"], cand.get("entry", "ModelNew"), policy=policy)
-    except TypeError:  # a scan without kernel policies
-        return static_checks.scan(cand["source"], cand["language"], cand.get("entry", "ModelNew"))
+    return static_checks.scan(cand["source"], cand["language"], cand.get("entry", "ModelNew"), policy=policy)
 
 
 def _rejects(flag: str, findings: list[Finding]) -> bool:

@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from typing import Any
 
 from workbench.eval import sandbox
@@ -196,12 +197,17 @@ def main() -> None:
             channel.send(spawn(req, fds, probe.kind, probe.reason))
         elif op == "wait":
             pid = int(req["pid"])
-            if pid not in reaped:
+            deadline = time.monotonic() + 10  # never block the server on a child that will not die
+            while pid not in reaped and time.monotonic() < deadline:
                 try:
-                    reaped[pid] = os.waitpid(pid, 0)[1]
+                    done, status = os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
-                    reaped[pid] = -1
-            channel.send({"status": reaped.pop(pid)})
+                    done, status = pid, -1
+                if done:
+                    reaped[pid] = status
+                else:
+                    time.sleep(0.005)
+            channel.send({"status": reaped.pop(pid, -1)})
         elif op == "exit":
             return
         else:

@@ -168,8 +168,9 @@ class Worker:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line
 
-    def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
-        """Block until the worker has imported its libraries (raises WorkerDied if it cannot)."""
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until the judge has imported its libraries (raises WorkerDied if it cannot)."""
+        timeout = STARTUP_TIMEOUT if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while not self.ready:
             line = self._read_line(deadline)

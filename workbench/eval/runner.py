@@ -47,18 +47,6 @@ from workbench.eval.transport import Channel
 _COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
 
 
-def apply_precision(flags: dict[str, Any]) -> None:
-    """The task's precision policy, applied before the candidate is imported (the judge applies the same to the
-    reference): TF32 and reduced-precision reductions only where the task allows them."""
-    tf32 = bool(flags.get("allow_tf32", False))
-    reduced = bool(flags.get("allow_reduced_precision_reduction", False))
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = reduced
-    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = reduced
-
-
 def _versions() -> dict[str, str]:
     out = {"python": sys.version.split()[0], "torch": torch.__version__}
     try:
@@ -145,7 +133,10 @@ class Runner:
     def on_load(self, msg: Load) -> None:
         from workbench.eval.languages import load_candidate
 
-        apply_precision(msg.precision)
+        # The task's precision policy, for the whole runner (one candidate, so nothing to restore).
+        from workbench.tasks.precision import apply as apply_precision
+
+        apply_precision(msg.precision or None)
         started = time.perf_counter()
         if msg.language == "cuda":
             from workbench.eval.compile_cache import seed_build_dir

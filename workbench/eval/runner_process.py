@@ -219,6 +219,10 @@ class RunnerProcess:
             try:
                 self._status = int(self.server.call({"op": "wait", "pid": self.pid}, timeout=15)["status"])
             except Exception:
+                try:  # its first child is stuck: end it too
+                    os.kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
                 self._status = -1
         return self._status
 
@@ -265,11 +269,12 @@ class RunnerProcess:
             self.frozen = False
 
     def kill(self) -> None:
-        # Killing the namespace's init kills everything inside it; the first child dies with it.
+        # Killing the namespace's init kills everything inside it; the first child reaps it and exits by itself
+        # (killing that one too would leave the runner a zombie of whoever adopts it).
         self._signal_all(signal.SIGKILL)
-        for pid in {self.inner_pid, self.pid}:
+        if self.sandbox != "namespaces":
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from workbench.errors import UnknownNameError
 from workbench.eval.findings import Finding, first_per_flag
-from workbench.eval.static_tamper import foreign_compute, harness_tamper
+from workbench.eval.static_tamper import foreign_compute, harness_tamper, timer_patch
 
 #: torch / tensor calls that only allocate, reshape or describe: allowed in a kernel candidate's forward.
 ALLOWED_TORCH = {
@@ -93,6 +93,7 @@ def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "str
     findings += _no_custom_kernel(mod)
     findings += _reference_use(mod)
     findings += harness_tamper(mod.tree, mod.imports)
+    findings += timer_patch(mod.tree, mod.imports)
     findings += _threads(mod)
     findings += _streams(mod)
     findings += _module_cache(mod)

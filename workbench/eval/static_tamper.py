@@ -114,3 +114,33 @@ def foreign_compute(tree: ast.Module, forward: list[ast.FunctionDef]) -> list[Fi
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
                 return [Finding("foreign-compute", f".numpy() in forward at line {node.lineno}")]
     return []
+
+
+#: Clocks a harness times with. Replacing one is a timing cheat even where it cannot work (the runner binds its
+#: clocks before a candidate is imported, and the judge checks reported times against its own clock).
+TIMER_PREFIXES = ("time.", "torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.Stream.synchronize",
+                  "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.cuda._sleep", "triton.testing.",
+                  "timeit.")
+
+
+def _timer(name: str) -> bool:
+    return any(name == p.rstrip(".") or name.startswith(p) for p in TIMER_PREFIXES)
+
+
+def timer_patch(tree: ast.Module, imports: dict[str, str]) -> list[Finding]:
+    """Assignments to a timer (`time.perf_counter = ...`, `torch.cuda.Event.elapsed_time = ...`) or the same through
+    setattr (CHEATS.md row 9)."""
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", "?")
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                name = dotted(t, imports) if isinstance(t, ast.Attribute) else ""
+                if name and _timer(name):
+                    return [Finding("timer-patch", f"replaces {name} at line {line}")]
+        elif isinstance(node, ast.Call) and dotted(node.func, imports) == "setattr" and len(node.args) >= 2:
+            owner = dotted(node.args[0], imports)
+            attr = node.args[1].value if isinstance(node.args[1], ast.Constant) else None
+            if owner and isinstance(attr, str) and _timer(f"{owner}.{attr}"):
+                return [Finding("timer-patch", f"setattr({owner}, {attr!r}, ...) at line {line}")]
+    return []

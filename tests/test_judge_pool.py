@@ -1,0 +1,116 @@
+"""The caller's judge pool and each candidate's runner: environments, memory cap, deadlines, lifecycle."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from engine_tasks import softmax_task
+
+import workbench as wb
+from workbench.eval import judge_pool, sandbox
+from workbench.eval.runner_process import ForkServer, RunnerProcess
+
+TASK = softmax_task()
+TORCH_SOFTMAX = "import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
+                "{body}        return torch.softmax(x, -1)\n"
+
+
+def _torch(body: str = "", head: str = "") -> wb.Candidate:
+    return wb.Candidate(source=head + TORCH_SOFTMAX.format(body=body), language="torch")
+
+
+def _eval(cand: wb.Candidate, **kw) -> wb.Result:
+    return wb.evaluate(TASK, cand, device="cpu", time_it=False, **kw)
+
+
+@pytest.fixture
+def fresh_pool():
+    """Judges started inside the test see the test's environment; the pool is reset again afterwards."""
+    judge_pool.shutdown_workers()
+    yield
+    judge_pool.shutdown_workers()
+
+
+def test_the_judge_gets_no_secrets_and_a_runner_gets_only_its_allow_list(monkeypatch):
+    secret = ["OPENAI_API_KEY", "MY_SERVICE_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN"]
+    for name in [*secret, "KAGGLE_KEY", "DATABASE_URL", "MY_SETTING"]:
+        monkeypatch.setenv(name, "x")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    judge = judge_pool.scrubbed_env("cpu")
+    assert [n for n in secret if n in judge] == [] and judge["MY_SETTING"] == "x"
+    runner = sandbox.runner_env("cpu")
+    # An allow-list: what a deny-list misses never arrives either.
+    assert not {"KAGGLE_KEY", "DATABASE_URL", "MY_SETTING", *secret} & set(runner)
+    assert set(runner) <= set(sandbox.ENV_ALLOW) | {"HOME", "TMPDIR", "PYTHONUNBUFFERED", "PYTHONFAULTHANDLER",
+                                                    "PYTHONDONTWRITEBYTECODE", "TRITON_CACHE_DIR",
+                                                    "TORCH_EXTENSIONS_DIR", "XDG_CACHE_HOME", "OMP_WAIT_POLICY"}
+    assert runner["TRITON_INTERPRET"] == "1" and "TRITON_INTERPRET" not in sandbox.runner_env("cuda")
+
+
+def test_a_runner_starts_fast_from_the_fork_server_and_every_one_is_new():
+    server = ForkServer("cpu")
+    try:
+        pids, started = [], []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            with RunnerProcess.start(server, "cpu") as runner:
+                started.append(time.perf_counter() - t0)
+                pids.append(runner.inner_pid)
+                assert runner.ready.sandbox == server.sandbox
+        assert len(set(pids)) == 3
+        assert min(started) < 5.0  # forked with torch already imported: no re-import per candidate
+        time.sleep(0.2)
+        assert all(not Path(f"/proc/{pid}").exists() for pid in pids)  # closed means gone
+    finally:
+        server.close()
+
+
+def test_memory_cap_turns_a_large_allocation_into_out_of_memory(monkeypatch):
+    # 4 GiB, never touched: harmless without a cap, refused under a 2.5 GiB address-space cap.
+    cand = _torch(body="        big = torch.empty(2**30, dtype=torch.float32)\n        del big\n")
+    monkeypatch.setenv("KWB_WORKER_MEMORY_GB", "2.5")
+    capped = _eval(cand)
+    assert capped.status == "runtime_error", capped.message
+    assert "out of memory" in capped.message and "candidate line 4 in forward" in capped.message
+    monkeypatch.setenv("KWB_WORKER_MEMORY_GB", "0")  # no cap: the same candidate is fine
+    assert _eval(cand).status == "ok"
+
+
+def test_a_judge_that_cannot_start_is_an_error_not_a_candidate_result(monkeypatch, fresh_pool):
+    monkeypatch.setattr(judge_pool, "STARTUP_TIMEOUT", 0.01)
+    with pytest.raises(wb.WorkerError, match="could not start"):
+        _eval(_torch())
+
+
+def test_a_hung_candidate_times_out_and_everything_it_started_dies(tmp_path):
+    marker = f"sleep 3{os.getpid() % 1000}7"
+    cand = _torch(body=f"        import os\n        os.system('{marker} &')\n"
+                       "        while True:\n            pass\n")
+    started = time.monotonic()
+    res = _eval(cand, timeout=4)
+    assert res.status == "timeout" and "4 s" in res.message
+    assert time.monotonic() - started < 60
+    time.sleep(0.3)
+    alive = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).startswith(marker.split()[0]) and
+             marker.split()[1] in _cmdline(p)]
+    assert alive == []
+    assert _eval(_torch()).status == "ok"  # the judge survived and the next candidate gets a fresh runner
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_the_judge_is_reused_and_recycled_after_many_jobs(monkeypatch):
+    a = _eval(_torch())
+    pooled = judge_pool._POOL["cpu"]
+    monkeypatch.setattr(judge_pool, "MAX_JOBS_PER_WORKER", pooled.jobs + 1)
+    b = _eval(_torch())
+    assert a.status == b.status == "ok" and a.metadata["worker_pid"] == b.metadata["worker_pid"]
+    assert judge_pool._POOL["cpu"] is not pooled and not pooled.alive()
