@@ -208,3 +208,31 @@ def test_protocol_under_a_tf32_task_accepts_tf32_math():
     with applied(task.precision, "cpu"):
         assert _protocol(Tf32, task).passed
         assert _protocol(Fp16, task).flags == ["mismatch"]  # fp16 is coarser than TF32 in range, not only bits
+
+
+def test_large_outputs_are_judged_in_slices_with_the_same_verdicts(monkeypatch):
+    # A billion-element output cannot be judged in float64 in one piece on a GPU; the sliced path must agree with
+    # the whole-tensor path on every verdict and number (here forced on small tensors).
+    from workbench.eval import compare as compare_module
+    from workbench.eval import compare_chunked
+    from workbench.eval.poison import POISON_WORD
+
+    torch.manual_seed(1)
+    x = torch.randn(300, 200)
+    ref64, nat = x.double().exp(), x.exp()
+    poisoned = nat.clone()
+    poisoned.view(-1)[1000:1010].view(torch.int32).fill_(POISON_WORD)
+    cases = {"ok": nat.clone(), "wrong": nat.clone().index_fill_(0, torch.tensor([7]), 3.0),
+             "zero": torch.zeros_like(nat), "poisoned": poisoned}
+    tol = lambda name: Tolerance(1e-5, 1e-5)  # noqa: E731
+    for name, out in cases.items():
+        whole = compare(out, ref64, nat, tol)
+        monkeypatch.setattr(compare_chunked, "CHUNK", 4096)
+        monkeypatch.setattr(compare_module, "CHUNK", 4096)
+        sliced = compare(out, ref64, nat, tol)
+        monkeypatch.undo()
+        assert [f for f, _ in sliced.flags] == [f for f, _ in whole.flags], name
+        assert [d for _, d in sliced.flags if _ != "degenerate-output"] == \
+            [d for f, d in whole.flags if f != "degenerate-output"], name
+        assert sliced.max_abs == pytest.approx(whole.max_abs) and sliced.ok == whole.ok, name
+        assert torch.equal(sliced.bad[0], whole.bad[0]), name

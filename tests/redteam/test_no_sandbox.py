@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from redteam.attacks import evaluate, kernel, softmax_task
 
+from redteam.attacks import evaluate, kernel, softmax_task
 from workbench.eval.judge_pool import shutdown_workers
 
 

@@ -47,6 +47,7 @@ from workbench.eval.compare import (
     downsample,
     merge_budgets,
 )
+from workbench.eval.compare_chunked import CHUNK
 from workbench.eval.findings import REJECT, Finding
 from workbench.eval.poison import Poison
 from workbench.eval.tensors import (
@@ -393,6 +394,7 @@ class _Protocol:
         return False
 
     def _mutual_ratio(self, out1: Any, out2: Any, native: Any, ref64: Any) -> float:
+        """How far two calls on the same inputs differ, in units of the bound the error budget allows."""
         worst = 0.0
         for a, b, rn, r64 in zip(as_list(out1), as_list(out2), as_list(native), as_list(ref64), strict=False):
             if not (is_plain(a) and is_plain(b) and isinstance(rn, torch.Tensor)):
@@ -401,22 +403,26 @@ class _Protocol:
                 worst = max(worst, 0.0 if torch.equal(a, b) else float("inf"))
                 continue
             tol = self.tol(dtype_name(rn.dtype))
-            a64, b64 = real_view(a.detach()).double(), real_view(b.detach()).double()
-            scale = real_view(r64.detach()).to(a64.device, torch.float64).abs() if isinstance(r64, torch.Tensor) \
-                else a64.abs()
-            same_nan = torch.isnan(a64) & torch.isnan(b64)
-            diff = torch.where(same_nan | (a64 == b64), torch.zeros_like(a64), (a64 - b64).abs())
-            diff = torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf"))
-            bound = tol.atol + tol.rtol * torch.nan_to_num(scale)
-            if isinstance(r64, torch.Tensor) and rn.is_floating_point():
-                # The same bound the error budget allows: honest atomics may reorder sums run to run.
-                n64 = real_view(rn.detach()).to(a64.device, torch.float64)
-                e = (n64 - real_view(r64.detach()).to(a64.device, torch.float64)).abs()
-                e = e[torch.isfinite(e)]
-                if e.numel():
-                    bound = torch.clamp(bound, min=ERROR_BUDGET_K * float(e.max()))
-            if diff.numel():
-                worst = max(worst, float(torch.where(diff == 0, torch.zeros_like(diff), diff / bound).max()))
+            fa, fb = real_view(a.detach()).reshape(-1), real_view(b.detach()).reshape(-1)
+            fr = real_view(r64.detach()).reshape(-1) if isinstance(r64, torch.Tensor) else None
+            fn = real_view(rn.detach()).reshape(-1)
+            # The same bound the error budget allows: honest atomics may reorder sums run to run.
+            floor = 0.0
+            if fr is not None and rn.is_floating_point():
+                for s in range(0, fn.numel(), CHUNK):
+                    e = (fn[s:s + CHUNK].double() - fr[s:s + CHUNK].to(fn.device, torch.float64)).abs()
+                    e = e[torch.isfinite(e)]
+                    if e.numel():
+                        floor = max(floor, ERROR_BUDGET_K * float(e.max()))
+            for s in range(0, fa.numel(), CHUNK):
+                a64, b64 = fa[s:s + CHUNK].double(), fb[s:s + CHUNK].double()
+                scale = (fr[s:s + CHUNK].to(a64.device, torch.float64) if fr is not None else a64).abs()
+                same = (torch.isnan(a64) & torch.isnan(b64)) | (a64 == b64)
+                diff = torch.nan_to_num(torch.where(same, torch.zeros_like(a64), (a64 - b64).abs()), nan=float("inf"),
+                                        posinf=float("inf"))
+                bound = torch.clamp(tol.atol + tol.rtol * torch.nan_to_num(scale), min=floor)
+                if diff.numel():
+                    worst = max(worst, float(torch.where(diff == 0, torch.zeros_like(diff), diff / bound).max()))
         return worst
 
     # -- reporting --
@@ -485,7 +491,11 @@ class _Protocol:
         if not a.is_floating_point():
             return bool(torch.equal(a, b))
         tol = self.tol(dtype_name(b.dtype))
-        a64, b64 = a.double(), b.double()
-        close = ((a64 - b64).abs() <= tol.atol + tol.rtol * b64.abs()) | (torch.isnan(a64) & torch.isnan(b64)) | \
-            (a64 == b64)
-        return bool(close.all())
+        fa, fb = a.reshape(-1), b.reshape(-1)
+        for s in range(0, fa.numel(), CHUNK):  # slices: outputs can be a billion elements
+            a64, b64 = fa[s:s + CHUNK].double(), fb[s:s + CHUNK].double()
+            close = ((a64 - b64).abs() <= tol.atol + tol.rtol * b64.abs()) | (torch.isnan(a64) & torch.isnan(b64)) | \
+                (a64 == b64)
+            if not bool(close.all()):
+                return False
+        return True

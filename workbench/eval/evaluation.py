@@ -136,6 +136,10 @@ class Evaluation:
             try:
                 return fn(*args)
             finally:
+                if self.device.startswith("cuda"):
+                    # Memory the judge freed goes back to the driver: the runner, another process, needs it.
+                    gc.collect()
+                    torch.cuda.empty_cache()
                 stages[name] = round(stages.get(name, 0.0) + time.perf_counter() - started, 3)
 
         try:
@@ -161,12 +165,35 @@ class Evaluation:
         except TaskError as exc:
             return {**self.base, "status": "runtime_error", "message": f"the task failed: {exc}",
                     "log": traceback.format_exc()[-3000:]}
+        except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
+            if not faults.out_of_memory(type(exc).__name__, str(exc)) and "cuMemAlloc failed with error 2" not in \
+                    str(exc):
+                raise
+            return {**self.base, "status": "runtime_error", "message": self._too_big(exc),
+                    "log": traceback.format_exc()[-3000:]}
         finally:
             if self.session is not None:
                 self.session.close()
             gc.collect()
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
+
+    def _too_big(self, exc: BaseException) -> str:
+        """The judge's own out-of-memory: the task at this size does not fit beside the protocol's copies."""
+        need = ""
+        try:
+            from workbench.tasks.footprint import estimate_footprint
+
+            fp = estimate_footprint(self.task, self.job["size"], self.device, self.reference())
+            if fp is not None:
+                out = f", one output {fp.output_bytes / 2**30:.2f} GiB" if fp.output_bytes else ""
+                need = f" (one input set {fp.input_bytes / 2**30:.2f} GiB{out})"
+        except Exception:  # noqa: BLE001 - the estimate only adds detail
+            pass
+        where = "GPU" if self.device.startswith("cuda") else "host"
+        return (f"the task does not fit in {where} memory at this size{need}: the judge keeps the inputs, a float64 "
+                f"reference and the candidate's outputs, and ran out ({type(exc).__name__}: {str(exc)[:200]}). "
+                "Evaluate a smaller size (size={...}) or on a device with more memory.")
 
     def _candidate_failure(self, exc: CandidateFailure) -> dict[str, Any]:
         original = exc.original

@@ -177,12 +177,15 @@ def _reap(reaped: dict[int, int]) -> None:
 def main() -> None:
     channel = Channel(socket.socket(fileno=int(sys.argv[1])))
     # Imports a runner needs, done once here so every fork starts with them. No CUDA call may happen here.
+    import gc
+
     import torch  # noqa: F401
     import triton  # noqa: F401
 
     import workbench.eval.runner  # noqa: F401
     from workbench.eval import languages  # noqa: F401
 
+    gc.freeze()  # what every runner inherits stays out of its collector's passes
     probe = sandbox.probe()
     channel.send({"ready": True, "sandbox": probe.kind, "reason": probe.reason, "pid": os.getpid()})
     reaped: dict[int, int] = {}

@@ -19,6 +19,7 @@ One round of a timed batch pair:
 from __future__ import annotations
 
 import copy
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -64,9 +65,15 @@ class _Inputs:
     """The timing input sets: the judge's own copies (the reference is timed on them) and the shared copies the
     runner times the candidate on, with the same values; refreshed in place between batches."""
 
-    def __init__(self, session: CandidateSession, ref: Any, size: dict, seed: int, device: str, copies: int):
+    def __init__(self, session: CandidateSession, ref: Any, size: dict, seed: int, device: str,
+                 copies: int | None):
         self.ref, self.size, self.seed, self.device = ref, size, seed, device
-        self.judge = [ref.make_inputs(size, seed + 101 * (k + 1), device, "default") for k in range(copies)]
+        first = ref.make_inputs(size, seed + 101, device, "default")
+        if copies is None:  # as many rotated sets as fit (each exists twice: the judge's copy and the shared one)
+            copies = default_copies(_nbytes(first), _free_bytes(device))
+        self.copies = copies
+        self.judge = [first] + [ref.make_inputs(size, seed + 101 * (k + 1), device, "default")
+                                for k in range(1, copies)]
         self.shared, self.refs = [], []
         for inputs in self.judge:
             pairs = [session.share_arg(x) for x in inputs]
@@ -110,11 +117,12 @@ def stopping_rule(device: str, interpreted: bool, reps: int | None) -> StoppingR
 
 
 def time_pair(session: CandidateSession, model_id: int, ref_model: Any, compiled: Any, ref: Any, *, size: dict,
-              seed: int, device: str, clock: str, warmup: int, rule: StoppingRule, tolerance: Any, copies: int = 3,
-              launch_gaps: bool = True, telemetry: Any = None) -> TimingOutcome:
+              seed: int, device: str, clock: str, warmup: int, rule: StoppingRule, tolerance: Any,
+              copies: int | None = None, launch_gaps: bool = True, telemetry: Any = None) -> TimingOutcome:
     """Time candidate and reference interleaved (module docstring); every check's finding is in the outcome."""
     cuda = device.startswith("cuda")
     inputs = _Inputs(session, ref, size, seed, device, copies)
+    copies = inputs.copies
     with torch.no_grad():
         probe = as_list(ref_model(*clone_inputs(inputs.judge[0])))
     first = next((t for t in probe if is_plain(t)), None)
@@ -314,6 +322,15 @@ class _Clocks:
                                                f"the runner reported {reported * 1e3:.1f} ms of work; "
                                                f"{unaccounted * 1e3:.1f} ms are unaccounted for")]
         return []
+
+
+def _free_bytes(device: str) -> int | None:
+    if device.startswith("cuda"):
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
 
 
 def default_copies(input_bytes: int | None, free_bytes: int | None) -> int:
