@@ -13,9 +13,31 @@ from pathlib import Path
 
 import pytest
 
+from workbench.store import Store
+from workbench.study import failures
+from workbench.study.params import StudyInputError, check_parameters, json_parameter, notebook_parameters
+from workbench.study.paths import StudyPathError, data_path
 from workbench.study.run import Journal, StudyPoint, expand_grid, load_grid, parse_parameter, plan, run_study
 
+REPO = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).parent / "data" / "study_probe.ipynb"
+SHOOTOUT = REPO / "studies" / "variant_shootout.ipynb"
+
+
+def kwb(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KWB_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "workbench.cli.main", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def _short_error(proc: subprocess.CompletedProcess, max_lines: int = 3) -> str:
+    """stderr of a refused command: a few lines, no traceback, exit status 2."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert 1 <= len(lines) <= max_lines, proc.stderr
+    return proc.stderr
 
 
 def _stored(store: Path, run_id: str) -> list[str]:
@@ -113,3 +135,108 @@ def test_points_run_on_a_real_local_dask_cluster(tmp_path):
                     cluster="local:2", progress=False)
     assert sorted(o.status for o in run.outcomes) == ["done", "done"], [o.error for o in run.outcomes]
     assert _stored(store, run.run_id) == ["probe-5", "probe-6"]
+
+
+# ---- mistakes in what a study run is given -------------------------------------------------------------------
+
+def test_unknown_parameter_is_an_error_with_a_suggestion_and_nothing_runs(tmp_path):
+    proc = kwb("study", "run", str(SHOOTOUT), "-p", "task_nme", "rmsnorm", "--store", "r.db", "--out", "runs",
+               cwd=tmp_path)
+    err = _short_error(proc)
+    assert "variant_shootout.ipynb has no parameter 'task_nme'" in err
+    assert "did you mean 'task_name'?" in err
+    assert "its parameters: task_name, variants, sizes, device, rounds" in err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "r.db").exists()
+    # The same check guards the Python API.
+    with pytest.raises(StudyInputError, match="did you mean 'task_name'"):
+        run_study(SHOOTOUT, {"task_nme": "rmsnorm"}, store_path=str(tmp_path / "r.db"), progress=False)
+
+
+def test_grid_and_value_mistakes_are_refused_before_any_point(tmp_path):
+    def run(*extra):
+        return kwb("study", "run", str(PROBE), "--store", "r.db", "--out", "runs", *extra, cwd=tmp_path)
+
+    (tmp_path / "typo.yaml").write_text("valeu: [1, 2]\n")
+    assert "has no parameter 'valeu' (given by --grid typo.yaml); did you mean 'value'?" in _short_error(
+        run("--grid", "typo.yaml"))
+    (tmp_path / "broken.yaml").write_text("value: [1, 2\nsleep_s: 0\n")
+    err = _short_error(run("--grid", "broken.yaml"))
+    assert "grid file broken.yaml is not valid YAML" in err and "line 2" in err
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    assert "must map parameter names to lists of values" in _short_error(run("--grid", "list.yaml"))
+    (tmp_path / "empty.json").write_text('{"value": []}')
+    assert "value has an empty list of values" in _short_error(run("--grid", "empty.json"))
+    (tmp_path / "bad.json").write_text('{"value": [1,}')
+    assert "grid file bad.json is not valid JSON" in _short_error(run("--grid", "bad.json"))
+    assert "grid file absent.yaml does not exist" in _short_error(run("--grid", "absent.yaml"))
+    assert "parameter value (-p) must be a number like its default 1, not \"abc\"" in _short_error(
+        run("-p", "value", "abc"))
+    err = _short_error(run("-p", "items", "[a, b"))
+    assert "items='[a, b' looks like JSON but does not parse" in err
+    (tmp_path / "nb.ipynb").write_bytes(bytes(range(200, 256)))
+    assert "is not a Jupyter notebook (not UTF-8 text)" in _short_error(
+        kwb("study", "run", "nb.ipynb", cwd=tmp_path))
+    assert "does not exist" in _short_error(kwb("study", "run", "absent.ipynb", cwd=tmp_path))
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_failed_point_shows_the_exception_and_the_failing_line(tmp_path):
+    proc = kwb("study", "run", str(PROBE), "-p", "fail", "true", "-p", "value", "7", "--store", "r.db",
+               "--out", "runs", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "ValueError: probe asked to fail at value=7" in proc.stderr
+    assert 'raise ValueError(f"probe asked to fail at value={value}")' in proc.stderr
+    assert "PapermillExecutionError" not in proc.stderr.split("FAILED", 1)[1]
+    (point,) = Journal(tmp_path / "r.db").points(Journal(tmp_path / "r.db").runs()[0]["run_id"])
+    assert point["status"] == "failed"
+    assert point["error"].splitlines()[0] == "ValueError: probe asked to fail at value=7"
+    assert "line 14" in point["error"].splitlines()[1]
+
+
+def test_json_parameters_arrive_parsed_from_kwb_and_from_plain_papermill(tmp_path):
+    store = tmp_path / "r.db"
+    proc = kwb("study", "run", str(PROBE), "-p", "items", '["a", "b"]', "--store", str(store), "--out", "runs",
+               "--run-id", "kwb", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    meta = Store(store).frame(run_id="kwb")["metadata"].iloc[0]
+    assert meta["param_items"] == ["a", "b"] and meta["items_type"] == "list"
+    assert meta["notebook_dir"] == str(PROBE.parent)
+
+    # Plain papermill from the repository root: no --cwd, the list arrives as text, paths are notebook-relative.
+    papermill_cli = Path(sys.executable).with_name("papermill")
+    cmd = [str(papermill_cli)] if papermill_cli.exists() else [sys.executable, "-m", "papermill"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KWB_")}
+    out = subprocess.run([*cmd, str(PROBE.relative_to(REPO)), str(tmp_path / "out.ipynb"), "-p", "items", '["a", "b"]',
+                          "-p", "store_path", str(store), "-p", "run_id", "plain", "-p", "value", "2"],
+                         cwd=REPO, capture_output=True, text=True, timeout=240, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    meta = Store(store).frame(run_id="plain")["metadata"].iloc[0]
+    assert meta["param_items"] == ["a", "b"] and meta["items_type"] == "list"
+    assert meta["notebook_dir"] == str(PROBE.parent) and meta["data"] == str(PROBE)
+
+
+def test_parameter_helpers():
+    assert list(notebook_parameters(PROBE))[:5] == ["value", "sleep_s", "fail", "items", "data_file"]
+    assert notebook_parameters(SHOOTOUT)["rounds"] == 5
+    assert json_parameter("v", '["a", 1]') == ["a", 1] and json_parameter("v", '{"n": 2}') == {"n": 2}
+    assert json_parameter("v", "softmax") == "softmax" and json_parameter("v", [1]) == [1]
+    with pytest.raises(StudyInputError, match="v='\\[1,' looks like JSON"):
+        json_parameter("v", "[1,")
+    with pytest.raises(StudyInputError, match="must be true or false"):
+        check_parameters(PROBE, ["fail"], {"fail": "yes"})
+    check_parameters(PROBE, ["value", "items"], {"value": 3, "items": '["x"]'})
+    with pytest.raises(StudyPathError, match="nowhere.txt not found; looked in"):
+        data_path("nowhere.txt", PROBE.parent)
+    assert data_path("study_probe.ipynb", PROBE.parent) == PROBE
+
+
+def test_failure_summary_from_an_ipython_traceback():
+    tb = ["\x1b[0;31mValueError\x1b[0m   Traceback (most recent call last)",
+          "Cell \x1b[0;32mIn[3], line 9\x1b[0m",
+          "\x1b[1;32m      8\x1b[0m if fail:",
+          "\x1b[0;32m----> 9\x1b[0m     \x1b[38;5;28;01mraise\x1b[39;00m ValueError(\"boom\")",
+          "\x1b[0;31mValueError\x1b[0m: boom"]
+    text = failures.summary("ValueError", "boom", tb)
+    assert text == 'ValueError: boom\n  at Cell In[3], line 9: raise ValueError("boom")'
+    marker = failures.MARKER + '{"ename": "KeyError", "evalue": "\'x\'", "traceback": [], "cell": 4}'
+    assert failures.from_output("noise\n" + marker, None) == "KeyError: 'x'\n  in code cell 4"

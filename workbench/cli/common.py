@@ -11,6 +11,7 @@ import argparse
 import ast
 import difflib
 import json
+import operator
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +96,31 @@ def _parse_value(value: str) -> Any:
         return value
 
 
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+           ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.LShift: operator.lshift,
+           ast.RShift: operator.rshift}
+
+
+def _constant(node: ast.AST, env: dict[str, Any]) -> Any:
+    """Literals, earlier constants and arithmetic on them (`n = 1 << 20`, `dim = 2 * batch`); else ValueError."""
+    if isinstance(node, ast.Name) and node.id in env and env[node.id] is not None:
+        return env[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _constant(node.left, env), _constant(node.right, env)
+        if isinstance(node.op, ast.Pow) and abs(right) > 64:
+            raise ValueError("exponent too large")
+        return _BINOPS[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _constant(node.operand, env)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, (ast.Tuple, ast.List)):
+        items = [_constant(e, env) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    return ast.literal_eval(node)
+
+
 def size_defaults(source: str) -> dict[str, Any]:
-    """The reference's module-level constants whose value is a literal (None for computed ones).
+    """The reference's module-level constants and their values (None where not plain arithmetic).
 
     Sizes are module constants that `get_inputs()` reads, so their defaults tell which names exist and what
     type a new value must have: `dim = 256` wants an integer, not "abc".
@@ -112,8 +136,8 @@ def size_defaults(source: str) -> dict[str, Any]:
         for target in targets:
             if isinstance(target, ast.Name):
                 try:
-                    out[target.id] = ast.literal_eval(value) if value is not None else None
-                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    out[target.id] = _constant(value, out) if value is not None else None
+                except (ValueError, TypeError, SyntaxError, ArithmeticError, MemoryError, RecursionError):
                     out[target.id] = None
     return out
 

@@ -61,20 +61,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return EXIT_USAGE
+    name = " ".join(filter(None, ["kwb", args.command, getattr(args, "study_command", None)]))
     try:
         code = handler(args)
     except StoreError as exc:
-        print(f"kwb {args.command}: {exc}", file=sys.stderr)
+        print(f"{name}: {exc}", file=sys.stderr)
         return EXIT_INTERNAL
     except WorkbenchError as exc:
-        print(f"kwb {args.command}: {exc}", file=sys.stderr)
+        print(f"{name}: {exc}", file=sys.stderr)
         return _usage_status(exc)
     except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         # A path the user gave that no command checked itself: still a message, never a traceback.
-        print(f"kwb {args.command}: {exc}", file=sys.stderr)
+        print(f"{name}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"kwb {args.command}: interrupted", file=sys.stderr)
+        print(f"{name}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `kwb flags | head`: the reader left; not an error worth a traceback
         import os
