@@ -240,3 +240,134 @@ def test_failure_summary_from_an_ipython_traceback():
     assert text == 'ValueError: boom\n  at Cell In[3], line 9: raise ValueError("boom")'
     marker = failures.MARKER + '{"ename": "KeyError", "evalue": "\'x\'", "traceback": [], "cell": 4}'
     assert failures.from_output("noise\n" + marker, None) == "KeyError: 'x'\n  in code cell 4"
+
+
+# ---- study reports ---------------------------------------------------------------------------------------------
+
+def _timing(median: float, clock: str, half: float):
+    from workbench.result import Timing
+
+    return Timing(median_ms=median, min_ms=median - half, max_ms=median + 2 * half, iqr_ms=half,
+                  ci95_low_ms=median - half, ci95_high_ms=median + half, n=50, clock=clock, stop_reason="ci-target")
+
+
+def _report_store(tmp_path: Path) -> tuple[Path, str]:
+    """A run with GPU results (two candidates at two sizes, CIs, the new Result fields), interpreter results
+    of the same task, a rejected cheat and one failed point."""
+    from workbench.result import Result
+
+    store_path, run_id = tmp_path / "report.db", "rep-1"
+    small, large = {"batch_size": 64, "dim": 1024}, {"batch_size": 4096, "dim": 8192}
+    gpu = dict(device="cuda", device_name="NVIDIA H100 80GB HBM3", dtype="float32", sandbox="namespaces",
+               precision="ieee", kernel_policy="strict", speedup_basis="gpu-only", coverage=0.97,
+               versions={"torch": "2.11.0", "triton": "3.6.0", "python": "3.11.9"})
+    results = []
+    for name, size, t, speedup, ci in [("fused", small, 0.010, 1.52, (1.41, 1.60)),
+                                       ("online", small, 0.012, 1.27, (1.20, 1.33)),
+                                       ("fused", large, 0.50, 0.98, (0.95, 1.02)),
+                                       ("online", large, 0.40, 1.22, (1.18, 1.26))]:
+        n = size["batch_size"] * size["dim"]
+        results.append(Result(
+            task="softmax", candidate_id=name, candidate_name=name, language="triton", status="ok", size=size,
+            timing=_timing(t, "cuda-events", t * 0.02), reference_timing=_timing(t * speedup, "cuda-events", t * 0.02),
+            speedup=speedup, speedup_ci=ci, speedup_verdict="same" if ci[0] < 1 < ci[1] else "faster",
+            flops=5.0 * n, bytes=8.0 * n, sol_fraction=min(1.0, 8.0 * n / 3.35e12 / (t / 1e3)), bound="memory", **gpu))
+    results.append(Result(task="softmax", candidate_id="cheat", candidate_name="torch-cheat", language="triton",
+                          status="rejected", flags=["torch-forward", "no-kernel-launch"], size=small,
+                          message="[torch-forward] forward calls torch.softmax.\nFix: write the kernel.", **gpu))
+    results.append(Result(task="softmax", candidate_id="fused", candidate_name="fused", language="triton",
+                          status="ok", size={"batch_size": 4, "dim": 64}, device="cpu", device_name="cpu (x86_64)",
+                          dtype="float32", timing=_timing(17.0, "interpreter", 3.0), sandbox="none",
+                          versions={"torch": "2.13.0", "triton": "3.9.0", "python": "3.11.9"}))
+    with Store(store_path) as store:
+        for r in results:
+            store.add(r, run_id=run_id, point_id="p1")
+    journal = Journal(store_path)
+    journal.start_run(run_id, str(PROBE), {}, {"value": [1, 2]}, None)
+    from workbench.study.run import PointOutcome
+
+    journal.record(run_id, PointOutcome(StudyPoint(str(PROBE), {"value": 1}), "done", "runs/a.ipynb", "", 3.0))
+    journal.record(run_id, PointOutcome(StudyPoint(str(PROBE), {"value": 2}), "failed", "runs/b.ipynb",
+                                        "ValueError: boom at 2\n  at Cell In[2], line 3: raise ValueError(x)", 1.5))
+    return store_path, run_id
+
+
+def _visible(page: str) -> str:
+    """The report without the inlined plotly.js library (whose own source mentions NaN)."""
+    import re
+
+    return re.sub(r"<script type='text/javascript'>.*?</script>", "", page, count=1, flags=re.S)
+
+
+def test_report_is_shareable(tmp_path):
+    pytest.importorskip("plotly")
+    import re
+
+    from widgets import report_data
+    from widgets.report_figures import roofline_sections
+
+    store_path, run_id = _report_store(tmp_path)
+    proc = kwb("study", "report", run_id, "--store", str(store_path), "-o", "r.html", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "r.html").read_text()
+    shown = _visible(page)
+    assert len(page) - len(shown) > 3_000_000 and "<script src=" not in page  # plotly.js inlined: works offline
+    assert "cdn.plot.ly" not in shown
+    assert not re.search(r"\bNaN\b|\bnan\b|\bNone\b", shown), re.findall(r".{60}(?:NaN|nan|None).{20}", shown)[:3]
+    for header in ("time (ms), median [95% CI]", "speedup (x) [95% CI]", "speed of light (%)", "coverage (%)"):
+        assert f"<th>{header}</th>" in shown
+    assert "candidate_name" not in re.sub(r"<script.*?</script>", "", shown, flags=re.S)  # no raw field names
+    assert "1.52 [1.41, 1.6]" in shown and "faster" in shown and "n/a (interpreter)" in shown
+    for text in ("namespaces", "ieee", "strict", "gpu-only", "97.0"):
+        assert f"<td>{text}</td>" in shown, text
+    # GPU and interpreter times each get their own time figure; speedups (GPU only) have CI bands.
+    assert "softmax: median time by size (cuda-events)" in shown
+    assert "softmax: median time by size (interpreter) · interpreter times: relative only" in shown
+    assert "softmax: speedup over the eager reference by size" in shown and "fused 95% CI" in shown
+    # Every table scrolls inside its own box instead of running off the page.
+    assert shown.count("<table") == shown.count("<div class='kwb-scroll'><table") > 4
+    # Failed point with its message, the unsandboxed interpreter result called out, flags counted per candidate.
+    assert "ValueError: boom at 2" in shown and "at Cell In[2], line 3: raise ValueError(x)" in shown
+    assert "1 result(s) ran without a sandbox (sandbox: none)" in shown
+    headers, rows = report_data.flag_counts(Store(store_path).frame(run_id=run_id))
+    assert headers == ["task", "candidate", "results", "ok", "no-kernel-launch", "torch-forward"]
+    assert ["softmax", "torch-cheat", "1", "0", "1", "1"] in rows and ["softmax", "fused", "3", "3", "0", "0"] in rows
+    # Provenance: versions of both machines, the device, clocks, and the commit of the study's checkout.
+    assert "torch 2.11.0 / 2.13.0" in shown and "cuda: NVIDIA H100 80GB HBM3" in shown
+    assert "cuda-events, interpreter" in shown and "ci-target" in shown
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    assert commit and commit in shown
+
+    frame = Store(store_path).frame(run_id=run_id)
+    best = report_data.best_per_task_size(frame)
+    assert [(b["candidate_name"], b["device"], report_data.size_label(b["size"])) for b in best] == [
+        ("fused", "cpu", "batch_size=4, dim=64"), ("fused", "cuda", "batch_size=64, dim=1024"),
+        ("online", "cuda", "batch_size=4096, dim=8192")]
+    # The roofline holds the four GPU results against the H100's roofs, never the interpreter's point.
+    ((title, fig, note),) = roofline_sections(frame)
+    assert title == "Roofline: NVIDIA H100 80GB HBM3" and "1 interpreter/CPU result(s) are left out" in note
+    points = [t for t in fig.data if t.name == "results"]
+    assert len(points) == 1 and len(points[0].x) == 4
+    assert any("H100" in (t.name or "") for t in fig.data)
+
+
+def test_report_without_gpu_results_says_why_there_is_no_roofline(tmp_path):
+    pytest.importorskip("plotly")
+    from widgets.report import render_report
+
+    store_path = tmp_path / "cpu.db"
+    from workbench.result import Result
+
+    with Store(store_path) as store:
+        for dim, t in ((64, 17.0), (128, 70.0)):
+            store.add(Result(task="softmax", candidate_id="f", candidate_name="fused", language="triton", status="ok",
+                             size={"batch_size": 4, "dim": dim}, device="cpu", timing=_timing(t, "interpreter", 2.0)),
+                      run_id="cpu-run")
+    shown = _visible(render_report(str(store_path), "cpu-run"))
+    assert "No roofline: 2 timed result(s) came from the Triton interpreter" in shown
+    assert "softmax: no speedup plot, the times are interpreter times" in shown
+    assert shown.count("n/a (interpreter)") >= 4  # speedup and reference of both rows
+    unknown = kwb("study", "report", "nope", "--store", str(store_path), cwd=tmp_path)
+    assert unknown.returncode == 2 and "run 'nope' has no points or results" in unknown.stderr
+    assert "runs there: cpu-run" in unknown.stderr and "Traceback" not in unknown.stderr
