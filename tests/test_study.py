@@ -322,7 +322,7 @@ def test_report_is_shareable(tmp_path):
         assert f"<td>{text}</td>" in shown, text
     # GPU and interpreter times each get their own time figure; speedups (GPU only) have CI bands.
     assert "softmax: median time by size (cuda-events)" in shown
-    assert "softmax: median time by size (interpreter) · interpreter times: relative only" in shown
+    assert "softmax: median time by size (interpreter) \\u00b7 interpreter times: relative only" in shown
     assert "softmax: speedup over the eager reference by size" in shown and "fused 95% CI" in shown
     # Every table scrolls inside its own box instead of running off the page.
     assert shown.count("<table") == shown.count("<div class='kwb-scroll'><table") > 4
