@@ -189,6 +189,10 @@ def test_every_input_mistake_gets_a_short_message_and_exit_2(files):
     assert "argument --rounds: expected a whole number, not 'many'" in err
     err = _refused(kwb("results", "--limit", "0", "--store", "absent.db", cwd=files))
     assert "argument --limit: must be positive, not 0" in err
+    err = _refused(kwb("results", "--store", "honest.py", cwd=files))
+    assert "--store honest.py is not a results store (not an SQLite file)" in err
+    err = _refused(kwb("results", "--store", ".", cwd=files))
+    assert "--store . is a directory" in err
     assert not list(files.glob("*.db")), "a refused command must not create a store"
 
 

@@ -177,6 +177,11 @@ def test_grid_and_value_mistakes_are_refused_before_any_point(tmp_path):
     assert "is not a Jupyter notebook (not UTF-8 text)" in _short_error(
         kwb("study", "run", "nb.ipynb", cwd=tmp_path))
     assert "does not exist" in _short_error(kwb("study", "run", "absent.ipynb", cwd=tmp_path))
+    (tmp_path / "notes.txt").write_text("not a database\n")
+    assert "--store notes.txt is not a results store" in _short_error(
+        kwb("study", "run", str(PROBE), "--store", "notes.txt", cwd=tmp_path))
+    assert "--store notes.txt is not a results store" in _short_error(
+        kwb("study", "status", "--store", "notes.txt", cwd=tmp_path))
     assert not (tmp_path / "runs").exists()
 
 

@@ -68,9 +68,21 @@ def open_store(path: str, create: bool = True):
     """The results store; reading commands refuse to create an empty one by accident."""
     from workbench.store import Store
 
-    if not create and not Path(path).exists():
-        raise UsageError(f"no results store at {path}; create one with `kwb eval ... --store {path}` or `kwb demo`")
+    check_store_path(path, create)
     return Store(path)
+
+
+def check_store_path(path: str, create: bool = True) -> None:
+    """A --store the user named must be an SQLite file (or, when `create`, not exist yet)."""
+    target = Path(path)
+    if not create and not target.exists():
+        raise UsageError(f"no results store at {path}; create one with `kwb eval ... --store {path}` or `kwb demo`")
+    if target.is_dir():
+        raise UsageError(f"--store {path} is a directory; give a file name such as {target / 'results.db'}")
+    if target.is_file() and target.stat().st_size > 0:
+        with target.open("rb") as f:
+            if f.read(16) != b"SQLite format 3\0":
+                raise UsageError(f"--store {path} is not a results store (not an SQLite file); choose another path")
 
 
 # ---- sizes ------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from workbench.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+from workbench.cli.common import EXIT_FAILED, EXIT_OK, UsageError, check_store_path
 
 
 def _positive_int(text: str) -> int:
@@ -73,6 +73,7 @@ def _run(args: argparse.Namespace) -> int:
     from workbench.study.params import check_grid, check_parameters
     from workbench.study.run import load_grid, run_study
 
+    check_store_path(args.store)
     params = _parameters(args.parameter)
     grid = load_grid(args.grid) if args.grid else None
     # run_study checks again; checking here first keeps a typo's output to the error alone.
@@ -100,6 +101,7 @@ def _run(args: argparse.Namespace) -> int:
 def _existing_store(path: str) -> str:
     if not Path(path).is_file():
         raise UsageError(f"no results store at {path}; give the --store that `kwb study run` wrote")
+    check_store_path(path, create=False)
     return path
 
 
