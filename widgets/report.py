@@ -187,6 +187,7 @@ def render_report(store_path: str, run_id: str) -> str:
     parts.append(_table(headers, rows))
 
     records = data.records(frame)
+    all_interpreter = all(r.get("clock") in ("interpreter", None) for r in records)  # said once, above
     for task in sorted({data.text(r.get("task")) for r in records}):
         task_rows = [r for r in records if data.text(r.get("task")) == task]
         # One time figure per clock: interpreter, CPU wall-clock and GPU times never share an axis.
@@ -196,7 +197,8 @@ def render_report(store_path: str, run_id: str) -> str:
         for fig in [*figures, speedup_figure(task, task_rows)]:
             if fig is not None:
                 parts.append(_figure(fig))
-        if speedup_figure(task, task_rows) is None and any(r.get("clock") == "interpreter" for r in task_rows):
+        if not all_interpreter and speedup_figure(task, task_rows) is None and any(
+                r.get("clock") == "interpreter" for r in task_rows):
             parts.append(f"<p class='kwb-note'>{esc(task)}: no speedup plot, the times are interpreter times "
                          "(speedup n/a (interpreter)).</p>")
 

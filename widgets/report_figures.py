@@ -67,15 +67,19 @@ def _num(value: Any) -> float | None:
 
 
 def time_figure(task: str, rows: list[dict[str, Any]]):
-    """Median time against size per candidate, 95% CI as a band and error bars; None without timed results."""
+    """Median time against size per candidate, 95% CI as a band and error bars; None without timed results
+    or when there is a single point to show."""
     go = _go()
     timed = [r for r in rows if r.get("status") == "ok" and not missing(r.get("time_median_ms"))]
     if not timed:
         return None
     sizes = sorted({size_label(r.get("size")): size_order(r.get("size")) for r in timed}.items(), key=lambda kv: kv[1])
     order = [label for label, _ in sizes]
+    series = _series(timed)
+    if len(order) == 1 and len(series) == 1:
+        return None  # one number: the tables say it better than a full-size figure
     fig = go.Figure()
-    for i, (name, group) in enumerate(sorted(_series(timed).items())):
+    for i, (name, group) in enumerate(sorted(series.items())):
         group = sorted(group, key=lambda r: size_order(r.get("size")))
         _line_with_band(fig, go, name, PALETTE[i % len(PALETTE)], [size_label(r.get("size")) for r in group],
                         [float(r["time_median_ms"]) for r in group], [_num(r.get("time_ci95_low_ms")) for r in group],
@@ -84,7 +88,8 @@ def time_figure(task: str, rows: list[dict[str, Any]]):
     note = " · interpreter times: relative only, not hardware speed" if clocks == ["interpreter"] else ""
     fig.update_layout(title=f"{task}: median time by size ({', '.join(clocks) or 'unknown clock'}){note}",
                       xaxis={"title": "size", "type": "category", "categoryorder": "array", "categoryarray": order},
-                      yaxis={"title": "time (ms), median and 95% CI", "type": "log"}, height=420,
+                      yaxis={"title": "time (ms), median and 95% CI", "type": "log"},
+                      height=420 if len(order) > 1 else 320,
                       legend={"orientation": "h", "y": -0.25}, margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return fig
 
