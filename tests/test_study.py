@@ -171,6 +171,8 @@ def test_grid_and_value_mistakes_are_refused_before_any_point(tmp_path):
     assert "grid file absent.yaml does not exist" in _short_error(run("--grid", "absent.yaml"))
     assert "parameter value (-p) must be a number like its default 1, not \"abc\"" in _short_error(
         run("-p", "value", "abc"))
+    assert "-p store_path: the runner sets store_path for every point; use --store PATH" in _short_error(
+        run("-p", "store_path", "other.db"))
     err = _short_error(run("-p", "items", "[a, b"))
     assert "items='[a, b' looks like JSON but does not parse" in err
     (tmp_path / "nb.ipynb").write_bytes(bytes(range(200, 256)))

@@ -56,6 +56,11 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
     status.set_defaults(handler=_status)
 
 
+#: Parameters the runner passes itself (a -p value would be overridden silently), and the option to use instead.
+_RUNNER_OPTIONS = {"store_path": "--store PATH", "run_id": "--run-id ID (to resume a run)",
+                   "point_id": "nothing: point ids come from the parameters"}
+
+
 def _parameters(pairs: list[list[str]]) -> dict:
     from workbench.study.run import parse_parameter
 
@@ -63,6 +68,8 @@ def _parameters(pairs: list[list[str]]) -> dict:
     for name, value in pairs:
         if not name.isidentifier():
             raise UsageError(f"-p {name} {value}: a parameter name is a Python identifier such as task_name")
+        if name in _RUNNER_OPTIONS:
+            raise UsageError(f"-p {name}: the runner sets {name} for every point; use {_RUNNER_OPTIONS[name]}")
         if name in params:
             raise UsageError(f"-p {name} is given twice; give each parameter once (a grid file sweeps values)")
         params[name] = parse_parameter(value)
