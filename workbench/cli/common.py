@@ -64,6 +64,21 @@ def device_arg(value: str) -> str:
     raise argparse.ArgumentTypeError(f"device must be cpu, cuda or cuda:N, not {value!r}")
 
 
+def positive(kind: type = int):
+    """argparse type for counts and durations: a positive int (or float), refused with a one-line message."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a {'whole ' if kind is int else ''}number, not {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+        return value
+
+    return parse
+
+
 def open_store(path: str, create: bool = True):
     """The results store; reading commands refuse to create an empty one by accident."""
     from workbench.store import Store

@@ -20,6 +20,7 @@ from workbench.cli.common import (
     device_arg,
     open_store,
     parse_size,
+    positive,
     read_text_file,
 )
 from workbench.cli.format import Progress, format_result
@@ -82,19 +83,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {'whole ' if kind is int else ''}number, not {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, not {text}")
-        return value
-
-    return parse
-
-
 def add_eval_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate one candidate file on one task",
                        description="Check a candidate for correctness and cheating, time it, print a result table. "
@@ -106,8 +94,8 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", type=device_arg, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--language", choices=["triton", "cuda", "torch"], help="override the inferred language")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rounds", type=_positive(int), default=5, help="correctness rounds, each with fresh inputs")
-    p.add_argument("--timeout", type=_positive(float), help="seconds for the whole evaluation")
+    p.add_argument("--rounds", type=positive(int), default=5, help="correctness rounds, each with fresh inputs")
+    p.add_argument("--timeout", type=positive(float), help="seconds for the whole evaluation")
     p.add_argument("--no-time", action="store_true", help="check correctness only, skip timing")
     p.add_argument("--store", help="also add the result to this results store (SQLite file)")
     p.add_argument("--run-id", help="run id to store the result under")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from workbench.cli.common import EXIT_OK, open_store
+from workbench.cli.common import EXIT_OK, open_store, positive
 from workbench.cli.format import format_table, missing, size_text
 
 RESULT_COLUMNS = ["id", "run_id", "task", "candidate_name", "status", "flags", "size", "device", "time_median_ms",
@@ -69,16 +69,6 @@ def cmd_flags(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {value}")
-    return value
-
-
 def add_read_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tasks", help="list the registered tasks")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -89,7 +79,7 @@ def add_read_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--task")
     p.add_argument("--status")
     p.add_argument("--run", help="only this run id")
-    p.add_argument("--limit", type=_positive_int, default=50, help="show the last N rows (default 50)")
+    p.add_argument("--limit", type=positive(int), default=50, help="show the last N rows (default 50)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_results)
 

@@ -11,17 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from workbench.cli.common import EXIT_FAILED, EXIT_OK, UsageError, check_store_path
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {value}")
-    return value
+from workbench.cli.common import EXIT_FAILED, EXIT_OK, UsageError, check_store_path, positive
 
 
 def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +23,7 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="set a parameter (JSON values parse: 64, [1,2], true); repeatable")
     run.add_argument("--grid", help="YAML/JSON file: parameter -> list of values (cartesian product)")
-    run.add_argument("--parallel", type=_positive_int, default=1, help="concurrent points (one GPU pinned per point)")
+    run.add_argument("--parallel", type=positive(int), default=1, help="concurrent points (one GPU pinned per point)")
     run.add_argument("--device", default=None, help="cpu or cuda (default: the notebook's own default)")
     run.add_argument("--store", default="results.db", help="results store (SQLite) shared by all points")
     run.add_argument("--out", default="runs", help="folder for executed notebooks (one subfolder per run)")
