@@ -169,8 +169,8 @@ def test_every_input_mistake_gets_a_short_message_and_exit_2(files):
         f"e.g. dim={dim}" in err
     err = _refused(kwb("eval", "--task", "softmax", "--size", "dimm=64", "honest.py", cwd=files))
     assert "task 'softmax' has no size 'dimm' (did you mean 'dim'?); its sizes are batch_size, dim" in err
-    err = _refused(kwb("eval", "--task", "softmax", "--size", "dim=0", "honest.py", cwd=files))
-    assert "sizes are positive" in err
+    err = _refused(kwb("eval", "--task", "softmax", "--size", "batch_size=2.5", "honest.py", cwd=files))
+    assert "--size batch_size=2.5: batch_size must be a whole number" in err
     err = _refused(kwb("eval", "--task", "softmax", "--size", "tiny", "honest.py", cwd=files))
     assert "bad size 'tiny': give a preset (cpu, gpu) or NAME=VALUE pairs" in err
     err = _refused(kwb("eval", "--task", "softmax", "--size", "dtype=int3", "honest.py", cwd=files))

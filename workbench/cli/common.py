@@ -207,8 +207,6 @@ def _check_type(key: str, value: Any, default: Any, option: str) -> None:
     if not ok:
         raise UsageError(f"{option} {key}={json.dumps(value) if not isinstance(value, str) else value}: {key} must be "
                          f"{want} (the task's default is {default!r}), e.g. {key}={_example(default)}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0 and isinstance(default, int):
-        raise UsageError(f"{option} {key}={value}: sizes are positive; the task's default is {default}")
 
 
 def _example(default: Any) -> str:
