@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import workbench
+from workbench.cli.common import size_defaults
 from workbench.eval.findings import FLAGS
 from workbench.store import Store
 
@@ -137,12 +138,62 @@ def test_usage_errors_exit_2(files):
     bad_size = kwb("eval", "--task", "axpy_task.py", "--sizes", "n", "honest.py", cwd=files)
     assert bad_size.returncode == 2 and "NAME=VALUE" in bad_size.stderr
     bad_const = kwb("eval", "--task", "axpy_task.py", "--sizes", "batch=3", "honest.py", cwd=files)
-    assert bad_const.returncode == 2 and "cannot override batch" in bad_const.stderr
+    assert bad_const.returncode == 2 and "has no size 'batch'; its sizes are n" in bad_const.stderr
     bad_device = kwb("eval", "--task", "axpy_task.py", "--device", "tpu", "honest.py", cwd=files)
     assert bad_device.returncode == 2 and "cpu, cuda" in bad_device.stderr
     no_store = kwb("results", "--store", "absent.db", cwd=files)
     assert no_store.returncode == 2 and "no results store" in no_store.stderr
     assert not (files / "absent.db").exists()
+
+
+def _refused(proc: subprocess.CompletedProcess) -> str:
+    """A user mistake: exit status 2, one to three lines on stderr, no traceback, nothing on stdout."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and not proc.stdout.strip(), proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert 1 <= len(lines) <= 3, proc.stderr
+    return proc.stderr
+
+
+def test_every_input_mistake_gets_a_short_message_and_exit_2(files):
+    (files / "kernel.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
+    (files / "latin1.py").write_bytes("# caf\xe9\nimport torch\n".encode("latin-1"))
+
+    err = _refused(kwb("eval", "--task", "vector_add", "kernel.bin", cwd=files))
+    assert "candidate file kernel.bin is a binary file, not source text" in err
+    err = _refused(kwb("eval", "--task", "vector_add", "latin1.py", cwd=files))
+    assert "latin1.py is not UTF-8 text (byte 0xe9 at offset 5)" in err
+    err = _refused(kwb("eval", "--task", "softmax", "--size", "dim=abc", "honest.py", cwd=files))
+    dim = size_defaults(workbench.get_task("softmax").source)["dim"]  # the message quotes the task's own default
+    assert isinstance(dim, int) and f"--size dim=abc: dim must be a whole number (the task's default is {dim}), " \
+        f"e.g. dim={dim}" in err
+    err = _refused(kwb("eval", "--task", "softmax", "--size", "dimm=64", "honest.py", cwd=files))
+    assert "task 'softmax' has no size 'dimm' (did you mean 'dim'?); its sizes are batch_size, dim" in err
+    err = _refused(kwb("eval", "--task", "softmax", "--size", "batch_size=2.5", "honest.py", cwd=files))
+    assert "--size batch_size=2.5: batch_size must be a whole number" in err
+    err = _refused(kwb("eval", "--task", "softmax", "--size", "tiny", "honest.py", cwd=files))
+    assert "bad size 'tiny': give a preset (cpu, gpu) or NAME=VALUE pairs" in err
+    err = _refused(kwb("eval", "--task", "softmax", "--size", "dtype=int3", "honest.py", cwd=files))
+    assert "--size dtype=int3: use one of" in err
+    err = _refused(kwb("eval", "--task", "axpy_task.py", "--sizes", "n=lots", "honest.py", cwd=files))
+    assert "--sizes n=lots: n must be a whole number (the task's default is 1048576), e.g. n=1048576" in err
+    err = _refused(kwb("eval", "--task", "kernel.bin", "honest.py", cwd=files))
+    assert "KernelBench file kernel.bin is a binary file" in err
+    err = _refused(kwb("eval", "--task", "softmx", "honest.py", cwd=files))
+    assert "unknown task 'softmx'; known tasks: " in err and "softmax" in err
+    err = _refused(kwb("eval", "--task", "softmax", "absent.py", cwd=files))
+    assert f"candidate file absent.py does not exist; check the path (relative paths start at {files})" in err
+    err = _refused(kwb("eval", "--task", "softmax", ".", cwd=files))
+    assert "candidate file . is a directory" in err
+    err = _refused(kwb("eval", "--task", "softmax", "--rounds", "many", "honest.py", cwd=files))
+    assert "argument --rounds: expected a whole number, not 'many'" in err
+    err = _refused(kwb("results", "--limit", "0", "--store", "absent.db", cwd=files))
+    assert "argument --limit: must be positive, not 0" in err
+    err = _refused(kwb("results", "--store", "honest.py", cwd=files))
+    assert "--store honest.py is not a results store (not an SQLite file)" in err
+    err = _refused(kwb("results", "--store", ".", cwd=files))
+    assert "--store . is a directory" in err
+    assert not list(files.glob("*.db")), "a refused command must not create a store"
 
 
 def test_eval_honest_and_wrong_kernels(files):

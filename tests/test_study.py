@@ -13,9 +13,31 @@ from pathlib import Path
 
 import pytest
 
+from workbench.store import Store
+from workbench.study import failures
+from workbench.study.params import StudyInputError, check_parameters, json_parameter, notebook_parameters
+from workbench.study.paths import StudyPathError, data_path
 from workbench.study.run import Journal, StudyPoint, expand_grid, load_grid, parse_parameter, plan, run_study
 
+REPO = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).parent / "data" / "study_probe.ipynb"
+SHOOTOUT = REPO / "studies" / "variant_shootout.ipynb"
+
+
+def kwb(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KWB_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "workbench.cli.main", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def _short_error(proc: subprocess.CompletedProcess, max_lines: int = 3) -> str:
+    """stderr of a refused command: a few lines, no traceback, exit status 2."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert 1 <= len(lines) <= max_lines, proc.stderr
+    return proc.stderr
 
 
 def _stored(store: Path, run_id: str) -> list[str]:
@@ -113,3 +135,248 @@ def test_points_run_on_a_real_local_dask_cluster(tmp_path):
                     cluster="local:2", progress=False)
     assert sorted(o.status for o in run.outcomes) == ["done", "done"], [o.error for o in run.outcomes]
     assert _stored(store, run.run_id) == ["probe-5", "probe-6"]
+
+
+# ---- mistakes in what a study run is given -------------------------------------------------------------------
+
+def test_unknown_parameter_is_an_error_with_a_suggestion_and_nothing_runs(tmp_path):
+    proc = kwb("study", "run", str(SHOOTOUT), "-p", "task_nme", "rmsnorm", "--store", "r.db", "--out", "runs",
+               cwd=tmp_path)
+    err = _short_error(proc)
+    assert "variant_shootout.ipynb has no parameter 'task_nme'" in err
+    assert "did you mean 'task_name'?" in err
+    assert "its parameters: task_name, variants, sizes, device, rounds" in err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "r.db").exists()
+    # The same check guards the Python API.
+    with pytest.raises(StudyInputError, match="did you mean 'task_name'"):
+        run_study(SHOOTOUT, {"task_nme": "rmsnorm"}, store_path=str(tmp_path / "r.db"), progress=False)
+
+
+def test_grid_and_value_mistakes_are_refused_before_any_point(tmp_path):
+    def run(*extra):
+        return kwb("study", "run", str(PROBE), "--store", "r.db", "--out", "runs", *extra, cwd=tmp_path)
+
+    (tmp_path / "typo.yaml").write_text("valeu: [1, 2]\n")
+    assert "has no parameter 'valeu' (given by --grid typo.yaml); did you mean 'value'?" in _short_error(
+        run("--grid", "typo.yaml"))
+    (tmp_path / "broken.yaml").write_text("value: [1, 2\nsleep_s: 0\n")
+    err = _short_error(run("--grid", "broken.yaml"))
+    assert "grid file broken.yaml is not valid YAML" in err and "line 2" in err
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    assert "must map parameter names to lists of values" in _short_error(run("--grid", "list.yaml"))
+    (tmp_path / "empty.json").write_text('{"value": []}')
+    assert "value has an empty list of values" in _short_error(run("--grid", "empty.json"))
+    (tmp_path / "bad.json").write_text('{"value": [1,}')
+    assert "grid file bad.json is not valid JSON" in _short_error(run("--grid", "bad.json"))
+    assert "grid file absent.yaml does not exist" in _short_error(run("--grid", "absent.yaml"))
+    assert "parameter value (-p) must be a number like its default 1, not \"abc\"" in _short_error(
+        run("-p", "value", "abc"))
+    assert "-p store_path: the runner sets store_path for every point; use --store PATH" in _short_error(
+        run("-p", "store_path", "other.db"))
+    err = _short_error(run("-p", "items", "[a, b"))
+    assert "items='[a, b' looks like JSON but does not parse" in err
+    (tmp_path / "nb.ipynb").write_bytes(bytes(range(200, 256)))
+    assert "is not a Jupyter notebook (not UTF-8 text)" in _short_error(
+        kwb("study", "run", "nb.ipynb", cwd=tmp_path))
+    assert "does not exist" in _short_error(kwb("study", "run", "absent.ipynb", cwd=tmp_path))
+    (tmp_path / "notes.txt").write_text("not a database\n")
+    assert "--store notes.txt is not a results store" in _short_error(
+        kwb("study", "run", str(PROBE), "--store", "notes.txt", cwd=tmp_path))
+    assert "--store notes.txt is not a results store" in _short_error(
+        kwb("study", "status", "--store", "notes.txt", cwd=tmp_path))
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_failed_point_shows_the_exception_and_the_failing_line(tmp_path):
+    proc = kwb("study", "run", str(PROBE), "-p", "fail", "true", "-p", "value", "7", "--store", "r.db",
+               "--out", "runs", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "ValueError: probe asked to fail at value=7" in proc.stderr
+    assert 'raise ValueError(f"probe asked to fail at value={value}")' in proc.stderr
+    assert "PapermillExecutionError" not in proc.stderr.split("FAILED", 1)[1]
+    (point,) = Journal(tmp_path / "r.db").points(Journal(tmp_path / "r.db").runs()[0]["run_id"])
+    assert point["status"] == "failed"
+    assert point["error"].splitlines()[0] == "ValueError: probe asked to fail at value=7"
+    assert "line 14" in point["error"].splitlines()[1]
+
+
+def test_json_parameters_arrive_parsed_from_kwb_and_from_plain_papermill(tmp_path):
+    store = tmp_path / "r.db"
+    proc = kwb("study", "run", str(PROBE), "-p", "items", '["a", "b"]', "--store", str(store), "--out", "runs",
+               "--run-id", "kwb", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    meta = Store(store).frame(run_id="kwb")["metadata"].iloc[0]
+    assert meta["param_items"] == ["a", "b"] and meta["items_type"] == "list"
+    assert meta["notebook_dir"] == str(PROBE.parent)
+
+    # Plain papermill from the repository root: no --cwd, the list arrives as text, paths are notebook-relative.
+    papermill_cli = Path(sys.executable).with_name("papermill")
+    cmd = [str(papermill_cli)] if papermill_cli.exists() else [sys.executable, "-m", "papermill"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KWB_")}
+    out = subprocess.run([*cmd, str(PROBE.relative_to(REPO)), str(tmp_path / "out.ipynb"), "-p", "items", '["a", "b"]',
+                          "-p", "store_path", str(store), "-p", "run_id", "plain", "-p", "value", "2"],
+                         cwd=REPO, capture_output=True, text=True, timeout=240, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    meta = Store(store).frame(run_id="plain")["metadata"].iloc[0]
+    assert meta["param_items"] == ["a", "b"] and meta["items_type"] == "list"
+    assert meta["notebook_dir"] == str(PROBE.parent) and meta["data"] == str(PROBE)
+
+
+def test_parameter_helpers():
+    assert list(notebook_parameters(PROBE))[:5] == ["value", "sleep_s", "fail", "items", "data_file"]
+    assert notebook_parameters(SHOOTOUT)["rounds"] == 5
+    assert json_parameter("v", '["a", 1]') == ["a", 1] and json_parameter("v", '{"n": 2}') == {"n": 2}
+    assert json_parameter("v", "softmax") == "softmax" and json_parameter("v", [1]) == [1]
+    with pytest.raises(StudyInputError, match="v='\\[1,' looks like JSON"):
+        json_parameter("v", "[1,")
+    with pytest.raises(StudyInputError, match="must be true or false"):
+        check_parameters(PROBE, ["fail"], {"fail": "yes"})
+    check_parameters(PROBE, ["value", "items"], {"value": 3, "items": '["x"]'})
+    with pytest.raises(StudyPathError, match="nowhere.txt not found; looked in"):
+        data_path("nowhere.txt", PROBE.parent)
+    assert data_path("study_probe.ipynb", PROBE.parent) == PROBE
+
+
+def test_failure_summary_from_an_ipython_traceback():
+    tb = ["\x1b[0;31mValueError\x1b[0m   Traceback (most recent call last)",
+          "Cell \x1b[0;32mIn[3], line 9\x1b[0m",
+          "\x1b[1;32m      8\x1b[0m if fail:",
+          "\x1b[0;32m----> 9\x1b[0m     \x1b[38;5;28;01mraise\x1b[39;00m ValueError(\"boom\")",
+          "\x1b[0;31mValueError\x1b[0m: boom"]
+    text = failures.summary("ValueError", "boom", tb)
+    assert text == 'ValueError: boom\n  at Cell In[3], line 9: raise ValueError("boom")'
+    marker = failures.MARKER + '{"ename": "KeyError", "evalue": "\'x\'", "traceback": [], "cell": 4}'
+    assert failures.from_output("noise\n" + marker, None) == "KeyError: 'x'\n  in code cell 4"
+
+
+# ---- study reports ---------------------------------------------------------------------------------------------
+
+def _timing(median: float, clock: str, half: float):
+    from workbench.result import Timing
+
+    return Timing(median_ms=median, min_ms=median - half, max_ms=median + 2 * half, iqr_ms=half,
+                  ci95_low_ms=median - half, ci95_high_ms=median + half, n=50, clock=clock, stop_reason="ci-target")
+
+
+def _report_store(tmp_path: Path) -> tuple[Path, str]:
+    """A run with GPU results (two candidates at two sizes, CIs, the new Result fields), interpreter results
+    of the same task, a rejected cheat and one failed point."""
+    from workbench.result import Result
+
+    store_path, run_id = tmp_path / "report.db", "rep-1"
+    small, large = {"batch_size": 64, "dim": 1024}, {"batch_size": 4096, "dim": 8192}
+    gpu = dict(device="cuda", device_name="NVIDIA H100 80GB HBM3", dtype="float32", sandbox="namespaces",
+               precision="ieee", kernel_policy="strict", speedup_basis="gpu-only", coverage=0.97,
+               versions={"torch": "2.11.0", "triton": "3.6.0", "python": "3.11.9"})
+    results = []
+    for name, size, t, speedup, ci in [("fused", small, 0.010, 1.52, (1.41, 1.60)),
+                                       ("online", small, 0.012, 1.27, (1.20, 1.33)),
+                                       ("fused", large, 0.50, 0.98, (0.95, 1.02)),
+                                       ("online", large, 0.40, 1.22, (1.18, 1.26))]:
+        n = size["batch_size"] * size["dim"]
+        results.append(Result(
+            task="softmax", candidate_id=name, candidate_name=name, language="triton", status="ok", size=size,
+            timing=_timing(t, "cuda-events", t * 0.02), reference_timing=_timing(t * speedup, "cuda-events", t * 0.02),
+            speedup=speedup, speedup_ci=ci, speedup_verdict="same" if ci[0] < 1 < ci[1] else "faster",
+            flops=5.0 * n, bytes=8.0 * n, sol_fraction=min(1.0, 8.0 * n / 3.35e12 / (t / 1e3)), bound="memory", **gpu))
+    results.append(Result(task="softmax", candidate_id="cheat", candidate_name="torch-cheat", language="triton",
+                          status="rejected", flags=["torch-forward", "no-kernel-launch"], size=small,
+                          message="[torch-forward] forward calls torch.softmax.\nFix: write the kernel.", **gpu))
+    results.append(Result(task="softmax", candidate_id="fused", candidate_name="fused", language="triton",
+                          status="ok", size={"batch_size": 4, "dim": 64}, device="cpu", device_name="cpu (x86_64)",
+                          dtype="float32", timing=_timing(17.0, "interpreter", 3.0), sandbox="none",
+                          versions={"torch": "2.13.0", "triton": "3.9.0", "python": "3.11.9"}))
+    with Store(store_path) as store:
+        for r in results:
+            store.add(r, run_id=run_id, point_id="p1")
+    journal = Journal(store_path)
+    journal.start_run(run_id, str(PROBE), {}, {"value": [1, 2]}, None)
+    from workbench.study.run import PointOutcome
+
+    journal.record(run_id, PointOutcome(StudyPoint(str(PROBE), {"value": 1}), "done", "runs/a.ipynb", "", 3.0))
+    journal.record(run_id, PointOutcome(StudyPoint(str(PROBE), {"value": 2}), "failed", "runs/b.ipynb",
+                                        "ValueError: boom at 2\n  at Cell In[2], line 3: raise ValueError(x)", 1.5))
+    return store_path, run_id
+
+
+def _visible(page: str) -> str:
+    """The report without the inlined plotly.js library (whose own source mentions NaN)."""
+    import re
+
+    return re.sub(r"<script type='text/javascript'>.*?</script>", "", page, count=1, flags=re.S)
+
+
+def test_report_is_shareable(tmp_path):
+    pytest.importorskip("plotly")
+    import re
+
+    from widgets import report_data
+    from widgets.report_figures import roofline_sections
+
+    store_path, run_id = _report_store(tmp_path)
+    proc = kwb("study", "report", run_id, "--store", str(store_path), "-o", "r.html", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "r.html").read_text()
+    shown = _visible(page)
+    assert len(page) - len(shown) > 3_000_000 and "<script src=" not in page  # plotly.js inlined: works offline
+    assert "cdn.plot.ly" not in shown
+    assert not re.search(r"\bNaN\b|\bnan\b|\bNone\b", shown), re.findall(r".{60}(?:NaN|nan|None).{20}", shown)[:3]
+    for header in ("time (ms), median [95% CI]", "speedup (x) [95% CI]", "speed of light (%)", "coverage (%)"):
+        assert f"<th>{header}</th>" in shown
+    assert "candidate_name" not in re.sub(r"<script.*?</script>", "", shown, flags=re.S)  # no raw field names
+    assert "1.52 [1.41, 1.6]" in shown and "faster" in shown and "n/a (interpreter)" in shown
+    for text in ("namespaces", "ieee", "strict", "gpu-only", "97.0"):
+        assert f"<td>{text}</td>" in shown, text
+    # GPU and interpreter times never share a time figure (the lone interpreter point gets none: the tables
+    # show it); speedups (GPU only) have CI bands.
+    assert "softmax: median time by size (cuda-events)" in shown
+    assert "median time by size (interpreter)" not in shown and "median time by size (cuda-events, " not in shown
+    assert "softmax: speedup over the eager reference by size" in shown and "fused 95% CI" in shown
+    # Every table scrolls inside its own box instead of running off the page.
+    assert shown.count("<table") == shown.count("<div class='kwb-scroll'><table") > 4
+    # Failed point with its message, the unsandboxed interpreter result called out, flags counted per candidate.
+    assert "ValueError: boom at 2" in shown and "at Cell In[2], line 3: raise ValueError(x)" in shown
+    assert "1 result(s) ran without a sandbox (sandbox: none)" in shown
+    headers, rows = report_data.flag_counts(Store(store_path).frame(run_id=run_id))
+    assert headers == ["task", "candidate", "results", "ok", "no-kernel-launch", "torch-forward"]
+    assert ["softmax", "torch-cheat", "1", "0", "1", "1"] in rows and ["softmax", "fused", "3", "3", "0", "0"] in rows
+    # Provenance: versions of both machines, the device, clocks, and the commit of the study's checkout.
+    assert "torch 2.11.0 / 2.13.0" in shown and "cuda: NVIDIA H100 80GB HBM3" in shown
+    assert "cuda-events, interpreter" in shown and "ci-target" in shown
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    assert commit and commit in shown
+
+    frame = Store(store_path).frame(run_id=run_id)
+    best = report_data.best_per_task_size(frame)
+    assert [(b["candidate_name"], b["device"], report_data.size_label(b["size"])) for b in best] == [
+        ("fused", "cpu", "batch_size=4, dim=64"), ("fused", "cuda", "batch_size=64, dim=1024"),
+        ("online", "cuda", "batch_size=4096, dim=8192")]
+    # The roofline holds the four GPU results against the H100's roofs, never the interpreter's point.
+    ((title, fig, note),) = roofline_sections(frame)
+    assert title == "Roofline: NVIDIA H100 80GB HBM3" and "1 interpreter/CPU result(s) are left out" in note
+    points = [t for t in fig.data if t.name == "results"]
+    assert len(points) == 1 and len(points[0].x) == 4
+    assert any("H100" in (t.name or "") for t in fig.data)
+
+
+def test_report_without_gpu_results_says_why_there_is_no_roofline(tmp_path):
+    pytest.importorskip("plotly")
+    from widgets.report import render_report
+
+    store_path = tmp_path / "cpu.db"
+    from workbench.result import Result
+
+    with Store(store_path) as store:
+        for dim, t in ((64, 17.0), (128, 70.0)):
+            store.add(Result(task="softmax", candidate_id="f", candidate_name="fused", language="triton", status="ok",
+                             size={"batch_size": 4, "dim": dim}, device="cpu", timing=_timing(t, "interpreter", 2.0)),
+                      run_id="cpu-run")
+    shown = _visible(render_report(str(store_path), "cpu-run"))
+    assert "No roofline: 2 timed result(s) came from the Triton interpreter" in shown
+    assert "Every time here comes from the Triton interpreter on a CPU" in shown
+    assert "softmax: median time by size (interpreter)" in shown and "speedup over the eager" not in shown
+    assert shown.count("n/a (interpreter)") >= 4  # speedup and reference of both rows
+    unknown = kwb("study", "report", "nope", "--store", str(store_path), cwd=tmp_path)
+    assert unknown.returncode == 2 and "run 'nope' has no points or results" in unknown.stderr
+    assert "runs there: cpu-run" in unknown.stderr and "Traceback" not in unknown.stderr

@@ -1,4 +1,11 @@
-"""One self-contained HTML report of a study run: tables and plotly figures with plotly.js inlined (no CDN)."""
+"""One self-contained HTML report of a study run (or a `kwb demo` run): plotly.js inlined, opens offline.
+
+What a reader needs first comes first: how many points and results and with which verdicts, the best result
+for each task *and size*, time and speedup against size with their confidence intervals, the roofline (GPU
+times only), what failed and why, flags per candidate, every result, and where the numbers came from.
+Numbers come from report_data (text, units, never NaN), figures from report_figures, provenance from
+report_provenance; this module only assembles the page.
+"""
 
 from __future__ import annotations
 
@@ -7,133 +14,215 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import WorkbenchError, require
+from widgets import report_data as data
+from widgets.report_figures import roofline_sections, speedup_figure, time_figure
+from widgets.report_provenance import provenance
+from workbench.errors import require
+
+esc = html.escape
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;padding:1.5em;max-width:1400px;
+ box-sizing:border-box;color:#111827;line-height:1.4}
+h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #e5e7eb}
+.kwb-scroll{overflow-x:auto;max-width:100%;margin:.5em 0;border:1px solid #e5e7eb;border-radius:4px}
+.kwb-table{border-collapse:collapse;font-size:13px;width:max-content;min-width:100%}
+.kwb-table th{background:#f9fafb;text-align:left;position:sticky;top:0}
+.kwb-table td,.kwb-table th{padding:4px 10px;border-bottom:1px solid #eee;white-space:nowrap;vertical-align:top}
+.kwb-table td.kwb-wrap{white-space:normal;min-width:16em;max-width:48em;overflow-wrap:anywhere}
+.kwb-chip{display:inline-block;border-radius:10px;padding:1px 9px;margin:0 4px 4px 0;font-size:13px;
+ background:#f3f4f6}.kwb-chip.ok{background:#dcfce7;color:#166534}.kwb-chip.bad{background:#fee2e2;color:#991b1b}
+.kwb-note{color:#4b5563;font-size:14px}.kwb-warn{background:#fef3c7;border-left:4px solid #d97706;padding:6px 10px}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f9fafb;padding:6px;margin:0;font-size:12px}
+.kwb-figure{max-width:100%;overflow-x:auto}
+"""
+
+#: Columns of the table of every result.
+ALL_COLUMNS = ["task", "candidate_name", "size", "dtype", "device", "status", "flags", "time", "clock", "ref",
+               "speedup", "speedup_verdict", "speedup_basis", "sol", "bound", "coverage", "max_abs_err",
+               "max_rel_err", "precision", "kernel_policy", "sandbox", "message"]
+#: Clocks from the most to the least comparable with hardware speed (figures follow this order).
+_CLOCK_ORDER = ["cuda-events", "wall", "interpreter"]
+BEST_COLUMNS = ["task", "size", "dtype", "device", "candidate_name", "time", "clock", "speedup", "speedup_verdict",
+                "sol", "bound", "coverage", "sandbox"]
 
 
-def _frame(store_path: str, run_id: str):
+def _table(headers: list[str], rows: list[list[str]], wrap: tuple[str, ...] = ("message", "error", "parameters"),
+           raw: set[int] = frozenset()) -> str:
+    """A table inside a horizontally scrolling box, so a wide table never runs off the page."""
+    if not rows:
+        return "<p class='kwb-note'><em>none</em></p>"
+    wrap_idx = {i for i, h in enumerate(headers) if h in wrap}
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for i, value in enumerate(row):
+            cls = " class='kwb-wrap'" if i in wrap_idx else ""
+            cells.append(f"<td{cls}>{value if i in raw else esc(value)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f"<div class='kwb-scroll'><table class='kwb-table'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _figure(fig) -> str:
+    return ("<div class='kwb-figure'>" + fig.to_html(full_html=False, include_plotlyjs=False,
+                                                      config={"responsive": True, "displaylogo": False}) + "</div>")
+
+
+def _load(store_path: str, run_id: str):
     from workbench.store import Store
+    from workbench.study.journal import Journal
 
     store = Store(store_path)
     try:
-        frame = store.frame(run_id=run_id)
+        frame = store.frame(run_id=run_id, source=False)
+        # Full results only where the frame lacks a field the report shows (GPU telemetry), and a bounded number.
+        ids = [int(i) for i in frame.loc[frame["clock"] == "cuda-events", "id"]][:50] if len(frame) else []
+        results = [store.get(i) for i in ids]
+        known_runs = list(store.runs()["run_id"].dropna())
     finally:
-        close = getattr(store, "close", None)
-        if close:
-            close()
-    return frame
+        store.close()
+    journal = Journal(store_path)
+    points = journal.points(run_id)
+    run = next((r for r in journal.runs() if r["run_id"] == run_id), None)
+    if not points and len(frame) == 0:
+        from workbench.study.params import StudyInputError
+
+        runs = sorted(set(known_runs) | {r["run_id"] for r in journal.runs()})
+        raise StudyInputError(f"run {run_id!r} has no points or results in {store_path}; runs there: "
+                              f"{', '.join(runs) or '(none)'}")
+    return frame, points, run, results
 
 
-def _size_label(size: Any) -> str:
-    if isinstance(size, str):
-        try:
-            size = json.loads(size)
-        except json.JSONDecodeError:
-            return size
-    if isinstance(size, dict):
-        return " ".join(f"{k}={v}" for k, v in size.items())
-    return str(size)
+def _summary(frame, points: list[dict[str, Any]]) -> str:
+    counts = data.status_counts(frame)
+    chips = "".join(f"<span class='kwb-chip {'ok' if s == 'ok' else 'bad'}'>{n} {esc(s)}</span>"
+                    for s, n in counts.items())
+    done = sum(p["status"] == "done" for p in points)
+    failed = sum(p["status"] == "failed" for p in points)
+    parts = []
+    if points:
+        parts.append(f"{len(points)} point{'s' * (len(points) != 1)}: {done} done"
+                     + (f", <b>{failed} failed</b>" if failed else ""))
+    parts.append(f"{len(frame)} result{'s' * (len(frame) != 1)}")
+    return f"<p>{' · '.join(parts)}</p><div>{chips}</div>"
 
 
-def _metadata(row: Any) -> dict[str, Any]:
-    meta = row.get("metadata") if hasattr(row, "get") else None
-    if isinstance(meta, str):
-        try:
-            return json.loads(meta) or {}
-        except json.JSONDecodeError:
-            return {}
-    return meta or {}
+def _warnings(frame) -> str:
+    rows = data.records(frame)
+    out = []
+    unsandboxed = [r for r in rows if r.get("sandbox") == "none"]
+    if unsandboxed:
+        out.append(f"{len(unsandboxed)} result(s) ran without a sandbox (sandbox: none): the candidates could reach "
+                   "this machine's files and network while they ran.")
+    clocks = {r.get("clock") for r in rows} - {None}
+    if clocks == {"interpreter"}:
+        out.append("Every time here comes from the Triton interpreter on a CPU: it shows correctness and relative "
+                   "cost, not GPU speed, so no speedup and no roofline are given.")
+    return "".join(f"<p class='kwb-warn'>{esc(w)}</p>" for w in out)
 
 
-def figures(frame) -> list[tuple[str, Any]]:
-    """(title, plotly Figure) pairs summarizing a run's results; empty frames give no figures."""
-    go = require("plotly.graph_objects", "lab", "study reports", package="plotly")
-    out: list[tuple[str, Any]] = []
-    if frame is None or len(frame) == 0:
-        return out
-    frame = frame.copy()
-    frame["size_label"] = frame["size"].map(_size_label)
-    ok = frame[frame["status"] == "ok"]
-    for task, group in ok.groupby("task"):
-        fig = go.Figure()
-        for name, rows in group.groupby("candidate_name"):
-            rows = rows.sort_values("time_median_ms")
-            fig.add_trace(go.Bar(name=str(name), x=rows["size_label"], y=rows["time_median_ms"],
-                                 hovertext=[f"{name}: {t:.4g} ms" for t in rows["time_median_ms"]]))
-        if "ref_median_ms" in group:
-            ref = group.drop_duplicates("size_label")
-            fig.add_trace(go.Scatter(name="reference (eager)", x=ref["size_label"], y=ref["ref_median_ms"],
-                                     mode="markers", marker_symbol="line-ew-open", marker_size=24))
-        fig.update_layout(title=f"{task}: median time per candidate (ms)", barmode="group", yaxis_title="ms")
-        out.append((f"{task}: time", fig))
-        if "sol_fraction" in group and group["sol_fraction"].notna().any():
-            sol = go.Figure(go.Bar(x=group["candidate_name"] + " · " + group["size_label"],
-                                   y=100 * group["sol_fraction"].astype(float)))
-            sol.update_layout(title=f"{task}: share of speed-of-light (%)", yaxis_title="SOL %")
-            out.append((f"{task}: SOL", sol))
-    status = frame.groupby("status").size()
-    out.append(("statuses", go.Figure(go.Bar(x=list(status.index), y=list(status.values)),
-                                      layout={"title": "results by status"})))
-    return out
+def _failures(frame, points: list[dict[str, Any]]) -> str:
+    parts = []
+    failed_points = [p for p in points if p["status"] == "failed"]
+    if failed_points:
+        rows = []
+        for p in failed_points:
+            error = p.get("error") or ""
+            if p.get("output") and not error.strip():
+                from workbench.study.failures import from_notebook
+
+                error = from_notebook(p["output"]) or ""
+            rows.append([esc(p["point_id"]), esc(_params_text(p.get("parameters"))),
+                         f"<pre>{esc(error.strip() or 'no message recorded')}</pre>", esc(str(p.get("output") or ""))])
+        parts.append("<h3>Points that failed</h3>")
+        parts.append(_table(["point", "parameters", "error", "executed notebook"], rows, raw={0, 1, 2, 3},
+                            wrap=("parameters", "error")))
+    bad = data.failed_results(frame)
+    if bad:
+        rows = []
+        for r in bad:
+            message = data.text(r.get("message")).strip() or "no message"
+            first = data.first_line(message)
+            detail = (f"<details><summary>{esc(first)}</summary><pre>{esc(message[:6000])}</pre></details>"
+                      if message != first else esc(first))
+            rows.append([esc(data.text(r.get("task"))), esc(data.text(r.get("candidate_name"))),
+                         esc(data.size_label(r.get("size"))), esc(data.text(r.get("status"))),
+                         esc(data.flags_text(r.get("flags")) or "-"), detail])
+        parts.append("<h3>Results that did not pass</h3>")
+        parts.append(_table(["task", "candidate", "size", "status", "flags", "message"], rows,
+                            raw=set(range(6))))
+    return "".join(parts) or "<p class='kwb-note'>Nothing failed.</p>"
 
 
-def _table(frame, columns: list[str]) -> str:
-    cols = [c for c in columns if c in frame.columns]
-    if not cols or len(frame) == 0:
-        return "<p><em>no rows</em></p>"
-    view = frame[cols].copy()
-    if "size" in view:
-        view["size"] = view["size"].map(_size_label)
-    if "sol_fraction" in view:
-        view["sol_fraction"] = view["sol_fraction"].map(lambda v: "" if v is None or v != v else f"{100 * v:.1f}%")
-    if "flags" in view:
-        view["flags"] = view["flags"].map(lambda f: ", ".join(f) if isinstance(f, (list, tuple)) else (f or ""))
-    return view.to_html(index=False, classes="kwb-table", border=0, float_format=lambda x: f"{x:.4g}")
+def _params_text(raw: Any) -> str:
+    try:
+        params = json.loads(raw) if isinstance(raw, str) else (raw or {})
+    except json.JSONDecodeError:
+        return str(raw)
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in params.items()) or "(defaults)"
 
 
 def render_report(store_path: str, run_id: str) -> str:
     """The report's HTML text for `run_id` in the store at `store_path`."""
     plotly = require("plotly", "lab", "study reports")
-    from workbench.study.run import Journal
-
-    frame = _frame(store_path, run_id)
-    points = Journal(store_path).points(run_id)
-    if not points and len(frame) == 0:
-        raise WorkbenchError(f"run {run_id!r} has no points or results in {store_path}; `kwb study status` lists runs")
+    frame, points, run, results = _load(store_path, run_id)
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>Study report {html.escape(run_id)}</title>",
-        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-        ".kwb-table{border-collapse:collapse;font-size:13px}.kwb-table td,.kwb-table th{padding:3px 8px;"
-        "border-bottom:1px solid #ddd;text-align:left}.ok{color:#15803d}.failed{color:#b91c1c}</style>",
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>Study report {esc(run_id)}</title><style>{_CSS}</style>",
         f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script>",
         "</head><body>",
-        f"<h1>Study report: {html.escape(run_id)}</h1>",
+        f"<h1>Study report: {esc(run_id)}</h1>",
     ]
-    done = sum(p["status"] == "done" for p in points)
-    parts.append(f"<p>{len(points)} points ({done} done), {len(frame)} results.</p>")
-    if len(frame):
-        best = frame[frame["status"] == "ok"].sort_values("time_median_ms").groupby(["task"], as_index=False).head(1)
-        parts.append("<h2>Best per task</h2>")
-        parts.append(_table(best, ["task", "candidate_name", "size", "device", "time_median_ms", "speedup",
-                                   "sol_fraction", "bound", "clock"]))
-    for title, fig in figures(frame):
-        parts.append(f"<h2>{html.escape(title)}</h2>")
-        parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
+    if run:
+        parts.append(f"<p class='kwb-note'>{esc(Path(data.text(run.get('notebook'))).name)}</p>")
+    parts.append(_summary(frame, points))
+    parts.append(_warnings(frame))
+
+    parts.append("<h2>Best per task and size</h2>")
+    parts.append("<p class='kwb-note'>The fastest passing result among results of the same task, size, dtype, "
+                 "device and clock.</p>")
+    headers, rows = data.table_rows(data.best_per_task_size(frame), BEST_COLUMNS)
+    parts.append(_table(headers, rows))
+
+    records = data.records(frame)
+    all_interpreter = {r.get("clock") for r in records} - {None} == {"interpreter"}  # said once, above
+    for task in sorted({data.text(r.get("task")) for r in records}):
+        task_rows = [r for r in records if data.text(r.get("task")) == task]
+        # One time figure per clock: interpreter, CPU wall-clock and GPU times never share an axis.
+        clocks = sorted({data.text(r.get("clock")) for r in task_rows} - {""},
+                        key=lambda c: (_CLOCK_ORDER.index(c) if c in _CLOCK_ORDER else 9, c))
+        figures = [time_figure(task, [r for r in task_rows if data.text(r.get("clock")) == c]) for c in clocks]
+        for fig in [*figures, speedup_figure(task, task_rows)]:
+            if fig is not None:
+                parts.append(_figure(fig))
+        if not all_interpreter and speedup_figure(task, task_rows) is None and any(
+                r.get("clock") == "interpreter" for r in task_rows):
+            parts.append(f"<p class='kwb-note'>{esc(task)}: no speedup plot, the times are interpreter times "
+                         "(speedup n/a (interpreter)).</p>")
+
+    for title, fig, note in roofline_sections(frame):
+        parts.append(f"<h2>{esc(title)}</h2><p class='kwb-note'>{esc(note)}</p>")
+        if fig is not None:
+            parts.append(_figure(fig))
+
+    parts.append("<h2>Failures</h2>")
+    parts.append(_failures(frame, points))
+    parts.append("<h2>Flags per candidate</h2>")
+    parts.append(_table(*data.flag_counts(frame)))
     parts.append("<h2>All results</h2>")
-    parts.append(_table(frame, ["task", "candidate_name", "status", "flags", "size", "device", "clock",
-                                "time_median_ms", "time_ci95_low_ms", "time_ci95_high_ms", "ref_median_ms",
-                                "speedup", "sol_fraction", "max_abs_err"]))
-    parts.append("<h2>Points</h2><table class='kwb-table'><tr><th>point</th><th>status</th><th>seconds</th>"
-                 "<th>parameters</th><th>executed notebook</th></tr>")
-    for p in points:
-        parts.append(
-            f"<tr><td>{html.escape(p['point_id'])}</td><td class='{p['status']}'>{p['status']}</td>"
-            f"<td>{(p['seconds'] or 0):.1f}</td><td>{html.escape(p['parameters'] or '')}</td>"
-            f"<td>{html.escape(str(p['output'] or ''))}</td></tr>"
-        )
-        if p["status"] == "failed" and p["error"]:
-            parts.append(f"<tr><td colspan=5><pre>{html.escape(p['error'])}</pre></td></tr>")
-    parts.append("</table></body></html>")
+    parts.append(_table(*data.table_rows(records, ALL_COLUMNS)))
+    if points:
+        parts.append("<h2>Points</h2>")
+        parts.append(_table(["point", "status", "seconds", "parameters", "executed notebook"],
+                            [[p["point_id"], p["status"], f"{(p['seconds'] or 0):.1f}", _params_text(p["parameters"]),
+                              data.text(p.get("output"))] for p in points]))
+    parts.append("<h2>Provenance</h2>")
+    parts.append(_table(["", ""], [[k, v] for k, v in provenance(frame, run, results, store_path)],
+                        wrap=("",)))
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 

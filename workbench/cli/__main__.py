@@ -1,5 +1,5 @@
 import sys
 
-from workbench.cli.main import main
+from workbench.cli import main
 
 sys.exit(main())

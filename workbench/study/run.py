@@ -18,7 +18,6 @@ import hashlib
 import itertools
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -31,9 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError, require
+from workbench.study import failures
+from workbench.study.context import StudyContext
+from workbench.study.journal import Journal
+from workbench.study.params import RUNNER_PARAMETERS, StudyInputError, check_grid, check_parameters, read_notebook
+from workbench.study.paths import CALLER_DIR_ENV, NOTEBOOK_DIR_ENV
 
-#: Parameters every study notebook receives from the runner (its parameters cell defines the defaults).
-RUNNER_PARAMETERS = ("store_path", "run_id", "point_id", "device")
+__all__ = ["RUNNER_PARAMETERS", "StudyError", "StudyInputError", "StudyPoint", "PointOutcome", "StudyRun", "Journal",
+           "StudyContext", "expand_grid", "load_grid", "parse_parameter", "plan", "run_point", "run_study"]
 
 #: Messages from a kernel that failed to start, not from the notebook's code: worth a retry.
 _RETRYABLE = ("ZMQError", "Address already in use", "Kernel died before replying", "kernel_info", "DeadKernelError",
@@ -109,16 +113,38 @@ def expand_grid(base: dict[str, Any] | None = None, grid: dict[str, Iterable[Any
 
 
 def load_grid(path: str | Path) -> dict[str, list[Any]]:
-    """A grid file: YAML (or JSON) mapping parameter name -> list of values."""
-    text = Path(path).read_text()
-    if str(path).endswith(".json"):
-        data = json.loads(text)
+    """A grid file: YAML (or JSON) mapping parameter name -> list of values. Every way a grid file can be
+    wrong is a StudyInputError that names the file and, for syntax errors, the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise StudyInputError(f"grid file {path} does not exist" if not path.exists() else f"grid file {path} is not a file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StudyInputError(f"grid file {path} is not UTF-8 text; write it as YAML or JSON") from exc
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StudyInputError(f"grid file {path} is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                                  f"column {exc.colno}") from exc
     else:
         yaml = require("yaml", "lab", "reading a YAML grid", package="pyyaml")
-        data = yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise StudyError(f"grid file {path} must map parameter names to lists of values")
-    return data
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or "syntax error"
+            raise StudyInputError(f"grid file {path} is not valid YAML: {problem}{where}") from exc
+    if not isinstance(data, dict) or not data:
+        raise StudyInputError(f"grid file {path} must map parameter names to lists of values, e.g. "
+                              "`block: [64, 128]` on one line per parameter")
+    empty = [k for k, v in data.items() if isinstance(v, (list, tuple)) and not v]
+    if empty:
+        raise StudyInputError(f"grid file {path}: {', '.join(map(str, empty))} has an empty list of values; "
+                              "give at least one value")
+    return {str(k): v for k, v in data.items()}
 
 
 def parse_parameter(value: str) -> Any:
@@ -127,86 +153,6 @@ def parse_parameter(value: str) -> Any:
         return json.loads(value)
     except (json.JSONDecodeError, ValueError):
         return value
-
-
-# ---- completion journal (same SQLite file as the results) ------------------------------------------------
-
-class Journal:
-    """Which points of which run are done; lives beside the results so one file holds a whole study."""
-
-    def __init__(self, path: str | Path):
-        self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS study_points (run_id TEXT, point_id TEXT, notebook TEXT, parameters TEXT,"
-                " status TEXT, output TEXT, error TEXT, seconds REAL, finished TEXT, PRIMARY KEY (run_id, point_id))"
-            )
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS study_runs (run_id TEXT PRIMARY KEY, notebook TEXT, base TEXT, grid TEXT,"
-                " device TEXT, started TEXT)"
-            )
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA busy_timeout=60000")
-        return db
-
-    def _write(self, sql: str, args: tuple) -> None:
-        for attempt in range(20):
-            try:
-                db = self._connect()
-                try:
-                    db.execute(sql, args)
-                finally:
-                    db.close()
-                return
-            except sqlite3.OperationalError as exc:  # pragma: no cover - only under heavy contention
-                if "locked" not in str(exc) or attempt == 19:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-
-    def start_run(self, run_id: str, notebook: str, base: dict, grid: dict, device: str | None) -> None:
-        self._write(
-            "INSERT OR IGNORE INTO study_runs VALUES (?,?,?,?,?,?)",
-            (run_id, notebook, json.dumps(base, default=str), json.dumps(grid, default=str), device or "",
-             _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")),
-        )
-
-    def done_points(self, run_id: str) -> set[str]:
-        db = self._connect()
-        try:
-            rows = db.execute("SELECT point_id FROM study_points WHERE run_id=? AND status='done'", (run_id,))
-            return {r[0] for r in rows}
-        finally:
-            db.close()
-
-    def record(self, run_id: str, outcome: PointOutcome) -> None:
-        self._write(
-            "INSERT OR REPLACE INTO study_points VALUES (?,?,?,?,?,?,?,?,?)",
-            (run_id, outcome.point.id, outcome.point.notebook, json.dumps(outcome.point.parameters, default=str),
-             outcome.status, outcome.output, outcome.error[-4000:], outcome.seconds,
-             _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")),
-        )
-
-    def points(self, run_id: str) -> list[dict[str, Any]]:
-        db = self._connect()
-        try:
-            cur = db.execute("SELECT * FROM study_points WHERE run_id=? ORDER BY finished", (run_id,))
-            cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, row, strict=False)) for row in cur]
-        finally:
-            db.close()
-
-    def runs(self) -> list[dict[str, Any]]:
-        db = self._connect()
-        try:
-            cur = db.execute("SELECT * FROM study_runs ORDER BY started")
-            cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, row, strict=False)) for row in cur]
-        finally:
-            db.close()
 
 
 # ---- running one point ----------------------------------------------------------------------------------
@@ -226,6 +172,9 @@ def run_point(point: StudyPoint, out_path: str, *, slot: int | None = None, kern
     env = dict(os.environ)
     if slot is not None and _gpu_count() > 0:
         env["CUDA_VISIBLE_DEVICES"] = str(slot % _gpu_count())
+    # The notebook resolves its data beside itself, and paths given on the command line from where kwb ran.
+    env[NOTEBOOK_DIR_ENV] = str(Path(point.notebook).resolve().parent)
+    env.setdefault(CALLER_DIR_ENV, os.getcwd())
     request = {
         "input": str(point.notebook), "output": out_path, "parameters": point.papermill_parameters(),
         "kernel_name": kernel_name, "cwd": cwd or str(Path(point.notebook).resolve().parent),
@@ -239,30 +188,33 @@ def run_point(point: StudyPoint, out_path: str, *, slot: int | None = None, kern
         )
         if proc.returncode == 0:
             return PointOutcome(point, "done", out_path, "", time.perf_counter() - started, attempt)
-        error = (proc.stderr or proc.stdout)[-4000:]
+        error = proc.stderr or proc.stdout or ""
         if not any(marker in error for marker in _RETRYABLE):
             break
         time.sleep(1.0 * attempt)
-    return PointOutcome(point, "failed", out_path, _short_error(error), time.perf_counter() - started, attempt)
-
-
-def _short_error(text: str) -> str:
-    """The useful tail of a papermill failure: the notebook's exception, not the runner's stack."""
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    for i, line in enumerate(lines):
-        if "PapermillExecutionError" in line or "Exception encountered at" in line:
-            return "\n".join(lines[i:i + 12])
-    return "\n".join(lines[-12:])
+    return PointOutcome(point, "failed", out_path, failures.from_output(error, out_path),
+                        time.perf_counter() - started, attempt)
 
 
 def _execute_point(request: dict[str, Any]) -> int:
-    """Child-process side of run_point: papermill with widget state off (saved notebooks stay small)."""
+    """Child-process side of run_point: papermill with widget state off (saved notebooks stay small).
+
+    A failure prints one MARKER line with the exception's fields, which the parent turns into the point's
+    message; the full traceback stays in the executed notebook."""
     papermill = require("papermill", "lab", "running study notebooks")
     Path(request["output"]).parent.mkdir(parents=True, exist_ok=True)
-    papermill.execute_notebook(
-        request["input"], request["output"], parameters=request["parameters"], kernel_name=request["kernel_name"],
-        progress_bar=False, cwd=request["cwd"], store_widget_state=False, start_timeout=120,
-    )
+    try:
+        papermill.execute_notebook(
+            request["input"], request["output"], parameters=request["parameters"],
+            kernel_name=request["kernel_name"], progress_bar=False, cwd=request["cwd"], store_widget_state=False,
+            start_timeout=120,
+        )
+    except Exception as exc:
+        import traceback
+
+        traceback.print_exc()  # the raw stack first: retry markers (ZMQError...) are searched in it
+        print(failures.MARKER + json.dumps(failures.from_exception(exc), default=str), file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -289,11 +241,17 @@ def run_study(notebook: str | Path, parameters: dict[str, Any] | None = None, gr
               store_path: str = "results.db", out_dir: str = "runs", run_id: str | None = None,
               parallel: int = 1, device: str | None = None, cluster: str | None = None, retries: int = 2,
               kernel_name: str = "python3", timeout: float | None = None, progress: bool = True,
-              on_point: Callable[[PointOutcome], None] | None = None) -> StudyRun:
-    """Run every grid point of `notebook`; rerunning with the same `run_id` skips completed points."""
+              on_point: Callable[[PointOutcome], None] | None = None, check: bool = True) -> StudyRun:
+    """Run every grid point of `notebook`; rerunning with the same `run_id` skips completed points.
+
+    check: refuse parameter names the notebook's `parameters` cell does not define (and values that cannot
+    match a numeric or boolean default) before anything runs; see workbench.study.params."""
     notebook = str(Path(notebook).resolve())
-    if not Path(notebook).exists():
-        raise StudyError(f"study notebook {notebook} does not exist")
+    read_notebook(notebook)  # a missing or broken notebook fails here, before any point runs
+    if check:
+        check_parameters(notebook, [*(parameters or {})] + (["device"] if device is not None else []),
+                         parameters or {}, source="-p")
+        check_grid(notebook, grid or {})
     run_id = run_id or new_run_id(notebook)
     journal = Journal(store_path)
     journal.start_run(run_id, notebook, parameters or {}, grid or {}, device)
@@ -405,47 +363,6 @@ def _progress(total: int, initial: int, enabled: bool, desc: str):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=initial, disable=not enabled, desc=desc, unit="point", file=sys.stderr)
-
-
-# ---- inside a study notebook ---------------------------------------------------------------------------
-
-class StudyContext:
-    """What a study notebook uses to record results: the store plus this point's provenance.
-
-    Works the same under `kwb study run` (which passes store_path/run_id/point_id) and under plain papermill
-    or interactive use (run id and point id then default to a fresh interactive id).
-    """
-
-    def __init__(self, store_path: str = "results.db", run_id: str = "", point_id: str = "",
-                 parameters: dict[str, Any] | None = None):
-        from workbench.store import Store
-
-        self.store = Store(store_path)
-        self.run_id = run_id or f"interactive-{uuid.uuid4().hex[:8]}"
-        self.point_id = point_id or "interactive"
-        self.parameters = {k: v for k, v in (parameters or {}).items() if k not in RUNNER_PARAMETERS}
-        self.results: list[Any] = []
-        self._cleared = False
-
-    def add(self, result: Any) -> Any:
-        """Store one result with this point's run id, point id and parameters."""
-        if not self._cleared:
-            self._clear_partial()
-        # The study's ids go beside any run id the result already carries (an agent run's, say).
-        result.metadata.update(study_run_id=self.run_id, point_id=self.point_id, parameters=self.parameters)
-        self.store.add(result, run_id=self.run_id, point_id=self.point_id, **{f"param_{k}": v for k, v in self.parameters.items()})
-        self.results.append(result)
-        return result
-
-    def _clear_partial(self) -> None:
-        # A point re-run after a kill starts clean: drop what its unfinished first attempt stored.
-        self._cleared = True
-        remove = getattr(self.store, "delete_point", None)
-        if remove and self.point_id != "interactive":
-            remove(self.run_id, self.point_id)
-
-    def frame(self):
-        return self.store.frame(run_id=self.run_id)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,25 @@
+# Worked solution of tutorial 06's exercise: a kernel wrapped in try/except that falls back to PyTorch
+# (the launch always fails). The checker catches it statically as try-fallback.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, 0), mask=cols < n_cols)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        try:
+            softmax_kernel[(x.shape[0],)](x, y, BLOCK=64)
+        except Exception:
+            return torch.softmax(x, dim=-1)
+        return y

@@ -1,0 +1,142 @@
+"""Plain-text rendering for the terminal: tables, times with their CI, speedups, one Result, a progress line.
+
+Kept apart from the commands so every command prints numbers the same way (and never prints `nan`): a value
+that is unknown is "-", a speedup that cannot exist (interpreter times) says why.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+
+def format_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], max_width: int = 60) -> str:
+    """A plain-text table; long cells are cut at `max_width` so a row stays on one terminal line."""
+    def cell(v: Any) -> str:
+        text = "" if v is None else str(v).replace("\n", " ")
+        return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+    cells = [[cell(h) for h in headers]] + [[cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def missing(value: Any) -> bool:
+    """None or NaN: a number nobody measured."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def size_text(size: dict[str, Any] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (size or {}).items()) or "(file defaults)"
+
+
+def ms_text(value: float | None) -> str:
+    return "-" if missing(value) else f"{value:.4g} ms"
+
+
+def time_text(result) -> str:
+    """Median with the half-width of its 95% CI and the clock that measured it."""
+    t = result.timing
+    if t is None:
+        return "-"
+    half = max(t.median_ms - t.ci95_low_ms, t.ci95_high_ms - t.median_ms)
+    return f"{t.median_ms:.4g} ms ± {half:.2g} (95% CI {t.ci95_low_ms:.4g}-{t.ci95_high_ms:.4g}, {t.clock}, n={t.n})"
+
+
+def speedup_text(result) -> str:
+    if result.speedup is not None:
+        text = f"{result.speedup:.2f}x vs eager"
+        ci = getattr(result, "speedup_ci", None)
+        if ci:
+            text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        verdict = getattr(result, "speedup_verdict", None)
+        if verdict:
+            text += f" {verdict}"
+        if result.speedup_vs_compile is not None:
+            text += f", {result.speedup_vs_compile:.2f}x vs torch.compile"
+        return text
+    if result.timing is not None and result.timing.clock == "interpreter":
+        return "n/a (interpreter)"
+    return "n/a"
+
+
+def sol_text(result) -> str:
+    if result.sol_fraction is None:
+        return "-"
+    return f"{100 * result.sol_fraction:.1f}%" + (f" ({result.bound}-bound)" if result.bound else "")
+
+
+def format_result(result, stored: str | None = None) -> str:
+    """The `kwb eval` report of one Result."""
+    errors = "-"
+    if result.max_abs_err is not None or result.max_rel_err is not None:
+        errors = "  ".join(f"{name} {'-' if v is None else format(v, '.3g')}"
+                           for name, v in (("abs", result.max_abs_err), ("rel", result.max_rel_err)))
+    ref = result.reference_timing
+    rows = [
+        ("task", f"{result.task} ({size_text(result.size)}{', ' + result.dtype if result.dtype else ''})"),
+        ("candidate", f"{result.candidate_name} ({result.language}, id {result.candidate_id[:8]})"),
+        ("device", f"{result.device}: {result.device_name}" if result.device_name else result.device),
+        ("status", result.status),
+        ("flags", ", ".join(result.flags) or "-"),
+        ("max error", errors),
+        ("time", time_text(result)),
+        ("reference", f"{ref.median_ms:.4g} ms ({ref.clock})" if ref else "-"),
+        ("speedup", speedup_text(result)),
+    ]
+    if result.sol_fraction is not None:
+        rows.append(("SOL", sol_text(result)))
+    if result.coverage is not None:
+        rows.append(("coverage", f"{100 * result.coverage:.0f}% of GPU kernel time in the candidate's own kernels"))
+    if result.launch_reference_timing is not None:
+        rows.append(("with launch", f"reference {result.launch_reference_timing.median_ms:.4g} ms with host launch "
+                                    f"gaps (the speedup above is {result.speedup_basis or 'gpu-only'})"))
+    if result.precision or result.kernel_policy:
+        rows.append(("policies", f"precision {result.precision or '-'}, kernels {result.kernel_policy or '-'}"))
+    if getattr(result, "sandbox", ""):
+        reason = result.protocol.get("sandbox_reason", "") if result.sandbox == "none" else ""
+        rows.append(("sandbox", result.sandbox + (f" (not isolated: {reason})" if reason else "")))
+    if result.warnings:
+        rows.append(("warnings", "; ".join(result.warnings)))
+    if stored:
+        rows.append(("stored", stored))
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    if result.message:
+        lines.append(f"{'message'.ljust(width)}  " + result.message.replace("\n", "\n" + " " * (width + 2)))
+    return "\n".join(lines)
+
+
+class Progress:
+    """One status line on stderr with elapsed seconds, refreshed in place on a terminal."""
+
+    def __init__(self, text: str, stream=None):
+        self.text, self.stream = text, stream or sys.stderr
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.started = 0.0
+
+    def __enter__(self) -> Progress:
+        self.started = time.perf_counter()
+        if self.stream.isatty():
+            self._thread = threading.Thread(target=self._spin, daemon=True)
+            self._thread.start()
+        else:
+            print(f"{self.text} ...", file=self.stream, flush=True)
+        return self
+
+    def _spin(self) -> None:
+        while not self._stop.wait(0.5):
+            print(f"\r{self.text} ... {time.perf_counter() - self.started:.0f} s", end="", file=self.stream, flush=True)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+        end = "\r" if self._thread else ""
+        print(f"{end}{self.text} ... done in {time.perf_counter() - self.started:.1f} s", file=self.stream, flush=True)
