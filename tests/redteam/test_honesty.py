@@ -25,11 +25,11 @@ if _calls[0] > 12:
 def test_a_candidate_that_detects_the_timing_loop_from_its_stack_is_caught():
     forward = '''
 import sys
-f = sys._getframe()
+f = getattr(sys, "_get" + "frame")()  # spelled so the static check misses it: the runtime defence must hold
 timed = False
 while f is not None:
-    timed = timed or f.f_code.co_name == "time_batch"
-    f = f.f_back
+    timed = timed or getattr(f, "f_" + "code").co_name == "time_batch"
+    f = getattr(f, "f_" + "back")
 if timed:
     y = torch.zeros_like(y)
 '''

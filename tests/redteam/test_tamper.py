@@ -16,14 +16,14 @@ from redteam.attacks import evaluate, kernel, needs_sandbox, softmax_task
 def test_patching_checkers_and_installing_profile_hooks_changes_nothing_for_it_or_the_next_candidate():
     attack = '''
 import sys
-_c = __import__("workbench.eval.compare", fromlist=["compare"])
+_c = __import__("work" + "bench.eval.compare", fromlist=["compare"])  # past the static check, on purpose
 _c.compare = lambda *a, **k: None
 getattr(sys, "set" + "profile")(lambda *a: None)
 def _ok(*a, **k):
     return None
 try:
-    import workbench.eval.timing as _t
-    _t.summarize.__code__ = _ok.__code__
+    _t = __import__("work" + "bench.eval.timing", fromlist=["timing"])
+    setattr(_t.summarize, "__co" + "de__", _ok.__code__)
 except Exception:
     pass
 '''
@@ -38,12 +38,12 @@ def test_the_reference_and_its_output_are_nowhere_in_the_runner():
     attack = '''
 import sys
 gc = __import__("g" + "c")
-found = [m for m in sys.modules if m.startswith("kwb_ref")]
+found = [m for m in getattr(sys, "mod" + "ules") if m.startswith("kwb_ref")]
 found += [type(o).__name__ for o in getattr(gc, "get_" + "objects")() if type(o).__name__ == "Model"]
 f = getattr(sys, "_get" + "frame")()
 while f is not None:
-    found += [k for k in f.f_locals if k in ("ref_model", "native", "ref64")]
-    f = f.f_back
+    found += [k for k in getattr(f, "f_" + "locals") if k in ("ref_model", "native", "ref64")]
+    f = getattr(f, "f_" + "back")
 raise RuntimeError(f"FOUND {found}")
 '''
     res = evaluate(kernel(in_forward=attack))
@@ -114,13 +114,25 @@ def test_shrinking_the_runners_own_clock_is_caught_by_the_judges_clock():
     # inside the loop's module so every reported time is a tenth of the truth. The judge brackets each timed
     # batch with its own clock, and the time the runner's reports leave unexplained gives it away.
     attack = '''
-_t = __import__("workbench.eval.timing", fromlist=["timing"])
+_t = __import__("work" + "bench.eval.timing", fromlist=["timing"])  # past the static check, on purpose
 _real = _t._perf_ns
 _start = [None]
 def _slow_clock():
     return _real() // 10
 _t._perf_ns = _slow_clock
 '''
-    res = wb.evaluate(softmax_task(), kernel(at_import=attack), device="cpu")
+    # 128 rows: each interpreted call takes long enough that the missing time stands out from the noise.
+    res = wb.evaluate(softmax_task(), kernel(at_import=attack), device="cpu", size={"batch_size": 128, "dim": 64})
     assert res.status == "rejected" and res.flags == ["timer-patch"], res.message
     assert "judge's clock" in res.message
+
+
+def test_the_plain_spellings_of_these_attacks_are_rejected_before_anything_runs():
+    attacks = ["import workbench.eval.compare as c\nc.compare = None\n",
+               "import sys\nsys.setprofile(lambda *a: None)\n",
+               "import gc\nobjs = gc.get_objects()\n",
+               "import sys\nframe = sys._getframe().f_back\n"]
+    for attack in attacks:
+        res = evaluate(kernel(at_import=attack))
+        assert res.status == "rejected" and res.flags == ["harness-tamper"], (attack, res.message)
+        assert res.protocol.get("runner_pid") is None  # rejected by the static check: no runner was started

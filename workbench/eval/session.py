@@ -92,6 +92,10 @@ class CandidateSession:
 
     # -- plumbing --
     def _announce(self) -> None:
+        """Before any request: new buffers are announced, and every copy the judge queued into shared memory has
+        finished (CUDA copies are asynchronous; the runner must never read a buffer the judge is still writing)."""
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
         infos, fds = self.arena.pending()
         if infos:
             self.runner.send(protocol.Share(buffers=infos), fds)
