@@ -150,6 +150,19 @@ def _copy_weights(ref_model: Any, cand_model: torch.nn.Module) -> None:
     if rs and rs.keys() == cs.keys() and all(rs[k].shape == cs[k].shape for k in rs):
         cand_model.load_state_dict(rs)
 
+#: Above this many bytes of inputs plus output, the float64 reference runs on the host and the first call's output
+#: waits there for the two-call comparison (a KernelBench L1 problem moves up to 12 GB).
+HOST64_BYTES = 4 << 30
+
+
+def _nbytes(items: list[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in items if isinstance(t, torch.Tensor))
+
+
+def _to_host(t: Any) -> Any:
+    return t.cpu() if isinstance(t, torch.Tensor) and is_plain(t) and t.device.type != "cpu" else t
+
+
 def reference64(ref_model: Any, inputs: list[Any], notes: list[str], model64: Any = None,
                  native: Any = None) -> list[Any]:
     """The reference in float64 where the op allows (model and floating inputs cast); else its native result,
@@ -194,6 +207,7 @@ class _Protocol:
         self.poison = Poison(device)
         self.models: dict[int, tuple[Any, Any]] = {}
         self.models64: dict[int, Any] = {}
+        self.host64: dict[int, bool] = {}
         self.skipped: set[str] = set()
         self.prior: list[list[torch.Tensor]] = []   # host copies of earlier rounds' native reference outputs
         self.out_like: dict[int, list[torch.Tensor]] = {}
@@ -250,8 +264,16 @@ class _Protocol:
     def _ref64(self, i: int, ref_model: Any, inputs: list[Any], native: Any) -> list[Any]:
         """The float64 reference; after one failure at a size, its native result (noted) without retrying."""
         if i not in self.models64:
+            # A large problem computes its float64 reference on the host: on the GPU it would need twice the
+            # memory of the inputs and the output again, beside the protocol's copies (DESIGN.md section 4).
+            self.host64[i] = self.device.startswith("cuda") and _nbytes(inputs) + _nbytes(as_list(native)) > \
+                HOST64_BYTES
+            if self.host64[i]:
+                self.report.note("the float64 reference ran on the host (a large problem)")
             try:
                 m = copy.deepcopy(ref_model)
+                if self.host64[i] and isinstance(m, torch.nn.Module):
+                    m = m.cpu()
                 self.models64[i] = m.double() if isinstance(m, torch.nn.Module) else m
             except Exception as exc:
                 self.report.note(f"the reference ran in its native precision: it could not be converted to float64 "
@@ -259,7 +281,8 @@ class _Protocol:
                 self.models64[i] = None
         if self.models64[i] is not None:
             notes: list[str] = []
-            out = reference64(ref_model, inputs, notes, self.models64[i], native)
+            args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs] if self.host64[i] else inputs
+            out = reference64(ref_model, args, notes, self.models64[i], native)
             if not notes:
                 sync(self.device)
                 return out
@@ -335,6 +358,8 @@ class _Protocol:
         cmp1 = compare(out1, ref64, native, self.tol)
         flags += [(f, f"{where}, call 1: {d}") for f, d in cmp1.flags]
         flags += self._mutation(given1, inputs, f"{where}, call 1")
+        if _nbytes(as_list(out1)) > HOST64_BYTES // 4:  # kept for the two-call comparison, on the host
+            out1 = type(out1)(_to_host(o) for o in out1) if isinstance(out1, (tuple, list)) else _to_host(out1)
         # Call 2: after the reference, with its output alive (and call 1's), on fresh clones in re-poisoned memory.
         out2, given2 = self._candidate(cand_model, inputs, like + self.out_like[i], self.out_like[i])
         cmp2 = compare(out2, ref64, native, self.tol)
@@ -387,7 +412,7 @@ class _Protocol:
             for old in (t for ts in self.prior for t in ts):
                 if old.shape != o.shape or old.dtype != o.dtype:
                     continue
-                old = old.to(o.device)
+                old, bad = old.to(o.device), bad.to(o.device)
                 same = (bytes_per_element(o) == bytes_per_element(old)) & (old != 0) & bad
                 if int(same.sum()) >= STALE_SHARE * int(bad.sum()):
                     return True
@@ -415,7 +440,8 @@ class _Protocol:
                     if e.numel():
                         floor = max(floor, ERROR_BUDGET_K * float(e.max()))
             for s in range(0, fa.numel(), CHUNK):
-                a64, b64 = fa[s:s + CHUNK].double(), fb[s:s + CHUNK].double()
+                b64 = fb[s:s + CHUNK].double()
+                a64 = fa[s:s + CHUNK].to(b64.device, torch.float64)  # the first call's output may be on the host
                 scale = (fr[s:s + CHUNK].to(a64.device, torch.float64) if fr is not None else a64).abs()
                 same = (torch.isnan(a64) & torch.isnan(b64)) | (a64 == b64)
                 diff = torch.nan_to_num(torch.where(same, torch.zeros_like(a64), (a64 - b64).abs()), nan=float("inf"),

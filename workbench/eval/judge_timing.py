@@ -29,7 +29,7 @@ import torch
 
 from workbench.eval import stats, timing
 from workbench.eval.compare import compare
-from workbench.eval.correctness import reference64
+from workbench.eval.correctness import HOST64_BYTES, reference64
 from workbench.eval.findings import Finding
 from workbench.eval.session import CandidateSession
 from workbench.eval.stats import StoppingRule
@@ -243,10 +243,14 @@ def _check_committed(slot: torch.Tensor, inputs: list[Any], ref_model: Any, tole
                      rep: int, model64: list[Any]) -> Finding | None:
     with torch.no_grad():
         native = ref_model(*clone_inputs(inputs))
+    host = slot.is_cuda and _nbytes(inputs) + _nbytes([slot]) > HOST64_BYTES  # as the correctness protocol does
     if not model64:  # the float64 copy of the reference, made once per timing
         m = copy.deepcopy(ref_model)
+        if host and isinstance(m, torch.nn.Module):
+            m = m.cpu()
         model64.append(m.double() if isinstance(m, torch.nn.Module) else m)
-    ref64 = reference64(ref_model, inputs, [], model64[0], native=native)
+    args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs] if host else inputs
+    ref64 = reference64(ref_model, args, [], model64[0], native=native)
     expected = as_list(native)[0]
     cmp = compare(slot.to(expected.device, copy=True), ref64[0], expected, tolerance)
     if cmp.ok:

@@ -103,7 +103,9 @@ class Poison:
         blocks = [torch.empty(size, dtype=torch.uint8, device=dev) for size in free_fragments(index)]
         need = sum(t.numel() * t.element_size() for t in tensors)
         free, _total = torch.cuda.mem_get_info(dev)
-        big = min(max(4 * need, 32 * _MIB), free // 2) // (2 * _MIB) * (2 * _MIB)
+        # Large enough for the candidate's output and temporaries to be carved from it, small enough to leave the
+        # judge (another process on this GPU) its memory: the runner gives the block back after the call.
+        big = min(max(2 * need, 32 * _MIB), free // 4) // (2 * _MIB) * (2 * _MIB)
         blocks += [torch.empty(_MIB, dtype=torch.uint8, device=dev) for _ in range(8)]
         if big >= 20 * _MIB:
             blocks.append(torch.empty(big, dtype=torch.uint8, device=dev))

@@ -218,9 +218,11 @@ class Runner:
             self.fault("forward", exc, msg.call)
             return
         report = launches.report(log, self.threads)
+        del out
+        if self.cuda:  # the poisoned blocks and the output go back to the driver: the judge shares this GPU
+            torch.cuda.empty_cache()
         self.send(Output(call=msg.call, forms=forms, tuple_output=is_tuple, launch=report,
                          seconds=time.perf_counter() - started))
-        del out
 
     def on_time(self, msg: Time) -> None:
         model = self.models[msg.model]
