@@ -86,11 +86,22 @@ class ModelNew(nn.Module):
 '''
 
 
-def test_cuda_load_inline_kernel_is_ok():
+def test_cuda_load_inline_kernel_is_ok_and_compiled_once(tmp_path, monkeypatch):
+    from workbench.eval.judge_pool import shutdown_workers
+
+    monkeypatch.setenv("KWB_CACHE_DIR", str(tmp_path))  # an empty compile cache...
+    shutdown_workers()  # ...seen by a judge started now
     task = wb.load_kernelbench(KB / "level1" / "17_Mish.py", sizes={"batch_size": 256})
-    res = wb.evaluate(task, wb.Candidate(source=MISH_CUDA, language="cuda"), device="cuda", timeout=600)
-    assert res.status == "ok", res.message
-    assert res.speedup is not None and res.speedup > 0
+    cand = wb.Candidate(source=MISH_CUDA, language="cuda")
+    first = wb.evaluate(task, cand, device="cuda", timeout=600)
+    assert first.status == "ok", first.message
+    assert first.speedup is not None and first.speedup > 0
+    assert first.protocol["compile_cache"] == "stored", first.protocol
+    again = wb.evaluate(task, cand, device="cuda", timeout=600)
+    assert again.status == "ok" and again.protocol["compile_cache"] == "hit", again.protocol
+    # The cached build loads without compiling: a fraction of the first load (45-70 s with nvcc).
+    assert again.protocol["compile_seconds"] < 0.5 * first.protocol["compile_seconds"], (first.protocol,
+                                                                                          again.protocol)
 
 
 def test_cuda_epilogue_after_cudnn_conv_is_ok_under_partial():
