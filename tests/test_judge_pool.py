@@ -114,3 +114,59 @@ def test_the_judge_is_reused_and_recycled_after_many_jobs(monkeypatch):
     b = _eval(_torch())
     assert a.status == b.status == "ok" and a.metadata["worker_pid"] == b.metadata["worker_pid"]
     assert judge_pool._POOL["cpu"] is not pooled and not pooled.alive()
+
+
+def test_when_the_caller_dies_its_judge_fork_server_and_runner_die_too(tmp_path):
+    # A caller killed mid-evaluation (a timeout, a crashed notebook) must not leave a judge holding memory.
+    import signal
+    import subprocess
+    import sys
+
+    marker = tmp_path / "started"
+    script = (f"import pathlib, workbench as wb\nfrom engine_tasks import softmax_task\n"
+              f"src = open({str(Path(__file__).parent / 'faults' / 'infinite_loop.py')!r}).read()\n"
+              f"pathlib.Path({str(marker)!r}).write_text('x')\n"
+              "wb.evaluate(softmax_task(), wb.Candidate(source=src), device='cpu', timeout=300)\n")
+    caller = subprocess.Popen([sys.executable, "-c", script], cwd=str(Path(__file__).parent))
+    deadline = time.monotonic() + 120
+    judges: list[int] = []
+    while time.monotonic() < deadline and not (judges and marker.exists()):
+        time.sleep(0.5)
+        judges = [int(p) for p in os.listdir("/proc") if p.isdigit() and
+                  "workbench.eval.judge" in _cmdline(p) and _parent(p) == caller.pid]
+    assert judges, "the caller never started a judge"
+    time.sleep(3)  # let the candidate's runner start and spin
+    family = _descendants(judges[0])
+    assert family, "no fork server below the judge"
+    caller.send_signal(signal.SIGKILL)
+    caller.wait()
+    deadline = time.monotonic() + 20  # the judge notices within a second; its children follow it
+    alive = [judges[0], *family]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.5)
+        alive = [p for p in alive if Path(f"/proc/{p}").exists() and _state(p) not in ("Z", "")]
+    assert alive == []
+
+
+def _parent(pid: str) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _descendants(pid: int) -> list[int]:
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        kids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(p) == parent]
+        found += kids
+        frontier += kids
+    return found

@@ -175,6 +175,7 @@ def _reap(reaped: dict[int, int]) -> None:
 
 
 def main() -> None:
+    sandbox.die_with_parent()  # the judge that owns this server; its runners die with the server in turn
     channel = Channel(socket.socket(fileno=int(sys.argv[1])))
     # Imports a runner needs, done once here so every fork starts with them. No CUDA call may happen here.
     import gc

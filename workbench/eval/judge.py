@@ -13,6 +13,8 @@ import json
 import os
 import sys
 import tempfile
+import threading
+import time
 import traceback
 from typing import Any
 
@@ -46,7 +48,23 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _die_with_the_caller() -> None:
+    """The judge runs in its own session (a cancel kills its whole group), so it does not get the caller's signals:
+    when the caller is gone (it was killed, or a timeout ended it), the judge exits too, and its fork server and
+    runners follow it (each dies with its parent). Otherwise an orphaned judge would keep its GPU memory."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, daemon=True, name="kwb-caller-watch").start()
+
+
 def main() -> None:
+    _die_with_the_caller()
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     workdir = tempfile.mkdtemp(prefix="kwb_judge_")
     server = ForkServer(device)
