@@ -126,3 +126,42 @@ def seed_build_dir(target: str | Path) -> bool:
         return False
     copy_entry(src, target)
     return True
+
+
+#: Written beside a built extension: the key of the exact load_inline call that built it.
+_MARKER = ".kwb-build-key"
+
+
+def _call_key(args: tuple, kwargs: dict) -> str:
+    blob = repr((args, sorted(kwargs.items()))).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def install_load_inline_cache(root: str | Path) -> None:
+    """In the runner, before the candidate is imported: `torch.utils.cpp_extension.load_inline` first looks in
+    `root` for the library the very same call built before (its arguments' hash is recorded beside it) and imports
+    it directly; only otherwise does it build, and then records the hash. A build system's own up-to-date check is
+    not relied on: it can rebuild for reasons that do not change the library (timestamps, lock files)."""
+    import torch.utils.cpp_extension as ext
+
+    original = ext.load_inline
+    if getattr(original, "_kwb_cached", False):
+        return
+
+    def load_inline(*args, **kwargs):
+        if not kwargs.get("is_python_module", True) or kwargs.get("build_directory"):
+            return original(*args, **kwargs)
+        name = kwargs.get("name", args[0] if args else None)
+        key = _call_key(args, kwargs)
+        folder = Path(root) / str(name)
+        library = folder / f"{name}.so"
+        marker = folder / _MARKER
+        if library.is_file() and marker.is_file() and marker.read_text() == key:
+            return ext._import_module_from_library(str(name), str(folder), True)
+        module = original(*args, **kwargs)
+        if library.is_file():
+            marker.write_text(key)
+        return module
+
+    load_inline._kwb_cached = True  # type: ignore[attr-defined]
+    ext.load_inline = load_inline

@@ -139,9 +139,11 @@ class Runner:
         apply_precision(msg.precision or None)
         started = time.perf_counter()
         if msg.language == "cuda":
-            from workbench.eval.compile_cache import seed_build_dir
+            from workbench.eval.compile_cache import install_load_inline_cache, seed_build_dir
 
-            seed_build_dir(os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp/torch_extensions"))
+            builds = os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp/torch_extensions")
+            seed_build_dir(builds)
+            install_load_inline_cache(builds)
         spec = {"source": msg.source, "language": msg.language, "entry": msg.entry}
         self.language = msg.language
         try:
