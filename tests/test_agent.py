@@ -211,3 +211,18 @@ def test_replay_study_notebook_reproduces_the_recorded_table(tmp_path):
     frame = Store(str(store)).frame(run_id="replay-ci")
     assert list(frame["status"]) == ["rejected", "compile_error", "runtime_error", "ok", "ok"]
     assert set(frame["point_id"]) == {"p0"}
+
+
+def test_a_gain_inside_the_timing_noise_does_not_replace_the_best():
+    from workbench.llm.runs import Node, better
+
+    def node(speedup, ci=None, status="ok"):
+        return Node(run_id="r", node_id=f"n{speedup}", turn=0, parent=None, role="generate", strategy="refine",
+                    candidate_id="c", status=status, speedup=speedup, speedup_ci=ci)
+
+    best = node(1.50, (1.48, 1.52))
+    assert not better(node(1.51, (1.49, 1.53)), best)  # its CI reaches below the best's speedup: noise
+    assert better(node(1.60, (1.56, 1.64)), best)  # clear of it
+    assert better(node(1.51), best)  # no CI (the interpreter): fitness alone decides
+    assert better(node(0.90, (0.88, 0.92)), None)  # the first correct one is kept whatever its speed
+    assert not better(node(2.0, (1.9, 2.1), status="incorrect"), best)  # correctness gates

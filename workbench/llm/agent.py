@@ -179,6 +179,7 @@ class Loop:
             message=(result.message or "").strip().splitlines()[0][:300] if result.message else "",
             outcome=extraction.outcome, generation=generation, sample=sample, prompt_id=prompt.id,
             template=prompt.template, author=author, time_ms=result.time_ms, speedup=result.speedup,
+            speedup_ci=result.speedup_ci, speedup_verdict=result.speedup_verdict,
             sol_fraction=result.sol_fraction, bound=result.bound, max_abs_err=result.max_abs_err,
             tokens_in=reply.tokens_in, tokens_out=reply.tokens_out, cost_usd=reply.cost_usd, cached=reply.cached,
             request_hash=reply.request_hash, feedback=s.feedback.to_dict(), feedback_text=feedback_text,

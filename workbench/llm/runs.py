@@ -104,6 +104,9 @@ class Node:
     author: str = ""
     time_ms: float | None = None
     speedup: float | None = None
+    #: 95% CI (low, high) of the speedup and its A/B verdict (faster | slower | same | inconclusive).
+    speedup_ci: tuple[float, float] | list[float] | None = None
+    speedup_verdict: str | None = None
     sol_fraction: float | None = None
     bound: str | None = None
     max_abs_err: float | None = None
@@ -153,11 +156,17 @@ class Node:
 
 
 def better(a: Node, b: Node | None) -> bool:
-    """Is `a` strictly better than the best so far `b`? Correctness gates, then fitness."""
+    """Is `a` strictly better than the best so far `b`? Correctness gates, then fitness. With confidence intervals
+    (GPU timings), the whole 95% CI of `a`'s speedup must lie above `b`'s speedup: a gain inside the timing noise
+    does not replace the best (the A/B rule of the timing statistics)."""
     fa = a.fitness
     if fa is None:
         return False
-    return b is None or b.fitness is None or fa > b.fitness
+    if b is None or b.fitness is None:
+        return True
+    if a.speedup_ci and b.speedup is not None:
+        return float(a.speedup_ci[0]) > float(b.speedup)
+    return fa > b.fitness
 
 
 def _best_of(nodes: list[Node]) -> Node | None:
