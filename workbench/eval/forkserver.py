@@ -99,7 +99,7 @@ def _child(req: dict[str, Any], sock_fd: int, log_fd: int, kind: str, reason: st
             sandbox.die_with_parent()
             os.close(sync_w)
             os.close(go_r)
-            sandbox.enter_root()
+            sandbox.enter_root(plan)
             sandbox.drop_privileges()
             sandbox.apply_limits(plan.limits, outer_uid, baseline)
             sandbox.set_environment({**plan.env, "KWB_WORKDIR": "/tmp/work"})

@@ -100,6 +100,8 @@ class Plan:
     extra_binds: list[tuple[str, str]] = field(default_factory=list)
     #: Every (source, path inside) that exists, listed while the sources were still visible (staging).
     sources: list[tuple[str, str]] = field(default_factory=list)
+    #: The directory the stage and the new root are built on (`_base_dir`).
+    base: str = "/mnt"
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,7 @@ def plan(device: str, limits: Limits, share_ipc: bool = False,
             roots.append(path)
     p.devices = list(BASIC_DEVICES) + (nvidia_devices() if device.startswith("cuda") else [])
     p.env = runner_env(device)
+    p.base = _base_dir([src for src, _ in [*p.binds, *p.extra_binds]] + [dst for _, dst in p.extra_binds])
     return p
 
 
@@ -296,8 +299,20 @@ def _bind(source: str, target: str, recursive: bool = True) -> None:
     _mount(source, target, None, MS_BIND | (MS_REC if recursive else 0))
 
 
-_STAGE = "/tmp/.kwb-stage"
-_NEWROOT = "/tmp/.kwb-root"
+#: Directories the sandbox's private work area can be mounted on, in order of preference: the first that is not
+#: itself a source (or holds one) is covered by a tmpfs in the runner's own mount namespace, invisible outside.
+BASE_CANDIDATES = ("/mnt", "/media", "/srv", "/boot", "/home", "/var", "/run", "/tmp")
+
+
+def _base_dir(paths: list[str]) -> str:
+    """Where the stage and the new root are built: a directory no source lives under (a project checked out in
+    /tmp must stay visible while it is bound)."""
+    for base in BASE_CANDIDATES:
+        if os.path.isdir(base) and not os.path.islink(base) and \
+                not any(path == base or path.startswith(base + "/") for path in paths):
+            return base
+    raise SandboxError(f"no directory to build the sandbox on: every one of {', '.join(BASE_CANDIDATES)} holds "
+                       "a source")
 
 
 def _sources(p: Plan) -> list[tuple[str, str]]:
@@ -315,12 +330,12 @@ def stage_sources(p: Plan) -> dict[str, str]:
     from the stage, and the kernel keeps these mounts read-only (locked) in every namespace made after."""
     _check(_libc().unshare(CLONE_NEWNS), "unshare (mount namespace)")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-    _make_dir(_NEWROOT)  # made here: the staging tmpfs belongs to root, and the runner mounts onto this directory
-    staged = {}
     p.sources = _sources(p)
+    _mount("tmpfs", p.base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    _make_dir(p.base + "/.kwb-root")  # made here: the stage belongs to root; the runner mounts onto this directory
+    staged = {}
     for src, dst in p.sources:
-        target = _STAGE + dst
+        target = p.base + "/.kwb-stage" + dst
         _make_target(target, src)
         _bind(src, target, recursive=os.path.isdir(src))
         _read_only(target, nodev=not dst.startswith("/dev/"))
@@ -331,15 +346,20 @@ def stage_sources(p: Plan) -> dict[str, str]:
 def build_root(p: Plan, staged: dict[str, str]) -> None:
     """Inside the new user and mount namespaces: a fresh tmpfs as the new root, every source bound into it
     read-only (from the stage, or from its own path), a minimal /dev, private /dev/shm and /tmp, an empty /proc."""
-    if not staged:
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-    root = _NEWROOT
-    _make_dir(root)
-    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
     # Sources were listed before the IDs changed: an unprivileged runner may not even see a staged path's origin.
     sources = [(src, dst) for src, dst in p.sources] if staged else _sources(p)
-    for src, dst in sources:
+    if not staged:
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        _mount("tmpfs", p.base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    root = p.base + "/.kwb-root"
+    _make_dir(root)
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    # The scratch /tmp first: a source that lives under /tmp (a checkout, a venv) is bound on top of it.
+    _make_dir(root + "/tmp")
+    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={p.limits.scratch_bytes}")
+    for sub in ("home", "triton", "torch_extensions", "cache", "work"):
+        _make_dir(f"{root}/tmp/{sub}")
+    for src, dst in sorted(sources, key=lambda item: item[1]):
         if dst.startswith("/dev/"):
             continue
         source = staged.get(src, src)
@@ -365,16 +385,12 @@ def build_root(p: Plan, staged: dict[str, str]) -> None:
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{dev}/{name}")
     _make_dir(root + "/proc")
-    _make_dir(root + "/tmp")
-    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={p.limits.scratch_bytes}")
-    for sub in ("home", "triton", "torch_extensions", "cache", "work"):
-        _make_dir(f"{root}/tmp/{sub}")
 
 
-def enter_root() -> None:
+def enter_root(p: Plan) -> None:
     """In the runner, PID 1 of the new PID namespace: mount its /proc (while the old one is still visible, which
     the kernel requires), pivot into the new root, detach the old one, make / read-only."""
-    root = _NEWROOT
+    root = p.base + "/.kwb-root"
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(root)
     _make_dir(root + "/.old")
