@@ -70,8 +70,9 @@ def _child(req: dict[str, Any], sock_fd: int, log_fd: int, kind: str, reason: st
     """First child: sandbox itself (namespaces: then fork the runner as PID 1 and wait for it), never return."""
     code = 0
     try:
+        fork_server = os.getppid()
         os.setsid()
-        sandbox.die_with_parent()
+        sandbox.die_with_parent(expected_parent=fork_server)
         _redirect_io(log_fd, sock_fd)
         outer_uid, baseline = sandbox.outer_process_baseline()
         if kind != "namespaces":
@@ -93,6 +94,9 @@ def _child(req: dict[str, Any], sock_fd: int, log_fd: int, kind: str, reason: st
         # caller's IDs, which the new namespace does not map.
         os.setresgid(0, 0, 0)
         os.setresuid(0, 0, 0)
+        # Changing IDs clears the parent-death signal: set it again, or this process (and the runner, which dies
+        # with it) would outlive a killed fork server.
+        sandbox.die_with_parent(expected_parent=fork_server)
         sandbox.build_root(plan, staged)
         runner = os.fork()
         if runner == 0:

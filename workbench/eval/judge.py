@@ -27,6 +27,7 @@ import torch  # noqa: E402
 
 from workbench.eval.evaluation import Context, Evaluation, probe_transport  # noqa: E402
 from workbench.eval.runner_process import ForkServer  # noqa: E402
+from workbench.eval.timing import cpu_timing_threads  # noqa: E402
 
 
 def _jsonable(obj: Any) -> Any:
@@ -66,6 +67,8 @@ def _die_with_the_caller() -> None:
 def main() -> None:
     _die_with_the_caller()
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    if not device.startswith("cuda"):
+        cpu_timing_threads()
     workdir = tempfile.mkdtemp(prefix="kwb_judge_")
     server = ForkServer(device)
     ctx = Context(references={}, fork_server=server, workdir=workdir)

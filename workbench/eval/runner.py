@@ -42,6 +42,7 @@ from workbench.eval.protocol import (
     Time,
 )
 from workbench.eval.shared import Mapping, dtype_name
+from workbench.eval.timing import cpu_timing_threads
 from workbench.eval.transport import Channel
 
 _COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
@@ -306,6 +307,8 @@ def serve(sock_fd: int, job: str, nonce: str, device: str, sandbox: str, reason:
     # torch, triton and everything imported before the fork move out of the collector's reach: the poisoning
     # collects garbage before every call, and a full pass over those objects costs ~0.2 s each time.
     gc.freeze()
+    if not device.startswith("cuda"):
+        cpu_timing_threads()
     runner = Runner(channel, job, nonce, device)
     runner.send(Ready(protocol=protocol.PROTOCOL, pid=os.getpid(), versions=_versions(),
                       device_name=_device_name(device), sandbox=sandbox, sandbox_reason=reason))

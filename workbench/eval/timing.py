@@ -40,6 +40,20 @@ SIDE_STREAM_SLACK_MS = 0.05
 FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
 
 
+#: Intra-op threads of the judge and a runner on the CPU (see `cpu_timing_threads`).
+CPU_TIMING_THREADS = 1
+
+
+def cpu_timing_threads() -> None:
+    """On the CPU the judge and a runner each use one intra-op thread.
+
+    They take turns on the same cores, and a frozen runner is resumed (SIGCONT) with its OpenMP threads queued on
+    one core: for the next ~20 ms every small op waits for its worker to be scheduled (a 8x64 softmax: 3 us ->
+    600 us), so the side timed second looked 200x slower for identical code. One thread on each side is the same
+    machine for the reference and the candidate, which is what a speedup compares."""
+    torch.set_num_threads(CPU_TIMING_THREADS)
+
+
 def default_reps(device: str, interpreter: bool) -> tuple[int, int]:
     """(warm-up, timed reps): >= 50 timed runs on a GPU; few on the interpreter, which is ~1000x slower."""
     if device.startswith("cuda"):
