@@ -136,3 +136,86 @@ def test_the_plain_spellings_of_these_attacks_are_rejected_before_anything_runs(
         res = evaluate(kernel(at_import=attack))
         assert res.status == "rejected" and res.flags == ["harness-tamper"], (attack, res.message)
         assert res.protocol.get("runner_pid") is None  # rejected by the static check: no runner was started
+
+
+_MATMUL = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+
+
+def get_inputs():
+    return [torch.randn(SIZE, SIZE), torch.randn(SIZE, SIZE)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _matmul_task(size: int) -> wb.Task:
+    return wb.Task.from_source(_MATMUL.replace("SIZE", str(size)), name=f"cpu_matmul_{size}", sweep={"cpu": [{}]})
+
+
+def test_more_cpu_threads_than_the_reference_is_thread_use():
+    # On the CPU the reference is timed on one thread; a candidate that raises torch's thread count (spelled so the
+    # static check misses it) would be "faster" by using the cores the reference was not given.
+    src = '''
+import torch
+import torch.nn as nn
+
+getattr(torch, "set_num" + "_threads")(2)
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+'''
+    res = wb.evaluate(_matmul_task(384), wb.Candidate(source=src, language="torch"), device="cpu")
+    assert res.status == "rejected" and res.flags == ["thread-use"], (res.status, res.flags, res.message)
+    assert "threads after a timed batch" in res.message
+
+
+def test_a_thread_started_and_joined_inside_forward_is_caught_by_the_cpu_it_used():
+    # No thread outlives forward, so only the CPU time the judge reads from /proc shows the second core.
+    src = '''
+import torch
+import torch.nn as nn
+
+_threading = __import__("thre" + "ading")
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        half = a.shape[0] // 2
+        out = torch.empty(a.shape[0], b.shape[1])
+        def low():
+            torch.matmul(a[:half], b, out=out[:half])
+        worker = getattr(_threading, "Thr" + "ead")(target=low)
+        worker.start()
+        torch.matmul(a[half:], b, out=out[half:])
+        worker.join()
+        return out
+'''
+    res = wb.evaluate(_matmul_task(768), wb.Candidate(source=src, language="torch"), device="cpu")
+    assert res.status == "rejected" and res.flags == ["thread-use"], (res.status, res.flags, res.message)
+    assert "cores during a timed batch" in res.message
+
+
+def test_a_single_threaded_candidate_is_not_mistaken_for_one_that_uses_more_cores():
+    src = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+'''
+    res = wb.evaluate(_matmul_task(768), wb.Candidate(source=src, language="torch"), device="cpu")
+    assert res.status == "ok", res.message
+    assert 0.8 < res.speedup < 1.25, res.speedup

@@ -113,3 +113,26 @@ def judge_host_work(kernels: dict[str, float], median_ms: float) -> list[Finding
         return [Finding("host-compute", f"GPU kernels ran {gpu_ms:.3f} ms of a {median_ms:.3f} ms forward: the work "
                                         "happens on the host, not in the candidate's kernels")]
     return []
+
+
+#: On the CPU the reference runs on one core (`timing.cpu_timing_threads`). A timed batch whose runner used more
+#: than this many cores' worth of CPU time per second of the judge's clock ran the candidate on cores the reference
+#: did not have. The kernel counts CPU time in 10 ms ticks, so the excess must also pass `CPU_SHARE_SLACK_S`.
+CPU_SHARE_LIMIT = 1.3
+CPU_SHARE_SLACK_S = 0.04
+
+
+def judge_cpu_share(batches: list[tuple[float, float, int]]) -> list[Finding]:
+    """CPU timing only. `batches`: (judge's bracket seconds, runner CPU seconds in it, runner threads alive after
+    it). Extra threads (torch.set_num_threads, a thread pool) or more than one core's worth of CPU time mean the
+    candidate was timed with more cores than the reference: `thread-use`."""
+    for bracket, cpu, threads in batches:
+        if threads > 1:
+            return [Finding("thread-use", f"the runner had {threads} threads after a timed batch; on the CPU the "
+                                          "reference is timed on one thread (torch.set_num_threads, thread pools and "
+                                          "subprocesses give the candidate cores the reference does not have)")]
+        if cpu - bracket > max((CPU_SHARE_LIMIT - 1) * bracket, CPU_SHARE_SLACK_S):
+            return [Finding("thread-use", f"the runner used {cpu / bracket:.1f} cores during a timed batch "
+                                          f"({cpu:.2f} s of CPU in {bracket:.2f} s); on the CPU the reference is timed "
+                                          "on one core")]
+    return []

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from workbench.eval import stats, timing
+from workbench.eval import guards, stats, timing
 from workbench.eval.compare import compare
 from workbench.eval.correctness import HOST64_BYTES, reference64
 from workbench.eval.findings import Finding
@@ -137,6 +137,7 @@ def time_pair(session: CandidateSession, model_id: int, ref_model: Any, compiled
     clocks = _Clocks()
     model64: list[Any] = []
     checked = dropped = 0
+    cpu_batches: list[tuple[float, float, int]] = []
     # Slots are made once: buffers are mapped by the runner in the first batch only (outside later brackets).
     slots: list[tuple[torch.Tensor, Any]] = []
     if first is not None:
@@ -169,8 +170,12 @@ def time_pair(session: CandidateSession, model_id: int, ref_model: Any, compiled
             if not per_rep_slots:  # only the last rep on each set survives in its slot
                 last = {order[k]: k for k in range(count)}
                 commit = [ref_k if last[order[k]] == k else None for k, ref_k in enumerate(commit)]
+        before_cpu = session.runner.cpu_use() if not cuda else None
         reply, bracket = session.time(model_id, inputs.refs, order, batch_warmup, commit, False,
                                       timeout=session.timeout)
+        if before_cpu is not None:
+            after_cpu = session.runner.cpu_use()
+            cpu_batches.append((bracket, after_cpu.seconds - before_cpu.seconds, after_cpu.threads))
         got["candidate"] = (list(reply.stream_ms), list(reply.device_ms))
         clocks.candidate.append((count + batch_warmup, bracket, sum(reply.device_ms) / 1e3, count))
         if reply.threads_left:
@@ -204,6 +209,7 @@ def time_pair(session: CandidateSession, model_id: int, ref_model: Any, compiled
     if slots:
         clocks.commit_s = _copy_seconds(first, slots[0][0])
     outcome.findings += clocks.findings()
+    outcome.findings += guards.judge_cpu_share(cpu_batches)
     if launch_gaps and cuda:
         order = [j % copies for j in range(LAUNCH_GAP_REPS)]
         with _frozen(session):

@@ -28,6 +28,17 @@ FORKSERVER_STARTUP_S = 180.0
 RUNNER_STARTUP_S = 60.0
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True)
+class CpuUse:
+    """What the runner's processes have used so far, as the kernel counts it."""
+
+    threads: int
+    seconds: float
+
+
 class RunnerDied(Exception):
     """The runner ended or fell silent. `kind`: "timeout" or "crashed"; `detail`: signal or exit code."""
 
@@ -241,6 +252,35 @@ class RunnerProcess:
                 except OSError:
                     pass
         return pids
+
+    def members(self) -> list[int]:
+        """Outer PIDs of every process of the runner: its PID namespace, or without a sandbox its process group."""
+        if self.sandbox == "namespaces":
+            return self._namespace_members() or [self.inner_pid]
+        found = []
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    if os.getpgid(int(name)) == self.pid:
+                        found.append(int(name))
+                except OSError:
+                    pass
+        return found or [self.pid]
+
+    def cpu_use(self) -> CpuUse:
+        """Threads alive and CPU seconds used so far by every process of the runner, read from /proc by the judge
+        (nothing the runner reports): user + system time of each process, its dead threads and its reaped children
+        included."""
+        threads, ticks = 0, 0
+        for pid in self.members():
+            try:
+                threads += len(os.listdir(f"/proc/{pid}/task"))
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                ticks += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+            except (OSError, ValueError, IndexError):
+                pass
+        return CpuUse(threads=threads, seconds=ticks / _CLOCK_TICKS)
 
     def _signal_all(self, sig: int) -> None:
         if self.sandbox == "namespaces":
