@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests|engine|roofline|studies
+#   bash benchmarks/device_run.sh tests|engine|roofline|studies|compare|aa|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +41,17 @@ cols = [r[1] for r in db.execute("PRAGMA table_info(results)")]
 for row in db.execute("SELECT run_id, candidate_name, status, size, time_median_ms, ref_median_ms, speedup, sol_fraction FROM results ORDER BY run_id, time_median_ms"):
     print(row)
 PY
+    ;;
+  compare)
+    # KernelBench's harness from a git-ignored copy of its src/ (.kernelbench-src), its problems in .kernelbench;
+    # pydantic travels as wheels in .whl.
+    timeout 560 python3 benchmarks/eval_vs_kernelbench.py --harness .kernelbench-src/src --level 1 \
+      --ids "${KB_IDS:-1,19,23,40}" 2>&1 | tee "$OUT/eval_vs_kernelbench.log" | tail -30
+    ;;
+  aa)
+    # KernelBench references against themselves, from problem KB_START of each level, for at most 500 s.
+    timeout 580 python3 benchmarks/kernelbench_aa.py --levels "${KB_LEVELS:-1,2,3}" --start "${KB_START:-0}" \
+      --deadline 500 --out "$OUT/aa.json" 2>&1 | tee "$OUT/aa.log" | tail -40
     ;;
   dask)
     timeout 500 python3 benchmarks/study_throughput.py --out "$OUT" 2>&1 | tail -20
