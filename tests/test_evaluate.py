@@ -104,3 +104,39 @@ def test_asking_for_a_missing_gpu_is_the_callers_error_not_a_result():
         wb.evaluate(TASK, wb.Candidate(source=HONEST), device="cuda")
     with pytest.raises(wb.WorkbenchError, match="unknown device"):
         wb.evaluate(TASK, wb.Candidate(source=HONEST), device="tpu")
+
+
+_DEEP = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A hundred weights travel to the runner as a hundred buffers: more descriptors than one frame holds."""
+
+    def __init__(self):
+        super().__init__()
+        self.scales = nn.ParameterList([nn.Parameter(1.0 + 0.001 * torch.randn(8)) for _ in range(100)])
+
+    def forward(self, x):
+        for scale in self.scales:
+            x = x * scale
+        return x
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_model_with_hundreds_of_weight_buffers_reaches_the_runner_and_is_judged_like_itself():
+    from workbench.tasks.kernelbench import reference_as_candidate
+
+    task = wb.Task.from_source(_DEEP, name="deep_linear", sweep={"cpu": [{}]})
+    res = wb.evaluate(task, reference_as_candidate(task), device="cpu")
+    assert res.status == "ok", res.message
+    assert 0.5 < res.speedup < 2.0, res.speedup

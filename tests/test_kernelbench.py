@@ -358,3 +358,45 @@ def test_kwb_eval_fit_cpu(tmp_path, capsys):
     assert code == 0 and out["status"] == "ok" and out["size"] == {"batch_size": 4, "dim": 32}
     assert main(["eval", str(cand), "--task", "softmax", "--fit", "cpu", "--device", "cpu"]) != 0
     assert "--fit applies to KernelBench files" in capsys.readouterr().err
+
+
+_GLOBAL_SIZED = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Sizes its state from the module's `batch_size` in __init__, as several KernelBench problems do."""
+
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.hidden = torch.randn((batch_size, hidden_size))
+        self.mix = nn.Linear(2 * hidden_size, hidden_size)
+
+    def forward(self, x):
+        return torch.tanh(self.mix(torch.cat((x, self.hidden.to(x.device)), dim=1)))
+
+
+batch_size = 64
+hidden_size = 32
+
+
+def get_inputs():
+    return [torch.rand(batch_size, hidden_size)]
+
+
+def get_init_inputs():
+    return [hidden_size]
+'''
+
+
+def test_a_candidate_sized_from_module_constants_follows_a_non_default_size(tmp_path):
+    # The candidate is a copy of the reference: its module-level `batch_size` must follow the size being judged
+    # (a sweep point, or a size shrunk to fit the CPU), as the reference's does, or its __init__ builds state of
+    # the wrong shape.
+    path = tmp_path / "1_GlobalSized.py"
+    path.write_text(_GLOBAL_SIZED)
+    task = wb.load_kernelbench(path)
+    res = wb.evaluate(task, reference_as_candidate(task), device="cpu", size={"batch_size": 8})
+    assert res.status == "ok", res.message
+    assert res.size["batch_size"] == 8

@@ -150,3 +150,35 @@ def test_refresh_rewrites_input_sets_between_reps_and_the_last_call_per_set_is_k
     for k in range(3):
         inputs, out = last[f"f#{k}"]
         assert inputs is pool[k] and torch.equal(out, inputs[0])
+
+
+def _batches(per_call_s: float, reported_per_call_s: float, noise_s: list[float], fixed_s: float = 0.003):
+    """(calls incl. one warm-up, elapsed, reported, reps) for batches of 6 and 3 reps, as the CPU alternates them."""
+    rows = []
+    for k, jitter in enumerate(noise_s):
+        reps = 6 if k % 2 == 0 else 3
+        calls = reps + 1
+        rows.append((calls, fixed_s + calls * per_call_s + jitter, reps * reported_per_call_s, reps))
+    return rows
+
+
+def test_the_clock_slope_check_tolerates_scheduling_noise_on_a_tiny_op():
+    # An honest 11 us op with a few ms of jitter per batch: the slope over 6 vs 3 reps swings by ~0.6 ms per call,
+    # which is noise (large residuals), not a patched timer.
+    from workbench.eval.judge_timing import _Clocks, _fit
+
+    jitter = [0.0, -0.0015, 0.0025, 0.0005, -0.0010, -0.0012, 0.0020]
+    slope = _fit([(c, e) for c, e, _, _ in _batches(11e-6, 11e-6, jitter)[1:]])[1]
+    assert slope > 2 * 11e-6 + 3e-4  # without the noise allowance this would read as timer-patch
+    clocks = _Clocks(reference=_batches(11e-6, 11e-6, [0.0] * 7), candidate=_batches(11e-6, 11e-6, jitter))
+    assert clocks.findings() == []
+
+
+def test_the_clock_slope_check_still_sees_a_runner_that_reports_a_tenth_of_its_time():
+    from workbench.eval.judge_timing import _Clocks
+
+    jitter = [0.0, 0.0002, -0.0001, 0.0002, 0.0, -0.0002, 0.0001]
+    clocks = _Clocks(reference=_batches(2e-3, 2e-3, jitter[::-1]), candidate=_batches(2e-3, 2e-4, jitter))
+    found = clocks.findings()
+    assert [f.flag for f in found] == ["timer-patch"]
+    assert "judge's clock" in found[0].detail

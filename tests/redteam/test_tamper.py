@@ -180,13 +180,16 @@ class ModelNew(nn.Module):
     assert "threads after a timed batch" in res.message
 
 
-def test_a_thread_started_and_joined_inside_forward_is_caught_by_the_cpu_it_used():
-    # No thread outlives forward, so only the CPU time the judge reads from /proc shows the second core.
+def test_a_thread_started_and_joined_inside_forward_on_every_core_is_thread_use():
+    # The judge pins the runner to one core while timing; this candidate widens its own affinity again and starts a
+    # thread per call that is joined before forward returns. The CPU time the judge reads from /proc (or a thread
+    # still exiting when it looks) shows the second core.
     src = '''
 import torch
 import torch.nn as nn
 
 _threading = __import__("thre" + "ading")
+_os = __import__("o" + "s")
 
 
 class ModelNew(nn.Module):
@@ -195,6 +198,7 @@ class ModelNew(nn.Module):
         out = torch.empty(a.shape[0], b.shape[1])
         def low():
             torch.matmul(a[:half], b, out=out[:half])
+        getattr(_os, "sched_set" + "affinity")(0, range(_os.cpu_count()))
         worker = getattr(_threading, "Thr" + "ead")(target=low)
         worker.start()
         torch.matmul(a[half:], b, out=out[half:])
@@ -203,7 +207,7 @@ class ModelNew(nn.Module):
 '''
     res = wb.evaluate(_matmul_task(768), wb.Candidate(source=src, language="torch"), device="cpu")
     assert res.status == "rejected" and res.flags == ["thread-use"], (res.status, res.flags, res.message)
-    assert "cores during a timed batch" in res.message
+    assert "cores during a timed batch" in res.message or "threads after a timed batch" in res.message
 
 
 def test_a_single_threaded_candidate_is_not_mistaken_for_one_that_uses_more_cores():

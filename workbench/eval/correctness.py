@@ -132,7 +132,7 @@ def build_models(ref: LoadedReference, candidate_cls: Any, size: dict, device: s
         raise TaskError(f"the reference Model could not be built at size {size}: {type(exc).__name__}: {exc}. "
                         "The task is broken, not the candidate: fix its Model or get_init_inputs.") from exc
     if hasattr(candidate_cls, "model") and hasattr(candidate_cls, "runner"):
-        return ref_model, candidate_cls.model(ref_model, copy.deepcopy(init), seed)
+        return ref_model, candidate_cls.model(ref_model, copy.deepcopy(init), seed, {**ref.defaults, **size})
     try:
         torch.manual_seed(seed)
         cand_model = candidate_cls(*copy.deepcopy(init))

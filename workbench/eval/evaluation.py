@@ -310,7 +310,8 @@ class Evaluation:
     def time(self, result: dict[str, Any]) -> None:
         """Candidate (runner) and reference (judge) interleaved; committed outputs re-checked; bracket checked."""
         ref = self.reference()
-        model = self.session.model(self.ref_model, ref.init_inputs(self.time_size, self.seed), self.seed)
+        model = self.session.model(self.ref_model, ref.init_inputs(self.time_size, self.seed), self.seed,
+                                   {**ref.defaults, **self.time_size})
         interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
         warm, _ = timing.default_reps(self.device, interpreted)
         warm = int(self.job.get("warmup", warm))

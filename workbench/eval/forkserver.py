@@ -58,7 +58,14 @@ def _serve_runner(req: dict[str, Any], kind: str, reason: str) -> None:
     from workbench.eval.runner import serve
 
     faulthandler.enable()
-    serve(RUNNER_SOCKET_FD, req["job"], req["nonce"], req["device"], kind, reason)
+    try:
+        serve(RUNNER_SOCKET_FD, req["job"], req["nonce"], req["device"], kind, reason)
+    except BaseException as exc:  # noqa: BLE001 - the runner's own failure, said as such (not the sandbox's)
+        try:
+            os.write(2, f"kwb runner failed: {type(exc).__name__}: {exc}\n".encode())
+        except OSError:
+            pass
+        os._exit(1)
 
 
 def _limits(req: dict[str, Any]) -> sandbox.Limits:

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from workbench.errors import WorkerError
+from workbench.eval.process_env import apply_timing_env
 
 #: Environment variables never passed to a worker: API keys, tokens, secrets, passwords, cloud and model-hub
 #: credentials. Matched on the upper-cased name.
@@ -65,10 +66,7 @@ def scrubbed_env(device: str) -> dict[str, str]:
         env["TRITON_INTERPRET"] = "1"
         env.setdefault("CUDA_VISIBLE_DEVICES", "")
     env["PYTHONUNBUFFERED"] = "1"
-    # Idle OpenMP threads spin only briefly, then sleep: the judge and a runner take turns on the same cores, and a
-    # side spinning long after its batch would slow the other's. Not PASSIVE: with no spin at all, every small op
-    # pays a futex wake-up (a 5x37 softmax: 2 us -> 70 us), which swamps what is being timed.
-    env.setdefault("GOMP_SPINCOUNT", "10000")
+    apply_timing_env(env)  # the same OpenMP and malloc behaviour as the runners (process_env.py)
     # A segfault then prints the Python stack (with the candidate's file and line) to stderr before dying.
     env["PYTHONFAULTHANDLER"] = "1"
     # The worker must import this very package, also when it runs from a source checkout.

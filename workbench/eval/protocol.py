@@ -83,13 +83,16 @@ class Share(Message):
 @dataclass(frozen=True)
 class Build(Message):
     """Build the candidate model `model` from init arguments under `seed`, then load `state` (the reference's
-    parameters and buffers, by name) when its state_dict has the same keys and shapes."""
+    parameters and buffers, by name) when its state_dict has the same keys and shapes. `sizes`: the size constants
+    of this build (as the reference module got them); the candidate's module-level constants of the same names
+    are set to them first, so a candidate that sizes itself from `batch_size` & co. follows a non-default size."""
 
     kind: ClassVar[str] = "build"
     model: int
     init: tuple[Arg, ...]
     seed: int
     state: dict[str, TensorRef] = field(default_factory=dict)
+    sizes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -312,14 +315,25 @@ def _type_ok(value: Any, hint: Any) -> bool:
     return True
 
 
+_SCHEMAS: dict[type, tuple[dict[str, Any], tuple[dataclasses.Field, ...], frozenset[str]]] = {}
+
+
+def _schema(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field, ...], frozenset[str]]:
+    """Type hints and fields of a message class, resolved once: resolving hints compiles their strings, which cost
+    ~100 us per tensor reference in every timed batch's messages (inside the judge's clock bracket)."""
+    if cls not in _SCHEMAS:
+        fields = dataclasses.fields(cls)
+        _SCHEMAS[cls] = (typing.get_type_hints(cls), fields, frozenset(f.name for f in fields))
+    return _SCHEMAS[cls]
+
+
 def _build(cls: type, body: dict[str, Any]) -> Any:
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    hints, fields, names = _schema(cls)
     unknown = set(body) - names
     if unknown:
         raise ProtocolError(f"{cls.__name__}: unknown fields {sorted(unknown)}")
     values = {}
-    for f in dataclasses.fields(cls):
+    for f in fields:
         if f.name not in body:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ProtocolError(f"{cls.__name__}: missing field {f.name!r}")

@@ -162,6 +162,7 @@ class Runner:
     def on_build(self, msg: Build) -> None:
         try:
             init = [self.arg(v) for v in msg.init]
+            _apply_sizes(self.module, msg.sizes)
             torch.manual_seed(msg.seed)
             model = self.cls(*init)
             loaded = False
@@ -289,6 +290,22 @@ class Runner:
                 self.send(protocol.Pong(call=msg.call))
                 continue
             handlers[type(msg)](msg)
+
+
+def _apply_sizes(module: Any, sizes: dict[str, Any]) -> None:
+    """Set the candidate's module-level size constants that share a name with the build's (KernelBench candidates
+    copy `batch_size`, `dim`, ... from the reference and size buffers from them in __init__ or forward)."""
+    for key, value in sizes.items():
+        current = getattr(module, key, None)
+        if current is None or callable(current) or isinstance(current, type(torch)):
+            continue
+        if key == "dtype" and isinstance(value, str):
+            value = getattr(torch, value, current)
+        elif isinstance(current, tuple) and isinstance(value, (list, tuple)):
+            value = tuple(value)
+        elif isinstance(current, list) and isinstance(value, (list, tuple)):
+            value = list(value)
+        setattr(module, key, value)
 
 
 class _null:

@@ -35,6 +35,8 @@ import stat
 import sys
 from dataclasses import dataclass, field
 
+from workbench.eval.process_env import apply_timing_env
+
 # ---- kernel constants (x86_64 and aarch64 share the flag values; syscall numbers differ) --------------------------
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -57,7 +59,8 @@ ENV_ALLOW = (
     "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
     "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES", "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
-    "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL_NUM_THREADS", "TRITON_INTERPRET", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
+    "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
+    "MKL_NUM_THREADS", "TRITON_INTERPRET", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
     "PYTHONHASHSEED", "CC", "CXX",
 )
 #: Device nodes a runner gets: the harmless basics everywhere, the NVIDIA ones on cuda.
@@ -204,10 +207,7 @@ def runner_env(device: str, base: dict[str, str] | None = None) -> dict[str, str
     else:
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
-    # Idle OpenMP threads spin only briefly, then sleep: the judge and a runner take turns on the same cores, and a
-    # side spinning long after its batch would slow the other's. Not PASSIVE: with no spin at all, every small op
-    # pays a futex wake-up (a 5x37 softmax: 2 us -> 70 us), which swamps what is being timed.
-    env.setdefault("GOMP_SPINCOUNT", "10000")
+    apply_timing_env(env)  # the same OpenMP and malloc behaviour as the judge (process_env.py)
     env.update(HOME="/tmp/home", TMPDIR="/tmp", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1",
                PYTHONDONTWRITEBYTECODE="1", TRITON_CACHE_DIR="/tmp/triton", TORCH_EXTENSIONS_DIR="/tmp/torch_extensions",
                XDG_CACHE_HOME="/tmp/cache")

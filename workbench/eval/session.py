@@ -22,6 +22,7 @@ from workbench.eval.protocol import OutputForm, TensorRef
 from workbench.eval.runner_process import RunnerProcess
 from workbench.eval.shared import Arena, dtype_from_name
 from workbench.eval.tensors import as_list, is_plain
+from workbench.eval.transport import MAX_FDS
 
 
 class RemoteError(Exception):
@@ -97,8 +98,19 @@ class CandidateSession:
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
         infos, fds = self.arena.pending()
-        if infos:
-            self.runner.send(protocol.Share(buffers=infos), fds)
+        # One frame carries at most MAX_FDS descriptors (a model's state can be hundreds of buffers): in groups.
+        fd_iter = iter(fds)
+        group: list[Any] = []
+        group_fds: list[int] = []
+        for info in infos:
+            if info.kind == "fd":
+                if len(group_fds) == MAX_FDS:
+                    self.runner.send(protocol.Share(buffers=tuple(group)), group_fds)
+                    group, group_fds = [], []
+                group_fds.append(next(fd_iter))
+            group.append(info)
+        if group:
+            self.runner.send(protocol.Share(buffers=tuple(group)), group_fds)
 
     def _expect(self, message: protocol.Message, kind: str, timeout: float | None = None, stage: str = "forward"):
         self._announce()
@@ -142,14 +154,15 @@ class CandidateSession:
                                            precision=precision), "loaded", budget, "load")
         self.kernels, self.load_seconds = reply.kernels, reply.seconds
 
-    def model(self, ref_model: Any, init: list[Any], seed: int) -> RemoteModel:
+    def model(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None = None) -> RemoteModel:
         self._next_model += 1
         state = {}
         if isinstance(ref_model, torch.nn.Module):
             for name, t in ref_model.state_dict().items():
                 state[name] = self.share_arg(t)[0]
         refs = tuple(self.share_arg(v)[0] for v in init)
-        self._expect(protocol.Build(model=self._next_model, init=refs, seed=seed, state=state), "built", stage="init")
+        self._expect(protocol.Build(model=self._next_model, init=refs, seed=seed, state=state,
+                                    sizes=_plain_sizes(sizes or {})), "built", stage="init")
         return RemoteModel(self, self._next_model)
 
     def call(self, model: int, inputs: list[Any], out_like: list[torch.Tensor]) -> tuple[Any, list[Any]]:
@@ -203,6 +216,20 @@ class CandidateSession:
     def close(self) -> None:
         self.runner.close()
         self.arena.close()
+
+
+def _plain_sizes(sizes: dict[str, Any]) -> dict[str, Any]:
+    """Size constants as the protocol carries them: numbers, strings, tuples of numbers; a dtype by its name."""
+    out: dict[str, Any] = {}
+    for key, value in sizes.items():
+        if isinstance(value, torch.dtype):
+            value = str(value).replace("torch.", "")
+        if isinstance(value, list):
+            value = tuple(value)
+        if isinstance(value, (bool, int, float, str)) or (isinstance(value, tuple) and all(
+                isinstance(v, (int, float)) for v in value)):
+            out[key] = value
+    return out
 
 
 class RemoteModel:

@@ -82,11 +82,14 @@ class Channel:
         chunks, got = [], 0
         while got < n:
             self._wait(deadline)
-            if fds is not None:
-                data, new_fds, _flags, _addr = socket.recv_fds(self.sock, n - got, MAX_FDS)
-                fds.extend(new_fds)
-            else:
-                data = self.sock.recv(min(n - got, 1 << 20))
+            try:
+                if fds is not None:
+                    data, new_fds, _flags, _addr = socket.recv_fds(self.sock, n - got, MAX_FDS)
+                    fds.extend(new_fds)
+                else:
+                    data = self.sock.recv(min(n - got, 1 << 20))
+            except (ConnectionResetError, BrokenPipeError) as exc:  # the other side died mid-conversation
+                raise ChannelClosed(str(exc)) from exc
             if not data:
                 raise ChannelClosed("the other side closed the channel")
             chunks.append(data)
