@@ -6,11 +6,11 @@ so a hole in the grid always says why it is there.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from widgets._html import fmt_ms
 from widgets._plot import new_figure, titled
+from widgets._records import _num
 from workbench.study.sweep import RESULT_COLUMNS, best_config
 
 #: Fill of a failed config's cell (the status is written on it).
@@ -21,16 +21,6 @@ def sweep_frame(rows: list[dict[str, Any]], knobs: list[str]):
     import pandas as pd
 
     return pd.DataFrame(rows, columns=[*knobs, *RESULT_COLUMNS])
-
-
-def _num(value: Any) -> float | None:
-    if value is None:
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
 
 
 def _ok(row: Any) -> bool:

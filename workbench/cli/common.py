@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.tasks.task import top_level_assignments
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -152,21 +153,7 @@ def size_defaults(source: str) -> dict[str, Any]:
     Sizes are module constants that `get_inputs()` reads, so their defaults tell which names exist and what
     type a new value must have: `dim = 256` wants an integer, not "abc".
     """
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return {}
-    out: dict[str, Any] = {}
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        value = getattr(node, "value", None)
-        for target in targets:
-            if isinstance(target, ast.Name):
-                try:
-                    out[target.id] = _constant(value, out) if value is not None else None
-                except (ValueError, TypeError, SyntaxError, ArithmeticError, MemoryError, RecursionError):
-                    out[target.id] = None
-    return out
+    return top_level_assignments(source, _constant)
 
 
 def check_size(task, size: str | dict[str, Any] | None, option: str = "--size") -> None:

@@ -346,7 +346,7 @@ def _fit(points: list[tuple[int, float]]) -> tuple[float, float, float] | None:
     slope = sum((x - mx) * (y - my) for x, y in points) / sxx
     intercept = my - slope * mx
     residual = sum((y - intercept - slope * x) ** 2 for x, y in points)
-    se = (residual / max(1, len(points) - 2) / sxx) ** 0.5 if len(points) > 2 else 0.0
+    se = (residual / (len(points) - 2) / sxx) ** 0.5
     return intercept, slope, se
 
 

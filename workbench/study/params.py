@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.tasks.task import top_level_assignments
 
 #: Parameters every study notebook receives from the runner (its parameters cell defines the defaults).
 RUNNER_PARAMETERS = ("store_path", "run_id", "point_id", "device")
@@ -68,20 +69,7 @@ def notebook_parameters(path: str | Path) -> dict[str, Any]:
 
 
 def _assignments(source: str) -> dict[str, Any]:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return {}
-    out: dict[str, Any] = {}
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        for target in targets:
-            if isinstance(target, ast.Name):
-                try:
-                    out[target.id] = ast.literal_eval(node.value) if node.value is not None else None
-                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                    out[target.id] = None
-    return out
+    return top_level_assignments(source, lambda node, _so_far: ast.literal_eval(node))
 
 
 def closest(name: str, known: list[str]) -> str | None:

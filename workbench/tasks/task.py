@@ -238,6 +238,28 @@ def module_constants(tree) -> set[str]:
     return names
 
 
+def top_level_assignments(source: str, evaluate: Callable[[Any, dict[str, Any]], Any]) -> dict[str, Any]:
+    """`name = value` at a module's top level (plain and annotated), each value as `evaluate(node, so_far)`
+    returns it, None where it raises or there is no value; {} for a source that does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        value = getattr(node, "value", None)
+        for target in targets:
+            if isinstance(target, ast.Name):
+                try:
+                    out[target.id] = evaluate(value, out) if value is not None else None
+                except (ValueError, TypeError, SyntaxError, ArithmeticError, MemoryError, RecursionError):
+                    out[target.id] = None
+    return out
+
+
 class LoadedReference:
     """A task's reference imported as a module, with size overrides applied per call."""
 
