@@ -17,6 +17,7 @@ from workbench.study.sweep import (
     module_constant_values,
     run_sweep,
     suggest_grid,
+    ties_with_best,
     with_constants,
     with_knobs,
 )
@@ -133,6 +134,19 @@ def test_best_config_is_the_fastest_correct_one():
     ])
     assert best_config(frame, ["BLOCK"]) == {"BLOCK": 256, "time_ms": 1.5}
     assert best_config(frame[frame.status != "ok"], ["BLOCK"]) is None
+
+
+def test_ties_count_configs_whose_ci_overlaps_the_best():
+    frame = pd.DataFrame([
+        {"BLOCK": 64, "status": "ok", "time_ms": 2.0, "ci95_low_ms": 1.7, "ci95_high_ms": 2.4},
+        {"BLOCK": 128, "status": "incorrect", "time_ms": 0.1, "ci95_low_ms": 0.05, "ci95_high_ms": 0.2},
+        {"BLOCK": 256, "status": "ok", "time_ms": 1.5, "ci95_low_ms": 1.4, "ci95_high_ms": 1.8},
+        {"BLOCK": 512, "status": "ok", "time_ms": 3.0, "ci95_low_ms": 2.9, "ci95_high_ms": 3.1},
+    ])
+    assert ties_with_best(frame) == 1  # 64's CI [1.7, 2.4] reaches into the best's [1.4, 1.8]; 512's does not
+    assert ties_with_best(frame.assign(ci95_high_ms=[2.4, 0.2, 1.6, 3.1])) == 0
+    assert ties_with_best(frame.iloc[:2]) == 0  # one correct config: nothing to tie with
+    assert ties_with_best(frame.drop(columns=["ci95_low_ms", "ci95_high_ms"])) == 0
 
 
 def test_two_knob_sweep_of_the_softmax_solution_on_cpu():

@@ -20,7 +20,7 @@ from widgets.editor import KernelEditor, build_candidate, starter_source  # noqa
 from widgets.results_table import ResultsTable, records_html, sort_records  # noqa: E402
 from widgets.roofline_view import RooflineView, roofline_point  # noqa: E402
 from widgets.static import figure_html, join  # noqa: E402
-from widgets.sweep import SweepExplorer, default_grid, parse_grid  # noqa: E402
+from widgets.sweep import SweepExplorer, best_html, default_grid, parse_grid  # noqa: E402
 from widgets.sweep_plot import heatmap_data, sweep_figure, sweep_frame  # noqa: E402
 from widgets.variants import REFERENCE, VariantComparison, source_diff, variant_series  # noqa: E402
 from widgets.workbench_widget import TAB_TITLES, Workbench  # noqa: E402
@@ -258,6 +258,16 @@ def test_grid_parsing_heatmap_and_line_plots():
     assert list(hi.y) == [pytest.approx(3.3), pytest.approx(2.2)]
     assert list(failed_pts.x) == ["128"] and list(failed_pts.text) == ["timeout"]
     assert list(best.x) == ["256"] and tuple(line.layout.xaxis.categoryarray) == ("64", "128", "256")
+
+
+def test_sweep_star_says_when_it_is_within_noise_and_what_the_interpreter_measures():
+    best = {"BLOCK": 256, "num_warps": 2, "time_ms": 5.3}
+    plain = best_html(best)
+    assert "fastest correct config" in plain and "within noise" not in plain and "interpreter" not in plain
+    tied = best_html(best, True, 3, "interpreter")
+    assert "within noise of 3 other configs" in tied and "num_warps and num_stages do nothing" in tied
+    assert "within noise of 1 other config:" in best_html(best, True, 1, "cuda-events")
+    assert "No config passed" in best_html(None) and best_html(best, ran=False) == ""
 
 
 def test_sweep_explorer_bad_input_is_a_message_and_the_empty_state_is_help():

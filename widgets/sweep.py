@@ -20,7 +20,7 @@ from widgets.static import StaticMixin
 from widgets.sweep_plot import fill_sweep_figure, heatmap_data, line_data, sweep_figure, sweep_frame
 from workbench.errors import CandidateError, require
 from workbench.result import Result
-from workbench.study.sweep import Sweep, best_config, knobs, suggest_grid, sweep_row
+from workbench.study.sweep import Sweep, best_config, knobs, suggest_grid, sweep_row, ties_with_best
 
 w = require("ipywidgets", "lab", "the sweep explorer")
 
@@ -113,13 +113,24 @@ def rows_html(frame) -> str:
     return table(headers, [[cell(row, c) for c in cols] for _, row in frame.iterrows()], "kwb-sweep-rows")
 
 
-def best_html(best: dict[str, Any] | None, ran: bool = True) -> str:
+def best_html(best: dict[str, Any] | None, ran: bool = True, ties: int = 0, clock: str | None = None) -> str:
+    """The starred config, with how many others its 95% CI overlaps (`ties_with_best`) and, on the interpreter,
+    that the times are the interpreter's."""
     if not ran:
         return ""
     if best is None:
         return '<p class="kwb-sweep-best"><i>No config passed.</i></p>'
     knobs_ = ", ".join(f"<code>{esc(k)} = {esc(repr(v))}</code>" for k, v in best.items() if k != "time_ms")
-    return f'<p class="kwb-sweep-best">&#9733; fastest correct config: {knobs_} ({esc(fmt_ms(best["time_ms"]))})</p>'
+    notes = []
+    if ties:
+        notes.append(f"within noise of {ties} other config{'s' if ties > 1 else ''}: their 95% CIs overlap, so "
+                     "this run does not tell them apart")
+    if clock == "interpreter":
+        notes.append("interpreter times measure Triton's CPU interpreter, where num_warps and num_stages do nothing; "
+                     "rank configs on a GPU")
+    note = f'<br><span class="kwb-sweep-ties" style="color:#666">{esc("; ".join(notes))}</span>' if notes else ""
+    return (f'<p class="kwb-sweep-best">&#9733; fastest correct config: {knobs_} '
+            f'({esc(fmt_ms(best["time_ms"]))}){note}</p>')
 
 
 def _error(text: str) -> str:
@@ -293,16 +304,20 @@ class SweepExplorer(StaticMixin, w.VBox):
         clocks = {r["clock"] for r in self.rows if r["clock"]}
         return clocks.pop() if len(clocks) == 1 else None
 
+    def _best_notes(self) -> tuple[int, str | None]:
+        return (ties_with_best(self.frame) if self.rows else 0), self._clock()
+
     def _render(self) -> None:
         ran = bool(self.rows)
         self._figure_box.layout.display = "flex" if ran else "none"
         if ran:
             with self.figure.batch_update():
                 fill_sweep_figure(self.figure, self.frame, self._knobs, self._clock())
-        self._best.value = best_html(self.best, ran)
+        self._best.value = best_html(self.best, ran, *self._best_notes())
         self._table.value = rows_html(self.frame) if ran else ""
 
     def _static_parts(self) -> list[Any]:
         if not self.rows:
             return [help_html(self.current_template())]
-        return [best_html(self.best), sweep_figure(self.frame, self._knobs, self._clock()), rows_html(self.frame)]
+        return [best_html(self.best, True, *self._best_notes()),
+                sweep_figure(self.frame, self._knobs, self._clock()), rows_html(self.frame)]

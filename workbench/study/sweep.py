@@ -430,3 +430,18 @@ def best_config(frame, knobs: list[str] | None = None) -> dict[str, Any] | None:
     row = ok.sort_values("time_ms").iloc[0]
     knobs = knobs or [c for c in frame.columns if c not in RESULT_COLUMNS]
     return {k: (row[k].item() if hasattr(row[k], "item") else row[k]) for k in knobs} | {"time_ms": float(row["time_ms"])}
+
+
+def ties_with_best(frame) -> int:
+    """How many other correct configs the best one cannot be told apart from: their 95% CI of the median overlaps
+    the best's. A star on a config that is only faster by noise (on the interpreter num_warps changes nothing, yet
+    five reps may differ 6x) would teach the wrong lesson; the card says how many configs share the lead."""
+    ok = frame[[_passed(row) for _, row in frame.iterrows()]] if len(frame) else frame
+    if len(ok) < 2 or "ci95_low_ms" not in ok or "ci95_high_ms" not in ok:
+        return 0
+    ok = ok.sort_values("time_ms")
+    best_high = ok["ci95_high_ms"].iloc[0]
+    if best_high is None or best_high != best_high:
+        return 0
+    lows = ok["ci95_low_ms"].iloc[1:]
+    return int(sum(1 for low in lows if low is not None and low == low and low <= best_high))
