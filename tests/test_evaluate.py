@@ -140,3 +140,63 @@ def test_a_model_with_hundreds_of_weight_buffers_reaches_the_runner_and_is_judge
     res = wb.evaluate(task, reference_as_candidate(task), device="cpu")
     assert res.status == "ok", res.message
     assert 0.5 < res.speedup < 2.0, res.speedup
+
+
+# A reference in KernelBench's LSTM style: its initial state is drawn with torch.randn inside forward.
+_RANDOM_STATE = '''
+import torch
+import torch.nn as nn
+
+batch_size = 4
+seq_len = 6
+input_size = 8
+hidden_size = 16
+
+
+class Model(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.rnn = nn.GRU(input_size, hidden_size, batch_first=True)
+
+    def forward(self, x):
+        h0 = torch.randn(1, x.shape[0], self.rnn.hidden_size, device=x.device)
+        out, _ = self.rnn(x, h0)
+        return out[:, -1]
+
+
+def get_inputs():
+    return [torch.randn(batch_size, seq_len, input_size)]
+
+
+def get_init_inputs():
+    return [input_size, hidden_size]
+'''
+
+_ZERO_STATE = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.rnn = nn.GRU(input_size, hidden_size, batch_first=True)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)  # a zero initial state: not the reference's function
+        return out[:, -1]
+'''
+
+
+def test_a_reference_that_draws_random_numbers_in_forward_is_judged_like_itself():
+    """Every call of a correctness round, and each timed rep with its re-check, starts from one seed on both sides
+    of the boundary (as KernelBench seeds before each call): identical code is ok, with timing and its re-check of
+    committed outputs; a candidate that leaves the random state out still fails."""
+    from workbench.tasks.kernelbench import reference_as_candidate
+
+    task = wb.Task.from_source(_RANDOM_STATE, name="random_state_gru", sweep={"cpu": [{}]})
+    same = wb.evaluate(task, reference_as_candidate(task), device="cpu")
+    assert same.status == "ok" and same.flags == [], same.message
+    assert same.protocol["checked_timed_calls"] >= 2 and 0.5 < same.speedup < 2.0, (same.protocol, same.speedup)
+    zero = wb.evaluate(task, wb.Candidate(source=_ZERO_STATE, language="torch"), device="cpu", time_it=False)
+    assert zero.status == "incorrect" and "mismatch" in zero.flags, zero.message

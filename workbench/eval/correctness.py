@@ -20,6 +20,10 @@ Both calls are compared with the float64 reference using the tolerance of the re
 kernels that reduce with atomics differ run to run in the last bits; a difference beyond the tolerance is a
 race or a read of memory the kernel never wrote (`nondeterministic`).
 
+Every call of a round, the candidate's two and the reference's, starts from the same seed of the global RNG (as
+KernelBench seeds before each model call): a reference that draws random numbers inside forward (KernelBench's
+LSTM draws its initial states there) is then one function, and identical code is judged identical.
+
 Before the rounds, each input distribution is tried on the reference with separate probe inputs: one on which
 the reference is not finite (log of negatives) while it is on the task's own inputs is skipped, with a note.
 After them the task itself is judged (`weak-task`, a warning): when a constant passes the tolerance in every
@@ -164,14 +168,17 @@ def _to_host(t: Any) -> Any:
 
 
 def reference64(ref_model: Any, inputs: list[Any], notes: list[str], model64: Any = None,
-                 native: Any = None) -> list[Any]:
+                 native: Any = None, seed: int | None = None) -> list[Any]:
     """The reference in float64 where the op allows (model and floating inputs cast); else its native result,
-    with a note. `model64` reuses an already converted model; `native` saves a call on the fallback."""
+    with a note. `model64` reuses an already converted model; `native` saves a call on the fallback; `seed` seeds
+    the global RNG before each call, as it was seeded before the native one."""
     try:
         if model64 is None:
             model64 = copy.deepcopy(ref_model)
             if isinstance(model64, torch.nn.Module):
                 model64 = model64.double()
+        if seed is not None:
+            torch.manual_seed(seed)
         with torch.no_grad():
             out = model64(*to64(clone_inputs(inputs)))
         return [to64(o) for o in as_list(out)]
@@ -181,6 +188,8 @@ def reference64(ref_model: Any, inputs: list[Any], notes: list[str], model64: An
         if note not in notes:
             notes.append(note)
         if native is None:
+            if seed is not None:
+                torch.manual_seed(seed)
             with torch.no_grad():
                 native = ref_model(*clone_inputs(inputs))
         return [to64(o) for o in as_list(native)]
@@ -261,7 +270,7 @@ class _Protocol:
                 build_models(self.ref, self.cls, self.sizes[i], self.device, self.seed)
         return self.models[i]
 
-    def _ref64(self, i: int, ref_model: Any, inputs: list[Any], native: Any) -> list[Any]:
+    def _ref64(self, i: int, ref_model: Any, inputs: list[Any], native: Any, seed: int | None = None) -> list[Any]:
         """The float64 reference; after one failure at a size, its native result (noted) without retrying."""
         if i not in self.models64:
             # A large problem computes its float64 reference on the host: on the GPU it would need twice the
@@ -282,7 +291,7 @@ class _Protocol:
         if self.models64[i] is not None:
             notes: list[str] = []
             args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs] if self.host64[i] else inputs
-            out = reference64(ref_model, args, notes, self.models64[i], native)
+            out = reference64(ref_model, args, notes, self.models64[i], native, seed)
             if not notes:
                 sync(self.device)
                 return out
@@ -299,8 +308,10 @@ class _Protocol:
             raise TaskError(f"the task's inputs could not be made at size {size} ({dist} inputs): "
                             f"{type(exc).__name__}: {exc}. Fix the task's get_inputs.") from exc
 
-    def _reference(self, model: Any, inputs: list[Any], size: dict, dist: str) -> Any:
+    def _reference(self, model: Any, inputs: list[Any], size: dict, dist: str, seed: int | None = None) -> Any:
         try:
+            if seed is not None:
+                torch.manual_seed(seed)
             with torch.no_grad():
                 out = model(*clone_inputs(inputs))
             sync(self.device)
@@ -309,17 +320,21 @@ class _Protocol:
             raise TaskError(f"the reference failed at size {size} ({dist} inputs): {type(exc).__name__}: {exc}. "
                             "The task is broken, not the candidate: fix its Model.forward or its sizes.") from exc
 
-    def _candidate(self, model: Any, inputs: list[Any], like: list[Any], out_like: list[Any]) -> tuple[Any, list[Any]]:
-        """One candidate call on fresh clones in poisoned memory: (output, the clones it was given). A remote model
-        gets shared copies; its runner poisons its own memory, and the shared inputs come back as they were left."""
+    def _candidate(self, model: Any, inputs: list[Any], like: list[Any], out_like: list[Any],
+                   seed: int | None = None) -> tuple[Any, list[Any]]:
+        """One candidate call on fresh clones in poisoned memory, the global RNG seeded with `seed` first: (output,
+        the clones it was given). A remote model gets shared copies; its runner poisons its own memory and seeds its
+        own RNG, and the shared inputs come back as they were left."""
         if getattr(model, "remote", False):
-            return model.call(inputs, out_like)
+            return model.call(inputs, out_like, seed)
         given = clone_inputs(inputs)
         self.poison.prepare(like)
         ctx = self.guard() if self.guard else contextlib.nullcontext()
         try:
             with ctx as watcher, torch.no_grad():
                 with self.poison.during_call():
+                    if seed is not None:
+                        torch.manual_seed(seed)
                     out = model(*given)
                 if watcher is not None and hasattr(watcher, "observe"):
                     watcher.observe(out)  # the launch guard checks the output came from the candidate's kernels
@@ -335,6 +350,7 @@ class _Protocol:
         i = r % len(self.sizes)
         size = self.sizes[i]
         round_seed = (self.seed * 1_000_003 + 7919 * (r + 1)) % (1 << 62)
+        call_seed = (round_seed * 31 + 1) % (1 << 62)  # the RNG state every call of this round starts from
         ref_model, cand_model = self._models(i)
         dist = self._dist(r)
         inputs = self._inputs(size, round_seed, dist)
@@ -342,15 +358,15 @@ class _Protocol:
             # A runner copies outputs into slots shaped like the reference's: learn the shapes first (the runner
             # never sees the reference's memory, so the order of the calls leaks nothing to it).
             self.out_like[i] = [torch.empty_like(t, device="meta") for t in as_list(
-                self._reference(ref_model, inputs, size, dist)) if is_plain(t)]
+                self._reference(ref_model, inputs, size, dist, call_seed)) if is_plain(t)]
         like = [x for x in inputs if isinstance(x, torch.Tensor)] + self.out_like.get(i, [])
-        out1, given1 = self._candidate(cand_model, inputs, like, self.out_like.get(i, []))
+        out1, given1 = self._candidate(cand_model, inputs, like, self.out_like.get(i, []), call_seed)
         # The reference in its native dtype; its output stays alive (this frame) through the second call.
-        native = self._reference(ref_model, inputs, size, dist)
+        native = self._reference(ref_model, inputs, size, dist, call_seed)
         self.input_numel.setdefault(i, sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)))
         # Shapes only (meta tensors): they size the next poisoning without keeping this round's output alive.
         self.out_like[i] = [torch.empty_like(t, device="meta") for t in as_list(native) if is_plain(t)]
-        ref64 = self._ref64(i, ref_model, inputs, native)
+        ref64 = self._ref64(i, ref_model, inputs, native, call_seed)
         where = f"round {r + 1} of {n} ({dist} inputs, size {size})"
         record: dict[str, Any] = {"size": size, "dist": dist, "seed": round_seed, "max_abs": None, "max_rel": None,
                                   "ok": True, "flags": []}
@@ -361,7 +377,7 @@ class _Protocol:
         if _nbytes(as_list(out1)) > HOST64_BYTES // 4:  # kept for the two-call comparison, on the host
             out1 = type(out1)(_to_host(o) for o in out1) if isinstance(out1, (tuple, list)) else _to_host(out1)
         # Call 2: after the reference, with its output alive (and call 1's), on fresh clones in re-poisoned memory.
-        out2, given2 = self._candidate(cand_model, inputs, like + self.out_like[i], self.out_like[i])
+        out2, given2 = self._candidate(cand_model, inputs, like + self.out_like[i], self.out_like[i], call_seed)
         cmp2 = compare(out2, ref64, native, self.tol)
         flags += [(f, f"{where}, call 2: {d}") for f, d in cmp2.flags]
         flags += self._mutation(given2, inputs, f"{where}, call 2")
@@ -496,14 +512,15 @@ class _Protocol:
         base_seed = (self.seed * 1_000_003 + 104_729) % (1 << 62)
         base = self._inputs(size, base_seed, "default")
         other = self._inputs(size, base_seed + 1, "default")
-        base_out = as_list(self._reference(model, base, size, "default"))
+        # One RNG state for both calls: only the swapped input may change the output.
+        base_out = as_list(self._reference(model, base, size, "default", base_seed))
         for k, (x, y) in enumerate(zip(base, other, strict=False)):
             if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape or \
                     same_bits(x, y):
                 continue
             swapped = list(base)
             swapped[k] = y
-            out = as_list(self._reference(model, swapped, size, "default"))
+            out = as_list(self._reference(model, swapped, size, "default", base_seed))
             if all(self._within(a, b) for a, b in zip(out, base_out, strict=False)):
                 self.report.add("weak-task", f"replacing input {k} by a fresh draw leaves the reference output "
                                              "within tolerance: a candidate may ignore it")

@@ -210,6 +210,9 @@ def _time_pair(session: CandidateSession, model_id: int, ref_model: Any, compile
         if b:
             inputs.refresh()
         order = _shuffled_rotation(count, copies, rng)
+        # Both sides seed the RNG before each rep with the same value, so the re-check of a rep recomputes the
+        # reference with the draws its timed call made (a forward may draw random numbers, as KernelBench's LSTM).
+        seeds = tuple(rng.randrange(1 << 62) for _ in range(count))
         batch_warmup = warmup if b == 0 else 1
         before = telemetry.sample() if telemetry is not None else None
         started = time.perf_counter()
@@ -217,12 +220,12 @@ def _time_pair(session: CandidateSession, model_id: int, ref_model: Any, compile
         with _frozen(session):
             t0 = time.perf_counter()
             got["reference"] = timing.time_batch(lambda xs: ref_model(*xs), inputs.judge, order, device=device,
-                                                 warmup=batch_warmup, after_rep=mirror_commit)
+                                                 warmup=batch_warmup, after_rep=mirror_commit, seeds=seeds)
             ref_elapsed = time.perf_counter() - t0
             clocks.reference.append((count + batch_warmup, ref_elapsed, sum(got["reference"][1]) / 1e3, count))
             if compiled is not None:
                 got["compiled"] = timing.time_batch(lambda xs: compiled(*xs), inputs.judge, order, device=device,
-                                                    warmup=batch_warmup)
+                                                    warmup=batch_warmup, seeds=seeds)
         commit: list[Any] = []
         if slots:
             commit = [slots[k if per_rep_slots else order[k]][1] for k in range(count)]
@@ -231,7 +234,7 @@ def _time_pair(session: CandidateSession, model_id: int, ref_model: Any, compile
                 commit = [ref_k if last[order[k]] == k else None for k, ref_k in enumerate(commit)]
         before_cpu = session.runner.cpu_use() if not cuda else None
         reply, bracket = session.time(model_id, inputs.refs, order, batch_warmup, commit, False,
-                                      timeout=session.timeout)
+                                      timeout=session.timeout, seeds=seeds)
         if before_cpu is not None:
             after_cpu = session.runner.cpu_use()
             cpu_batches.append((bracket, after_cpu.seconds - before_cpu.seconds, after_cpu.threads))
@@ -258,7 +261,8 @@ def _time_pair(session: CandidateSession, model_id: int, ref_model: Any, compile
             for k in _reps_to_check(order, commit, rng):
                 checked += 1
                 slot = slots[k if per_rep_slots else order[k]][0]
-                finding = _check_committed(slot, inputs.judge[order[k]], ref_model, tolerance, b, k, model64)
+                finding = _check_committed(slot, inputs.judge[order[k]], ref_model, tolerance, b, k, model64,
+                                           seeds[k])
                 if finding:
                     outcome.findings.append(finding)
                     break
@@ -317,7 +321,8 @@ def _reps_to_check(order: list[int], commit: list[Any], rng: random.SystemRandom
 
 
 def _check_committed(slot: torch.Tensor, inputs: list[Any], ref_model: Any, tolerance: Any, batch: int,
-                     rep: int, model64: list[Any]) -> Finding | None:
+                     rep: int, model64: list[Any], seed: int) -> Finding | None:
+    torch.manual_seed(seed)
     with torch.no_grad():
         native = ref_model(*clone_inputs(inputs))
     host = slot.is_cuda and _nbytes(inputs) + _nbytes([slot]) > HOST64_BYTES  # as the correctness protocol does
@@ -327,7 +332,7 @@ def _check_committed(slot: torch.Tensor, inputs: list[Any], ref_model: Any, tole
             m = m.cpu()
         model64.append(m.double() if isinstance(m, torch.nn.Module) else m)
     args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs] if host else inputs
-    ref64 = reference64(ref_model, args, [], model64[0], native=native)
+    ref64 = reference64(ref_model, args, [], model64[0], native=native, seed=seed)
     expected = as_list(native)[0]
     cmp = compare(slot.to(expected.device, copy=True), ref64[0], expected, tolerance)
     if cmp.ok:

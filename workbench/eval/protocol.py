@@ -97,7 +97,8 @@ class Build(Message):
 
 @dataclass(frozen=True)
 class Call(Message):
-    """Run forward of `model` once on `inputs`; copy output i into `slots[i]` when its form matches."""
+    """Run forward of `model` once on `inputs`; copy output i into `slots[i]` when its form matches. `seed`: the
+    global RNG is seeded with it right before forward, as the judge seeds it before the reference."""
 
     kind: ClassVar[str] = "call"
     call: int
@@ -105,12 +106,14 @@ class Call(Message):
     inputs: tuple[Arg, ...]
     slots: tuple[TensorRef, ...]
     poison: bool = True
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
 class Time(Message):
     """A timed batch: `order[k]` is the input set of rep k; after rep k, output 0 goes to `commit[k]` (a slot) when
-    given. `launch_gaps`: time without the busy-wait that hides host launch cost."""
+    given. `launch_gaps`: time without the busy-wait that hides host launch cost. `seeds[k]`: the global RNG is
+    seeded with it before rep k, outside the timed window."""
 
     kind: ClassVar[str] = "time"
     call: int
@@ -121,6 +124,7 @@ class Time(Message):
     commit: tuple[TensorRef | None, ...] = ()
     flush_l2: bool = True
     launch_gaps: bool = False
+    seeds: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -211,6 +211,8 @@ class Runner:
                 self.poison.prepare(like)
             with launches.track_launches(self.module) as log, torch.no_grad():
                 with self.poison.during_call() if msg.poison else _null():
+                    if msg.seed is not None:
+                        torch.manual_seed(msg.seed)
                     out = model(*inputs)
                 log.observe(out)
                 if self.cuda:
@@ -242,7 +244,7 @@ class Runner:
         try:
             stream, device = timing.time_batch(lambda xs: model(*xs), sets, list(msg.order), device=self.device,
                                                warmup=msg.warmup, flush_l2=msg.flush_l2, launch_gaps=msg.launch_gaps,
-                                               after_rep=commit)
+                                               after_rep=commit, seeds=msg.seeds)
             if self.cuda:
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001

@@ -165,9 +165,10 @@ class CandidateSession:
                                     sizes=_plain_sizes(sizes or {})), "built", stage="init")
         return RemoteModel(self, self._next_model)
 
-    def call(self, model: int, inputs: list[Any], out_like: list[torch.Tensor]) -> tuple[Any, list[Any]]:
-        """One call on shared copies of `inputs`. Returns (outputs as judge tensors or stand-ins, the shared inputs as
-        they are after the call)."""
+    def call(self, model: int, inputs: list[Any], out_like: list[torch.Tensor],
+             seed: int | None = None) -> tuple[Any, list[Any]]:
+        """One call on shared copies of `inputs` (the runner seeds the global RNG with `seed` first). Returns (outputs
+        as judge tensors or stand-ins, the shared inputs as they are after the call)."""
         self._next_call += 1
         self._give_back()  # the previous call's buffers: its outputs were cloned, its inputs compared already
         pairs = [self.share_arg(x, pooled=True) for x in inputs]
@@ -178,7 +179,7 @@ class CandidateSession:
             slots.append(t)
             slot_refs.append(ref)
         reply = self._expect(protocol.Call(call=self._next_call, model=model, inputs=tuple(p[0] for p in pairs),
-                                           slots=tuple(slot_refs)), "output")
+                                           slots=tuple(slot_refs), seed=seed), "output")
         self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds))
         outs = []
         for k, form in enumerate(reply.forms):
@@ -201,14 +202,16 @@ class CandidateSession:
         return dict(reply.kernels)
 
     def time(self, model: int, input_refs: list[tuple[Any, ...]], order: list[int], warmup: int,
-             commit: list[TensorRef | None], launch_gaps: bool, timeout: float) -> tuple[protocol.Samples, float]:
+             commit: list[TensorRef | None], launch_gaps: bool, timeout: float,
+             seeds: tuple[int, ...] = ()) -> tuple[protocol.Samples, float]:
         """One timed batch in the runner; also returns the judge's own wall-clock bracket around it (seconds)."""
         self._next_call += 1
         self._announce()
         # Buffers just announced are mapped before the bracket starts: the bracket measures the batch alone.
         self.runner.request(protocol.Ping(call=self._next_call), {"pong"}, timeout)
         msg = protocol.Time(call=self._next_call, model=model, input_sets=tuple(tuple(s) for s in input_refs),
-                            order=tuple(order), warmup=warmup, commit=tuple(commit), launch_gaps=launch_gaps)
+                            order=tuple(order), warmup=warmup, commit=tuple(commit), launch_gaps=launch_gaps,
+                            seeds=tuple(seeds))
         started = time.perf_counter()
         reply = self._expect(msg, "samples", timeout, stage="timing")
         return reply, time.perf_counter() - started
@@ -240,8 +243,8 @@ class RemoteModel:
     def __init__(self, session: CandidateSession, model_id: int):
         self.session, self.model_id = session, model_id
 
-    def call(self, inputs: list[Any], out_like: list[torch.Tensor]) -> tuple[Any, list[Any]]:
-        return self.session.call(self.model_id, inputs, out_like)
+    def call(self, inputs: list[Any], out_like: list[torch.Tensor], seed: int | None = None) -> tuple[Any, list[Any]]:
+        return self.session.call(self.model_id, inputs, out_like, seed)
 
 
 def output_like(native: Any) -> list[torch.Tensor]:

@@ -9,7 +9,7 @@ imported, so a candidate that later patches `time.perf_counter`, `torch.cuda.Eve
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -28,6 +28,7 @@ _properties = torch.cuda.get_device_properties
 _empty = torch.empty
 _zero = torch.Tensor.zero_
 _no_grad = torch.no_grad
+_manual_seed = torch.manual_seed
 _sleep = getattr(torch.cuda, "_sleep", None)
 
 #: GPU cycles of busy-wait queued before each start event, so the host's launch cost overlaps it (~100 us).
@@ -182,15 +183,17 @@ def measure(fns: dict[str, Callable[[list], Any]], input_pool: list[list], *, de
 
 def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[int], *, device: str, warmup: int = 0,
                flush_l2: bool = True, launch_gaps: bool = False,
-               after_rep: Callable[[int, Any], None] | None = None) -> tuple[list[float], list[float]]:
+               after_rep: Callable[[int, Any], None] | None = None,
+               seeds: Sequence[int] = ()) -> tuple[list[float], list[float]]:
     """Time `fn` once per entry of `order` (an index into `input_sets`), after `warmup` untimed calls.
 
     Used on both sides of the trust boundary: the runner times the candidate, the judge times the reference, with
     this same loop. On a GPU each rep flushes the L2 (outside the window) and, unless `launch_gaps`, queues a
     busy-wait before the start event so the host's launch cost is hidden; the end is read on the current stream and
     again after a device-wide synchronize (side-stream work). `after_rep(k, output)` runs after rep k, outside the
-    timed window (the runner commits outputs there). Returns (stream ms, device ms) per rep; on the CPU both are
-    the wall clock.
+    timed window (the runner commits outputs there). `seeds[k]` seeds the global RNG before rep k, also outside
+    the window, so a forward that draws random numbers gives the judge's recomputation of that rep the same draws.
+    Returns (stream ms, device ms) per rep; on the CPU both are the wall clock.
     """
     if not input_sets or not order:
         raise ValueError("time_batch needs input sets and an order")
@@ -205,6 +208,8 @@ def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[in
             _synchronize()
         for k, idx in enumerate(order):
             inputs = input_sets[idx]
+            if k < _len(seeds):
+                _manual_seed(seeds[k])
             flush()
             if cuda:
                 s, d, out = _time_cuda_call(fn, inputs, cover=not launch_gaps)
