@@ -18,6 +18,8 @@ TASK = softmax_task()
 CORPUS = {
     "syntax_error.py": ("compile_error", ["syntax error at line 5", "class ModelNew(nn.Module)"]),
     "missing_entry.py": ("compile_error", ["defines no ModelNew", "Softmax"]),
+    "missing_package.py": ("compile_error", ["No module named 'kwb_no_such_package_here'", "line 4",
+                                             "Fix: install 'kwb_no_such_package_here' into the environment"]),
     "forward_exception.py": ("runtime_error", ["ZeroDivisionError", "candidate line 7 in forward", "x.shape[1] / 0"]),
     "infinite_loop.py": ("timeout", ["no result within 5 s", "infinite loop"]),
     "segfault.py": ("crashed", ["SIGSEGV", "segmentation fault", "candidate line 9 in forward: ctypes.string_at(0)"]),

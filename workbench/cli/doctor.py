@@ -195,5 +195,5 @@ def format_report(data: dict[str, Any]) -> str:
         lines.append(f"  {e['name']:<17} {state}   ({e['feature']})")
     missing = [e for e in data["extras"] if not e["present"]]
     if missing:
-        lines.append("all Python extras at once: pip install -e '.[lab,llm,dask,dev]' (from a clone)")
+        lines.append("all Python extras at once: pip install -e '.[lab,llm,dask,dev,kernelbench]' (from a clone)")
     return "\n".join(lines)

@@ -99,7 +99,12 @@ def load_candidate(spec: dict[str, Any], device: str, workdir: str | None = None
         own = [ln.strip() for ln in tb.splitlines() if str(path) in ln]
         where = f" ({own[-1]})" if own else ""
         what = "CUDA compilation failed" if language == "cuda" else "importing the candidate failed"
-        raise CandidateLoadError(f"{what}{where}: {type(exc).__name__}: {str(exc)[:1500]}", tb[-4000:]) from None
+        fix = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name:
+            # The runner imports from the workbench's own environment: a package the candidate needs goes there.
+            fix = (f". Fix: install {exc.name.split('.')[0]!r} into the environment the workbench runs in, or drop "
+                   "the import")
+        raise CandidateLoadError(f"{what}{where}: {type(exc).__name__}: {str(exc)[:1500]}{fix}", tb[-4000:]) from None
     cls = entry_class(module, entry)
     if cls is None:
         defined = sorted(k for k, v in vars(module).items() if isinstance(v, type) and v.__module__ == name)
