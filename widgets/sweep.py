@@ -304,20 +304,23 @@ class SweepExplorer(StaticMixin, w.VBox):
         clocks = {r["clock"] for r in self.rows if r["clock"]}
         return clocks.pop() if len(clocks) == 1 else None
 
-    def _best_notes(self) -> tuple[int, str | None]:
-        return (ties_with_best(self.frame) if self.rows else 0), self._clock()
+    def _best_line(self, frame) -> str:
+        return best_html(best_config(frame, self._knobs), True, ties_with_best(frame), self._clock())
 
     def _render(self) -> None:
         ran = bool(self.rows)
         self._figure_box.layout.display = "flex" if ran else "none"
-        if ran:
-            with self.figure.batch_update():
-                fill_sweep_figure(self.figure, self.frame, self._knobs, self._clock())
-        self._best.value = best_html(self.best, ran, *self._best_notes())
-        self._table.value = rows_html(self.frame) if ran else ""
+        if not ran:
+            self._best.value = self._table.value = ""
+            return
+        frame = self.frame
+        with self.figure.batch_update():
+            fill_sweep_figure(self.figure, frame, self._knobs, self._clock())
+        self._best.value = self._best_line(frame)
+        self._table.value = rows_html(frame)
 
     def _static_parts(self) -> list[Any]:
         if not self.rows:
             return [help_html(self.current_template())]
-        return [best_html(self.best, True, *self._best_notes()),
-                sweep_figure(self.frame, self._knobs, self._clock()), rows_html(self.frame)]
+        frame = self.frame
+        return [self._best_line(frame), sweep_figure(frame, self._knobs, self._clock()), rows_html(frame)]

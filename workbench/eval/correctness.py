@@ -66,6 +66,7 @@ from workbench.eval.tensors import (
     sync,
     to64,
 )
+from workbench.eval.timing import seed_rng
 from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 
 MIN_ROUNDS = 5
@@ -177,8 +178,7 @@ def reference64(ref_model: Any, inputs: list[Any], notes: list[str], model64: An
             model64 = copy.deepcopy(ref_model)
             if isinstance(model64, torch.nn.Module):
                 model64 = model64.double()
-        if seed is not None:
-            torch.manual_seed(seed)
+        seed_rng(seed)
         with torch.no_grad():
             out = model64(*to64(clone_inputs(inputs)))
         return [to64(o) for o in as_list(out)]
@@ -188,8 +188,7 @@ def reference64(ref_model: Any, inputs: list[Any], notes: list[str], model64: An
         if note not in notes:
             notes.append(note)
         if native is None:
-            if seed is not None:
-                torch.manual_seed(seed)
+            seed_rng(seed)
             with torch.no_grad():
                 native = ref_model(*clone_inputs(inputs))
         return [to64(o) for o in as_list(native)]
@@ -310,8 +309,7 @@ class _Protocol:
 
     def _reference(self, model: Any, inputs: list[Any], size: dict, dist: str, seed: int | None = None) -> Any:
         try:
-            if seed is not None:
-                torch.manual_seed(seed)
+            seed_rng(seed)
             with torch.no_grad():
                 out = model(*clone_inputs(inputs))
             sync(self.device)
@@ -333,8 +331,7 @@ class _Protocol:
         try:
             with ctx as watcher, torch.no_grad():
                 with self.poison.during_call():
-                    if seed is not None:
-                        torch.manual_seed(seed)
+                    seed_rng(seed)
                     out = model(*given)
                 if watcher is not None and hasattr(watcher, "observe"):
                     watcher.observe(out)  # the launch guard checks the output came from the candidate's kernels

@@ -173,7 +173,7 @@ def _time_pair(session: CandidateSession, model_id: int, ref_model: Any, compile
     first = next((t for t in probe if is_plain(t)), None)
     # The CPU alternates small batches too: one batch per side let a shared machine's drift land on one side only.
     batch = GPU_BATCH if cuda else CPU_BATCH
-    if rule.min_samples == rule.max_samples and rule.max_samples <= batch:
+    if rule.is_fixed and rule.max_samples <= batch:
         # A small fixed count (the interpreter's 5) would fit one batch, and one batch has no in-place refresh of
         # the inputs: split it so a result cached by address or by shape meets new values before it is checked.
         batch = max(1, (rule.max_samples + 1) // 2)
@@ -322,7 +322,7 @@ def _reps_to_check(order: list[int], commit: list[Any], rng: random.SystemRandom
 
 def _check_committed(slot: torch.Tensor, inputs: list[Any], ref_model: Any, tolerance: Any, batch: int,
                      rep: int, model64: list[Any], seed: int) -> Finding | None:
-    torch.manual_seed(seed)
+    timing.seed_rng(seed)
     with torch.no_grad():
         native = ref_model(*clone_inputs(inputs))
     host = slot.is_cuda and _nbytes(inputs) + _nbytes([slot]) > HOST64_BYTES  # as the correctness protocol does

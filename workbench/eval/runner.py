@@ -211,8 +211,7 @@ class Runner:
                 self.poison.prepare(like)
             with launches.track_launches(self.module) as log, torch.no_grad():
                 with self.poison.during_call() if msg.poison else _null():
-                    if msg.seed is not None:
-                        torch.manual_seed(msg.seed)
+                    timing.seed_rng(msg.seed)
                     out = model(*inputs)
                 log.observe(out)
                 if self.cuda:

@@ -198,6 +198,11 @@ class StoppingRule:
         """Exactly n samples, no cap: stop reason "fixed" (the interpreter's few reps, tests)."""
         return cls(target_rel_ci=0.0, min_samples=n, max_samples=n, time_cap_s=_inf, plateau_batches=0)
 
+    @property
+    def is_fixed(self) -> bool:
+        """A fixed count was asked for: exactly `max_samples`, whatever the CI says."""
+        return self.min_samples == self.max_samples
+
     def start(self) -> Stopper:
         return Stopper(self)
 
@@ -294,7 +299,7 @@ class Stopper:
 
     def _decide(self) -> str:
         r, n = self.rule, self.n
-        if r.min_samples == r.max_samples:
+        if r.is_fixed:
             if n >= r.max_samples:
                 return "fixed"
         elif n >= r.min_samples:

@@ -55,6 +55,13 @@ def cpu_timing_threads() -> None:
     torch.set_num_threads(CPU_TIMING_THREADS)
 
 
+def seed_rng(seed: int | None) -> None:
+    """Seed the global RNG (every device) when a seed is given. The judge and the runner seed before each call of
+    the same inputs with the same value, so a forward that draws random numbers computes one function."""
+    if seed is not None:
+        _manual_seed(seed)
+
+
 def default_reps(device: str, interpreter: bool) -> tuple[int, int]:
     """(warm-up, timed reps): >= 50 timed runs on a GPU; few on the interpreter, which is ~1000x slower."""
     if device.startswith("cuda"):
@@ -208,8 +215,7 @@ def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[in
             _synchronize()
         for k, idx in enumerate(order):
             inputs = input_sets[idx]
-            if k < _len(seeds):
-                _manual_seed(seeds[k])
+            seed_rng(seeds[k] if k < _len(seeds) else None)
             flush()
             if cuda:
                 s, d, out = _time_cuda_call(fn, inputs, cover=not launch_gaps)

@@ -422,9 +422,14 @@ def _passed(row: Any) -> bool:
     return row["status"] == "ok" and t is not None and not (isinstance(t, float) and math.isnan(t))
 
 
+def _passing(frame):
+    """The rows of a run_sweep frame that passed with a time."""
+    return frame[[_passed(row) for _, row in frame.iterrows()]] if len(frame) else frame
+
+
 def best_config(frame, knobs: list[str] | None = None) -> dict[str, Any] | None:
     """The fastest correct config of a run_sweep frame, or None when nothing passed."""
-    ok = frame[[_passed(row) for _, row in frame.iterrows()]] if len(frame) else frame
+    ok = _passing(frame)
     if ok.empty:
         return None
     row = ok.sort_values("time_ms").iloc[0]
@@ -436,7 +441,7 @@ def ties_with_best(frame) -> int:
     """How many other correct configs the best one cannot be told apart from: their 95% CI of the median overlaps
     the best's. A star on a config that is only faster by noise (on the interpreter num_warps changes nothing, yet
     five reps may differ 6x) would teach the wrong lesson; the card says how many configs share the lead."""
-    ok = frame[[_passed(row) for _, row in frame.iterrows()]] if len(frame) else frame
+    ok = _passing(frame)
     if len(ok) < 2 or "ci95_low_ms" not in ok or "ci95_high_ms" not in ok:
         return 0
     ok = ok.sort_values("time_ms")
