@@ -245,12 +245,18 @@ def stats_rows(result: Result) -> list[tuple[str, str]]:
 
 
 def _sandbox_warning(result: Result) -> str:
-    if result.sandbox != "none":
+    """A warning wherever the runner had no namespaces of its own ("landlock+seccomp" still confines its writes and
+    network but not what it reads; "none" confines nothing)."""
+    if not result.sandbox or result.sandbox.startswith("namespaces"):
         return ""
+    if result.sandbox == "none":
+        head, what = "No sandbox", "without isolation (sandbox: none), with this user's files and network"
+    else:
+        head, what = "Partial sandbox", (f"without its own namespaces (sandbox: {result.sandbox}): it could read "
+                                         "this user's files")
     return ('<div class="kwb-sandbox-none" style="background:#fff3cd;border:1px solid #e0b000;border-radius:3px;'
-            'padding:3px 8px;margin:4px 0;color:#6d4c00">&#9888; <b>No sandbox</b>: this candidate ran without '
-            "isolation (sandbox: none), with this user's files and network. Run untrusted code only where the "
-            "sandbox works (Linux user namespaces, e.g. bubblewrap).</div>")
+            f'padding:3px 8px;margin:4px 0;color:#6d4c00">&#9888; <b>{head}</b>: this candidate ran {what}. Run '
+            "untrusted code only where the sandbox works (Linux user namespaces, e.g. bubblewrap).</div>")
 
 
 # ---- the card ---------------------------------------------------------------------------------------------------

@@ -92,7 +92,9 @@ class Result:
     precision: str = ""
     #: How errors were judged: tolerance, k, the native reference's own error and the bound actually used.
     error_budget: dict[str, Any] = field(default_factory=dict)
-    #: What isolated the candidate: "namespaces" (Linux user/pid/mount/net namespaces) or "none".
+    #: The sandbox tier the candidate ran under: "namespaces+seccomp" (Linux user/pid/mount/net namespaces and a
+    #: syscall filter), "landlock+seccomp" (no namespaces: writes confined, no network, the filter), or "none";
+    #: a missing part is named in protocol["sandbox_reason"] (workbench/eval/runner/confinement.py).
     sandbox: str = ""
     #: Clocks, power and throttle reasons sampled around timed batches (NVML; empty where unavailable).
     telemetry: dict[str, Any] = field(default_factory=dict)
@@ -153,8 +155,8 @@ class Result:
             ci = f" [{self.speedup_ci[0]:.2f}, {self.speedup_ci[1]:.2f}]" if self.speedup_ci else ""
             verdict = f" {self.speedup_verdict}" if self.speedup_verdict else ""
             parts.append(f"speedup {self.speedup:.2f}x{ci}{verdict}")
-        if self.sandbox == "none":
-            parts.append("sandbox=none")
+        if self.sandbox and not self.sandbox.startswith("namespaces"):
+            parts.append(f"sandbox={self.sandbox}")
         return "  ".join(parts)
 
     def __repr__(self) -> str:

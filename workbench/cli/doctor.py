@@ -141,18 +141,27 @@ def extras() -> list[Extra]:
 
 
 def sandbox() -> dict[str, Any]:
-    """Which sandbox candidates' runners get here (probed by entering fresh namespaces in a forked child)."""
+    """Which sandbox candidates' runners get here (probed by entering fresh namespaces in a forked child), and the
+    confinement that replaces it where namespaces cannot be made (Landlock, the syscall filter)."""
+    from workbench.eval.runner import landlock, syscall_filter
     from workbench.eval.runner.sandbox import probe
 
     found = probe()
+    filtered = platform.machine() in syscall_filter.AUDIT_ARCH and sys.platform == "linux"
+    abi = landlock.abi()
     if found.kind == "namespaces":
         what = ("each candidate runs in a fresh runner with its own user, PID, mount and network namespaces: no "
-                "network, read-only files without your home or project, a private scratch directory, no secrets")
+                "network, read-only files without your home or project, a private scratch directory, no secrets"
+                + (", and a syscall filter (no new namespaces, mounts, bpf, io_uring, ptrace)" if filtered else ""))
     else:
-        what = (f"NONE ({found.reason}): candidates run in a separate process but can read your files and "
-                "environment allow-list, use the network and leave processes behind; every Result says "
-                "sandbox='none'. On Linux, enable unprivileged user namespaces to get the sandbox")
-    return {"kind": found.kind, "reason": found.reason, "what": what}
+        fallback = [f"Landlock ABI {abi} confines its writes to its own directories" if abi else "",
+                    "a syscall filter allows only Unix sockets" if filtered else ""]
+        held = "; ".join(f for f in fallback if f) or "nothing confines it"
+        what = (f"NONE ({found.reason}): candidates run in a separate process that can read your files and its "
+                f"environment allow-list ({held}); every Result names its tier. On Linux, enable unprivileged user "
+                "namespaces to get the sandbox")
+    return {"kind": found.kind, "reason": found.reason, "what": what, "landlock_abi": abi,
+            "syscall_filter": filtered}
 
 
 def report() -> dict[str, Any]:

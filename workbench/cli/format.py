@@ -99,8 +99,10 @@ def format_result(result, stored: str | None = None) -> str:
     if result.precision or result.kernel_policy:
         rows.append(("policies", f"precision {result.precision or '-'}, kernels {result.kernel_policy or '-'}"))
     if getattr(result, "sandbox", ""):
-        reason = result.protocol.get("sandbox_reason", "") if result.sandbox == "none" else ""
-        rows.append(("sandbox", result.sandbox + (f" (not isolated: {reason})" if reason else "")))
+        reason = result.protocol.get("sandbox_reason", "")
+        if reason and not result.sandbox.startswith("namespaces"):
+            reason = f"not isolated: {reason}"
+        rows.append(("sandbox", result.sandbox + (f" ({reason})" if reason else "")))
     if result.warnings:
         rows.append(("warnings", "; ".join(result.warnings)))
     if stored:

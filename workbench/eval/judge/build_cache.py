@@ -9,6 +9,12 @@ scratch before importing the candidate, so torch's build system finds everything
 judge checks the files against the index; an entry that does not match is deleted, never used.
 
 An entry only ever serves the exact source that built it: a candidate can at worst cache its own build.
+
+The copy out of a runner never follows a link (CHEATS.md row 27): the judge opens the runner's root and walks down
+to the build directory and through it one name at a time, relative to descriptors it already holds, refusing
+symbolic links (O_NOFOLLOW), hard links to files elsewhere, devices, FIFOs and sockets. A runner that replaces its
+build directory (or anything in it) with a link to a host directory therefore gets nothing stored, instead of
+the judge copying the host's files into an entry the next runner of the same source can read.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from functools import lru_cache
@@ -77,6 +84,8 @@ def lookup(entry_key: str) -> Path | None:
     try:
         index = json.loads(index_path.read_text())
         build = entry / "build"
+        if any(p.is_symlink() or not (p.is_file() or p.is_dir()) for p in build.rglob("*")):
+            raise ValueError("the entry holds a link or a special file")
         actual = {str(p.relative_to(build)): _digest(p) for p in _files(build)}
         if actual != index.get("files"):
             raise ValueError("files do not match the index")
@@ -86,29 +95,128 @@ def lookup(entry_key: str) -> Path | None:
     return build
 
 
-def store(entry_key: str, build_dir: str | Path) -> Path | None:
-    """Copy a runner's build directory into a new entry (atomically; symlinks are kept as links, never followed).
-    Returns the entry's build directory, or None when there is nothing to keep or it is too large."""
-    src = Path(build_dir)
-    if not src.is_dir():
-        return None
-    files = _files(src)
-    if not files or sum(p.stat().st_size for p in files) > MAX_ENTRY_BYTES:
-        return None
-    root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{entry_key}-", dir=root))
+class RefusedCopy(Exception):
+    """A runner's build directory holds something the judge will not copy (a link, a device, too much)."""
+
+
+#: Most files and directories a build directory may hold (a torch extension build has a dozen).
+MAX_ENTRY_FILES = 10_000
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_below(root: str | Path, relative: str) -> int:
+    """A descriptor of `root`/`relative`, walked one name at a time without following any link below `root`."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        shutil.copytree(src, tmp / "build", symlinks=True)
-        index = {"files": {str(p.relative_to(tmp / "build")): _digest(p) for p in _files(tmp / "build")},
+        for name in Path(relative).parts:
+            if name in ("..", "/") or "/" in name:
+                raise RefusedCopy(f"{relative!r} leaves the runner's root")
+            if name == ".":
+                continue
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                raise RefusedCopy(f"{name!r} in {relative!r} is not a plain directory ({exc.strerror})") from None
+            os.close(fd)
+            fd = child
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _Budget:
+    def __init__(self, max_bytes: int, max_files: int):
+        self.bytes, self.files = max_bytes, max_files
+
+    def take(self, nbytes: int, files: int = 0) -> None:
+        self.bytes -= nbytes
+        self.files -= files
+        if self.bytes < 0 or self.files < 0:
+            raise RefusedCopy("the build directory is larger than the cache keeps")
+
+
+def _copy_file(dir_fd: int, name: str, dest: Path, budget: _Budget) -> None:
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        raise RefusedCopy(f"{name!r} cannot be opened as a plain file ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RefusedCopy(f"{name!r} is not a regular file")
+        if info.st_nlink != 1:
+            raise RefusedCopy(f"{name!r} is a hard link ({info.st_nlink} names)")
+        budget.take(info.st_size, 1)
+        with open(dest, "wb") as out:
+            while chunk := os.read(fd, 1 << 20):
+                budget.take(len(chunk))
+                out.write(chunk)
+        os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))  # build systems compare modification times
+    finally:
+        os.close(fd)
+
+
+def _copy_dir(dir_fd: int, dest: Path, budget: _Budget) -> None:
+    dest.mkdir()
+    with os.scandir(dir_fd) as entries:
+        names = [(e.name, e.is_dir(follow_symlinks=False), e.is_symlink()) for e in entries]
+    for name, is_dir, is_link in names:
+        if is_link:
+            raise RefusedCopy(f"{name!r} is a symbolic link")
+        budget.take(0, 1)
+        if is_dir:
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError as exc:
+                raise RefusedCopy(f"{name!r} is not a plain directory ({exc.strerror})") from None
+            try:
+                _copy_dir(child, dest / name, budget)
+                info = os.fstat(child)
+            finally:
+                os.close(child)
+            os.utime(dest / name, ns=(info.st_atime_ns, info.st_mtime_ns))
+        else:
+            _copy_file(dir_fd, name, dest / name, budget)
+
+
+def copy_out(root: str | Path, relative: str, dest: str | Path, max_bytes: int = MAX_ENTRY_BYTES,
+             max_files: int = MAX_ENTRY_FILES) -> None:
+    """Copy `root`/`relative` (a runner's build directory, `root` being its root as the judge sees it) to `dest`
+    (which must not exist), following no link anywhere below `root`. Raises RefusedCopy when anything there is a
+    link, a hard link, not a regular file or directory, or over the limits; `dest` is then removed."""
+    fd = _open_below(root, relative)
+    try:
+        _copy_dir(fd, Path(dest), _Budget(max_bytes, max_files))
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    finally:
+        os.close(fd)
+
+
+def store(entry_key: str, root: str | Path, relative: str = ".") -> Path | None:
+    """Copy a runner's build directory, `root`/`relative`, into a new entry (atomically), through `copy_out`:
+    nothing below `root` is followed if it is a link. Returns the entry's build directory, or None when there is
+    nothing to keep, it is too large, or the copy was refused."""
+    root_dir = cache_root()
+    root_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{entry_key}-", dir=root_dir))
+    try:
+        copy_out(root, relative, tmp / "build")
+        files = _files(tmp / "build")
+        if not files:
+            raise RefusedCopy("no files")
+        index = {"files": {str(p.relative_to(tmp / "build")): _digest(p) for p in files},
                  "toolchain": toolchain()}
         (tmp / "index.json").write_text(json.dumps(index, indent=1))
-        final = root / entry_key
+        final = root_dir / entry_key
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         return final / "build"
-    except OSError:
+    except (OSError, RefusedCopy):
         shutil.rmtree(tmp, ignore_errors=True)
         return None
 

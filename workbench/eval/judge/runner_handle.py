@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.eval.runner import sandbox
+from workbench.eval.wire import forkserver_messages as server_messages
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire.transport import BoundedLog, Channel, ChannelClosed, ChannelTimeout, FrameError
 
@@ -89,24 +90,33 @@ class ForkServer:
         theirs.close()
         self._lock = threading.Lock()
         try:
-            hello, _ = self.channel.recv(time.monotonic() + FORKSERVER_STARTUP_S)
-        except (ChannelClosed, ChannelTimeout, FrameError) as exc:
+            frame, _ = self.channel.recv(time.monotonic() + FORKSERVER_STARTUP_S)
+            hello = server_messages.decode(frame, frozenset({"hello"}))
+        except (ChannelClosed, ChannelTimeout, FrameError, server_messages.ProtocolError) as exc:
             self.close()
             raise RuntimeError(f"the fork server did not start ({type(exc).__name__}: {exc})") from exc
-        self.sandbox, self.reason = hello["sandbox"], hello.get("reason", "")
+        assert isinstance(hello, server_messages.Hello)
+        self.sandbox, self.reason = hello.sandbox, hello.reason
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def call(self, request: dict[str, Any], fds: tuple[int, ...] = (), timeout: float = 60.0) -> dict[str, Any]:
+    def call(self, request: server_messages.Message, reply_kind: str, fds: tuple[int, ...] = (),
+             timeout: float = 60.0) -> server_messages.Message:
+        """Send one request and return its reply, which must be of `reply_kind` (Refused raises RuntimeError)."""
         with self._lock:
-            self.channel.send(request, fds)
-            reply, _ = self.channel.recv(time.monotonic() + timeout)
-            return reply
+            self.channel.send(server_messages.encode(request), fds)
+            frame, extra = self.channel.recv(time.monotonic() + timeout)
+        for fd in extra:
+            os.close(fd)
+        reply = server_messages.decode(frame, frozenset({reply_kind, "refused"}))
+        if isinstance(reply, server_messages.Refused):
+            raise RuntimeError(f"the fork server refused {request.kind}: {reply.reason}")
+        return reply
 
     def close(self) -> None:
         try:
-            self.channel.send({"op": "exit"})
+            self.channel.send(server_messages.encode(server_messages.Exit()))
         except Exception:
             pass
         self.channel.close()
@@ -139,18 +149,19 @@ class RunnerProcess:
         log_r, log_w = os.pipe()
         self.log = BoundedLog(log_r)
         self.workdir = tempfile.mkdtemp(prefix="kwb_runner_") if server.sandbox != "namespaces" else None
-        request = {"op": "spawn", "job": self.job, "nonce": self.nonce, "device": device,
-                   "limits": {"address_space": limits.memory_bytes, "cpu_seconds": limits.cpu_seconds,
-                              "scratch_bytes": limits.scratch_bytes},
-                   "share_ipc": share_ipc, "extra_binds": [list(b) for b in extra_binds],
-                   "writable_binds": [list(b) for b in writable_binds or []], "workdir": self.workdir}
+        request = server_messages.Spawn(
+            job=self.job, nonce=self.nonce, device=device, address_space=limits.memory_bytes,
+            cpu_seconds=limits.cpu_seconds, scratch_bytes=limits.scratch_bytes, share_ipc=share_ipc,
+            extra_binds=tuple((str(a), str(b)) for a, b in extra_binds),
+            writable_binds=tuple((str(a), str(b)) for a, b in writable_binds or []), workdir=self.workdir or "")
         try:
-            reply = server.call(request, (theirs.fileno(), log_w))
+            reply = server.call(request, "spawned", (theirs.fileno(), log_w))
         finally:
             theirs.close()
             os.close(log_w)
-        self.pid, self.inner_pid = int(reply["pid"]), int(reply["inner_pid"])
-        self.sandbox, self.sandbox_reason = reply["sandbox"], reply.get("reason", "")
+        assert isinstance(reply, server_messages.Spawned)
+        self.pid, self.inner_pid = reply.pid, reply.inner_pid
+        self.sandbox, self.sandbox_reason = reply.sandbox, reply.reason
         self.ready: protocol.Ready | None = None
         self.closed = False
         self.frozen = False
@@ -220,6 +231,14 @@ class RunnerProcess:
         self.send(message, fds)
         return self.receive(kinds, time.monotonic() + timeout)
 
+    def build_location(self) -> tuple[str, str]:
+        """(root, path below it) of the runner's CUDA build directory as the judge reaches it: the root of its
+        sandbox (through /proc), or without one the directory holding its scratch. `build_cache.store` walks below
+        the root without following any link the runner may have planted."""
+        if self.workdir:
+            return os.path.dirname(self.workdir), os.path.join(os.path.basename(self.workdir), "torch_extensions")
+        return f"/proc/{self.inner_pid}/root", "tmp/torch_extensions"
+
     # -- lifecycle --
     def log_tail(self, lines: int = 50) -> str:
         self.log.join(0.2)
@@ -233,7 +252,9 @@ class RunnerProcess:
     def wait_status(self) -> int:
         if self._status is None:
             try:
-                self._status = int(self.server.call({"op": "wait", "pid": self.pid}, timeout=15)["status"])
+                reply = self.server.call(server_messages.Wait(pid=self.pid), "status", timeout=15)
+                assert isinstance(reply, server_messages.Status)
+                self._status = reply.status
             except Exception:
                 try:  # its first child is stuck: end it too
                     os.kill(self.pid, signal.SIGKILL)

@@ -4,7 +4,7 @@ compile budget, and what the Result records about them (transport, compile secon
 Two caches reach a runner, both owned by the judge and keyed by the candidate's source and the toolchain, so an
 entry only ever serves the source that made it (CHEATS.md rows 20 and 27):
 - CUDA builds (`build_cache`): the judge copies a finished build out of the runner's private directory, refusing
-  anything that leads outside it, and binds an entry read-only into later runners of the same source;
+  any link (nothing is followed out of the runner's root), and binds an entry read-only into later runners of the same source;
 - Triton's kernel cache: a directory per source, bound writable into that source's runners only, so evaluating a
   source again (a sweep size, a cell run again, a study point) does not compile its kernels again, and no runner
   sees or writes another source's directory.
@@ -50,7 +50,7 @@ def start_runner(ev: Any) -> CandidateSession:
     ev.base["protocol"].update(runner_pid=runner.inner_pid, transport=session.arena.transport,
                                ipc_namespace="shared" if ev.ctx.share_ipc else "private",
                                triton_cache="per-source" if triton_dir is not None else "private")
-    if ready.sandbox != "namespaces":
+    if ready.sandbox_reason:
         ev.base["sandbox_reason"] = ready.sandbox_reason
     if ev.ctx.transport_note:
         ev.base["protocol"]["transport_note"] = ev.ctx.transport_note
@@ -79,8 +79,5 @@ def load_candidate(ev: Any) -> None:
         ev.base["protocol"]["compile_seconds"] = round(session.load_seconds, 3)
         ev.base["protocol"]["compile_cache"] = "hit" if ev.build_entry is not None else "miss"
         if ev.build_entry is None:
-            runner = session.runner
-            build = (os.path.join(runner.workdir, "torch_extensions") if runner.workdir else
-                     f"/proc/{runner.inner_pid}/root/tmp/torch_extensions")
-            if build_cache.store(ev.build_key, build) is not None:
+            if build_cache.store(ev.build_key, *session.runner.build_location()) is not None:
                 ev.base["protocol"]["compile_cache"] = "stored"

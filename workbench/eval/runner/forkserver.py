@@ -3,14 +3,14 @@ sandboxed runner per candidate, so a runner starts in milliseconds instead of re
 
 It is trusted code started by the judge with an allow-listed environment (so a runner's /proc/self/environ holds
 no secrets either) and it never runs candidate code or touches CUDA: CUDA cannot be used in a child forked from a
-process that initialised it. Requests come from the judge on a socket:
-
-    {"op": "spawn", "job", "nonce", "device", "limits", "share_ipc", "extra_binds", "writable_binds"} + descriptors [runner socket,
-        log pipe]            -> {"pid": outer pid to kill, "inner_pid": the runner, "sandbox": kind, "reason": why}
-    {"op": "wait", "pid"}    -> {"status": wait status}     (after the runner's channel closed)
+process that initialised it. The judge talks to it in typed messages (`wire/forkserver_messages.py`): Spawn (with
+the runner's socket and log pipe as descriptors) answered by Spawned, Wait by Status, anything unreadable by
+Refused.
 
 A spawned runner is a session leader whose death signal is tied to its parent; with namespaces it is PID 1 of
-its own PID namespace, so killing it kills everything it started.
+its own PID namespace, so killing it kills everything it started. Its first child (outside the PID namespace)
+waits for it and then ends the way it ended (the same signal or exit code), so the judge's wait status says what
+happened to the runner; only a failure while building the sandbox is reported as a sandbox failure.
 """
 
 from __future__ import annotations
@@ -21,13 +21,16 @@ import signal
 import socket
 import sys
 import time
-from typing import Any
 
-from workbench.eval.runner import sandbox
-from workbench.eval.wire.transport import Channel, ChannelClosed
+from workbench.eval.runner import confinement, sandbox
+from workbench.eval.wire import forkserver_messages as messages
+from workbench.eval.wire.forkserver_messages import Spawn
+from workbench.eval.wire.transport import Channel, ChannelClosed, FrameError
 
 #: Descriptor numbers the runner gets: its protocol socket, and stdout/stderr on the log pipe.
 RUNNER_SOCKET_FD = 3
+#: Exit code of a first child or runner whose sandbox could not be built (its reason is on the runner's log).
+SETUP_FAILED = 70
 
 
 def _close_all_but(keep: set[int]) -> None:
@@ -54,98 +57,158 @@ def _redirect_io(log_fd: int, sock_fd: int) -> None:
     os.set_inheritable(RUNNER_SOCKET_FD, True)
 
 
-def _serve_runner(req: dict[str, Any], kind: str, reason: str) -> None:
+def _say(text: str) -> None:
+    try:
+        os.write(2, text.encode()[:2000] + b"\n")
+    except OSError:
+        pass
+
+
+def _setup_failed(exc: BaseException) -> None:
+    _say(f"kwb sandbox setup failed: {type(exc).__name__}: {exc}")
+    os._exit(SETUP_FAILED)
+
+
+def _serve_runner(req: Spawn, tier: str, note: str) -> None:
     from workbench.eval.runner.main import serve
 
     faulthandler.enable()
     try:
-        serve(RUNNER_SOCKET_FD, req["job"], req["nonce"], req["device"], kind, reason)
+        serve(RUNNER_SOCKET_FD, req.job, req.nonce, req.device, tier, note)
     except BaseException as exc:  # noqa: BLE001 - the runner's own failure, said as such (not the sandbox's)
-        try:
-            os.write(2, f"kwb runner failed: {type(exc).__name__}: {exc}\n".encode())
-        except OSError:
-            pass
+        _say(f"kwb runner failed: {type(exc).__name__}: {exc}")
         os._exit(1)
+    os._exit(0)
 
 
-def _writable(req: dict[str, Any], inside: str) -> str | None:
+def _writable(req: Spawn, inside: str) -> str | None:
     """Without a sandbox: the host path of the writable bind that would be mounted at `inside`."""
-    return next((src for src, dst in req.get("writable_binds", []) if dst == inside), None)
+    return next((src for src, dst in req.writable_binds if dst == inside), None)
 
 
-def _limits(req: dict[str, Any]) -> sandbox.Limits:
-    return sandbox.Limits(**req.get("limits", {}))
+def _limits(req: Spawn) -> sandbox.Limits:
+    return sandbox.Limits(address_space=req.address_space, cpu_seconds=req.cpu_seconds,
+                          scratch_bytes=req.scratch_bytes)
 
 
-def _child(req: dict[str, Any], sock_fd: int, log_fd: int, kind: str, reason: str, plan: sandbox.Plan | None,
+def _note(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def _run_without_namespaces(req: Spawn, reason: str, outer_uid: int, baseline: int) -> None:
+    """The runner in this very process (no namespaces): its directories, limits, Landlock and filters; never
+    returns."""
+    try:
+        _close_all_but({0, 1, 2, RUNNER_SOCKET_FD})
+        sandbox.apply_limits(_limits(req), outer_uid, baseline)
+        triton = _writable(req, "/tmp/triton") or os.path.join(req.workdir, "triton")
+        builds = os.path.join(req.workdir, "torch_extensions")
+        for path in (triton, builds):
+            os.makedirs(path, exist_ok=True)
+        sandbox.set_environment({**sandbox.runner_env(req.device), "HOME": req.workdir, "TMPDIR": req.workdir,
+                                 "KWB_WORKDIR": req.workdir, "TRITON_CACHE_DIR": triton,
+                                 "TORCH_EXTENSIONS_DIR": builds})
+        tier, note = confinement.without_namespaces([req.workdir, triton], req.device)
+    except BaseException as exc:  # noqa: BLE001 - reported on the runner's log
+        _setup_failed(exc)
+    _serve_runner(req, tier, _note(reason, note))
+
+
+def _runner_in_namespaces(plan: sandbox.Plan, outer_uid: int, baseline: int, req: Spawn) -> None:
+    """The runner, PID 1 of its PID namespace: enter the new root, drop privileges, install the filter; serve."""
+    try:
+        sandbox.die_with_parent()
+        sandbox.enter_root(plan)
+        sandbox.drop_privileges()
+        sandbox.apply_limits(plan.limits, outer_uid, baseline)
+        sandbox.set_environment({**plan.env, "KWB_WORKDIR": "/tmp/work"})
+        _close_all_but({0, 1, 2, RUNNER_SOCKET_FD})
+        tier, note = confinement.in_namespaces()
+    except BaseException as exc:  # noqa: BLE001 - reported on the runner's log
+        _setup_failed(exc)
+    _serve_runner(req, tier, note)
+
+
+def _enter_namespaces(req: Spawn, plan: sandbox.Plan, sync_w: int, go_r: int, fork_server: int,
+                      outer_uid: int, baseline: int) -> int:
+    """In the first child: make the namespaces (the fork server writes the ID maps), build the new root and fork
+    the runner into it. Returns the runner's PID (in this process's namespace)."""
+    # A root caller stages the sources with root's rights first (the sandbox's root will be nobody).
+    staged = sandbox.stage_sources(plan) if os.geteuid() == 0 else {}
+    sandbox.unshare_namespaces(plan.share_ipc)
+    os.write(sync_w, b"u")
+    if os.read(go_r, 1) != b"g":
+        os._exit(71)
+    # Become the namespace's root (the outer user the maps name): until then this process still has the caller's
+    # IDs, which the new namespace does not map.
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    # Changing IDs clears the parent-death signal: set it again, or this process (and the runner, which dies with
+    # it) would outlive a killed fork server.
+    sandbox.die_with_parent(expected_parent=fork_server)
+    sandbox.build_root(plan, staged)
+    runner = os.fork()
+    if runner == 0:
+        os.close(sync_w)
+        os.close(go_r)
+        _runner_in_namespaces(plan, outer_uid, baseline, req)
+    os.write(sync_w, str(runner).encode() + b"\n")
+    return runner
+
+
+def exit_like(status: int) -> None:
+    """End this process the way a child with wait status `status` ended: killed by the same signal, or exiting
+    with the same code, so whoever waits for this process learns what happened to the child. (SIGKILL and SIGSTOP
+    cannot be given a handler, so their disposition is left alone: it is already the default.)"""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal whose default is to be ignored: say which by the code
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _child(req: Spawn, sock_fd: int, log_fd: int, kind: str, reason: str, plan: sandbox.Plan | None,
            sync_w: int, go_r: int) -> None:
     """First child: sandbox itself (namespaces: then fork the runner as PID 1 and wait for it), never return."""
-    code = 0
     try:
         fork_server = os.getppid()
         os.setsid()
         sandbox.die_with_parent(expected_parent=fork_server)
         _redirect_io(log_fd, sock_fd)
         outer_uid, baseline = sandbox.outer_process_baseline()
-        if kind != "namespaces":
-            _close_all_but({0, 1, 2, RUNNER_SOCKET_FD})
-            sandbox.apply_limits(_limits(req), outer_uid, baseline)
-            sandbox.set_environment({**sandbox.runner_env(req["device"]), "HOME": req["workdir"],
-                                     "TMPDIR": req["workdir"], "KWB_WORKDIR": req["workdir"],
-                                     "TRITON_CACHE_DIR": _writable(req, "/tmp/triton") or req["workdir"] + "/triton",
-                                     "TORCH_EXTENSIONS_DIR": req["workdir"] + "/torch_extensions"})
-            _serve_runner(req, kind, reason)
-            os._exit(0)
-        # A root caller stages the sources with root's rights first (the sandbox's root will be nobody).
-        staged = sandbox.stage_sources(plan) if os.geteuid() == 0 else {}
-        sandbox.unshare_namespaces(plan.share_ipc)
-        os.write(sync_w, b"u")
-        if os.read(go_r, 1) != b"g":
-            os._exit(71)
-        # Become the namespace's root (the outer user the maps name): until then this process still has the
-        # caller's IDs, which the new namespace does not map.
-        os.setresgid(0, 0, 0)
-        os.setresuid(0, 0, 0)
-        # Changing IDs clears the parent-death signal: set it again, or this process (and the runner, which dies
-        # with it) would outlive a killed fork server.
-        sandbox.die_with_parent(expected_parent=fork_server)
-        sandbox.build_root(plan, staged)
-        runner = os.fork()
-        if runner == 0:
-            sandbox.die_with_parent()
-            os.close(sync_w)
-            os.close(go_r)
-            sandbox.enter_root(plan)
-            sandbox.drop_privileges()
-            sandbox.apply_limits(plan.limits, outer_uid, baseline)
-            sandbox.set_environment({**plan.env, "KWB_WORKDIR": "/tmp/work"})
-            _close_all_but({0, 1, 2, RUNNER_SOCKET_FD})
-            _serve_runner(req, kind, reason)
-            os._exit(0)
-        os.write(sync_w, str(runner).encode() + b"\n")
+        if kind != "namespaces" or plan is None:
+            _run_without_namespaces(req, reason, outer_uid, baseline)
+        runner = _enter_namespaces(req, plan, sync_w, go_r, fork_server, outer_uid, baseline)
         _close_all_but({2})
-        _, status = os.waitpid(runner, 0)
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            signal.signal(sig, signal.SIG_DFL)
-            os.kill(os.getpid(), sig)
-        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
     except BaseException as exc:  # noqa: BLE001 - reported on stderr (the runner's log), then exit
+        _setup_failed(exc)
+    # From here on the sandbox exists: whatever ends the runner (the judge's kill at a deadline, a crash, its own
+    # exit) is the runner's story, passed on as it is.
+    while True:
         try:
-            os.write(2, f"kwb sandbox setup failed: {type(exc).__name__}: {exc}\n".encode())
-        except OSError:
-            pass
-        code = 70
-    os._exit(code)
+            _, status = os.waitpid(runner, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(1)
+    exit_like(status)
 
 
-def spawn(req: dict[str, Any], fds: list[int], kind: str, reason: str) -> dict[str, Any]:
+def spawn(req: Spawn, fds: list[int], kind: str, reason: str) -> messages.Message:
+    if len(fds) != 2:
+        for fd in fds:
+            os.close(fd)
+        return messages.Refused(f"spawn needs 2 descriptors (runner socket, log pipe), got {len(fds)}")
     sock_fd, log_fd = fds
     plan = None
     if kind == "namespaces":
-        plan = sandbox.plan(req["device"], _limits(req), bool(req.get("share_ipc")),
-                            [tuple(b) for b in req.get("extra_binds", [])],
-                            [tuple(b) for b in req.get("writable_binds", [])])
+        plan = sandbox.plan(req.device, _limits(req), req.share_ipc, list(req.extra_binds), list(req.writable_binds))
     sync_r, sync_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()
@@ -172,15 +235,15 @@ def spawn(req: dict[str, Any], fds: list[int], kind: str, reason: str) -> dict[s
                 inner = int(text) if text.strip() else pid
     except (OSError, ValueError) as exc:
         os.kill(pid, signal.SIGKILL)
-        return {"pid": pid, "inner_pid": pid, "sandbox": kind, "reason": f"sandbox setup failed: {exc}"}
+        return messages.Spawned(pid=pid, inner_pid=pid, sandbox=kind, reason=f"sandbox setup failed: {exc}")
     finally:
         os.close(sync_r)
         os.close(go_w)
-    return {"pid": pid, "inner_pid": inner, "sandbox": kind, "reason": reason}
+    return messages.Spawned(pid=pid, inner_pid=inner, sandbox=kind, reason=reason)
 
 
 def _reap(reaped: dict[int, int]) -> None:
-    """Collect runners that already ended (their status is kept for a later "wait"), so none stays a zombie."""
+    """Collect runners that already ended (their status is kept for a later Wait), so none stays a zombie."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -189,6 +252,44 @@ def _reap(reaped: dict[int, int]) -> None:
         if pid == 0:
             return
         reaped[pid] = status
+
+
+def wait_for(pid: int, reaped: dict[int, int], limit: float = 10.0) -> int:
+    """The wait status of runner `pid`, never blocking the server longer than `limit` (-1 if it will not die)."""
+    deadline = time.monotonic() + limit
+    while pid not in reaped and time.monotonic() < deadline:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = pid, -1
+        if done:
+            reaped[pid] = status
+        else:
+            time.sleep(0.005)
+    return reaped.pop(pid, -1)
+
+
+def serve_requests(channel: Channel, kind: str, reason: str) -> None:
+    reaped: dict[int, int] = {}
+    while True:
+        try:
+            frame, fds = channel.recv()
+            msg = messages.decode(frame, messages.JUDGE_KINDS)
+        except ChannelClosed:
+            return
+        except (FrameError, messages.ProtocolError) as exc:
+            channel.send(messages.encode(messages.Refused(str(exc)[:500])))
+            continue
+        _reap(reaped)
+        if isinstance(msg, Spawn):
+            channel.send(messages.encode(spawn(msg, fds, kind, reason)))
+            continue
+        for fd in fds:
+            os.close(fd)
+        if isinstance(msg, messages.Wait):
+            channel.send(messages.encode(messages.Status(pid=msg.pid, status=wait_for(msg.pid, reaped))))
+        elif isinstance(msg, messages.Exit):
+            return
 
 
 def main() -> None:
@@ -205,34 +306,8 @@ def main() -> None:
 
     gc.freeze()  # what every runner inherits stays out of its collector's passes
     probe = sandbox.probe()
-    channel.send({"ready": True, "sandbox": probe.kind, "reason": probe.reason, "pid": os.getpid()})
-    reaped: dict[int, int] = {}
-    while True:
-        try:
-            req, fds = channel.recv()
-        except ChannelClosed:
-            return
-        op = req.get("op")
-        _reap(reaped)
-        if op == "spawn":
-            channel.send(spawn(req, fds, probe.kind, probe.reason))
-        elif op == "wait":
-            pid = int(req["pid"])
-            deadline = time.monotonic() + 10  # never block the server on a child that will not die
-            while pid not in reaped and time.monotonic() < deadline:
-                try:
-                    done, status = os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    done, status = pid, -1
-                if done:
-                    reaped[pid] = status
-                else:
-                    time.sleep(0.005)
-            channel.send({"status": reaped.pop(pid, -1)})
-        elif op == "exit":
-            return
-        else:
-            channel.send({"error": f"unknown op {op!r}"})
+    channel.send(messages.encode(messages.Hello(sandbox=probe.kind, reason=probe.reason, pid=os.getpid())))
+    serve_requests(channel, probe.kind, probe.reason)
 
 
 if __name__ == "__main__":

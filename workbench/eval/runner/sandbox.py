@@ -412,12 +412,20 @@ def enter_root(p: Plan) -> None:
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def drop_privileges() -> None:
-    """No capabilities in any set, none obtainable again (no_new_privs): the runner cannot remount, unmount or
-    create namespaces with privileges, whatever it runs."""
+#: Capabilities a root caller's runner keeps where there are no namespaces (file permissions only: it must still
+#: reach the directories the judge made for it; Landlock confines where it writes): CAP_DAC_OVERRIDE,
+#: CAP_DAC_READ_SEARCH, CAP_FOWNER.
+FILE_CAPABILITIES = (1, 2, 3)
+
+
+def drop_privileges(keep: tuple[int, ...] = ()) -> None:
+    """No capabilities in any set but `keep`, none obtainable again (no_new_privs): the runner cannot remount,
+    unmount or create namespaces with privileges, whatever it runs."""
     libc = _libc()
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     for cap in range(64):
+        if cap in keep:
+            continue
         if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
             break
 
@@ -429,6 +437,9 @@ def drop_privileges() -> None:
 
     header = Header(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (Data * 2)()
+    if keep and os.geteuid() == 0:
+        mask = sum(1 << cap for cap in keep if cap < 32)
+        data[0].effective = data[0].permitted = mask
     _check(_syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
 

@@ -379,12 +379,15 @@ def decode(frame: Any, *, job: str, nonce: str, seq: int, allowed: frozenset[str
         raise ProtocolError("not a protocol frame")
     if not isinstance(frame["v"], list) or tuple(frame["v"]) != PROTOCOL:
         raise ProtocolError(f"protocol version {frame['v']!r}, expected {list(PROTOCOL)}")
-    if frame["kind"] not in allowed:
-        raise ProtocolError(f"unexpected message kind {frame['kind']!r}")
+    if not isinstance(frame["kind"], str) or frame["kind"] not in allowed:
+        raise ProtocolError(f"unexpected message kind {frame['kind']!r:.80}")
     if frame["job"] != job or frame["nonce"] != nonce:
         raise ProtocolError("wrong job id or nonce")
     if frame["seq"] != seq:
         raise ProtocolError(f"sequence number {frame['seq']!r}, expected {seq} (replayed, skipped or reordered)")
     if not isinstance(frame["body"], dict):
         raise ProtocolError("body is not an object")
-    return _build(_MESSAGES[frame["kind"]], frame["body"])
+    try:
+        return _build(_MESSAGES[frame["kind"]], frame["body"])
+    except (TypeError, ValueError, RecursionError) as exc:  # e.g. an unhashable record tag: malformed, not a crash
+        raise ProtocolError(f"malformed {frame['kind']} body: {type(exc).__name__}") from None

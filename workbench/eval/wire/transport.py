@@ -2,8 +2,10 @@
 socket, with file descriptors passed alongside (SCM_RIGHTS), and a bounded reader for the runner's output.
 
 A frame is an 8-byte header (payload length, number of descriptors) followed by the JSON payload. Frames are
-capped (`MAX_FRAME`), so a runner cannot make the judge allocate without bound; a reader with a deadline never
-blocks past it. Everything received is untrusted text until `protocol.decode` has checked it.
+capped (`MAX_FRAME`), so a runner cannot make the judge allocate without bound, and their nesting is measured
+before parsing (`MAX_DEPTH`), so a frame of a hundred thousand `[` is a FrameError like any other malformed
+frame, never a RecursionError in the parser or in the decoder after it. A reader with a deadline never blocks
+past it. Everything received is untrusted text until `protocol.decode` has checked it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import select
 import socket
 import struct
@@ -21,7 +24,14 @@ from typing import Any
 #: Largest frame accepted (bytes of JSON). Candidate sources and sample lists fit with room to spare.
 MAX_FRAME = 32 << 20
 MAX_FDS = 64
+#: Deepest nesting of arrays and objects accepted; the protocol's own messages need fewer than ten levels.
+MAX_DEPTH = 64
 _HEADER = struct.Struct("<II")
+#: A JSON string (escapes included): removed before the brackets are counted, since brackets inside it are text.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_INNERMOST = re.compile(rb"\[\]|\{\}")
+_TOO_DEEP_AT_ONCE = re.compile(rb"[\[{]{%d}" % (MAX_DEPTH + 1))
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 class ChannelClosed(Exception):
@@ -34,6 +44,27 @@ class ChannelTimeout(Exception):
 
 class FrameError(Exception):
     """The bytes on the socket are not a frame (too large, not JSON, too many descriptors)."""
+
+
+def check_nesting(payload: bytes, limit: int = MAX_DEPTH) -> None:
+    """Raise FrameError when the JSON in `payload` nests arrays and objects deeper than `limit`, or its brackets do
+    not pair up. Linear in the frame and free for most frames (fewer brackets than the limit cannot nest deeper);
+    otherwise the strings are cut out and the remaining brackets peeled one level per pass, at most `limit`
+    passes."""
+    if payload.count(b"[") + payload.count(b"{") <= limit:
+        return
+    shape = _JSON_STRING.sub(b"", payload).translate(None, _NOT_BRACKETS)
+    if limit == MAX_DEPTH and _TOO_DEEP_AT_ONCE.search(shape):
+        raise FrameError(f"frame nests deeper than {limit} levels")
+    for _ in range(limit):
+        if not shape:
+            return
+        peeled = _INNERMOST.sub(b"", shape)
+        if peeled == shape:
+            raise FrameError("frame's brackets do not pair up")
+        shape = peeled
+    if shape:
+        raise FrameError(f"frame nests deeper than {limit} levels")
 
 
 class Channel:
@@ -107,10 +138,13 @@ class Channel:
             raise FrameError(f"bad frame header (length {length}, {nfds} descriptors announced, {len(fds)} received)")
         payload = self._read_exact(length, deadline)
         try:
+            check_nesting(payload)
             return json.loads(payload), fds
-        except ValueError as exc:
+        except (ValueError, RecursionError, FrameError) as exc:
             for fd in fds:
                 os.close(fd)
+            if isinstance(exc, FrameError):
+                raise
             raise FrameError(f"frame is not JSON: {payload[:80]!r}") from exc
 
     def close(self) -> None:
