@@ -11,6 +11,8 @@ import pytest
 from redteam.attacks import evaluate, kernel, softmax_task
 from workbench.eval.caller.judges import shutdown_workers
 
+FALLBACK_TIERS = ("landlock+seccomp", "landlock", "seccomp", "none")
+
 
 @pytest.fixture
 def no_sandbox(monkeypatch):
@@ -22,11 +24,12 @@ def no_sandbox(monkeypatch):
 
 def test_without_a_sandbox_verdicts_still_come_and_say_so(no_sandbox):
     ok = evaluate(kernel())
-    assert ok.status == "ok" and ok.sandbox == "none", ok.message
+    # No namespaces: the tier names what still confines the runner (Landlock, the syscall filter) or "none".
+    assert ok.status == "ok" and ok.sandbox in FALLBACK_TIERS, ok.message
     assert "KWB_SANDBOX" in ok.protocol.get("sandbox_reason", "")
-    assert "sandbox=none" in ok.summary()
+    assert f"sandbox={ok.sandbox}" in ok.summary()
     wrong = evaluate(kernel(in_forward="y = y * 0.5"))
-    assert "mismatch" in wrong.flags and wrong.sandbox == "none"
+    assert "mismatch" in wrong.flags and wrong.sandbox == ok.sandbox
 
 
 def test_the_cli_and_doctor_show_the_missing_sandbox(no_sandbox, tmp_path):
@@ -39,7 +42,8 @@ def test_the_cli_and_doctor_show_the_missing_sandbox(no_sandbox, tmp_path):
     task_file.write_text(softmax_task().source)
     out = subprocess.run([sys.executable, "-m", "workbench.cli", "eval", "--task", str(task_file), str(source),
                           "--device", "cpu", "--no-time"], capture_output=True, text=True, env=env, timeout=600)
-    assert re.search(r"sandbox\s+none", out.stdout), out.stdout + out.stderr
+    assert re.search(r"sandbox\s+(landlock|seccomp|none)\S*\s+\(not isolated: turned off with KWB_SANDBOX", out.stdout), \
+        out.stdout + out.stderr
     doctor = subprocess.run([sys.executable, "-m", "workbench.cli", "doctor"], capture_output=True, text=True,
                             env=env, timeout=300)
     assert "none: NONE" in doctor.stdout
