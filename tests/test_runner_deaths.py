@@ -100,13 +100,18 @@ def test_a_runner_killed_from_outside_is_reported_as_killed():
 
 def _status_of(how: str) -> int:
     """The wait status of a real child that ended `how`."""
+    ready_r, ready_w = os.pipe()
     child = os.fork()
     if child == 0:
         faulthandler.disable()  # pytest's handler would print this child's stack on SIGSEGV
+        os.write(ready_w, b"r")
         if how == "exit 3":
             os._exit(3)
         time.sleep(30)
         os._exit(0)
+    os.read(ready_r, 1)  # the child is past the line above: the signal finds it ready
+    os.close(ready_r)
+    os.close(ready_w)
     if how != "exit 3":
         os.kill(child, getattr(signal, how))
     return os.waitpid(child, 0)[1]
