@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 
-from workbench.eval.runner import confinement, sandbox
+from workbench.eval.runner import confinement, sandbox, sandbox_root
 from workbench.eval.wire import forkserver_messages as messages
 from workbench.eval.wire.forkserver_messages import Spawn
 from workbench.eval.wire.transport import Channel, ChannelClosed, FrameError
@@ -118,7 +118,7 @@ def _runner_in_namespaces(plan: sandbox.Plan, outer_uid: int, baseline: int, req
     """The runner, PID 1 of its PID namespace: enter the new root, drop privileges, install the filter; serve."""
     try:
         sandbox.die_with_parent()
-        sandbox.enter_root(plan)
+        sandbox_root.enter_root(plan)
         sandbox.drop_privileges()
         sandbox.apply_limits(plan.limits, outer_uid, baseline)
         sandbox.set_environment({**plan.env, "KWB_WORKDIR": "/tmp/work"})
@@ -134,7 +134,7 @@ def _enter_namespaces(req: Spawn, plan: sandbox.Plan, sync_w: int, go_r: int, fo
     """In the first child: make the namespaces (the fork server writes the ID maps), build the new root and fork
     the runner into it. Returns the runner's PID (in this process's namespace)."""
     # A root caller stages the sources with root's rights first (the sandbox's root will be nobody).
-    staged = sandbox.stage_sources(plan) if os.geteuid() == 0 else {}
+    staged = sandbox_root.stage_sources(plan) if os.geteuid() == 0 else {}
     sandbox.unshare_namespaces(plan.share_ipc)
     os.write(sync_w, b"u")
     if os.read(go_r, 1) != b"g":
@@ -146,7 +146,7 @@ def _enter_namespaces(req: Spawn, plan: sandbox.Plan, sync_w: int, go_r: int, fo
     # Changing IDs clears the parent-death signal: set it again, or this process (and the runner, which dies with
     # it) would outlive a killed fork server.
     sandbox.die_with_parent(expected_parent=fork_server)
-    sandbox.build_root(plan, staged)
+    sandbox_root.build_root(plan, staged)
     runner = os.fork()
     if runner == 0:
         os.close(sync_w)

@@ -14,13 +14,15 @@ namespace, the runner gets a new root built from an allow-list:
 * a minimal /dev (null, zero, full, random, urandom, and on cuda the NVIDIA device nodes);
 * a fresh /proc that shows only the sandbox's own processes.
 
-Then every capability is dropped (no remounting, no new namespaces' privileges), no_new_privs is set, and rlimits
-cap processes, file size, CPU time and (on the CPU) address space. The network namespace has only a loopback
+(The mounting lives in `sandbox_root.py`.) Then every capability is dropped (no remounting, no new namespaces'
+privileges), no_new_privs is set, rlimits cap processes, file size, CPU time and (on the CPU) address space, and
+the runner installs its syscall filter (`confinement.py`, `syscall_filter.py`). The network namespace has only a loopback
 device that is down: no connection leaves the sandbox. When the caller is root, the sandbox's root maps to the
 unprivileged user `nobody`, so files readable only by root stay unreadable inside.
 
 Where namespaces cannot be made (macOS, a container without user namespaces), `probe()` says why; evaluation still
-works without a sandbox and every Result says `sandbox: none`.
+works, the runner confines itself with Landlock and the syscall filter where it can (`landlock.py`), and every
+Result names the tier it ran under.
 """
 
 from __future__ import annotations
@@ -40,11 +42,6 @@ from workbench.eval.wire.process_env import apply_timing_env
 # ---- kernel constants (x86_64 and aarch64 share the flag values; syscall numbers differ) --------------------------
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
-MNT_DETACH = 0x2
-AT_RECURSIVE = 0x8000
-MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 _SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "mount_setattr": 442},
@@ -120,7 +117,7 @@ class Probe:
 _LIBC = None
 
 
-def _libc():
+def libc():
     global _LIBC
     if _LIBC is None:
         _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -131,35 +128,26 @@ def _libc():
     return _LIBC
 
 
-def _check(ret: int, what: str) -> None:
+def check(ret: int, what: str) -> None:
     if ret != 0:
         err = ctypes.get_errno()
         raise SandboxError(f"{what}: {os.strerror(err)} (errno {err})")
 
 
-def _b(path: str | None) -> bytes | None:
+def as_bytes(path: str | None) -> bytes | None:
     return None if path is None else os.fsencode(path)
 
 
 #: The mount namespace the fork server lives in: the sandbox code refuses to mount anything there.
-_HOST_MOUNT_NS = os.readlink("/proc/self/ns/mnt") if os.path.exists("/proc/self/ns/mnt") else ""
-
-
-def _mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    if _HOST_MOUNT_NS and os.readlink("/proc/self/ns/mnt") == _HOST_MOUNT_NS:
-        raise SandboxError(f"refusing to mount {dst}: still in the caller's mount namespace")
-    _check(_libc().mount(_b(src), _b(dst), _b(fstype), flags, _b(data)), f"mount {src} -> {dst}")
-
-
-def _syscall(name: str, *args) -> int:
+def syscall(name: str, *args) -> int:
     number = _SYSCALLS.get(platform.machine(), {}).get(name)
     if number is None:
         raise SandboxError(f"no syscall number for {name} on {platform.machine()}")
-    return _libc().syscall(number, *args)
+    return libc().syscall(number, *args)
 
 
 def _prctl(option: int, arg: int = 0) -> None:
-    _check(_libc().prctl(option, arg, 0, 0, 0), f"prctl({option})")
+    check(libc().prctl(option, arg, 0, 0, 0), f"prctl({option})")
 
 
 # ---- planning (fork server, before fork) ----------------------------------------------------------------------
@@ -260,51 +248,7 @@ def unshare_namespaces(share_ipc: bool) -> None:
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS
     if not share_ipc:
         flags |= CLONE_NEWIPC
-    _check(_libc().unshare(flags), "unshare (user namespaces may be disabled here)")
-
-
-def _make_dir(path: str) -> None:
-    os.makedirs(path, mode=0o755, exist_ok=True)
-
-
-def _make_target(path: str, like: str) -> None:
-    """An empty directory or file to mount onto, matching what will be mounted."""
-    if os.path.isdir(like):
-        _make_dir(path)
-    else:
-        _make_dir(os.path.dirname(path))
-        if not os.path.exists(path):
-            with open(path, "w"):
-                pass
-
-
-def _read_only(target: str, nodev: bool = True) -> None:
-    """Make a bind mount and everything below it read-only (mount_setattr with AT_RECURSIVE; per-mount remounts
-    where the kernel is older than 5.12)."""
-    attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (MOUNT_ATTR_NODEV if nodev else 0)
-
-    class MountAttr(ctypes.Structure):
-        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
-                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
-
-    attr = MountAttr(attrs, 0, 0, 0)
-    AT_FDCWD = -100
-    ret = _syscall("mount_setattr", AT_FDCWD, _b(target), AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr))
-    if ret == 0:
-        return
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | (MS_NODEV if nodev else 0)
-    mounts = [target]
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            point = line.split()[4].encode().decode("unicode_escape")
-            if point.startswith(target.rstrip("/") + "/"):
-                mounts.append(point)
-    for m in mounts:
-        _mount(None, m, None, flags)
-
-
-def _bind(source: str, target: str, recursive: bool = True) -> None:
-    _mount(source, target, None, MS_BIND | (MS_REC if recursive else 0))
+    check(libc().unshare(flags), "unshare (user namespaces may be disabled here)")
 
 
 #: Directories the sandbox's private work area can be mounted on, in order of preference: the first that is not
@@ -323,95 +267,6 @@ def _base_dir(paths: list[str]) -> str:
                        "a source")
 
 
-def _sources(p: Plan) -> list[tuple[str, str]]:
-    """(source, path inside) of everything bound into the sandbox: directories, then device nodes."""
-    items = [*p.binds, *p.extra_binds, *p.writable_binds]
-    items += [(f"/dev/{name}", f"/dev/{name}") for name in p.devices]
-    if p.device.startswith("cuda") and os.path.isdir("/dev/nvidia-caps"):
-        items.append(("/dev/nvidia-caps", "/dev/nvidia-caps"))
-    return [(src, dst) for src, dst in items if os.path.exists(src)]
-
-
-def stage_sources(p: Plan) -> dict[str, str]:
-    """For a root caller, before the user namespace exists: mount every source read-only under a staging tmpfs (in
-    a private mount namespace, with root's rights to reach them). The runner, which will be `nobody`, then binds
-    from the stage, and the kernel keeps these mounts read-only (locked) in every namespace made after."""
-    _check(_libc().unshare(CLONE_NEWNS), "unshare (mount namespace)")
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    p.sources = _sources(p)
-    _mount("tmpfs", p.base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-    _make_dir(p.base + "/.kwb-root")  # made here: the stage belongs to root; the runner mounts onto this directory
-    staged = {}
-    for src, dst in p.sources:
-        target = p.base + "/.kwb-stage" + dst
-        _make_target(target, src)
-        _bind(src, target, recursive=os.path.isdir(src))
-        if (src, dst) not in p.writable_binds:
-            _read_only(target, nodev=not dst.startswith("/dev/"))
-        staged[src] = target
-    return staged
-
-
-def build_root(p: Plan, staged: dict[str, str]) -> None:
-    """Inside the new user and mount namespaces: a fresh tmpfs as the new root, every source bound into it
-    read-only (from the stage, or from its own path), a minimal /dev, private /dev/shm and /tmp, an empty /proc."""
-    # Sources were listed before the IDs changed: an unprivileged runner may not even see a staged path's origin.
-    sources = [(src, dst) for src, dst in p.sources] if staged else _sources(p)
-    if not staged:
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        _mount("tmpfs", p.base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-    root = p.base + "/.kwb-root"
-    _make_dir(root)
-    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
-    # The scratch /tmp first: a source that lives under /tmp (a checkout, a venv) is bound on top of it.
-    _make_dir(root + "/tmp")
-    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={p.limits.scratch_bytes}")
-    for sub in ("home", "triton", "torch_extensions", "cache", "work"):
-        _make_dir(f"{root}/tmp/{sub}")
-    for src, dst in sorted(sources, key=lambda item: item[1]):
-        if dst.startswith("/dev/"):
-            continue
-        source = staged.get(src, src)
-        _make_target(root + dst, source)
-        _bind(source, root + dst)
-        if (src, dst) not in p.writable_binds:
-            _read_only(root + dst)
-    for link_to, path in p.symlinks:
-        if not os.path.lexists(root + path):
-            os.symlink(link_to, root + path)
-    # /dev: a tmpfs with the allowed nodes bound in (a bound node keeps working: what counts is the mount it came
-    # from), plus a private /dev/shm.
-    dev = root + "/dev"
-    _make_dir(dev)
-    _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755,size=1m")
-    for src, dst in sources:
-        if dst.startswith("/dev/"):
-            source = staged.get(src, src)
-            _make_target(root + dst, source)
-            _bind(source, root + dst, recursive=os.path.isdir(source))
-    _make_dir(dev + "/shm")
-    _mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={p.limits.scratch_bytes}")
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, f"{dev}/{name}")
-    _make_dir(root + "/proc")
-
-
-def enter_root(p: Plan) -> None:
-    """In the runner, PID 1 of the new PID namespace: mount its /proc (while the old one is still visible, which
-    the kernel requires), pivot into the new root, detach the old one, make / read-only."""
-    root = p.base + "/.kwb-root"
-    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.chdir(root)
-    _make_dir(root + "/.old")
-    _check(_syscall("pivot_root", b".", b".old"), "pivot_root")
-    os.chroot(".")
-    os.chdir("/")
-    _check(_libc().umount2(b"/.old", MNT_DETACH), "umount old root")
-    os.rmdir("/.old")
-    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-
-
 #: Capabilities a root caller's runner keeps where there are no namespaces (file permissions only: it must still
 #: reach the directories the judge made for it; Landlock confines where it writes): CAP_DAC_OVERRIDE,
 #: CAP_DAC_READ_SEARCH, CAP_FOWNER.
@@ -421,12 +276,12 @@ FILE_CAPABILITIES = (1, 2, 3)
 def drop_privileges(keep: tuple[int, ...] = ()) -> None:
     """No capabilities in any set but `keep`, none obtainable again (no_new_privs): the runner cannot remount,
     unmount or create namespaces with privileges, whatever it runs."""
-    libc = _libc()
-    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    lib = libc()
+    lib.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     for cap in range(64):
         if cap in keep:
             continue
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+        if lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
             break
 
     class Header(ctypes.Structure):
@@ -440,7 +295,7 @@ def drop_privileges(keep: tuple[int, ...] = ()) -> None:
     if keep and os.geteuid() == 0:
         mask = sum(1 << cap for cap in keep if cap < 32)
         data[0].effective = data[0].permitted = mask
-    _check(_syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")
+    check(syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
