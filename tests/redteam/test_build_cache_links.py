@@ -161,15 +161,18 @@ torch::Tensor softmax_rows_op(torch::Tensor x) {
 
 ext = load_inline(name="kwb_link_softmax", cpp_sources="torch::Tensor softmax_rows_op(torch::Tensor x);",
                   cuda_sources=CUDA, functions=["softmax_rows_op"], verbose=False)
-_os, _shutil = __import__("o" + "s"), __import__("shu" + "til")
-_build = _os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp/torch_extensions")
-_shutil.rmtree(_build, ignore_errors=True)
-_os.symlink(HOST, _build)
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
         return ext.softmax_rows_op(x.contiguous())
+'''
+#: After building, the candidate replaces its build directory with a link to HOST.
+LINK_BUILD_DIR = '''
+_os, _shutil = __import__("o" + "s"), __import__("shu" + "til")
+_build = _os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp/torch_extensions")
+_shutil.rmtree(_build, ignore_errors=True)
+_os.symlink(HOST, _build)
 '''
 
 
@@ -178,7 +181,9 @@ def test_a_cuda_candidate_linking_its_build_dir_to_the_host_caches_nothing(tmp_p
     monkeypatch.setenv("KWB_CACHE_DIR", str(tmp_path / "cache"))
     shutdown_workers()  # a judge started now sees the empty cache
     host, _ = _host(tmp_path)
-    cand = wb.Candidate(source=CUDA_SOFTMAX.replace("HOST", repr(str(host))), language="cuda")
+    attack = LINK_BUILD_DIR.replace("HOST", repr(str(host)))
+    cand = wb.Candidate(source=CUDA_SOFTMAX.replace("\n\nclass ModelNew", attack + "\n\nclass ModelNew", 1),
+                        language="cuda")
     try:
         first = wb.evaluate(softmax_task(), cand, device="cuda", timeout=600, time_it=False)
         assert first.status == "ok", first.message

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import errno
 import json
+import platform
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from redteam.attacks import evaluate, kernel, needs_sandbox
-from workbench.eval.runner import syscall_filter
+from workbench.eval.runner import landlock, syscall_filter
 
 # Imports by assembled names: the static scan would otherwise reject the candidate before it runs.
 ATTEMPTS = r'''
@@ -138,3 +142,61 @@ def test_the_filter_program_decides_like_the_deny_list_on_each_machine(machine):
         assert run(prog, 0x40000000 | 272, arch) == enosys  # x32 unshare
     plain = syscall_filter.program(machine)
     assert run(plain, sock, arch, 2) == syscall_filter.RET_ALLOW  # the namespaces tier keeps sockets
+
+
+def _confine_in_a_child(call: str, machine: str | None = None) -> list[str]:
+    """Run one confinement step in a throwaway interpreter (it confines that process for good) and return its
+    (tier, note); `machine` pretends the interpreter runs on another machine."""
+    pretend = f"platform.machine = lambda: {machine!r}\n" if machine else ""
+    code = (f"import json, platform, tempfile\n{pretend}"
+            "from workbench.eval.runner import confinement\n"
+            f"print(json.dumps({call}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_filter_that_cannot_be_installed_is_named_in_the_tier_not_skipped_silently():
+    assert _confine_in_a_child("confinement.in_namespaces()", machine="riscv64") == \
+        ["namespaces", "no syscall filter: no syscall table for riscv64"]
+    if sys.platform == "linux" and platform.machine() in syscall_filter.AUDIT_ARCH:
+        assert _confine_in_a_child("confinement.in_namespaces()") == ["namespaces+seccomp", ""]
+    tier, note = _confine_in_a_child("confinement.without_namespaces([tempfile.mkdtemp()], 'cpu')",
+                                     machine="riscv64")
+    assert "no syscall filter: no syscall table for riscv64" in note
+    assert tier == ("landlock" if landlock.abi() >= 1 else "none")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "fallback"])
+def test_triton_and_cuda_builds_work_under_the_filter_on_a_gpu(namespaces, monkeypatch):
+    """Triton (ptxas, its launcher built with gcc), a CUDA load_inline build (nvcc, ninja), CUDA IPC, events and
+    the profiler all run under the filter, in both tiers; the attempts above are refused there too."""
+    import workbench as wb
+    from redteam.attacks import softmax_task
+    from redteam.test_build_cache_links import CUDA_SOFTMAX
+    from workbench.eval.caller.judges import shutdown_workers
+    from workbench.eval.runner import sandbox
+
+    if namespaces and sandbox.probe().kind != "namespaces":
+        pytest.skip("no namespaces here")
+    if not namespaces:
+        monkeypatch.setenv("KWB_SANDBOX", "none")
+    shutdown_workers()
+    expected = "namespaces+seccomp" if namespaces else "landlock+seccomp"
+    try:
+        triton = wb.evaluate(softmax_task(), kernel(), device="cuda")
+        assert triton.status == "ok" and triton.sandbox == expected, (triton.message, triton.sandbox)
+        assert triton.speedup is not None and triton.coverage is not None, triton.summary()
+        cuda = wb.evaluate(softmax_task(), wb.Candidate(source=CUDA_SOFTMAX, language="cuda"), device="cuda",
+                           timeout=600, time_it=False)
+        assert cuda.status == "ok" and cuda.sandbox == expected, cuda.message
+        res = wb.evaluate(softmax_task(), kernel(at_import=ATTEMPTS,
+                                                 in_forward='raise RuntimeError("SEEN " + json.dumps(seen))'),
+                          device="cuda", time_it=False)
+        seen = _outcomes(res)
+        assert all(out in ("EPERM", "ENOSYS") for name, out in seen.items() if name not in HONEST), seen
+        assert {name: seen[name] for name in HONEST} == dict.fromkeys(HONEST, "ok")
+    finally:
+        shutdown_workers()
