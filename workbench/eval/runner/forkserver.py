@@ -272,12 +272,15 @@ def wait_for(pid: int, reaped: dict[int, int], limit: float = 10.0) -> int:
 def serve_requests(channel: Channel, kind: str, reason: str) -> None:
     reaped: dict[int, int] = {}
     while True:
+        fds: list[int] = []
         try:
             frame, fds = channel.recv()
             msg = messages.decode(frame, messages.JUDGE_KINDS)
         except ChannelClosed:
             return
         except (FrameError, messages.ProtocolError) as exc:
+            for fd in fds:
+                os.close(fd)
             channel.send(messages.encode(messages.Refused(str(exc)[:500])))
             continue
         _reap(reaped)
