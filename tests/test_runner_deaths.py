@@ -20,8 +20,10 @@ import workbench as wb
 from workbench.eval.runner import sandbox
 from workbench.eval.runner.forkserver import exit_like
 
+#: Sleeps in forward, after leaving a mark in its private /tmp (seen from outside through /proc/<pid>/root).
 SLEEPER = ("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
-           "        import time\n        time.sleep(40)\n        return torch.softmax(x, -1)\n")
+           "        import time\n        open('/tmp/kwb-in-forward', 'w').close()\n        time.sleep(40)\n"
+           "        return torch.softmax(x, -1)\n")
 needs_sandbox = pytest.mark.skipif(sandbox.probe().kind != "namespaces", reason="no namespaces here")
 
 
@@ -59,16 +61,17 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _namespace_init_below(root: int) -> int | None:
-    """A process started (indirectly) by `root` that is PID 1 of its own PID namespace: a runner."""
+def _runner_in_forward(root: int) -> int | None:
+    """A process started (indirectly) by `root` that is PID 1 of its own PID namespace (a runner) and whose
+    candidate has reached forward."""
     for pid in _descendants(root):
         try:
             status = Path(f"/proc/{pid}/status").read_text()
+            nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+            if len(nspid) > 1 and nspid[-1] == "1" and Path(f"/proc/{pid}/root/tmp/kwb-in-forward").exists():
+                return pid
         except OSError:
             continue
-        nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
-        if len(nspid) > 1 and nspid[-1] == "1":
-            return pid
     return None
 
 
@@ -78,11 +81,10 @@ def test_a_runner_killed_from_outside_is_reported_as_killed():
     killed: list[int] = []
 
     def kill_the_runner() -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            runner = _namespace_init_below(os.getpid())
+            runner = _runner_in_forward(os.getpid())
             if runner is not None:
-                time.sleep(1.5)  # loaded and inside forward's sleep by now (either way it is a death)
                 os.kill(runner, signal.SIGKILL)
                 killed.append(runner)
                 return
@@ -90,7 +92,7 @@ def test_a_runner_killed_from_outside_is_reported_as_killed():
 
     thread = threading.Thread(target=kill_the_runner, daemon=True)
     thread.start()
-    res = _eval(SLEEPER, timeout=60)
+    res = _eval(SLEEPER, timeout=120)
     thread.join(5)
     assert killed, "no runner found to kill"
     assert res.status == "crashed" and "killed by SIGKILL" in res.message, res.message
