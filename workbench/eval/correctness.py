@@ -24,8 +24,11 @@ Every call of a round, the candidate's two and the reference's, starts from the 
 KernelBench seeds before each model call): a reference that draws random numbers inside forward (KernelBench's
 LSTM draws its initial states there) is then one function, and identical code is judged identical.
 
-Before the rounds, each input distribution is tried on the reference with separate probe inputs: one on which
-the reference is not finite (log of negatives) while it is on the task's own inputs is skipped, with a note.
+Inputs come from the task's own get_inputs with its random draws rerouted to the round's distribution
+(workbench.tasks.inputs), so the structure it builds (triangles, symmetric matrices, class indices) is kept. Before
+the rounds, each input distribution is tried on the reference with separate probe inputs: one on which the reference
+is not finite (log of negatives, exp of large values) while it is on the task's own inputs is skipped, with a note,
+and so is one that would repeat the task's own distribution (uniform inputs of a task that draws with torch.rand).
 After them the task itself is judged (`weak-task`, a warning): when a constant passes the tolerance in every
 round, or a fresh draw of one input leaves the reference within tolerance, a wrong candidate could pass.
 """
@@ -67,6 +70,8 @@ from workbench.eval.tensors import (
     to64,
 )
 from workbench.eval.timing import seed_rng
+from workbench.tasks.distributions import get_distribution
+from workbench.tasks.reroute import DrawRecord
 from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 
 MIN_ROUNDS = 5
@@ -230,8 +235,9 @@ class _Protocol:
 
     # -- driver --
     def run(self, rounds: int) -> CheckReport:
-        n = max(rounds, MIN_ROUNDS, len(self.sizes), len(self.dists))
         self._screen_distributions()
+        kept = [d for d in self.dists if d not in self.skipped] or ["default"]
+        n = max(rounds, MIN_ROUNDS, len(self.sizes), len(kept))
         for r in range(n):
             self._round(r, n)
         self._weak_task()
@@ -240,27 +246,42 @@ class _Protocol:
         return report
 
     def _screen_distributions(self) -> None:
-        """Skip, with a note, each distribution on which the reference is not finite (log of negatives) while it
-        is on the task's own inputs. Judged on separate probe inputs before any candidate call, so no candidate
-        runs on inputs that are then thrown away."""
+        """Skip each distribution that would repeat the task's own inputs: quietly where its draws already have
+        that distribution (only torch.rand, for "uniform"), with a note where get_inputs draws no random values at
+        all. Skip, with a note, each on which the reference is not finite (log of negatives, exp of large values)
+        while it is on the task's own inputs. Judged on separate probe inputs before any candidate call, so no
+        candidate runs on inputs that are then thrown away."""
         if all(d == "default" for d in self.dists):
             return
         model, size = self._models(0)[0], self.sizes[0]
         probe_seed = (self.seed * 1_000_003 + 15_485_863) % (1 << 62)
-        if not all_finite(self._reference(model, self._inputs(size, probe_seed, "default"), size, "default")):
-            return  # non-finite values are part of the task: compared position by position instead
+        finite: list[bool] = []  # the reference on the task's own probe inputs, computed when first needed
+        not_random = []
         for dist in self.dists:
-            if dist != "default" and not all_finite(self._reference(model, self._inputs(size, probe_seed, dist), size,
-                                                                 dist)):
+            if dist == "default":
+                continue
+            record = DrawRecord()
+            inputs = self._inputs(size, probe_seed, dist, record)
+            if "default" in self.dists and record.repeats_default(get_distribution(dist)):
+                self.skipped.add(dist)  # the default rounds already cover it
+                if not record.rerouted:
+                    not_random.append(dist)
+                continue
+            if not finite:
+                finite.append(all_finite(self._reference(model, self._inputs(size, probe_seed, "default"), size,
+                                                         "default")))
+            # Where the reference is not finite on its own inputs, that is part of the task: compared position by
+            # position instead.
+            if finite[0] and not all_finite(self._reference(model, inputs, size, dist)):
                 self.skipped.add(dist)
                 self.report.note(f"skipped {dist} inputs: the reference is not finite on them")
+        if not_random:
+            self.report.note(f"skipped {', '.join(not_random)} inputs: the task's get_inputs draws no random floating "
+                             "values, so its own inputs are used")
 
     def _dist(self, r: int) -> str:
-        for k in range(len(self.dists)):
-            d = self.dists[(r + k) % len(self.dists)]
-            if d not in self.skipped:
-                return d
-        return "default"
+        kept = [d for d in self.dists if d not in self.skipped]
+        return kept[r % len(kept)] if kept else "default"
 
     def _models(self, i: int) -> tuple[Any, Any]:
         if i not in self.models:
@@ -300,9 +321,9 @@ class _Protocol:
         return [to64(o) for o in as_list(native)]
 
     # -- calls --
-    def _inputs(self, size: dict, seed: int, dist: str) -> list[Any]:
+    def _inputs(self, size: dict, seed: int, dist: str, record: DrawRecord | None = None) -> list[Any]:
         try:
-            return self.ref.make_inputs(size, seed, self.device, dist)
+            return self.ref.make_inputs(size, seed, self.device, dist, note=self.report.note, record=record)
         except Exception as exc:
             raise TaskError(f"the task's inputs could not be made at size {size} ({dist} inputs): "
                             f"{type(exc).__name__}: {exc}. Fix the task's get_inputs.") from exc
