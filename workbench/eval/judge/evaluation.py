@@ -24,8 +24,9 @@ from workbench.errors import TaskError
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks import static_scan as static_checks
 from workbench.eval.checks.flags import Finding, first_per_flag, verdict
+from workbench.eval.checks.what_ran import WhatRan
 from workbench.eval.judge import fault_messages as faults
-from workbench.eval.judge import timing_stage
+from workbench.eval.judge import ran_stage, timing_stage
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness import CandidateFailure, run_correctness
@@ -57,6 +58,8 @@ class Evaluation:
     notes: list[str] = field(default_factory=list)
     session: CandidateSession | None = None
     plan: timing_stage.TimingPlan | None = None
+    #: A static torch-compute finding waiting for a runtime record (workbench.eval.checks.what_ran).
+    ran: WhatRan | None = None
 
     def __post_init__(self) -> None:
         self.task = Task.from_spec(self.job["task"])
@@ -95,6 +98,8 @@ class Evaluation:
             self._stage("count", self.count, result)
             if self.job.get("time_it", True):
                 self._stage("time", self.time, result)
+            if self.ran is not None and self.ran.pending:
+                self._stage("ran", self.settle, result)
             return self.finish(result)
         except Stop as stop:
             return {**self.base, "warnings": self.warnings, **stop.reply}
@@ -163,7 +168,8 @@ class Evaluation:
             raise Stop({"status": "compile_error", "message": (
                 "this candidate is CUDA C++ (torch.utils.cpp_extension.load_inline): it needs a CUDA device. "
                 "Evaluate it with device='cuda' on a machine with a GPU and nvcc.")})
-        findings = _scan(self.cand, self.policy)
+        findings, self.ran = WhatRan.from_scan(_scan(self.cand, self.policy), self.device, self.policy,
+                                               self.cand["language"])
         self.warnings += [f.flag for f in findings if f.severity != "reject"]
         status, flags, message = verdict(findings)
         if status:
@@ -197,6 +203,7 @@ class Evaluation:
         from the judge's cache when an earlier candidate of this task already made it."""
         sizes = [self._cpu_safe(s) for s in self.job["check_sizes"]]
         rounds = int(self.job.get("rounds", 5))
+        self.session.record_ops = self.ran.wants_record
         key = (self.key, repr([sorted(s.items()) for s in sizes]), self.seed, self.device, rounds)
         reference, cached = self.ctx.rounds.get(key, lambda budget: ReferenceRounds.create(
             self.reference(), self.device, sizes, self.seed, self.task.tolerance, self.task.distributions, rounds,
@@ -215,6 +222,8 @@ class Evaluation:
         findings = list(report.findings)
         findings += guards.judge_launches([r.launch for r in self.session.reports], self.cand["language"])
         findings += guards.judge_threads([r.launch for r in self.session.reports])
+        findings += self.ran.after_check(self.session.reports, report.passed)
+        self.notes += self.ran.take_notes()
         result: dict[str, Any] = {
             "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
             "details": {"rounds": report.rounds, "error_map": report.error_map, "notes": report.notes + self.notes},
@@ -265,6 +274,12 @@ class Evaluation:
         if result.get("timing", {}).get("clock") == "interpreter":
             result["details"]["notes"].append("interpreter timing: measures Triton's CPU interpreter, not hardware; "
                                               "no speedup is reported")
+
+    def settle(self, result: dict[str, Any]) -> None:
+        """GPU: a static torch-compute finding decided by a profiled forward (`ran_stage`)."""
+        status, flags, message = verdict(ran_stage.settle(self, result))
+        if status:
+            raise Stop({**result, "status": status, "flags": flags, "message": message})
 
     def _compiled(self, ref_model: Any) -> Any:
         """`torch.compile` of the reference on a GPU when asked, compiled once per task, size and seed in this judge

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from workbench.eval.runner import launches
+from workbench.eval.runner import launches, op_record
 from workbench.eval.runner.poison import Poison
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire import timed_loop as timing
@@ -215,7 +215,8 @@ class Runner:
             with launches.track_launches(self.module) as log, torch.no_grad():
                 with self.poison.during_call() if msg.poison else _null():
                     timing.seed_rng(msg.seed)
-                    out = model(*inputs)
+                    with op_record.recording(self.module, msg.record) as record:
+                        out = model(*inputs)
                 log.observe(out)
                 if self.cuda:
                     torch.cuda.synchronize()
@@ -230,7 +231,7 @@ class Runner:
         if self.cuda:  # the poisoned blocks and the output go back to the driver: the judge shares this GPU
             torch.cuda.empty_cache()
         self.send(Output(call=msg.call, forms=forms, tuple_output=is_tuple, launch=report,
-                         seconds=time.perf_counter() - started))
+                         seconds=time.perf_counter() - started, ops=record.report()))
 
     def _null_model(self, msg: Time) -> Any:
         """The null candidate the judge measures the harness with before the candidate is imported: it returns a
