@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import TaskError, UnknownNameError
+from workbench.seeding import seed_all
 from workbench.tasks.precision import IEEE, PrecisionPolicy
 
 #: Input distributions the correctness protocol can draw from (CHEATS.md row 11).
@@ -293,7 +294,7 @@ class LoadedReference:
 
         self.apply_size(size)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            seed_all(seed)
             return list(self.module.get_init_inputs())
 
     def make_inputs(self, size: dict[str, Any], seed: int, device: str = "cpu", dist: str = "default") -> list:
@@ -305,7 +306,7 @@ class LoadedReference:
         self.apply_size(size)
         on_gpu = str(device).startswith("cuda")
         with torch.random.fork_rng(devices=[torch.device(device)] if on_gpu else []):
-            torch.manual_seed(seed)
+            seed_all(seed)
             # Generate on the target device: GPU-size inputs drawn on the CPU and copied take seconds.
             with torch.device(device):
                 inputs = list(self.module.get_inputs())

@@ -200,6 +200,7 @@ class CandidateSession:
         refs = tuple(self.share_arg(x)[0] for x in inputs)
         reply = self._expect(protocol.Profile(call=self._next_call, model=model, inputs=refs), "profiled",
                              stage="profile")
+        self.kernel_tracer = reply.tracer
         return dict(reply.kernels)
 
     def register_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef], timeout: float) -> int:

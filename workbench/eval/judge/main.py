@@ -81,11 +81,30 @@ def _evaluate(job: dict, ctx: Context) -> dict:
         profiler.dump_stats(os.path.join(folder, f"judge-{time.strftime('%H%M%S')}-{os.getpid()}.prof"))
 
 
+def _warm_counting() -> None:
+    """FlopCounterMode's first use costs seconds (imports, op tables): pay it in a background thread while the judge
+    waits for its first job, not in the first evaluation's count stage."""
+    def warm() -> None:
+        try:
+            from workbench.eval.judge.counting import count_work
+
+            count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
+        except Exception:  # noqa: BLE001 - only a warm-up
+            pass
+
+    threading.Thread(target=warm, name="kwb-warm-counting", daemon=True).start()
+
+
 def main() -> None:
     _die_with_the_caller()
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     if not device.startswith("cuda"):
         cpu_timing_threads()
+    else:
+        # Without it a context made through the C++ side leaves torch.cuda.is_initialized() False, and every
+        # torch.manual_seed queues its CUDA half with a formatted stack trace (~1 ms) instead of seeding the device.
+        torch.cuda.init()
+    _warm_counting()
     workdir = tempfile.mkdtemp(prefix="kwb_judge_")
     server = ForkServer(device)
     ctx = Context(fork_server=server, workdir=workdir)
