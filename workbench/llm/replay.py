@@ -27,6 +27,8 @@ MATCHES = ("auto", "hash", "order")
 
 class ReplayProvider(BaseProvider):
     name = "replay"
+    #: Replies come from a file at once; one call at a time keeps the recorded order (match "order"/"auto").
+    max_concurrency = 1
 
     def __init__(self, transcript: str | os.PathLike, *, match: str = "auto", model: str | None = None,
                  run_id: str | None = None, recorder: Recorder | None = None, **kw: Any):
@@ -57,6 +59,9 @@ class ReplayProvider(BaseProvider):
         self.served = 0
         #: (call number, request hash, recorded hash) for every reply served out of hash order ("auto").
         self.divergences: list[tuple[int, str, str]] = []
+
+    def settings(self) -> dict[str, Any]:
+        return {"provider": self.name, "model": self.model, "transcript": str(self.path)}
 
     @property
     def remaining(self) -> int:
@@ -96,7 +101,8 @@ class ReplayProvider(BaseProvider):
         rec = self.records[index]
         return LLMReply(text=rec["reply"], tokens_in=int(rec.get("tokens_in") or 0),
                         tokens_out=int(rec.get("tokens_out") or 0), model=rec.get("model") or self.model,
-                        finish_reason=rec.get("finish_reason") or "", cached=True)
+                        finish_reason=rec.get("finish_reason") or "", cached=True,
+                        reasoning=rec.get("reasoning") or "")
 
 
 def _from_config(config: LLMConfig) -> ReplayProvider:
