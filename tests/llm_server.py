@@ -129,6 +129,12 @@ def truncated(text: str, reasoning: str = "") -> dict:
     return {"text": text, "finish_reason": "length", "reasoning": reasoning}
 
 
+def by_seed(replies: dict[int, Any], default: Any = None) -> Callable[[Received], Any]:
+    """A router answering each request by the seed it carries (OpenAI-protocol requests carry the sample's
+    seed): concurrent requests get the same replies whatever order they arrive in."""
+    return lambda received: replies.get(received.body.get("seed"), default)
+
+
 def hang(seconds: float) -> dict:
     """Answer nothing for `seconds` (a server past the client's timeout), then fail with 500."""
     return {"hang": seconds}

@@ -121,7 +121,7 @@ def _execute(task: Task, provider: Provider, strategy: str, settings: AgentSetti
     run = AgentRun(run_id=run_id, task=task, strategy=strategy, settings=settings,
                    provider=getattr(provider, "name", type(provider).__name__), model=getattr(provider, "model", ""),
                    transcript=str(transcript) if transcript is not None else None, forked_from=seed_node,
-                   resumed=len(prior or []))
+                   resumed=len(prior or []), provider_settings=_provider_settings(provider))
     fork_info = _fork_record(seed_node) if seed_node is not None else None
     if writer is not None:
         writer.write({"kind": "run", "run_id": run_id, "strategy": strategy, "settings": settings.to_dict(),

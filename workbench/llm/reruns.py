@@ -79,7 +79,8 @@ def _origin(source: AgentRun | str, node_id: str, store: Any, task: Task | None
     if isinstance(source, str) and source in _RUNS:
         source = _RUNS[source]
     if isinstance(source, AgentRun):
-        return source.node(node_id), source.settings, task or source.task, list(source.nodes), None
+        return (source.node(node_id), source.settings, task or source.task, list(source.nodes),
+                source.provider_settings or None)
     if store is None:
         raise AgentError(f"run {source!r} is not in this session; pass store= holding it")
     from workbench.llm.journal import journal_for

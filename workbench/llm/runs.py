@@ -250,6 +250,8 @@ class AgentRun:
     error: str = ""
     #: Nodes this run had before this session (a resumed run); they are part of `nodes` too.
     resumed: int = 0
+    #: What rebuilds the provider (`BaseProvider.settings()`, no key): fork and resume use it.
+    provider_settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[Node]:
