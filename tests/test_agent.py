@@ -15,6 +15,7 @@ from llm_server import (
     NO_CODE,
     TINY_SOURCE,
     ScriptedLLMServer,
+    by_seed,
     reply,
 )
 
@@ -177,8 +178,9 @@ def test_cache_replays_a_greedy_rerun_without_http(tiny, tmp_path):
 
 
 def test_evolutionary_population_selects_correct_parents(tiny):
+    # Each sample's seed picks its reply: a generation's calls are in flight at once, in no fixed order.
     script = [reply(HONEST_SLOW), reply(CHEAT), reply(HONEST_FAST), reply(HONEST_SLOW), reply(HONEST_FAST)]
-    with ScriptedLLMServer(script) as server:
+    with ScriptedLLMServer(router=by_seed(dict(enumerate(script)))) as server:
         run = run_agent(tiny, _openai(server), "evolutionary", max_turns=5, population=2, time_it=False,
                         progress=False)
         texts = [r.text for r in server.requests]

@@ -21,7 +21,7 @@ from llm_server import (
 )
 
 from workbench.llm import PriceTable, read_transcript
-from workbench.llm.agent import run_agent
+from workbench.llm.agent import replay, run_agent
 from workbench.llm.openai_provider import OpenAIProvider
 from workbench.llm.recording import Recorder
 from workbench.llm.retry import RetryPolicy
@@ -62,6 +62,8 @@ def test_a_turn_one_failure_is_recorded_with_its_cause_and_the_loop_goes_on(tiny
     records = read_transcript(transcript)
     assert [r["error_kind"] for r in records if r["kind"] == "call"] == ["rate_limit"] * 3 + [""]
     assert [r["status"] for r in records if r["kind"] == "node"] == ["llm_error", "ok"]
+    again = replay(transcript, task=tiny)  # offline: the recorded failure fails the same step again
+    assert again.table().equals(run.table()) and again.nodes[0].error_kind == "rate_limit"
 
 
 def test_an_auth_failure_stops_the_run_at_once(tiny):

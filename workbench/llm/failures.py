@@ -9,7 +9,7 @@ kind               retried    typical cause
 =================  =========  ==========================================================================
 rate_limit         yes        HTTP 429: too many requests or tokens per minute
 quota              no         HTTP 429/402 "insufficient_quota" / billing: no attempt will pass today
-server             yes        HTTP 5xx, 529 overloaded, 408/409
+server             yes        HTTP 5xx, 529 overloaded, 408/409, a reply body the SDK cannot read
 timeout            yes        no reply within the `timeout` setting
 connection         yes        refused or dropped connection (wrong base URL, server down)
 context_length     no         the prompt plus the reply limit exceed the model's context window
@@ -107,6 +107,8 @@ def classify(exc: BaseException) -> Failure:
     detail = _server_message(exc)
     if "APITimeoutError" in names or "TimeoutException" in names or isinstance(exc, TimeoutError):
         return Failure("timeout", None, detail)
+    if "APIResponseValidationError" in names:  # a garbled reply body: the server's fault, maybe passing
+        return Failure("server", getattr(exc, "status_code", None), detail)
     status = getattr(exc, "status_code", None)
     if status is None:
         if "APIConnectionError" in names or isinstance(exc, (ConnectionError, OSError)):

@@ -372,8 +372,7 @@ class Loop:
 
     def _restore(self, node: Node) -> None:
         """A node of the run's earlier session (resume): counted in every budget and in the best so far."""
-        self.add_node(node)
-        self._stop = None
+        self.add_node(node)  # the stop rules see the recorded nodes: a run that met its target stays stopped
         self.tokens += node.tokens_in + node.tokens_out
         self.cost += (node.cost_usd or 0.0) if not node.cached else 0.0
         self.failures += node.status == LLM_ERROR
