@@ -22,7 +22,7 @@ from widgets.verdict import (  # noqa: E402
     result_html,
     stats_rows,
 )
-from workbench.eval.findings import FLAGS  # noqa: E402
+from workbench.eval.checks.flags import FLAGS  # noqa: E402
 from workbench.result import Result, Timing  # noqa: E402
 
 SOURCE = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.foo\n"

@@ -228,7 +228,7 @@ class KernelEditor(StaticMixin, w.VBox):
         # A hung kernel would hold the device's worker until its timeout: end that worker now; the next
         # evaluation starts a fresh one. (Any other evaluation in flight on it reports "crashed".)
         try:
-            from workbench.eval.judge_pool import discard_worker
+            from workbench.eval.caller.judges import discard_worker
         except ImportError:  # pragma: no cover - engine without a worker pool
             discard_worker = None
         if discard_worker is not None:

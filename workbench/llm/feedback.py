@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-import workbench as wb
+from workbench.eval.checks.flags import FLAGS
 from workbench.result import Result
 
 CHANNELS = ("errors", "correctness", "timing", "roofline", "ncu")
@@ -151,7 +151,7 @@ def render_result(result: Result, options: FeedbackOptions) -> str:
         if result.status in ("incorrect", "rejected") and result.message:
             out.append("Checks:\n" + _tail(result.message))
         for flag in result.flags:
-            info = wb.FLAGS.get(flag)
+            info = FLAGS.get(flag)
             if info and info.name not in (result.message or ""):
                 out.append(f"- [{flag}] {info.why}. Fix: {info.fix}")
         errs = [f"{name} {value:.3g}" for name, value in
