@@ -31,6 +31,8 @@ w = require("ipywidgets", "lab", "the prompt panel")
 STATUS_COLORS = {
     "ok": "#2e7d32", "incorrect": "#ef6c00", "rejected": "#c62828", "compile_error": "#6a1b9a",
     "runtime_error": "#8e24aa", "timeout": "#5d4037", "crashed": "#424242",
+    # steps with nothing judged: the reply was cut at the token limit, or the LLM call failed for good
+    "truncated": "#f9a825", "llm_error": "#78909c",
 }
 
 
@@ -187,10 +189,25 @@ def lineage_figure(tree: Lineage, *, widget: bool = False):
 
 
 def resolve_provider(name: str, model: str, given: Provider | None = None, **settings: Any) -> Provider:
-    """The provider a Run click uses: the one handed to the panel if it matches, else one built from config."""
-    if given is not None and getattr(given, "name", None) == name and (not model or model == given.model):
-        return given
+    """The provider a Run click uses: the one handed to the panel if it matches; the same one asking another model
+    when only the model name was typed (its base_url, key and limits kept); else one built from config."""
+    if given is not None and getattr(given, "name", None) == name:
+        if not model or model == given.model:
+            return given
+        with_model = getattr(given, "with_model", None)
+        if callable(with_model):
+            return with_model(model)
     return get_provider(name, model=model or None, **settings)
+
+
+def usage_text(tokens: int, cost: float, failed: int) -> str:
+    """Tokens, money and failed steps of a run, for the status line."""
+    parts = [f"{tokens / 1000:.1f}k tokens" if tokens >= 1000 else f"{tokens} tokens"]
+    if cost:
+        parts.append(f"${cost:.4f}")
+    if failed:
+        parts.append(f"{failed} failed step{'s' if failed != 1 else ''}")
+    return " &middot; ".join(parts)
 
 
 # ---- the widget ---------------------------------------------------------------------------------------------
@@ -284,6 +301,7 @@ class PromptPanel(w.VBox):
         return self.run_result
 
     def stop(self) -> None:
+        """End the run within a second: the call in flight is abandoned (recorded as cancelled), nothing waits."""
         self._cancel.set()
 
     def _run(self, **run_kw: Any) -> AgentRun | None:
@@ -296,11 +314,14 @@ class PromptPanel(w.VBox):
             run_kw.setdefault("progress", False)
             self.run_result = run_agent(self.task, provider, self.strategy.value, self.current_settings(),
                                         store=self.store, on_node=self._on_node, cancel=self._cancel, **run_kw)
-            best = self.run_result.best
-            self.status.value = (f"<b>{html.escape(self.task.name)}</b>: {len(self.run_result.nodes)} candidates, "
-                                 f"stopped ({html.escape(self.run_result.stop_reason)})"
+            run = self.run_result
+            best = run.best
+            self.status.value = (f"<b>{html.escape(self.task.name)}</b>: {len(run.nodes)} candidates, "
+                                 f"stopped ({html.escape(run.stop_reason)})"
                                  + (f", best {best.node_id}" if best else ", nothing passed")
-                                 + (f" &mdash; {html.escape(self.run_result.error)}" if self.run_result.error else ""))
+                                 + " &middot; " + usage_text(run.usage.get("run_tokens", 0),
+                                                             run.usage.get("run_spent_usd", 0.0), len(run.failed))
+                                 + (f" &mdash; {html.escape(run.error)}" if run.error else ""))
             self._refresh(self.run_result.nodes)
             return self.run_result
         except Exception as exc:  # shown in the panel; a widget callback has nowhere else to report
@@ -313,6 +334,9 @@ class PromptPanel(w.VBox):
 
     def _on_node(self, node: Node, loop: Any) -> None:
         self._refresh(list(loop.nodes), loop.seed_node)
+        self.status.value = (f"<b>{html.escape(self.task.name)}</b>: running {html.escape(self.strategy.value)}, "
+                             f"{len(loop.nodes)}/{loop.settings.max_turns} candidates &middot; "
+                             + usage_text(loop.tokens, loop.cost, loop.failures))
         if node.result is not None and self._callbacks:
             from widgets._runner import call_on_main
 

@@ -29,7 +29,7 @@ from workbench.errors import StoreError
 from workbench.result import Result
 
 #: Bumped when the tables change; a store written by a newer version is refused, never half-read.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: (column, SQL type) of the results table after `id`, in the order frames show them.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -49,10 +49,18 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("speedup_ci_low", "REAL"), ("speedup_ci_high", "REAL"), ("speedup_verdict", "TEXT"), ("speedup_basis", "TEXT"),
     ("coverage", "REAL"), ("kernel_policy", "TEXT"), ("precision", "TEXT"), ("sandbox", "TEXT"),
     ("stop_reason", "TEXT"),
+    # schema 3: the LLM call behind an agent's candidate (NULL for every other row)
+    ("llm_model", "TEXT"), ("llm_tokens_in", "INTEGER"), ("llm_tokens_out", "INTEGER"), ("llm_cost_usd", "REAL"),
+    ("llm_latency_s", "REAL"), ("llm_finish_reason", "TEXT"), ("llm_temperature", "REAL"), ("llm_seed", "INTEGER"),
 )
 #: Columns each schema version added, so an older store is upgraded in place (ALTER TABLE ADD COLUMN).
 _ADDED_IN = {2: ("speedup_ci_low", "speedup_ci_high", "speedup_verdict", "speedup_basis", "coverage",
-                 "kernel_policy", "precision", "sandbox", "stop_reason")}
+                 "kernel_policy", "precision", "sandbox", "stop_reason"),
+             3: ("llm_model", "llm_tokens_in", "llm_tokens_out", "llm_cost_usd", "llm_latency_s", "llm_finish_reason",
+                 "llm_temperature", "llm_seed")}
+#: Columns filled from `add()`'s keyword arguments (the agent passes them), not from the Result.
+LLM_COLUMNS = _ADDED_IN[3]
+_INTEGERS = tuple(name for name, kind in COLUMNS if kind == "INTEGER")
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 _JSON_LIST = ("flags", "warnings")
 _JSON_DICT = ("size", "versions", "metadata")
@@ -144,7 +152,23 @@ def result_row(result: Result, run_id: str | None = None, metadata: dict[str, An
         "coverage": result.coverage, "kernel_policy": result.kernel_policy or None,
         "precision": result.precision or None, "sandbox": result.sandbox or None,
         "stop_reason": timing.stop_reason or None if timing else None,
+        **{name: _llm_value(name, meta.get(name)) for name in LLM_COLUMNS},
     }
+
+
+def _llm_value(name: str, value: Any) -> Any:
+    """An `llm_*` column's value as SQLite should hold it (None for missing or unreadable values)."""
+    if value is None:
+        return None
+    kind = dict(COLUMNS)[name]
+    try:
+        if kind == "INTEGER":
+            return int(value)
+        if kind == "REAL":
+            return float(value)
+    except (TypeError, ValueError):
+        return None
+    return str(value)
 
 
 def _text(value: Any) -> str | None:
@@ -404,8 +428,8 @@ class Store:
         for key in _FLOATS:
             frame[key] = pd.to_numeric(frame[key], errors="coerce").astype("float64")
         frame["id"] = frame["id"].astype("int64")
-        frame["seed"] = pd.to_numeric(frame["seed"]).astype("Int64")
-        frame["time_n"] = pd.to_numeric(frame["time_n"]).astype("Int64")
+        for key in _INTEGERS:
+            frame[key] = pd.to_numeric(frame[key]).astype("Int64")
         if int(pd.__version__.split(".")[0]) >= 3:
             # One text dtype whatever the rows hold (all-None columns would otherwise come out as object).
             for key in (*_TEXTS, *(["source"] if source else [])):
