@@ -4,7 +4,8 @@ the fork server this process owns), and answers with `Progress` lines when asked
 private channel.
 
 The candidate's prints never reach this channel: they go to the runner's own output pipe, read through a bounded
-buffer. The judge's own stdout is redirected to stderr so nothing a reference prints can corrupt a message.
+buffer. When the judge starts, its own stdout is redirected to stderr so nothing a reference prints can corrupt a
+message.
 """
 
 from __future__ import annotations
@@ -18,45 +19,37 @@ import tempfile
 import threading
 import time
 import traceback
-from typing import Any
+from typing import IO, Any
 
-# The message channel is a private duplicate of stdout; fd 1 then points at stderr for everything else.
-_CHANNEL = os.fdopen(os.dup(1), "wb")
-os.dup2(2, 1)
-sys.stdout = sys.stderr
+import torch
 
-import torch  # noqa: E402
-
-from workbench.eval.judge.ceilings import measured_ceilings  # noqa: E402
-from workbench.eval.judge.context import Context, probe_transport  # noqa: E402
-from workbench.eval.judge.evaluation import Evaluation  # noqa: E402
-from workbench.eval.judge.runner_handle import ForkServer  # noqa: E402
-from workbench.eval.wire import judge_messages as wire  # noqa: E402
-from workbench.eval.wire.records import from_json  # noqa: E402
-from workbench.eval.wire.timed_loop import cpu_timing_threads  # noqa: E402
+from workbench.eval.judge.ceilings import measured_ceilings
+from workbench.eval.judge.context import Context, probe_transport
+from workbench.eval.judge.evaluation import Evaluation
+from workbench.eval.judge.reply import reply_from_evaluation
+from workbench.eval.judge.runner_handle import ForkServer
+from workbench.eval.wire import judge_messages as wire
+from workbench.eval.wire.timed_loop import cpu_timing_threads
 
 _WRITE_LOCK = threading.Lock()
+_CHANNEL: IO[bytes] | None = None
+
+
+def _open_channel() -> None:
+    """Make the message channel a private duplicate of stdout, and point fd 1 (and sys.stdout) at stderr, so
+    nothing a reference or a library prints can corrupt a message. Done when the judge starts, never on import."""
+    global _CHANNEL
+    _CHANNEL = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
 
 
 def _send(message: wire.Job | wire.Progress | wire.Reply | wire.Ready, job: str) -> None:
     line = wire.encode_line(message, job)
     with _WRITE_LOCK:
+        assert _CHANNEL is not None
         _CHANNEL.write(line)
         _CHANNEL.flush()
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, torch.dtype):
-        return str(obj).removeprefix("torch.")
-    if isinstance(obj, tuple):
-        return list(obj)
-    return str(obj)
-
-
-def reply_from_evaluation(data: dict[str, Any]) -> wire.Reply:
-    """The typed Reply for the dict an `Evaluation` returns (its keys are Reply's fields; JSON-able values, torch
-    dtypes as their names). A key Reply does not declare is an error, so the two cannot drift apart."""
-    return from_json(wire.Reply, json.loads(json.dumps(data, default=_jsonable)))
 
 
 def _versions() -> dict[str, str]:
@@ -153,6 +146,7 @@ def _start(device: str) -> tuple[ForkServer, Context]:
 
 
 def main() -> None:
+    _open_channel()
     _die_with_the_caller()
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     server, ctx = _start(device)

@@ -34,7 +34,7 @@ def to_json(value: Any) -> Any:
     return value
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _schema(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field, ...]]:
     """Resolved type hints and fields of a record class, once per class (resolving compiles string hints)."""
     return typing.get_type_hints(cls), dataclasses.fields(cls)
