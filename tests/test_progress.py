@@ -81,6 +81,7 @@ def test_cancel_ends_a_hung_evaluation_quickly_with_a_cancelled_result_and_the_n
                          on_progress=on_progress, cancel=cancel)
     took = time.monotonic() - started
     assert result.status == "cancelled" and "cancelled after" in result.message and took < 30
+    assert result.status in wb.STATUSES and not result.ok
     assert result.candidate_name == "hang" and result.task == TASK.name and result.timing is None
     assert _gone(judge.pid), "the cancelled judge is still running"
     after = wb.evaluate(TASK, wb.Candidate(source=HONEST), device="cpu", time_it=False)

@@ -42,10 +42,10 @@ def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Re
     message = reply.message
     if not message and reply.status in ("timeout", "crashed") and reply.died:
         message = _judge_died_message(reply, cand, job)
+    fields: dict[str, Any] = {**_identity(task, cand, job), **{name: getattr(reply, name) for name in _SAME_NAME},
+                              **{name: dict(getattr(reply, name)) for name in _DICTS}}
     result = Result(status=reply.status, message=message, flags=list(reply.flags),
-                    warnings=list(dict.fromkeys(reply.warnings)), metadata=_metadata(cand, reply.judge_pid),
-                    **_identity(task, cand, job), **{name: getattr(reply, name) for name in _SAME_NAME},
-                    **{name: dict(getattr(reply, name)) for name in _DICTS})
+                    warnings=list(dict.fromkeys(reply.warnings)), metadata=_metadata(cand, reply.judge_pid), **fields)
     if reply.sandbox_reason:
         result.protocol["sandbox_reason"] = reply.sandbox_reason
     if result.timing and result.reference_timing and result.timing.clock != "interpreter":

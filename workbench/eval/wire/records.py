@@ -11,7 +11,6 @@ tuples and optional values are rebuilt from their hints, so a decoded record is 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 import typing
 from typing import Any, TypeVar
@@ -34,10 +33,14 @@ def to_json(value: Any) -> Any:
     return value
 
 
-@functools.cache
+_SCHEMAS: dict[type, tuple[dict[str, Any], tuple[dataclasses.Field, ...]]] = {}
+
+
 def _schema(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field, ...]]:
     """Resolved type hints and fields of a record class, once per class (resolving compiles string hints)."""
-    return typing.get_type_hints(cls), dataclasses.fields(cls)
+    if cls not in _SCHEMAS:
+        _SCHEMAS[cls] = typing.get_type_hints(cls), dataclasses.fields(cls)
+    return _SCHEMAS[cls]
 
 
 def from_json(cls: type[T], data: Any, where: str = "") -> T:
@@ -70,7 +73,7 @@ def _value(value: Any, hint: Any, where: str) -> Any:
         if value is not None:
             raise RecordError(f"{where}: expected null, got {type(value).__name__}")
         return None
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return from_json(hint, value, where)
     if origin in (tuple, list):
         return _sequence(value, origin, args, where)
