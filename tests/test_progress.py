@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -116,3 +117,70 @@ def test_options_refuse_a_progress_callback_or_cancel_token_of_the_wrong_kind():
         wb.EvalOptions(cancel=True)
     with pytest.raises(wb.WorkbenchError, match="options must be an EvalOptions"):
         wb.evaluate(TASK, HONEST, options={"device": "cpu"})
+
+
+TORCH_SOFTMAX = ("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+                 "        return torch.softmax(x, dim=-1)\n")
+
+
+def _kwb_eval(tmp_path: Path, *extra: str, tty: bool = False) -> tuple[int, str]:
+    """`kwb eval` on a torch softmax in a subprocess; (exit code, stderr), through a pseudo-terminal when `tty`."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    (tmp_path / "sol.py").write_text(TORCH_SOFTMAX)
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "workbench.cli.main", "eval", "--task", "softmax", "sol.py", "--device", "cpu",
+           "--size", "batch_size=8,dim=64", "--no-time", *extra]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    if not tty:
+        out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        return out.returncode, out.stderr
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the follower side closed: the command ended
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    return proc.wait(timeout=60), b"".join(chunks).decode(errors="replace")
+
+
+def test_kwb_eval_prints_each_stage_with_v_and_a_live_line_on_a_terminal(tmp_path):
+    code, err = _kwb_eval(tmp_path, "-v")
+    assert code == 0, err
+    stages = [line.split(" · ")[0].strip() for line in err.splitlines() if line.startswith("  ")]
+    assert [s for s in stages if s != "start"][:2] == ["scan", "load"] and "check" in stages, err
+    code, err = _kwb_eval(tmp_path, tty=True)
+    assert code == 0, err
+    refreshed = err.split("\r")
+    # The line is rewritten in place (every half second) with the judge's stage and the seconds so far.
+    judged = [p for p in refreshed if re.search(r" \.\.\. (scan|load|calibrate|check|count|time|cover) · [\d.]+ s", p)]
+    assert judged, err
+    assert re.search(r"\.\.\. done in [\d.]+ s\s*$", err), err
+
+
+def test_the_editor_shows_the_stage_beside_the_elapsed_time_and_cancel_stops_its_evaluation():
+    pytest.importorskip("ipywidgets")
+    from widgets.editor import KernelEditor
+
+    hang = ("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        while True:\n"
+            "            pass\n")
+    ed = KernelEditor("vector_add", hang, device="cpu", timeout=300)
+    ed.run()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "check" not in ed._progress.value:
+        time.sleep(0.1)
+    assert "s · check" in ed._progress.value, ed._progress.value  # "⏳ 3.2 s · check"
+    worker = ed.job._thread
+    ed.cancel()
+    worker.join(10)
+    assert ed.status == "cancelled" and not worker.is_alive()

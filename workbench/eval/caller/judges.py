@@ -277,7 +277,8 @@ def run_job(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress]
             cancel: CancelToken | None = None) -> wire.Reply:
     """Run one job on the judge of its device. A dead or hung judge becomes a "timeout"/"crashed" Reply; a set
     `cancel` token raises `Cancelled`, and anything raised while waiting (Ctrl-C, an `on_progress` that raised)
-    propagates; either way the judge, busy with the job, is ended and a fresh one started."""
+    propagates; either way the judge, busy with the job, is ended (and, except after Ctrl-C, a fresh one started
+    at once)."""
     device = job.device
     relay = ProgressRelay(on_progress, cancel)
     with _LOCK:
@@ -293,6 +294,9 @@ def run_job(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress]
                     f"Last judge output:\n{died.log}") from None
             _replace(device)
             return wire.Reply(status=died.kind, died=died.detail, log=died.log, judge_pid=judge.pid)
+        except KeyboardInterrupt:  # the user is stopping: end the busy judge; the next evaluation starts one
+            discard_judge(device)
+            raise
         except BaseException:
             _replace(device)
             raise
