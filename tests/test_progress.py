@@ -43,9 +43,9 @@ def test_progress_reports_every_stage_in_order_on_the_evaluating_thread():
         threads.add(threading.get_ident())
 
     result = wb.evaluate(TASK, wb.Candidate(source=HONEST, language="triton"), device="cpu", on_progress=record)
-    assert result.status == "ok", result.message
+    assert result.timing is not None, result.message  # it got as far as timing (the verdict is not the point here)
     stages = [p.stage for p in seen]
-    firsts = list(dict.fromkeys(s for s in stages if s != "start"))
+    firsts = list(dict.fromkeys(s for s in stages if s != "startup"))
     assert firsts[:2] == ["scan", "load"] and firsts.index("check") < firsts.index("count") < firsts.index("time")
     assert "calibrate" in firsts
     # After the nested calibration the judge says it is loading again, before it checks.
@@ -158,7 +158,7 @@ def test_kwb_eval_prints_each_stage_with_v_and_a_live_line_on_a_terminal(tmp_pat
     code, err = _kwb_eval(tmp_path, "-v")
     assert code == 0, err
     stages = [line.split(" · ")[0].strip() for line in err.splitlines() if line.startswith("  ")]
-    assert [s for s in stages if s != "start"][:2] == ["scan", "load"] and "check" in stages, err
+    assert [s for s in stages if s != "startup"][:2] == ["scan", "load"] and "check" in stages, err
     code, err = _kwb_eval(tmp_path, tty=True)
     assert code == 0, err
     refreshed = err.split("\r")

@@ -191,7 +191,7 @@ class Judge:
             raise self._died()
         assert self.proc.stdin is not None
         relay.check_cancel()
-        self.wait_ready(waiting=lambda: relay.waiting("start"))
+        self.wait_ready(waiting=lambda: relay.waiting("startup"))
         self.stderr_tail.clear()
         self.jobs += 1
         job_id = wire.new_job_id()

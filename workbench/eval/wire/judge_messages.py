@@ -53,7 +53,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Progress:
-    """Where one evaluation stands: its stage (scan, load, calibrate, check, count, time, cover), step k of n in
+    """Where one evaluation stands: its stage (scan, load, calibrate, check, count, time, cover; "startup" while the
+    caller waits for a judge to start), step k of n in
     it when the stage counts (correctness rounds, timed batches; 0 when it does not), seconds since the judge
     began the job, and for timing the samples so far and the current relative width of the 95% CI (None before
     there is one)."""
