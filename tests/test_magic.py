@@ -96,13 +96,17 @@ def test_cells_are_evaluated_out_of_process_with_cell_line_numbers(tmp_path):
     assert {m for m in sys.modules if "kwb_candidate" in m} == before  # never imported in this process
     card = shown.cards[0]
     assert isinstance(card, CellVerdict) and 'data-kwb-status="ok"' in card._panel.value
-    assert 'data-kwb-status="ok"' in shown.updates[0]  # the saved output (HTML fallback) has the verdict too
+    assert 'data-kwb-status="ok"' in shown.updates[-1]  # the saved output (HTML fallback) has the verdict too
+    # While it ran, the card said which stage the evaluation was in (refreshed once per stage).
+    running = [u for u in shown.updates[:-1] if 'data-kwb-status="running"' in u]
+    assert any("evaluating in a judge process: check" in u for u in running), running
+    shown.updates.clear()
     cheat = run_cell("vector_add --device cpu --size n=1000", TORCH_ONLY, display=shown, user_ns=ns)
     assert cheat.status == "rejected" and "torch-compute-in-forward" in cheat.flags
     html = shown.cards[1]._panel.value
     # `return torch.add(a, b)` is line 14 of TORCH_ONLY, so line 15 of the cell (line 1 is %%kwb): the card says 15.
     assert 'data-kwb-line="15"' in html and "<b>cell line 15</b>: <code>return torch.add(a, b)</code>" in html
-    assert 'data-kwb-status="rejected"' in shown.updates[1]
+    assert 'data-kwb-status="rejected"' in shown.updates[-1]
     from workbench.store import Store
 
     assert len(Store(tmp_path / "r.db").frame()) == 1  # only the run that named --store

@@ -68,6 +68,11 @@ class Job:
         return self._cancel.is_set()
 
     @property
+    def cancel_event(self) -> threading.Event:
+        """Set by `cancel()`: pass it as `EvalOptions.cancel` so a running evaluation stops with the job."""
+        return self._cancel
+
+    @property
     def running(self) -> bool:
         return self.state == "running"
 

@@ -93,6 +93,7 @@ class KernelEditor(StaticMixin, w.VBox):
         self._task = resolve_task(task)
         self.size, self.timeout, self.evaluate_kw = size, timeout, dict(evaluate_kw or {})
         self.job: Job | None = None
+        self._stage = ""  # the running evaluation's latest progress line
         self._callbacks: list[Callable[[Result], Any]] = []
         devices = _devices()
         if device is None:
@@ -178,14 +179,14 @@ class KernelEditor(StaticMixin, w.VBox):
         if block:
             self._started()
             try:
-                result = self._evaluate(task, candidate, device)
+                result = self._evaluate(task, candidate, device, None)
             except Exception as exc:
                 self._show_error(exc)
                 raise
             self._finish(result)
             return result
         self._started()
-        self.job = Job(lambda job: self._evaluate(task, candidate, device), on_done=self._finish,
+        self.job = Job(lambda job: self._evaluate(task, candidate, device, job), on_done=self._finish,
                        on_error=self._show_error, on_progress=self._tick, on_cancel=self._cancelled).start()
         return None
 
@@ -198,19 +199,28 @@ class KernelEditor(StaticMixin, w.VBox):
         self._finish(result)
 
     # ---- internals -----------------------------------------------------------------------------------
-    def _evaluate(self, task: Task, candidate: Candidate, device: str) -> Result:
-        from workbench import evaluate
+    def _evaluate(self, task: Task, candidate: Candidate, device: str, job: Job | None) -> Result:
+        """Evaluate with the job's cancel token (Cancel ends the evaluation's judge at once) and the judge's stage
+        shown beside the elapsed time."""
+        from workbench import EvalOptions, evaluate
 
-        return evaluate(task, candidate, device=device, size=self.size, timeout=self.timeout, **self.evaluate_kw)
+        def stage(progress: Any) -> None:
+            self._stage = progress.describe()
+
+        options = EvalOptions(device=device, size=self.size, timeout=self.timeout, on_progress=stage,
+                              cancel=job.cancel_event if job is not None else None).replace(**self.evaluate_kw)
+        return evaluate(task, candidate, options=options)
 
     def _started(self) -> None:
         self.status = "running"
         self._run.disabled, self._cancel.disabled = True, False
         self._panel.value = state_html("running", "evaluating in a worker process: compile, check, time…")
         self._progress.value = ""
+        self._stage = ""
 
     def _tick(self, done: int, total: int, elapsed: float) -> None:
-        self._progress.value = f'<span class="kwb-elapsed">&#9203; {elapsed:.1f} s</span>'
+        stage = f" · {esc(self._stage.rsplit(' · ', 1)[0])}" if self._stage else ""
+        self._progress.value = f'<span class="kwb-elapsed">&#9203; {elapsed:.1f} s{stage}</span>'
 
     def _idle_buttons(self) -> None:
         self._run.disabled, self._cancel.disabled = False, True

@@ -182,7 +182,7 @@ class CellVerdict(StaticMixin, w.VBox):
 
 def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] | None = None) -> Result | None:
     """What `%%kwb` does, callable without IPython: parse, show the card, evaluate, store, bind `_kwb`."""
-    from workbench import evaluate
+    from workbench import EvalOptions, evaluate
     from workbench.tasks.task import get_task
 
     args = parse_line(line)
@@ -209,8 +209,18 @@ def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] 
         if hasattr(handle, "update"):
             handle.update(card)
 
+    shown_stage = [""]
+
+    def stage(progress: Any) -> None:
+        # The card says where the evaluation stands; the saved output is refreshed only when the stage changes.
+        card.state("running", f"evaluating in a judge process: {progress.describe()}")
+        if progress.stage != shown_stage[0]:
+            shown_stage[0] = progress.stage
+            refresh()
+
+    options = EvalOptions(device=args.device, size=args.size, timeout=args.timeout, on_progress=stage)
     try:
-        result = evaluate(task, candidate, device=args.device, size=args.size, timeout=args.timeout)
+        result = evaluate(task, candidate, options=options)
     except KeyboardInterrupt:
         _discard_worker(args.device or "cpu")
         card.state("cancelled", "interrupted: the worker was stopped; run the cell again for a fresh one")

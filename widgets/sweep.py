@@ -254,7 +254,8 @@ class SweepExplorer(StaticMixin, w.VBox):
             for i, config in enumerate(configs):
                 if job.cancelled:
                     return
-                result = evaluate(task, sweep.candidate(config), device=device, size=size, **kw)
+                result = evaluate(task, sweep.candidate(config), device=device, size=size, cancel=job.cancel_event,
+                                  **kw)
                 if job.cancelled:
                     return
                 self._deliver(config, result, i + 1, len(configs), job)

@@ -278,7 +278,7 @@ class VariantComparison(StaticMixin, w.VBox):
             for i, size in enumerate(sizes):
                 if job.cancelled:
                     break
-                result = evaluate(task, cand, device=device, size=size)
+                result = evaluate(task, cand, device=device, size=size, cancel=job.cancel_event)
                 out.append(result)
                 job.step(i + 1, len(sizes))
             return out

@@ -21,12 +21,17 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from workbench.errors import StoreError
 from workbench.result import Result
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_T = TypeVar("_T")
 
 #: Bumped when the tables change; a store written by a newer version is refused, never half-read.
 SCHEMA_VERSION = 3
@@ -220,7 +225,7 @@ class Store:
         self._db, self._pid = db, os.getpid()
         return db
 
-    def _retry(self, work):
+    def _retry(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run `work(db)` in one IMMEDIATE transaction, retrying while another process holds the lock."""
         delay = 0.005
         for attempt in range(_RETRIES):
@@ -322,6 +327,7 @@ class Store:
         names = [*COLUMN_NAMES, "result_json"]
         values = [row[n] for n in COLUMN_NAMES] + [_dumps(data)]
         cur = db.execute(f"INSERT INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", values)
+        assert cur.lastrowid is not None  # set by every INSERT
         return int(cur.lastrowid)
 
     def add(self, result: Result, run_id: str | None = None, **metadata: Any) -> int:
@@ -406,7 +412,7 @@ class Store:
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
 
     def frame(self, task: str | None = None, status: str | None = None, run_id: str | None = None,
-              *, source: bool = True, **filters: Any):
+              *, source: bool = True, **filters: Any) -> pd.DataFrame:
         """A tidy DataFrame, one row per result, oldest first. Filters match columns (a list means "any of")
         or metadata keys; `flags`/`warnings` are list columns, `size`/`versions`/`metadata` dict columns."""
         import pandas as pd
@@ -439,7 +445,7 @@ class Store:
         return frame
 
     def flags_frame(self, task: str | None = None, status: str | None = None, run_id: str | None = None,
-                    **filters: Any):
+                    **filters: Any) -> pd.DataFrame:
         """One row per (result, flag): count how often each model or candidate trips each check with
         `store.flags_frame().groupby(["author", "flag"]).size()`. Results without flags do not appear."""
         frame = self.frame(task, status, run_id, source=False, **filters)
@@ -451,7 +457,7 @@ class Store:
         out["flag"] = out["flag"].astype(object)
         return out
 
-    def runs(self):
+    def runs(self) -> pd.DataFrame:
         """One row per run id: how many results, how many ok, first and last timestamps."""
         import pandas as pd
 

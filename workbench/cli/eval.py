@@ -58,6 +58,7 @@ def load_candidate(path: str, language: str | None):
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from workbench.eval.evaluate import default_device, evaluate
+    from workbench.eval.options import EvalOptions
 
     task = load_task_arg(args.task, args.sizes, args.fit)
     candidate = load_candidate(args.file, args.language)
@@ -68,9 +69,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print("note: no --sizes given: the file's own sizes are used; KernelBench sizes can take minutes on a CPU",
               file=sys.stderr)
     mode = " (Triton interpreter)" if device == "cpu" and candidate.language == "triton" else ""
-    with Progress(f"evaluating {args.file} on task {task.name}, {device}{mode}"):
-        result = evaluate(task, candidate, device, size=size, seed=args.seed, rounds=args.rounds,
-                          timeout=args.timeout, time_it=not args.no_time, compile_timeout=args.compile_timeout)
+    with Progress(f"evaluating {args.file} on task {task.name}, {device}{mode}", verbose=args.verbose) as line:
+        options = EvalOptions(device=device, size=size, seed=args.seed, rounds=args.rounds, timeout=args.timeout,
+                              time_it=not args.no_time, compile_timeout=args.compile_timeout, on_progress=line.update)
+        result = evaluate(task, candidate, options=options)
     stored = None
     if args.store:
         with open_store(args.store) as store:
@@ -105,4 +107,6 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store", help="also add the result to this results store (SQLite file)")
     p.add_argument("--run-id", help="run id to store the result under")
     p.add_argument("--json", action="store_true", help="print the Result as JSON")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print each stage of the evaluation (a terminal shows them live on one line anyway)")
     p.set_defaults(handler=cmd_eval)

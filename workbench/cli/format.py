@@ -113,13 +113,28 @@ def format_result(result, stored: str | None = None) -> str:
 
 
 class Progress:
-    """One status line on stderr with elapsed seconds, refreshed in place on a terminal."""
+    """One status line on stderr, refreshed in place on a terminal: elapsed seconds and, once `update` is fed an
+    evaluation's progress (pass it as `on_progress`), the stage, round or batch and CI width. Off a terminal it
+    prints the line once, and with `verbose` one more line per stage."""
 
-    def __init__(self, text: str, stream=None):
-        self.text, self.stream = text, stream or sys.stderr
+    def __init__(self, text: str, stream=None, verbose: bool = False):
+        self.text, self.stream, self.verbose = text, stream or sys.stderr, verbose
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.started = 0.0
+        self.detail, self._stage, self._width = "", "", 0
+
+    def update(self, progress: Any) -> None:
+        """The evaluation's latest progress (a `workbench.eval.wire.judge_messages.Progress`)."""
+        self.detail = progress.describe()
+        if self._thread is None and self.verbose and progress.stage != self._stage:
+            print(f"  {self.detail}", file=self.stream, flush=True)
+        self._stage = progress.stage
+
+    def _line(self, text: str) -> str:
+        """`text` padded to cover the longer line it overwrites."""
+        pad, self._width = max(0, self._width - len(text)), len(text)
+        return text + " " * pad
 
     def __enter__(self) -> Progress:
         self.started = time.perf_counter()
@@ -132,11 +147,12 @@ class Progress:
 
     def _spin(self) -> None:
         while not self._stop.wait(0.5):
-            print(f"\r{self.text} ... {time.perf_counter() - self.started:.0f} s", end="", file=self.stream, flush=True)
+            detail = self.detail or f"{time.perf_counter() - self.started:.0f} s"
+            print("\r" + self._line(f"{self.text} ... {detail}"), end="", file=self.stream, flush=True)
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         if self._thread:
             self._thread.join()
-        end = "\r" if self._thread else ""
-        print(f"{end}{self.text} ... done in {time.perf_counter() - self.started:.1f} s", file=self.stream, flush=True)
+        done = f"{self.text} ... done in {time.perf_counter() - self.started:.1f} s"
+        print("\r" + self._line(done) if self._thread else done, file=self.stream, flush=True)

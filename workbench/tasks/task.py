@@ -15,11 +15,17 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import TaskError, UnknownNameError
 from workbench.seeding import seed_all
 from workbench.tasks.precision import IEEE, PrecisionPolicy
+
+if TYPE_CHECKING:
+    import ast
+
+    from workbench.candidate import Candidate
 
 #: Input distributions the correctness protocol can draw from (CHEATS.md row 11).
 #: "default" keeps the task's own generator; the others replace every floating input tensor.
@@ -106,7 +112,7 @@ class Task:
         extra = [s for s in self.sweep.get(kind, []) if s != main]
         return [main] + extra[: max(limit - 1, 0)]
 
-    def solution_candidate(self):
+    def solution_candidate(self) -> Candidate:
         """The task's honest reference solution as a Candidate (`solution` may hold source text or a path)."""
         from workbench.candidate import Candidate
 
@@ -180,7 +186,7 @@ class Task:
 _REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
 
-def import_source(source: str, module_name: str, directory: str | None = None):
+def import_source(source: str, module_name: str, directory: str | None = None) -> ModuleType:
     """Write source to a real .py file and import it (compiled Triton rejects exec'd code)."""
     directory = directory or tempfile.mkdtemp(prefix="kwb_src_")
     path = Path(directory) / f"{module_name}.py"
@@ -223,7 +229,7 @@ def validate_reference_source(source: str, name: str, sizes: dict[str, Any]) -> 
         )
 
 
-def module_constants(tree) -> set[str]:
+def module_constants(tree: ast.Module) -> set[str]:
     import ast
 
     names: set[str] = set()
