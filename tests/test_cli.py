@@ -171,6 +171,9 @@ def test_every_input_mistake_gets_a_short_message_and_exit_2(files):
     assert "task 'softmax' has no size 'dimm' (did you mean 'dim'?); its sizes are batch_size, dim" in err
     err = _refused(kwb("eval", "--task", "softmax", "--size", "batch_size=2.5", "honest.py", cwd=files))
     assert "--size batch_size=2.5: batch_size must be a whole number" in err
+    for bad in ("batch_size=-4", "batch_size=0"):  # never a runtime_error blaming get_inputs, never "ok" on nothing
+        err = _refused(kwb("eval", "--task", "softmax", "--size", bad, "honest.py", cwd=files))
+        assert f"--size {bad}: batch_size is a dimension and must be at least 1" in err
     err = _refused(kwb("eval", "--task", "softmax", "--size", "tiny", "honest.py", cwd=files))
     assert "bad size 'tiny': give a preset (cpu, gpu) or NAME=VALUE pairs" in err
     err = _refused(kwb("eval", "--task", "softmax", "--size", "dtype=int3", "honest.py", cwd=files))
@@ -225,6 +228,22 @@ def test_eval_honest_and_wrong_kernels(files):
     assert len(rows) == 2 and "honest" in rows[0] and " ok " in rows[0] and "mismatch" in rows[1]
     only_bad = kwb("results", "--store", "r.db", "--status", "incorrect", cwd=files)
     assert len(only_bad.stdout.splitlines()) == 3
+
+
+def test_a_partial_size_keeps_the_cpu_preset_for_the_rest_and_prints_the_full_size(tmp_path):
+    """`--size dim=64` runs the CPU preset's 64 rows (seconds), not the reference file's 8192 (minutes on the
+    interpreter), and both the progress line and the result header name every size."""
+    pytest.importorskip("workbench.eval.evaluate")
+    task = workbench.get_task("softmax")
+    (tmp_path / "sol.py").write_text(task.solution_candidate().source)
+    rows = task.sizes["cpu"]["batch_size"]
+    out = kwb("eval", "--task", "softmax", "sol.py", "--size", "dim=64", "--device", "cpu", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["size"] == {"batch_size": rows, "dim": 64}
+    assert f"evaluating sol.py on task softmax (batch_size={rows}, dim=64, float32), cpu" in out.stderr
+    text = kwb("eval", "--task", "softmax", "sol.py", "--size", "dim=64,dtype=float16", "--device", "cpu",
+               "--no-time", cwd=tmp_path)
+    assert f"task       softmax (batch_size={rows}, dim=64, float16)\n" in text.stdout, text.stdout + text.stderr
 
 
 def test_demo_runs_a_solution_and_shows_the_cheat(tmp_path):

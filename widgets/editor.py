@@ -15,7 +15,7 @@ from typing import Any
 import traitlets as t
 
 from widgets._html import esc
-from widgets._runner import Job
+from widgets._runner import Job, discard_judge
 from widgets.code_editor import CodeEditor
 from widgets.error_map import HEATMAP_MAX_CELLS, error_heatmap, fill_error_heatmap, map_view, pool_error_map
 from widgets.static import StaticMixin
@@ -23,6 +23,7 @@ from widgets.verdict import line_refs, result_html, state_html
 from workbench.candidate import LANGUAGES, Candidate, infer_language
 from workbench.errors import WorkbenchError, require
 from workbench.result import Result
+from workbench.tasks.sizes import size_label
 from workbench.tasks.task import Task, get_task, tasks
 
 w = require("ipywidgets", "lab", "the kernel editor")
@@ -91,6 +92,8 @@ class KernelEditor(StaticMixin, w.VBox):
                  device: str | None = None, size: Any = None, timeout: float | None = None, name: str = "",
                  evaluate_kw: dict[str, Any] | None = None, **kwargs: Any):
         self._task = resolve_task(task)
+        if isinstance(size, dict):  # a size the task cannot use fails here, not as a failed run later
+            self._task.size(size)
         self.size, self.timeout, self.evaluate_kw = size, timeout, dict(evaluate_kw or {})
         self.job: Job | None = None
         self._callbacks: list[Callable[[Result], Any]] = []
@@ -203,10 +206,20 @@ class KernelEditor(StaticMixin, w.VBox):
 
         return evaluate(task, candidate, device=device, size=self.size, timeout=self.timeout, **self.evaluate_kw)
 
+    def running_text(self) -> str:
+        """What the panel says while a run is in flight: the task and every name of the size that runs."""
+        try:
+            full = self._task.size(self.size, self.device)
+        except WorkbenchError:
+            return "evaluating in a worker process: compile, check, time…"
+        dtype = None if "dtype" in full else (self._task.dtypes[0] if self._task.dtypes else None)
+        return (f"evaluating {self._task.name} ({size_label(full, dtype) or 'the file defaults'}) on "
+                f"{self.device} in a worker process: compile, check, time…")
+
     def _started(self) -> None:
         self.status = "running"
         self._run.disabled, self._cancel.disabled = True, False
-        self._panel.value = state_html("running", "evaluating in a worker process: compile, check, time…")
+        self._panel.value = state_html("running", self.running_text())
         self._progress.value = ""
 
     def _tick(self, done: int, total: int, elapsed: float) -> None:
@@ -227,12 +240,7 @@ class KernelEditor(StaticMixin, w.VBox):
     def _cancelled(self) -> None:
         # A hung kernel would hold the device's worker until its timeout: end that worker now; the next
         # evaluation starts a fresh one. (Any other evaluation in flight on it reports "crashed".)
-        try:
-            from workbench.eval.judge_pool import discard_worker
-        except ImportError:  # pragma: no cover - engine without a worker pool
-            discard_worker = None
-        if discard_worker is not None:
-            discard_worker(self.device)
+        discard_judge(self.device)
         self._idle_buttons()
         self.status = "cancelled"
         elapsed = self.job.elapsed if self.job else 0.0

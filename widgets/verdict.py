@@ -258,6 +258,8 @@ def _sandbox_warning(result: Result) -> str:
 def result_html(result: Result, where: str = "line", extra: str = "") -> str:
     """The verdict card. `where` names line numbers ("cell line" under the cell magic)."""
     size = size_text(result.size)
+    if result.dtype and "dtype" not in (result.size or {}):
+        size = f"{size} {result.dtype}".strip()
     chips = "".join(flag_chip(f) for f in result.flags)
     head = (f'<div class="kwb-headline" style="{_WRAP}">{status_badge(result.status)} <b>{esc(result.candidate_name)}'
             f"</b> on <code>{esc(result.task)}</code>" + (f" · {esc(size)}" if size else "")

@@ -24,6 +24,7 @@ from workbench.cli.common import (
     read_text_file,
 )
 from workbench.cli.format import Progress, format_result
+from workbench.tasks.sizes import size_label
 
 
 def load_task_arg(spec: str, sizes: str | None = None, fit: str | None = None):
@@ -67,8 +68,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not task.sizes and size is None and device == "cpu" and not args.fit:
         print("note: no --sizes given: the file's own sizes are used; KernelBench sizes can take minutes on a CPU",
               file=sys.stderr)
+    # The size that runs, every name of it: a partial --size keeps the device's preset for the rest.
+    full = task.size(size, device)
     mode = " (Triton interpreter)" if device == "cpu" and candidate.language == "triton" else ""
-    with Progress(f"evaluating {args.file} on task {task.name}, {device}{mode}"):
+    shown = size_label(full, None if "dtype" in full else (task.dtypes[0] if task.dtypes else None))
+    with Progress(f"evaluating {args.file} on task {task.name} ({shown or 'the file defaults'}), {device}{mode}"):
         result = evaluate(task, candidate, device, size=size, seed=args.seed, rounds=args.rounds,
                           timeout=args.timeout, time_it=not args.no_time, compile_timeout=args.compile_timeout)
     stored = None

@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from workbench.tasks.sizes import size_label
+
 
 def format_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], max_width: int = 60) -> str:
     """A plain-text table; long cells are cut at `max_width` so a row stays on one terminal line."""
@@ -79,7 +81,7 @@ def format_result(result, stored: str | None = None) -> str:
                            for name, v in (("abs", result.max_abs_err), ("rel", result.max_rel_err)))
     ref = result.reference_timing
     rows = [
-        ("task", f"{result.task} ({size_text(result.size)}{', ' + result.dtype if result.dtype else ''})"),
+        ("task", f"{result.task} ({size_label(result.size, result.dtype) or '(file defaults)'})"),
         ("candidate", f"{result.candidate_name} ({result.language}, id {result.candidate_id[:8]})"),
         ("device", f"{result.device}: {result.device_name}" if result.device_name else result.device),
         ("status", result.status),
