@@ -380,3 +380,29 @@ def test_report_without_gpu_results_says_why_there_is_no_roofline(tmp_path):
     unknown = kwb("study", "report", "nope", "--store", str(store_path), cwd=tmp_path)
     assert unknown.returncode == 2 and "run 'nope' has no points or results" in unknown.stderr
     assert "runs there: cpu-run" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+def test_list_parameters_are_parsed_or_refused_with_the_expected_form(tmp_path):
+    """`-p block_sizes notjson` names the form a list takes instead of reaching the notebook as a string."""
+    sweep = REPO / "studies" / "block_size_sweep.ipynb"
+    err = _short_error(kwb("study", "run", str(sweep), "-p", "block_sizes", "notjson", "--store", "r.db",
+                           "--out", "runs", cwd=tmp_path))
+    assert ("parameter block_sizes (-p) must be a JSON list like its default [64,128,256], not \"notjson\"; "
+            "e.g. -p block_sizes '[64,128,256]'") in err
+    (tmp_path / "grid.yaml").write_text("block_sizes: [64, wide]\n")  # a grid value that is not a list either
+    assert "parameter block_sizes (--grid grid.yaml) must be a JSON list" in _short_error(
+        kwb("study", "run", str(sweep), "--grid", "grid.yaml", "--store", "r.db", cwd=tmp_path))
+    check_parameters(sweep, ["block_sizes"], {"block_sizes": "[32, 64]"})  # JSON text of a list is fine
+    check_parameters(sweep, ["block_sizes"], {"block_sizes": [32, 64]})
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "r.db").exists()
+
+
+def test_the_printed_report_command_works_with_the_store_and_folder_the_run_used(tmp_path):
+    proc = kwb("study", "run", str(PROBE), "-p", "value", "3", "--store", "studies.db", "--out", "out",
+               "--run-id", "hint", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    hint = proc.stdout.split("report with `", 1)[1].split("`", 1)[0]
+    assert hint == "kwb study report hint --store studies.db -o out/hint/report.html", hint
+    again = kwb(*hint.split()[1:], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "out" / "hint" / "report.html").is_file()

@@ -8,6 +8,7 @@ is an error with a suggestion, not a grid run on defaults); `-p` values parse as
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -91,8 +92,19 @@ def _run(args: argparse.Namespace) -> int:
 
         path = write_report(args.store, run.run_id, Path(run.out_dir) / "report.html")
         print(f"report: {path}")
-    print(f"run id: {run.run_id}  (resume with --run-id {run.run_id}; report with `kwb study report {run.run_id}`)")
+    print(f"run id: {run.run_id}  (resume with --run-id {run.run_id}; report with `{report_command(args, run)}`)")
     return EXIT_FAILED if run.failed else EXIT_OK
+
+
+def report_command(args: argparse.Namespace, run) -> str:
+    """The `kwb study report` line that reproduces this run's report from where the user is: with the --store
+    the run used (the command's default is results.db) and the report beside the run's executed notebooks."""
+    parts = ["kwb", "study", "report", run.run_id]
+    if args.store != "results.db":
+        parts += ["--store", args.store]
+    if Path(args.out) != Path("runs"):
+        parts += ["-o", str(Path(run.out_dir) / "report.html")]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def _existing_store(path: str) -> str:
