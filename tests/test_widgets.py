@@ -179,8 +179,10 @@ def test_roofline_view_draws_only_results_timed_on_its_roofs():
                result("interp", ms=5.0, clock="interpreter"), _gpu("gpu", 1.0, 1 << 20), result("failed", "incorrect", None)]
     view = RooflineView(results, device="cpu")
     assert view._picker.value == "gpu:NVIDIA H100 80GB HBM3"  # the GPU of the latest GPU result, not this CPU
-    assert [o[0] for o in view._picker.options] == ["NVIDIA H100 80GB HBM3: datasheet",
-                                                     "NVIDIA A100-SXM4-80GB: datasheet", "CPU (measured)"]
+    labels = [o[0] for o in view._picker.options]
+    assert labels[:3] == ["NVIDIA H100 80GB HBM3: datasheet", "NVIDIA A100-SXM4-80GB: datasheet", "CPU (measured)"]
+    assert labels[3] == "H100 SXM: datasheet, projection of counted work"  # measured roofs first, projections after
+    figure = view.figure
     assert [p["name"] for p in view.points] == ["gpu"]
     reasons = {s["name"]: s["reason"] for s in view.skipped}
     assert reasons == {"interp": "Triton interpreter time: not hardware",
@@ -198,6 +200,7 @@ def test_roofline_view_draws_only_results_timed_on_its_roofs():
     assert "A100 SXM 80GB (datasheet)" in view.figure.layout.title.text
     view._picker.value = "cpu"  # the measured CPU: no CPU wall-clock results, an honest empty state
     assert view.points == [] and len(view.skipped) == 6
+    assert view.figure is figure  # one widget refilled: no new 5 MB widget model per redraw
     notes = [a.text for a in view.figure.layout.annotations]
     assert any(t.startswith("no CPU wall-clock results yet") for t in notes)
     assert any(t.startswith("DRAM ") and t.endswith("(measured)") for t in notes)
@@ -212,6 +215,34 @@ def test_roofline_view_draws_only_results_timed_on_its_roofs():
     assert roofline_point(to_records([result("x", ms=2.0, n=100)])[0])["bytes_per_s"] == pytest.approx(1200 / 2e-3)
     html = mine.to_html()
     assert "plotly-graph-div" in html and "test-gpu (measured)" in html
+
+
+def test_on_a_cpu_the_roofline_projects_counted_work_onto_a_datasheet_gpu():
+    """Interpreter results have counted FLOPs and bytes: each task at each size is one hollow diamond on the
+    H100's datasheet roofline, labelled a projection with its bound and floor; nothing measured is drawn."""
+    rows = [result("a", ms=5.0, n=1 << 20, clock="interpreter"), result("b", ms=4.0, n=1 << 20, clock="interpreter"),
+            result("c", "incorrect", None, n=1 << 10), result("nowork", ms=1.0, clock="interpreter")]
+    rows[-1].flops = rows[-1].bytes = None
+    view = RooflineView(rows, device="cpu")
+    assert view._picker.value == "projection:H100 SXM" and view.projecting
+    figure = view.figure
+    diamonds = [tr for tr in figure.data if (tr.meta or {}).get("projection")]
+    assert len(diamonds) == 2  # n=2^20 (a and b share it) and n=2^10
+    assert all(tr.marker.symbol == "diamond-open" for tr in diamonds)
+    big = next(tr for tr in diamonds if "n=1048576" in tr.name)
+    assert "memory-bound, floor" in big.name and "on H100 SXM" in big.name and "ran: a, b" in big.text[0]
+    n = 1 << 20  # result() counts n FLOPs and 12 n bytes: 1/12 FLOP/byte, far left of the H100's ridge
+    assert big.x[0] == pytest.approx(1 / 12) and big.y[0] == pytest.approx(3.35e12 / 12)
+    assert big.meta["floor_s"] == pytest.approx(12 * n / 3.35e12) and big.meta["bound"] == "memory"
+    assert "projection: counted work, not measured times" in figure.layout.title.text
+    assert "Projection, not a measurement." in view._note.value
+    assert "nowork" in view._side.value and "no counted work" in view._side.value
+    assert not [tr for tr in figure.data if tr.name == "results" and tr.x]  # no measured point at all
+    view.add(result("d", ms=3.0, n=1 << 12, clock="interpreter"))
+    assert view.figure is figure and len([tr for tr in figure.data if (tr.meta or {}).get("projection")]) == 3
+    view._picker.value = "projection:A100 SXM 80GB"
+    assert view.figure is figure and "A100 SXM 80GB" in figure.layout.title.text
+    assert "projection" in view.to_html()
 
 
 # ---- sweep ---------------------------------------------------------------------------------------------
