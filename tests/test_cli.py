@@ -261,14 +261,20 @@ def test_demo_runs_a_solution_and_shows_the_cheat(tmp_path):
     assert [m["expected"] for m in frame["metadata"]] == ["ok", "rejected"]
     assert "[1/2] softmax: softmax-solution" in out.stderr and "[2/2]" in out.stderr  # progress per evaluation
     assert str((tmp_path / "demo.db").resolve()) in out.stdout
-    report = tmp_path / "demo-report.html"
+    run_id = frame["run_id"].iloc[0]
+    report = tmp_path / "runs" / run_id / "report.html"  # under a results folder, never the working directory
+    assert not list(tmp_path.glob("*.html"))
     try:
         import plotly  # noqa: F401
     except ImportError:
         assert "HTML report skipped" in out.stdout and not report.exists()
     else:
         assert f"HTML report: {report.resolve()}" in out.stdout
-        assert "softmax-torch-cheat" in report.read_text()
+        page = report.read_text()
+        library = next((tmp_path / "runs").glob("plotly-*.min.js"))  # shared by every report under runs/
+        assert "softmax-torch-cheat" in page and f"src='../{library.name}'" in page and len(page) < 1_000_000
+        assert page.count("class=\"plotly-graph-div\"") >= 2  # the time chart and the roofline projection
+        assert "Roofline: projection on H100 SXM" in page
     if frame["status"].iloc[1] == "rejected":
         assert out.returncode == 0 and frame["flags"].iloc[1], out.stdout + out.stderr
     else:  # only while no check catches it yet; the demo must then say the cheat got through, not hide it

@@ -38,13 +38,30 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
     report = sub.add_parser("report", help="render one self-contained HTML report of a run")
     report.add_argument("run_id")
     report.add_argument("--store", default="results.db")
-    report.add_argument("-o", "--output", default=None, help="HTML file (default: runs/RUN/report.html)")
+    report.add_argument("--out", default="runs", help="results folder: the report goes to OUT/RUN/report.html and "
+                                                      "plotly.js once into OUT (default runs)")
+    report.add_argument("-o", "--output", default=None, help="HTML file instead (plotly.js is written beside it)")
+    report.add_argument("--gpu", type=_datasheet_gpu, default=None,
+                        help="datasheet GPU that runs without GPU times are projected on (default: H100 SXM)")
+    report.add_argument("--self-contained", action="store_true",
+                        help="inline plotly.js (one ~5 MB file) instead of loading the shared copy beside it")
     report.set_defaults(handler=_report)
 
     status = sub.add_parser("status", help="list runs and their points")
     status.add_argument("--store", default="results.db")
     status.add_argument("run_id", nargs="?")
     status.set_defaults(handler=_status)
+
+
+def _datasheet_gpu(name: str) -> str:
+    """argparse type for --gpu: a GPU of the datasheet table (the error lists them)."""
+    from roofline.projection import resolve_gpu
+    from workbench.errors import UnknownNameError
+
+    try:
+        return resolve_gpu(name).name
+    except (UnknownNameError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 #: Parameters the runner passes itself (a -p value would be overridden silently), and the option to use instead.
@@ -90,7 +107,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.report:
         from widgets.report import write_report
 
-        path = write_report(args.store, run.run_id, Path(run.out_dir) / "report.html")
+        # plotly.js once in the results folder, shared by every run's report under it.
+        path = write_report(args.store, run.run_id, Path(run.out_dir) / "report.html", library_dir=args.out)
         print(f"report: {path}")
     print(f"run id: {run.run_id}  (resume with --run-id {run.run_id}; report with `{report_command(args, run)}`)")
     return EXIT_FAILED if run.failed else EXIT_OK
@@ -103,7 +121,7 @@ def report_command(args: argparse.Namespace, run) -> str:
     if args.store != "results.db":
         parts += ["--store", args.store]
     if Path(args.out) != Path("runs"):
-        parts += ["-o", str(Path(run.out_dir) / "report.html")]
+        parts += ["--out", args.out]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -117,8 +135,13 @@ def _existing_store(path: str) -> str:
 def _report(args: argparse.Namespace) -> int:
     from widgets.report import write_report
 
-    out = args.output or str(Path("runs") / args.run_id / "report.html")
-    path = write_report(_existing_store(args.store), args.run_id, out)
+    store = _existing_store(args.store)
+    if args.output:  # plotly.js beside a report the user placed, else once in the results folder
+        path = write_report(store, args.run_id, args.output, projection_gpu=args.gpu,
+                            self_contained=args.self_contained)
+    else:
+        path = write_report(store, args.run_id, Path(args.out) / args.run_id / "report.html", library_dir=args.out,
+                            projection_gpu=args.gpu, self_contained=args.self_contained)
     print(f"report: {path}")
     return EXIT_OK
 
