@@ -143,3 +143,16 @@ def project(rows: Any, gpu: str | DeviceSpec | None = None) -> tuple[list[Projec
                       spec.memory_bandwidth, tuple(g["names"]))
            for (task, _, dtype), g in groups.items()]
     return sorted(out, key=lambda p: (p.intensity, p.task)), left
+
+
+def projection_text(result: Any, gpu: str | DeviceSpec | None = None) -> str | None:
+    """"0.625 FLOP/B: memory-bound on H100 SXM, floor 1.91 ns (projection of the counted work, not measured)" for
+    a result with counted work that has no measured SOL (interpreter or CPU times); None otherwise."""
+    if getattr(result, "sol_fraction", None) is not None:
+        return None
+    projected, _ = project([result], gpu)
+    if not projected:
+        return None
+    p = projected[0]
+    return (f"{p.intensity:.3g} FLOP/B: {p.bound}-bound on {p.gpu}, floor {fmt_seconds(p.floor_s)} "
+            "(projection of the counted work, not measured)")

@@ -97,6 +97,7 @@ def test_a_partial_size_keeps_the_cpu_preset_for_the_rest_and_the_card_says_so()
     card = shown.cards[0]
     assert "evaluating softmax (batch_size=64, dim=64, float32) in a worker process" in card._state
     assert "batch_size=64 dim=64 float32" in card._panel.value, card._panel.value
+    assert "0.625 FLOP/B: memory-bound on H100 SXM" in card._panel.value  # the projection row of the card
 
 
 class Shown:

@@ -16,6 +16,7 @@ import ast
 import re
 from typing import Any
 
+from roofline.projection import projection_text
 from widgets._html import esc, fmt_ms, status_badge, timing_text
 from workbench.eval.findings import FLAGS, REJECT, WARN, Finding
 from workbench.result import Result
@@ -233,6 +234,8 @@ def stats_rows(result: Result) -> list[tuple[str, str]]:
     if result.sol_fraction is not None:
         bound = f" ({result.bound}-bound)" if result.bound else ""
         rows.append(("speed of light", f"{result.sol_fraction:.0%} of the roofline floor{bound}"))
+    elif result.status == "ok" and (projected := projection_text(result)) is not None:
+        rows.append(("roofline", projected))
     policy = [f"precision {result.precision}" if result.precision else "",
               f"kernel policy {result.kernel_policy}" if result.kernel_policy else "",
               f"sandbox {result.sandbox}" if result.sandbox and result.sandbox != "none" else ""]

@@ -93,6 +93,8 @@ def format_result(result, stored: str | None = None) -> str:
     ]
     if result.sol_fraction is not None:
         rows.append(("SOL", sol_text(result)))
+    elif (projected := _projection(result)) is not None:
+        rows.append(("roofline", projected))
     if result.coverage is not None:
         rows.append(("coverage", f"{100 * result.coverage:.0f}% of GPU kernel time in the candidate's own kernels"))
     if result.launch_reference_timing is not None:
@@ -112,6 +114,15 @@ def format_result(result, stored: str | None = None) -> str:
     if result.message:
         lines.append(f"{'message'.ljust(width)}  " + result.message.replace("\n", "\n" + " " * (width + 2)))
     return "\n".join(lines)
+
+
+def _projection(result) -> str | None:
+    """Where the result's counted work would sit on an H100 (roofline is optional in a bare engine install)."""
+    try:
+        from roofline.projection import projection_text
+    except ImportError:
+        return None
+    return projection_text(result)
 
 
 class Progress:
