@@ -244,8 +244,8 @@ def test_a_partial_size_keeps_the_cpu_preset_for_the_rest_and_prints_the_full_si
     text = kwb("eval", "--task", "softmax", "sol.py", "--size", "dim=64,dtype=float16", "--device", "cpu",
                "--no-time", cwd=tmp_path)
     assert f"task       softmax (batch_size={rows}, dim=64, float16)\n" in text.stdout, text.stdout + text.stderr
-    # No hardware time on a CPU, but the counted work has a place on a GPU's roofline: 5 FLOPs per 4 bytes.
-    assert "roofline   0.625 FLOP/B: memory-bound on H100 SXM, floor " in text.stdout
+    # No hardware time on a CPU, but the counted work has a place on a GPU's roofline: 5 FLOPs per 4 bytes (fp16).
+    assert "roofline   1.25 FLOP/B: memory-bound on H100 SXM, floor " in text.stdout
     assert "(projection of the counted work, not measured)" in text.stdout
 
 
