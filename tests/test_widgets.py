@@ -16,7 +16,7 @@ from plotly.callbacks import Points  # noqa: E402
 import widgets  # noqa: E402
 from widgets._records import Record, parse_flags, size_label, to_records  # noqa: E402
 from widgets._runner import Job  # noqa: E402
-from widgets.editor import KernelEditor, build_candidate, starter_source  # noqa: E402
+from widgets.editor import KernelEditor, build_candidate, solution_source, starter_source  # noqa: E402
 from widgets.results_table import ResultsTable, records_html, sort_records  # noqa: E402
 from widgets.roofline_view import RooflineView, roofline_point  # noqa: E402
 from widgets.static import figure_html, join  # noqa: E402
@@ -70,10 +70,62 @@ def test_editor_renders_a_result_and_its_error_heatmap():
     assert ed._heatmap_box.layout.display == "none" and "plotly-graph-div" not in ed.to_html()
 
 
+def test_editor_opens_on_a_skeleton_with_the_solution_one_click_away():
+    """Students start from the task's contract (signatures, TODOs), never from its answer; "Show solution"
+    shows it and a second click puts their own code back."""
+    task = get_task("softmax")
+    ed = KernelEditor(task, device="cpu")
+    solution = solution_source(task)
+    assert ed.source == starter_source(task) != solution
+    assert "def forward(self, x: torch.Tensor) -> torch.Tensor:" in ed.source and "TODO" in ed.source
+    assert "#   return torch.softmax(x, dim=-1)" in ed.source  # what to compute, as a comment
+    assert "tl.max" not in ed.source and "tl.exp" not in ed.source  # nothing of the answer
+    assert ed._reset.description == "Show solution"
+    ed.source = ed.source.replace("pid = tl.program_id(0)", "pid = tl.program_id(0)  # my start")
+    mine = ed.source
+    ed._reset.click()
+    assert ed.source == solution and ed._reset.description == "Back to my code"
+    ed._reset.click()
+    assert ed.source == mine and ed._reset.description == "Show solution"
+
+
+def test_skeletons_of_every_builtin_task_keep_the_reference_contract():
+    """Each skeleton parses, builds ModelNew with the reference's constructor, and fails on purpose with the
+    message that says what to write (not a SyntaxError or a TypeError about arguments)."""
+    import ast
+
+    from widgets.skeleton import is_starting_point, skeleton_source
+    from workbench.tasks.task import tasks
+
+    for name in tasks():
+        task = get_task(name)
+        src = skeleton_source(task)
+        tree = ast.parse(src)
+        classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        ref = {n.name: n for n in ast.parse(task.source).body if isinstance(n, ast.ClassDef)}["Model"]
+        for method in ("__init__", "forward"):
+            mine = next((f for f in classes["ModelNew"].body if getattr(f, "name", "") == method), None)
+            theirs = next((f for f in ref.body if getattr(f, "name", "") == method), None)
+            if theirs is not None:
+                assert ast.unparse(mine.args) == ast.unparse(theirs.args), (name, method)
+        namespace: dict = {}
+        exec(compile(src, f"<{name}>", "exec"), namespace)  # noqa: S102 - our own generated source
+        ref, size = task.load(), task.size(None, "cpu")
+        model = namespace["ModelNew"](*ref.init_inputs(size))
+        with pytest.raises(NotImplementedError, match="write the kernel launch"):
+            model(*ref.make_inputs(size, seed=0))
+        assert is_starting_point(src, task) and is_starting_point(solution_source(task) or "", task)
+        assert not is_starting_point(src + "\n# mine\n", task)
+
+
 def test_editor_task_switch_keeps_edited_code_and_infers_language():
     ed = KernelEditor("vector_add", device="cpu")
     ed.task_name = "softmax"
-    assert ed.source == starter_source(get_task("softmax"))  # untouched solution follows the task
+    assert ed.source == starter_source(get_task("softmax"))  # the untouched skeleton follows the task
+    ed.load_solution()
+    ed.task_name = "gelu"
+    assert ed.source == starter_source(get_task("gelu"))  # so does an untouched solution
+    ed.task_name = "softmax"
     ed.source = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
     assert ed.candidate().language == "torch" and "(torch)" in ed._info.value
     ed.language = "triton"
@@ -113,6 +165,9 @@ def test_results_table_reads_a_real_store_and_sorts(tmp_path):
     store.add(result("new", ms=0.5))
     table.refresh()
     assert table.records[0].name == "new"
+    one = ResultsTable(None, results=[result("only")])
+    assert "1 result, 1 ok" in one._count.value and "1 results" not in one._count.value
+    assert table._sort.style.button_width == "auto"  # labels never cut to "spee..."
     store.close()
 
 
@@ -163,6 +218,9 @@ def test_variant_widget_switches_metric_and_diffs_on_click():
     assert 'data-kwb-variant="v2"' in html and "-BLOCK = 64" in html and "+BLOCK = 128" in html
     assert source_diff("a\nb\n", "a\nc\n", "old", "new").splitlines()[2:] == ["@@ -1,2 +1,2 @@", " a", "-b", "+c"]
     assert "plotly-graph-div" in vc.to_html() and "+BLOCK = 128" in vc.to_html()
+    # Sized by their labels: fixed widths cut "TFLOP/s" to "TFLO..." and "Time over sizes" to "Time over ..."
+    # (the browser test measures the rendered buttons).
+    assert vc._metric.style.button_width == "auto" and vc._sweep.layout.width == "auto"
 
 
 # ---- roofline ------------------------------------------------------------------------------------------
@@ -385,7 +443,10 @@ def test_workbench_runs_cancels_and_sweeps_for_real(tmp_path):
     assert ed.job.wait(150) and ed.status == "ok", ed._panel.value
     assert 'data-kwb-status="ok"' in ed._panel.value and "interpreter clock" in ed._panel.value
     assert [r.status for r in ui.table.records] == ["ok"]  # stored, and the table re-read the store
-    assert len(ui.roofline.skipped) == 1  # interpreter time: listed, not plotted
+    # No GPU measured anything: the tab projects the counted work on the H100's datasheet roofline instead.
+    assert ui.roofline.projecting and ui.roofline.skipped == []
+    assert [(tr.meta or {}).get("bound") for tr in ui.roofline.figure.data if (tr.meta or {}).get("projection")] == [
+        "memory"]
     assert [tr.name for tr in ui.variants.figure.data][0] == ed.result.candidate_name
 
     ui.variants.run_sizes(block=True)  # the editor's kernel at the task's CPU sweep sizes
@@ -402,7 +463,9 @@ def test_workbench_runs_cancels_and_sweeps_for_real(tmp_path):
     assert sweep._progress.value == 2 and len(ui.table.records) == 5
     assert sweep._figure_box.layout.display == "flex" and sweep.figure.data[2].name == "median time"
     html = ui.to_html()
-    assert all(f">{title}</h3>" in html for title in TAB_TITLES) and html.count("plotly-graph-div") >= 4
+    # Variants, roofline and sweep draw; the prompt tab has run nothing, so it draws no empty "1 / time" axes.
+    assert all(f">{title}</h3>" in html for title in TAB_TITLES) and html.count("plotly-graph-div") == 3
+    assert ui.prompt.figure_box.layout.display == "none"
 
 
 # ---- in a real kernel: the saved output is small and readable without widget state ------------------------

@@ -141,7 +141,7 @@ def roofline_sections(frame, projection_gpu: str | None = None) -> list[tuple[st
     for name, group in sorted(by_device.items()):
         spec = match_device_name(name)
         plotted = [r for r in group if not missing(r.get("flops")) and not missing(r.get("bytes"))]
-        note = f"{len(plotted)} of {len(group)} GPU results have counted FLOPs and bytes and are plotted."
+        note = f"{len(plotted)} of {len(group)} GPU result(s) have counted FLOPs and bytes and are plotted."
         if others:
             note += f" {others} interpreter/CPU result(s) are left out: they have no place on a GPU roofline."
         if spec is None:

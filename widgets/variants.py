@@ -15,7 +15,7 @@ from typing import Any
 
 import traitlets as t
 
-from widgets._html import esc, fmt_ms
+from widgets._html import esc, fmt_ms, plural
 from widgets._records import Record, size_order, to_records
 from widgets._runner import Job
 from widgets.static import StaticMixin
@@ -190,11 +190,14 @@ class VariantComparison(StaticMixin, w.VBox):
         self.selected: Record | None = None
         self.job: Job | None = None
         self._callbacks: list[Callable[[Result], Any]] = []
-        self._metric = w.ToggleButtons(options=list(METRICS), value="time", style={"button_width": "70px"})
+        # Buttons sized by their labels: a fixed width cut "TFLOP/s" to "TFLO..." and "Time over sizes" short.
+        self._metric = w.ToggleButtons(options=list(METRICS), value="time", style={"button_width": "auto"})
+        self._metric.add_class("kwb-variants-metric")
         self._other = w.Dropdown(options=[("(none)", "")], value="", description="diff against",
                                  layout=w.Layout(width="320px"))
-        self._sweep = w.Button(description="Time over sizes", icon="line-chart",
+        self._sweep = w.Button(description="Time over sizes", icon="line-chart", layout=w.Layout(width="auto"),
                                tooltip="Evaluate the editor's kernel at every size of the task's sweep")
+        self._sweep.add_class("kwb-variants-sizes")
         self._progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="160px", visibility="hidden"))
         self._status = w.HTML()
         self.figure = series_figure(variant_series([]), widget=True)
@@ -286,7 +289,7 @@ class VariantComparison(StaticMixin, w.VBox):
         def done(results: list[Result]) -> None:
             self._progress.layout.visibility = "hidden"
             ok = sum(r.ok for r in results)
-            self._status.value = f"{ok}/{len(results)} sizes passed"
+            self._status.value = f"{ok} of {plural(len(results), 'size')} passed"
             for r in results:
                 for callback in self._callbacks:
                     callback(r)

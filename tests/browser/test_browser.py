@@ -147,7 +147,7 @@ def _check_sweep(page) -> None:
     """BLOCK x num_warps over the shipped softmax solution: BLOCK=128 cannot hold a 200-wide row and keeps its
     cell with its status; the fastest correct config is starred."""
     _tab(page, "Editor")
-    page.locator(f"{WB} button", has_text="Load solution").click()
+    page.locator(f"{WB} button.kwb-show-solution").click()
     _tab(page, "Sweep")
     sweep = page.locator(f"{WB} .kwb-sweep")
     assert sweep.locator(".js-plotly-plot").count() == 0 or not sweep.locator(".js-plotly-plot").first.is_visible()
