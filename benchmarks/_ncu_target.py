@@ -7,7 +7,7 @@ import sys
 import torch
 
 import workbench as wb
-from workbench.eval.languages import load_candidate
+from workbench.eval.runner.loading import load_candidate
 
 task = wb.get_task(sys.argv[1])
 size = task.size("gpu")

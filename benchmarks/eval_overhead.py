@@ -30,7 +30,7 @@ if sys.argv[1] != "cpu":
 import workbench as wb
 task = wb.get_task("softmax")
 cand = task.solution_candidate()
-times, statuses, sandbox = [], [], None
+times, statuses, sandbox, stages, speedups = [], [], None, [], []
 for i in range(int(sys.argv[2]) + 1):
     t0 = time.perf_counter()
     r = wb.evaluate(task, cand, device=sys.argv[1])
@@ -38,7 +38,10 @@ for i in range(int(sys.argv[2]) + 1):
         times.append(time.perf_counter() - t0)
     statuses.append(r.status)
     sandbox = getattr(r, "sandbox", None)
-print("RESULT " + json.dumps({"times": times, "statuses": statuses, "sandbox": sandbox}))
+    stages.append(getattr(r, "stage_seconds", None) or (getattr(r, "protocol", None) or {}).get("stage_seconds"))
+    speedups.append(r.speedup)
+print("RESULT " + json.dumps({"times": times, "statuses": statuses, "sandbox": sandbox, "stages": stages,
+                              "speedups": speedups}))
 """
 
 
@@ -55,7 +58,7 @@ def measure(code_root: Path, device: str, reps: int) -> dict:
 def runner_startup(device: str, n: int) -> list[float]:
     """Seconds from asking the fork server for a runner to its Ready message (sandbox set up, CUDA not touched)."""
     sys.path.insert(0, str(ROOT))
-    from workbench.eval.runner_process import ForkServer, RunnerProcess
+    from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
 
     server = ForkServer(device)
     times = []
@@ -70,22 +73,30 @@ def runner_startup(device: str, n: int) -> list[float]:
     return times
 
 
+def _fmt(values: list) -> str:
+    return "[" + ", ".join("-" if v is None else f"{v:.3f}" for v in values) + "]"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--before", type=Path, help="a checkout of the earlier engine (omit to skip)")
+    parser.add_argument("--before", type=Path, action="append", default=[],
+                        help="a checkout of an earlier engine (repeatable; omit to skip)")
     args = parser.parse_args()
     after = measure(ROOT, args.device, args.reps)
     med_after = statistics.median(after["times"])
     print(f"after : {med_after:.3f} s per evaluation (median of {len(after['times'])}, statuses "
-          f"{sorted(set(after['statuses']))}, sandbox {after['sandbox']})")
-    if args.before:
-        before = measure(args.before.resolve(), args.device, args.reps)
+          f"{sorted(set(after['statuses']))}, sandbox {after['sandbox']}, speedups {_fmt(after['speedups'])})")
+    for i, stage in enumerate(after["stages"]):
+        print(f"  stages, evaluation {i}: " + ", ".join(f"{k} {v:.2f}s" for k, v in (stage or {}).items()))
+    for path in args.before:
+        before = measure(path.resolve(), args.device, args.reps)
         med_before = statistics.median(before["times"])
-        print(f"before: {med_before:.3f} s per evaluation (median of {len(before['times'])}, statuses "
-              f"{sorted(set(before['statuses']))})")
-        print(f"ratio after/before: {med_after / med_before:.2f}x (target <= 1.3x on a GPU)")
+        print(f"before ({path.name}): {med_before:.3f} s per evaluation (median of {len(before['times'])}, statuses "
+              f"{sorted(set(before['statuses']))}, speedups {_fmt(before['speedups'])})")
+        print(f"ratio after/before ({path.name}): {med_after / med_before:.2f}x (target <= 1.0x against the engine "
+              "before the sandbox)")
     starts = runner_startup(args.device, 10)
     print(f"runner start-up (fork + sandbox + ready): median {1e3 * statistics.median(starts):.1f} ms, "
           f"max {1e3 * max(starts):.1f} ms over {len(starts)}")

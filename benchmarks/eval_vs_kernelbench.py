@@ -5,7 +5,7 @@ identical code and must both call it correct. Per problem this prints the wall t
 judge pool: the judge and its fork server were started by an earlier evaluation) and of KernelBench's
 `eval_kernel_against_ref` (in this process, after one warm-up problem), their ratio, and the statistics each one
 bought: the workbench's timed samples and stop reason against KernelBench's fixed trial count. Then where the
-workbench's time went (`Result.protocol["stage_seconds"]`: scan, load, check, count, time, cover) and the median
+workbench's time went (`Result.stage_seconds`: scan, load, calibrate, check, count, time, cover) and the median
 ratio. **Target: workbench / KernelBench <= 0.5 at equal or better statistics.**
 
 KernelBench's harness is public code that is never part of this project: copy its `src/` folder into a
@@ -47,7 +47,7 @@ def workbench_eval(path: Path, device: str, fit: str | None) -> dict[str, Any]:
     wall = time.perf_counter() - started
     return {"wall": wall, "status": res.status, "speedup": res.speedup,
             "n": res.timing.n if res.timing else 0, "stop": res.timing.stop_reason if res.timing else "",
-            "ci": res.speedup_ci, "stages": dict(res.protocol.get("stage_seconds") or {}), "message": res.message}
+            "ci": res.speedup_ci, "stages": dict(res.stage_seconds), "message": res.message}
 
 
 def kernelbench_eval(harness: Any, source: str, build_dir: str) -> dict[str, Any]:

@@ -76,6 +76,19 @@ def problems(folder: str | Path, levels: list[int], start: int = 0, stop: int | 
     return chosen[:limit] if limit is not None else chosen
 
 
+def sample(chosen: list[tuple[int, Path]], spec: str, seed: int) -> list[tuple[int, Path]]:
+    """A seeded sample: `spec` is "1:12,2:12,3:6" (problems per level), drawn with random.Random(seed)."""
+    import random
+
+    rng = random.Random(seed)
+    picked: list[tuple[int, Path]] = []
+    for part in spec.split(","):
+        level, count = (int(v) for v in part.split(":"))
+        pool = [item for item in chosen if item[0] == level]
+        picked += sorted(rng.sample(pool, min(count, len(pool))), key=lambda item: _number(item[1]))
+    return picked
+
+
 def run_problem(level: int, path: Path, device: str, *, fit: str | None = None, time_it: bool = True,
                 timeout: float | None = None, compile_reference: bool = False) -> dict[str, Any]:
     """Evaluate one reference as its own candidate; a record for the JSON output. A task that cannot even be
@@ -97,7 +110,7 @@ def run_problem(level: int, path: Path, device: str, *, fit: str | None = None, 
                       speedup=result.speedup, message=result.message.splitlines()[0][:300] if result.message else "",
                       max_abs_err=result.max_abs_err, precision=getattr(task.precision, "name", ""),
                       kernel_policy=task.kernel_policy, size=result.size, speedup_ci=result.speedup_ci,
-                      speedup_verdict=result.speedup_verdict, stages=result.protocol.get("stage_seconds"),
+                      speedup_verdict=result.speedup_verdict, stages=result.stage_seconds,
                       stop=result.timing.stop_reason if result.timing else None,
                       n=result.timing.n if result.timing else None)
     record["seconds"] = round(time.perf_counter() - started, 2)
@@ -124,8 +137,13 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
                     p95=_percentile(speedups, 0.95),
                     within_band=sum(lo <= s <= hi for s in speedups) / len(speedups))
     flags = Counter(f for r in records for f in r.get("flags", []))
+    seconds = [float(r["seconds"]) for r in records if r.get("seconds") is not None]
+    wall = {"median": _percentile(seconds, 0.5), "p95": _percentile(seconds, 0.95), "max": max(seconds)} \
+        if seconds else {}
+    verdicts = Counter(r.get("speedup_verdict") for r in records if r["status"] == "ok")
     return {"total": len(records), "ok": sum(r["status"] == "ok" for r in records), "counts": counts,
-            "speedup": dist, "flags": dict(flags.most_common())}
+            "speedup": dist, "flags": dict(flags.most_common()), "seconds": wall,
+            "verdicts": {str(k): v for k, v in verdicts.items()}}
 
 
 def format_summary(summary: dict[str, Any]) -> str:
@@ -145,6 +163,12 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append("speedup: none timed")
     if summary["flags"]:
         lines.append("flags: " + ", ".join(f"{k} x{v}" for k, v in summary["flags"].items()))
+    if summary.get("seconds"):
+        w = summary["seconds"]
+        lines.append(f"wall per evaluation: median {w['median']:.1f} s, p95 {w['p95']:.1f} s, max {w['max']:.1f} s "
+                     "(targets 15 / 60 / 120 s)")
+    if summary.get("verdicts"):
+        lines.append("speedup verdicts of the ok ones: " + ", ".join(f"{k} x{v}" for k, v in summary["verdicts"].items()))
     lines.append(f"ok: {summary['ok']} of {summary['total']}")
     return "\n".join(lines)
 
@@ -176,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shard", default="0/1", help="K/N: run every N-th problem starting at K (one GPU each)")
     parser.add_argument("--gpus", type=int, default=1, help="run N shards at once, one per GPU, and merge them")
     parser.add_argument("--deadline", type=float, help="stop starting new problems after this many seconds")
+    parser.add_argument("--sample", help='a seeded sample per level, e.g. "1:12,2:12,3:6"')
+    parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     args = parser.parse_args(argv)
     if args.gpus > 1:
         return _fan_out(args, argv if argv is not None else sys.argv[1:])
@@ -186,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         parser.error(f"--levels takes numbers like 1,2,3, not {args.levels!r}")
     chosen = problems(args.problems, levels, args.start, args.stop, args.limit)
+    if args.sample:
+        chosen = sample(chosen, args.sample, args.seed)
     k, n = (int(v) for v in args.shard.split("/"))
     chosen = chosen[k::n]
     records: list[dict[str, Any]] = []

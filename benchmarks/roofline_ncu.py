@@ -32,7 +32,7 @@ def run_target(name: str, calls: int) -> int:
     import torch
 
     import workbench as wb
-    from workbench.eval.languages import load_candidate
+    from workbench.eval.runner.loading import load_candidate
 
     task = wb.get_task(name)
     size = task.size("gpu")

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import workbench as wb  # noqa: E402
-from workbench.eval import sandbox  # noqa: E402
+from workbench.eval.runner import sandbox  # noqa: E402
 
 CHEATS = ROOT / "tests" / "cheats"
 
@@ -45,9 +45,14 @@ def main() -> None:
         t0 = time.perf_counter()
         res = wb.evaluate(task, cand, device="cuda")
         print(line(res, time.perf_counter() - t0), flush=True)
-        print("    stages:", res.protocol.get("stage_seconds"), "n:", res.timing.n if res.timing else None,
+        print("    stages:", res.stage_seconds, "n:", res.timing.n if res.timing else None,
               "batches:", res.protocol.get("timed_batches"), "checked:", res.protocol.get("checked_timed_calls"),
               flush=True)
+        print("    clock:", res.protocol.get("clock_check"), "basis:", res.protocol.get("timing_basis"),
+              "harness:", res.protocol.get("harness"), flush=True)
+        print("    phases:", res.protocol.get("timing_phases"), "ref:",
+              res.reference_timing.median_ms if res.reference_timing else None, "judge clock:",
+              res.judge_clock_timing.median_ms if res.judge_clock_timing else None, flush=True)
         if res.status not in ("ok", "rejected", "incorrect"):
             print("   ", res.message[:1500].replace("\n", "\n    "), flush=True)
         if res.protocol.get("transport_note"):

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roofline.specs import DeviceSpec, match_device_name
-from workbench.eval.findings import FLAGS
+from workbench.eval.checks.flags import FLAGS
 from workbench.result import Result
 from workbench.tasks.task import Task
 

@@ -15,9 +15,10 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.eval import guards, launches
-from workbench.eval.findings import FLAGS
-from workbench.eval.judge_pool import discard_worker
+from workbench.eval.caller.judges import discard_worker
+from workbench.eval.checks import runtime as guards
+from workbench.eval.checks.flags import FLAGS
+from workbench.eval.runner import launches
 from workbench.result import Result, Timing
 from workbench.tasks.task import import_source
 
@@ -209,7 +210,7 @@ def test_faster_than_physics_from_constructed_numbers():
 
 def test_docs_carry_the_current_flag_table_and_thresholds():
     from roofline.sol import PHYSICS_MARGIN
-    from workbench.eval.findings import flag_table_markdown
+    from workbench.eval.checks.flags import flag_table_markdown
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "anti-cheating.md").read_text()
     assert flag_table_markdown() in doc, "regenerate the table in docs/anti-cheating.md"

@@ -14,7 +14,7 @@ import torch
 
 import workbench
 from workbench.cli.common import size_defaults
-from workbench.eval.findings import FLAGS
+from workbench.eval.checks.flags import FLAGS
 from workbench.store import Store
 
 # A KernelBench-format problem written for these tests, so they need nothing from the built-in library.
@@ -254,7 +254,7 @@ def test_demo_runs_a_solution_and_shows_the_cheat(tmp_path):
     if "softmax" not in workbench.tasks() or not workbench.get_task("softmax").solution:
         pytest.skip("the softmax task or its solution is not there yet")
     from workbench.cli.main import CHEAT_SOFTMAX
-    from workbench.eval.static_checks import scan
+    from workbench.eval.checks.static_scan import scan
 
     out = kwb("demo", "--tasks", "softmax", "--store", "demo.db", cwd=tmp_path, timeout=300)
     store = Store(tmp_path / "demo.db")

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from workbench.eval import compile_cache
+from workbench.eval.judge import build_cache as compile_cache
 
 CPP = "int add_one(int x) { return x + 1; }"
 SCRIPT = textwrap.dedent("""
     import sys, time
-    from workbench.eval.compile_cache import install_load_inline_cache
+    from workbench.eval.runner.build_hooks import install_load_inline_cache
     install_load_inline_cache(sys.argv[1])
     from torch.utils.cpp_extension import load_inline
     t0 = time.perf_counter()

@@ -10,8 +10,9 @@ import pytest
 from engine_tasks import softmax_task
 
 import workbench as wb
-from workbench.eval import judge_pool, sandbox
-from workbench.eval.runner_process import ForkServer, RunnerProcess
+from workbench.eval.caller import judges as judge_pool
+from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
+from workbench.eval.runner import sandbox
 
 TASK = softmax_task()
 TORCH_SOFTMAX = "import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
@@ -133,7 +134,7 @@ def test_when_the_caller_dies_its_judge_fork_server_and_runner_die_too(tmp_path)
     while time.monotonic() < deadline and not (judges and marker.exists()):
         time.sleep(0.5)
         judges = [int(p) for p in os.listdir("/proc") if p.isdigit() and
-                  "workbench.eval.judge" in _cmdline(p) and _parent(p) == caller.pid]
+                  "workbench.eval.judge.main" in _cmdline(p) and _parent(p) == caller.pid]
     assert judges, "the caller never started a judge"
     time.sleep(3)  # let the candidate's runner start and spin
     family = _descendants(judges[0])

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench.eval import correctness
-from workbench.eval.languages import load_candidate
-from workbench.eval.static_checks import scan
+from workbench.eval.checks.static_scan import scan
+from workbench.eval.judge import correctness
+from workbench.eval.runner.loading import load_candidate
 from workbench.result import Result, Timing
 from workbench.tasks.precision import applied
 

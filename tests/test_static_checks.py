@@ -8,8 +8,8 @@ import textwrap
 import pytest
 
 from workbench.errors import UnknownNameError
-from workbench.eval.findings import FLAGS, REJECT, WARN, verdict
-from workbench.eval.static_checks import scan
+from workbench.eval.checks.flags import FLAGS, REJECT, WARN, verdict
+from workbench.eval.checks.static_scan import scan
 
 HEADER = """
 import torch
@@ -383,8 +383,8 @@ def test_work_hidden_in_a_local_helper_or_base_class_is_found():
     (LAUNCH, "def fast():\n    pass\n\nsetattr(torch.allclose, '__code__', fast.__code__)"),
     (LAUNCH, "import workbench"),
     (LAUNCH, "from workbench.eval import timing"),
-    (LAUNCH, "import importlib\nimportlib.import_module('workbench.eval.compare')"),
-    (LAUNCH, "import sys\nharness = sys.modules['workbench.eval.timing']"),
+    (LAUNCH, "import importlib\nimportlib.import_module('workbench.eval.judge.output_compare')"),
+    (LAUNCH, "import sys\nharness = sys.modules['workbench.eval.wire.timed_loop']"),
     (LAUNCH, "import sys\nharness = sys.modules.get('workbench')"),
     (LAUNCH, "import sys\nfound = [m for m in sys.modules.values() if hasattr(m, 'compare')]"),
     (LAUNCH, "import sys\nname = 'work' + 'bench'\nharness = sys.modules[name]"),
@@ -440,7 +440,7 @@ def test_new_flags_are_in_the_catalog_with_their_severity():
 
 
 def test_replacing_a_timer_is_flagged_through_aliases_and_setattr_but_attributes_named_time_are_not():
-    from workbench.eval.static_checks import scan
+    from workbench.eval.checks.static_scan import scan
 
     head = "import torch\nimport triton\nimport triton.language as tl\n"
     body = ("\n@triton.jit\ndef k(x):\n    pass\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"

@@ -22,7 +22,7 @@ from widgets.verdict import (  # noqa: E402
     result_html,
     stats_rows,
 )
-from workbench.eval.findings import FLAGS  # noqa: E402
+from workbench.eval.checks.flags import FLAGS  # noqa: E402
 from workbench.result import Result, Timing  # noqa: E402
 
 SOURCE = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.foo\n"
@@ -148,7 +148,7 @@ def test_backticks_in_messages_become_code_not_literal_ticks():
     assert [plural(n, "result") for n in (0, 1, 2)] == ["0 results", "1 result", "2 results"]
     card = state_html("error", "WorkbenchError: install `einops` (`pip install einops`)")
     assert "<code>einops</code>" in card and "`" not in card
-    from workbench.eval.findings import FLAGS
+    from workbench.eval.checks.flags import FLAGS
 
     assert "`" in FLAGS["non-finite"].why + FLAGS["non-finite"].fix  # the catalog writes code in backticks
     tip = flag_chip("non-finite")

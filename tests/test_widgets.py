@@ -451,14 +451,14 @@ def test_workbench_runs_cancels_and_sweeps_for_real(tmp_path):
 
     ui.variants.run_sizes(block=True)  # the editor's kernel at the task's CPU sweep sizes
     names = [line.name for line in ui.variants.series.lines]
-    assert names == [ed.result.candidate_name] and ui.variants.series.sizes == ["n=1000", "n=8192", "n=12345"]
+    assert names == [ed.result.candidate_name] and ui.variants.series.sizes == ["n=1000", "n=8192", "n=12345"], [(r.status, r.flags, r.message[:600]) for r in ui.table.records]
     assert "not drawn" in ui.variants.series.note  # interpreter times: no eager reference line
 
     sweep = ui.sweep  # the shipped solution, unedited: its `block` variable sizes the grid, so it is the knob
     assert sweep.grid_spec == "block = 128, 256, 512\nnum_warps = 2, 4"
     sweep.grid_spec = "block = 128, 1024"
     frame = sweep.run(block=True)
-    assert list(frame["block"]) == [128, 1024] and list(frame["status"]) == ["ok", "ok"]
+    assert list(frame["block"]) == [128, 1024] and list(frame["status"]) == ["ok", "ok"], [(r.flags, r.message) for r in sweep.results]
     assert sweep.best["block"] in (128, 1024) and "&#9733;" in sweep._best.value
     assert sweep._progress.value == 2 and len(ui.table.records) == 5
     assert sweep._figure_box.layout.display == "flex" and sweep.figure.data[2].name == "median time"

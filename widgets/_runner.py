@@ -142,10 +142,8 @@ def discard_judge(device: str) -> None:
     starts a fresh one. Any other evaluation in flight on it reports "crashed"."""
     import importlib
 
-    for module in ("workbench.eval.judge_pool", "workbench.eval.caller.pool"):
-        try:
-            discard = importlib.import_module(module).discard_worker
-        except (ImportError, AttributeError):
-            continue
-        discard(device)
+    try:
+        discard = importlib.import_module("workbench.eval.caller.judges").discard_worker
+    except (ImportError, AttributeError):  # pragma: no cover - an engine without a worker pool
         return
+    discard(device)

@@ -18,7 +18,7 @@ from typing import Any
 
 from roofline.projection import projection_text
 from widgets._html import esc, fmt_ms, plain, rich, status_badge, timing_text
-from workbench.eval.findings import FLAGS, REJECT, WARN, Finding
+from workbench.eval.checks.flags import FLAGS, REJECT, WARN, Finding
 from workbench.result import Result
 
 #: Chip colours per severity: a reject-level flag decides the verdict, a warn-level one qualifies it.

@@ -9,7 +9,7 @@ from typing import Any
 
 #: Every status a Result can carry; "ok" is the only passing one.
 STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "rejected")
-#: A/B verdicts of a speedup (its 95% CI against 1 within the noise band): see workbench.eval.stats.
+#: A/B verdicts of a speedup (its 95% CI against 1 within the noise band): see workbench.eval.judge.stats.
 SPEEDUP_VERDICTS = ("faster", "slower", "same", "inconclusive")
 
 
@@ -73,8 +73,16 @@ class Result:
     #: Which reference time the headline speedup divides: "gpu-only" (host launch gaps hidden), "with-launch"
     #: (as KernelBench's harness times it) or "cuda-graph".
     speedup_basis: str = ""
-    #: The eager reference timed with the host's launch gaps included (KernelBench's way), beside the GPU-only one.
+    #: The eager reference timed with the host's launch gaps included (KernelBench's way), beside the GPU-only one
+    #: (results stored before the judge's clock decided timing; no longer measured).
     launch_reference_timing: Timing | None = None
+    #: The candidate per call by the judge's clock: each timed batch's bracket, from request to reply, less the
+    #: harness cost measured on a null candidate before the candidate was imported. `timing` (the runner's own
+    #: clock) is accepted only where it agrees with this (docs/trust-boundary.md).
+    judge_clock_timing: Timing | None = None
+    #: Seconds per evaluation stage: scan, load, calibrate, check, count, time, cover (and `eval_seconds` in
+    #: metadata for the whole call, the judge's start-up included when it had to start).
+    stage_seconds: dict[str, float] = field(default_factory=dict)
     #: Share of GPU kernel time spent in the candidate's own kernels (GPU only; None where not measured).
     coverage: float | None = None
     #: Kernel policy the verdict used: "strict" (torch compute in forward is rejected) or "partial".
@@ -125,7 +133,8 @@ class Result:
     def from_dict(cls, data: dict[str, Any]) -> Result:
         data = dict(data)
         timing_fields = {f.name for f in dataclasses.fields(Timing)}
-        for key in ("timing", "reference_timing", "compiled_reference_timing", "launch_reference_timing"):
+        for key in ("timing", "reference_timing", "compiled_reference_timing", "launch_reference_timing",
+                    "judge_clock_timing"):
             if isinstance(data.get(key), dict):
                 data[key] = Timing(**{k: v for k, v in data[key].items() if k in timing_fields})
         if isinstance(data.get("speedup_ci"), list):

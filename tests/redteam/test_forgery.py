@@ -43,7 +43,7 @@ def test_a_well_formed_extra_message_with_the_stolen_nonce_desynchronizes_nothin
     # The candidate finds its runner object (job id, nonce, counter) in memory and sends a valid-looking Output
     # ahead of the real one: the judge sees a sequence it did not expect.
     attack = ('import gc\n'
-              'from workbench.eval import protocol\n'
+              'from workbench.eval.wire import runner_messages as protocol\n'
               'r = next(o for o in gc.get_objects() if type(o).__name__ == "Runner")\n'
               'r.send(protocol.Output(call=999, forms=(), tuple_output=False, '
               'launch=protocol.LaunchReport(launches=1, kernels=(), outputs_launched=True), seconds=0.0))\n'

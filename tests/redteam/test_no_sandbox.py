@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from redteam.attacks import evaluate, kernel, softmax_task
-from workbench.eval.judge_pool import shutdown_workers
+from workbench.eval.caller.judges import shutdown_workers
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def test_without_a_sandbox_verdicts_still_come_and_say_so(no_sandbox):
 
 
 def test_the_cli_and_doctor_show_the_missing_sandbox(no_sandbox, tmp_path):
-    from workbench.eval.judge_pool import scrubbed_env
+    from workbench.eval.caller.judges import scrubbed_env
 
     source = tmp_path / "k.py"
     source.write_text(kernel().source)

@@ -16,14 +16,14 @@ from redteam.attacks import evaluate, kernel, needs_sandbox, softmax_task
 def test_patching_checkers_and_installing_profile_hooks_changes_nothing_for_it_or_the_next_candidate():
     attack = '''
 import sys
-_c = __import__("work" + "bench.eval.compare", fromlist=["compare"])  # past the static check, on purpose
+_c = __import__("work" + "bench.eval.judge.output_compare", fromlist=["compare"])  # past the static check, on purpose
 _c.compare = lambda *a, **k: None
 getattr(sys, "set" + "profile")(lambda *a: None)
 def _ok(*a, **k):
     return None
 try:
-    _t = __import__("work" + "bench.eval.timing", fromlist=["timing"])
-    setattr(_t.summarize, "__co" + "de__", _ok.__code__)
+    _t = __import__("work" + "bench.eval.wire.timed_loop", fromlist=["timed_loop"])
+    setattr(_t.time_batch, "__co" + "de__", _ok.__code__)
 except Exception:
     pass
 '''
@@ -114,7 +114,7 @@ def test_shrinking_the_runners_own_clock_is_caught_by_the_judges_clock():
     # inside the loop's module so every reported time is a tenth of the truth. The judge brackets each timed
     # batch with its own clock, and the time the runner's reports leave unexplained gives it away.
     attack = '''
-_t = __import__("work" + "bench.eval.timing", fromlist=["timing"])  # past the static check, on purpose
+_t = __import__("work" + "bench.eval.wire.timed_loop", fromlist=["timed_loop"])  # past the static check, on purpose
 _real = _t._perf_ns
 _start = [None]
 def _slow_clock():
@@ -128,7 +128,7 @@ _t._perf_ns = _slow_clock
 
 
 def test_the_plain_spellings_of_these_attacks_are_rejected_before_anything_runs():
-    attacks = ["import workbench.eval.compare as c\nc.compare = None\n",
+    attacks = ["import workbench.eval.judge.output_compare as c\nc.compare = None\n",
                "import sys\nsys.setprofile(lambda *a: None)\n",
                "import gc\nobjs = gc.get_objects()\n",
                "import sys\nframe = sys._getframe().f_back\n"]

@@ -142,7 +142,7 @@ def extras() -> list[Extra]:
 
 def sandbox() -> dict[str, Any]:
     """Which sandbox candidates' runners get here (probed by entering fresh namespaces in a forked child)."""
-    from workbench.eval.sandbox import probe
+    from workbench.eval.runner.sandbox import probe
 
     found = probe()
     if found.kind == "namespaces":

@@ -1,4 +1,4 @@
-"""Subcommands from other packages: `kwb study` and `kwb ceilings` live with their packages, third parties add
+"""Subcommands from other packages: `kwb study` (its module needs the study extras) and `kwb ceilings` (the roofline package's), third parties add
 theirs through the `kwb.commands` entry-point group. A hook is a function `add(subparsers)` that calls
 `subparsers.add_parser(...)` and sets `handler=` (a function `args -> int`) with `set_defaults`.
 
@@ -16,7 +16,7 @@ from workbench.cli.common import EXIT_USAGE, device_arg
 
 #: Subcommand hooks in optional modules, (command, "module:function"): study runs and roofline ceilings.
 COMMAND_HOOKS: list[tuple[str, str]] = [
-    ("study", "workbench.study.run:add_study_commands"),
+    ("study", "workbench.cli.study:add_study_commands"),
     ("ceilings", "roofline.cli:add_ceilings_commands"),
 ]
 

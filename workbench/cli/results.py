@@ -63,7 +63,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_flags(args: argparse.Namespace) -> int:
-    from workbench.eval.findings import flag_table_markdown
+    from workbench.eval.checks.flags import flag_table_markdown
 
     print(flag_table_markdown())
     return EXIT_OK

@@ -9,14 +9,15 @@ from typing import Any
 
 from workbench.candidate import Candidate
 from workbench.errors import WorkbenchError
-from workbench.eval.judge_pool import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, cpu_memory_bytes, run_job
+from workbench.eval.caller.judges import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, cpu_memory_bytes, run_job
+from workbench.eval.options import EvalOptions
 from workbench.result import Result, Timing
 from workbench.tasks.task import Task, get_task
 
 
 def _judge_died_message(reply: dict[str, Any], cand: Candidate, device: str, limit: float) -> str:
     """The judge itself died or stopped answering (not the candidate's runner, whose faults the judge reports)."""
-    from workbench.eval.faults import died_message
+    from workbench.eval.judge.fault_messages import died_message
 
     return ("the evaluation's judge process " + died_message(reply["status"], reply.get("died", ""),
                                                              reply.get("log", ""), cand.source, cand.language or "",
@@ -52,18 +53,21 @@ def _check_sizes(task: Task, size: dict[str, Any], device: str, explicit: bool) 
 
 
 def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = None, *,
-             size: str | dict[str, Any] | None = None, seed: int = 0, rounds: int = 5, timeout: float | None = None,
-             time_it: bool = True, store: Any = None, compile_reference: bool = True,
-             compile_timeout: float | None = None) -> Result:
+             options: EvalOptions | None = None, store: Any = None, **overrides: Any) -> Result:
     """Check and time `candidate` on `task`: a trusted judge process checks it, and the candidate runs in a fresh
     sandboxed runner of its own (DESIGN.md section 3).
 
-    size: a preset name ("cpu"/"gpu") or a dict of module constants (a "dtype" key switches the dtype);
-    None picks the device's preset. timeout: seconds the candidate's runner may take for any one step after
-    loading (CPU 120, GPU 60 by default). compile_timeout: seconds for loading it, CUDA compilation included
-    (600 by default). Raises WorkbenchError only for the caller's mistakes (unknown task or device); every fault
-    of the candidate comes back as a Result with a status and a message.
+    options: an `EvalOptions` (device, size, seed, rounds, timeout, compile_timeout, time_it, compile_reference);
+    keyword arguments of the same names override it, and `device` may be given positionally. Raises WorkbenchError
+    only for the caller's mistakes (unknown task, device or option); every fault of the candidate comes back as a
+    Result with a status and a message.
     """
+    opts = (options or EvalOptions()).replace(**overrides)
+    if device is not None:
+        opts = opts.replace(device=device)
+    device, size, seed, rounds = opts.device, opts.size, opts.seed, opts.rounds
+    timeout, compile_timeout, time_it = opts.timeout, opts.compile_timeout, opts.time_it
+    compile_reference = opts.compile_reference
     task = get_task(task) if isinstance(task, str) else task
     if isinstance(candidate, str):
         candidate = Candidate(source=candidate)
@@ -116,15 +120,14 @@ def _result_from_reply(task: Task, cand: Candidate, device: str, size: dict, see
         versions=reply.get("versions", {}), log=reply.get("log", ""), details=reply.get("details", {}),
         metadata={"author": cand.author, "parent_id": cand.parent_id, "prompt_id": cand.prompt_id,
                   "worker_pid": reply.get("worker_pid"), **cand.metadata},
-        launch_reference_timing=_timing(reply.get("launch_reference_timing")), coverage=reply.get("coverage"),
+        judge_clock_timing=_timing(reply.get("judge_clock_timing")), coverage=reply.get("coverage"),
+        stage_seconds=dict(reply.get("stage_seconds") or {}),
         kernel_policy=reply.get("kernel_policy", ""), precision=reply.get("precision", ""),
         error_budget=reply.get("error_budget") or {}, sandbox=reply.get("sandbox", ""),
         protocol=reply.get("protocol") or {}, telemetry=reply.get("telemetry") or {},
         speedup_verdict=reply.get("speedup_verdict"), speedup_basis=reply.get("speedup_basis", ""),
         speedup_ci=tuple(reply["speedup_ci"]) if reply.get("speedup_ci") else None,
     )
-    if reply.get("launch_candidate_timing"):
-        result.details["launch_candidate_timing"] = reply["launch_candidate_timing"]
     if reply.get("sandbox_reason"):
         result.protocol["sandbox_reason"] = reply["sandbox_reason"]
     if result.timing and result.reference_timing and result.timing.clock != "interpreter":

@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from workbench.eval.findings import FLAGS
+from workbench.eval.checks.flags import FLAGS
 from workbench.result import Result
 
 CHANNELS = ("errors", "correctness", "timing", "roofline", "ncu")

@@ -376,9 +376,3 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-
-def add_study_commands(subparsers) -> None:
-    """Hook used by `kwb` to add the `study` subcommands."""
-    from workbench.cli.study import add_study_commands as add
-
-    add(subparsers)

@@ -18,7 +18,7 @@ The knobs (all process-global in PyTorch, so `applied` saves and restores them):
 
 On the CPU there is no TF32 hardware: a policy that allows TF32 is *emulated* there (operands of matmul and
 convolution rounded to a 10-bit mantissa before the op), so the native reference carries the same error a GPU's
-would and the error budget (workbench/eval/compare.py) judges CPU runs as it judges GPU runs.
+would and the error budget (workbench/eval/judge/output_compare.py) judges CPU runs as it judges GPU runs.
 """
 
 from __future__ import annotations

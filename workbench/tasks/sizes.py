@@ -140,8 +140,8 @@ def _check_value(task: Task, key: str, value: Any, default: Any) -> None:
     if isinstance(default, int):
         least = _least(key, default)
         if least is not None and value < least:
-            what = "a dimension and must be at least 1" if least == 1 else "must be 0 or more"
-            raise SizeError(task.name, subject, f"{key} is {what} (the task's default is {default}), "
+            what = "is a dimension and must be at least 1" if least == 1 else "must be 0 or more"
+            raise SizeError(task.name, subject, f"{key} {what} (the task's default is {default}), "
                                                 f"e.g. {key}={default}")
     elif isinstance(default, (list, tuple)) and default and all(_whole(d) and d >= 1 for d in default):
         if not all(_whole(v) and v >= 1 for v in value):

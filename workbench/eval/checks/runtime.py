@@ -13,8 +13,8 @@ import ast
 import re
 from collections.abc import Iterable
 
-from workbench.eval.findings import Finding
-from workbench.eval.protocol import LaunchReport
+from workbench.eval.checks.flags import Finding
+from workbench.eval.wire.runner_messages import LaunchReport
 
 #: Under the strict policy the candidate's own kernels must take at least this share of GPU kernel time.
 STRICT_MIN_COVERAGE = 0.5
@@ -126,7 +126,9 @@ def judge_cpu_share(batches: list[tuple[float, float, int]]) -> list[Finding]:
     """CPU timing only. `batches`: (judge's bracket seconds, runner CPU seconds in it, runner threads alive after
     it). Extra threads (torch.set_num_threads, a thread pool) or more than one core's worth of CPU time mean the
     candidate was timed with more cores than the reference: `thread-use`."""
-    for bracket, cpu, threads in batches:
+    total_bracket, total_cpu = sum(b for b, _, _ in batches), sum(c for _, c, _ in batches)
+    # Over all batches together too: short batches each fall under the kernel's 10 ms accounting ticks.
+    for bracket, cpu, threads in [*batches, (total_bracket, total_cpu, 0)]:
         if threads > 1:
             return [Finding("thread-use", f"the runner had {threads} threads after a timed batch; on the CPU the "
                                           "reference is timed on one thread (torch.set_num_threads, thread pools and "

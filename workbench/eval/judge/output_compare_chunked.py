@@ -31,14 +31,14 @@ def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
 def compare_large(cmp: Any, i: int, o: torch.Tensor, r64: Any, rn: torch.Tensor, tol: Tolerance, where: str,
                   k: float) -> None:
     """`compare._compare_floats` for an output too large to judge in one piece (same flags, same messages)."""
-    from workbench.eval.compare import (
+    from workbench.eval.judge.output_compare import (
         DEGENERATE_RATIO,
         RESOLVABLE_ULPS,
         STALE_SHARE,
         _budget_entry,
         native_scale,
     )
-    from workbench.eval.poison import poison_mask
+    from workbench.eval.runner.poison import poison_mask
 
     n = o.numel()
     of, nf = o.detach().reshape(-1), rn.detach().reshape(-1)

@@ -1,6 +1,6 @@
 """Static (AST) anti-cheating checks on candidate source (CHEATS.md rows 4, 6, 8, 10, 15, 16, 17).
 
-They run before any candidate code does. Each finding has a flag from `workbench.eval.findings.FLAGS`; reject-severity
+They run before any candidate code does. Each finding has a flag from `workbench.eval.checks.flags.FLAGS`; reject-severity
 findings stop the evaluation. The checks aim at what a kernel *does in forward*: allocating outputs, views and
 launching kernels is allowed; fallbacks, caches, threads, the reference and the harness are not.
 
@@ -21,8 +21,8 @@ import ast
 from dataclasses import dataclass, field
 
 from workbench.errors import UnknownNameError
-from workbench.eval.findings import Finding, first_per_flag
-from workbench.eval.static_tamper import foreign_compute, harness_tamper, timer_patch
+from workbench.eval.checks.flags import Finding, first_per_flag
+from workbench.eval.checks.static_tamper import foreign_compute, harness_tamper, timer_patch
 
 #: torch / tensor calls that only allocate, reshape or describe: allowed in a kernel candidate's forward.
 ALLOWED_TORCH = {

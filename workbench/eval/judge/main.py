@@ -25,9 +25,10 @@ sys.stdout = sys.stderr
 
 import torch  # noqa: E402
 
-from workbench.eval.evaluation import Context, Evaluation, probe_transport  # noqa: E402
-from workbench.eval.runner_process import ForkServer  # noqa: E402
-from workbench.eval.timing import cpu_timing_threads  # noqa: E402
+from workbench.eval.judge.context import Context, probe_transport  # noqa: E402
+from workbench.eval.judge.evaluation import Evaluation  # noqa: E402
+from workbench.eval.judge.runner_handle import ForkServer  # noqa: E402
+from workbench.eval.wire.timed_loop import cpu_timing_threads  # noqa: E402
 
 
 def _jsonable(obj: Any) -> Any:
@@ -64,6 +65,22 @@ def _die_with_the_caller() -> None:
     threading.Thread(target=watch, daemon=True, name="kwb-caller-watch").start()
 
 
+def _evaluate(job: dict, ctx: Context) -> dict:
+    """One evaluation; with KWB_JUDGE_PROFILE set to a folder, under cProfile with its stats written there (where
+    the judge's seconds go, function by function: `python -m pstats FILE`)."""
+    folder = os.environ.get("KWB_JUDGE_PROFILE")
+    if not folder:
+        return Evaluation(job, ctx).run()
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(Evaluation(job, ctx).run)
+    finally:
+        os.makedirs(folder, exist_ok=True)
+        profiler.dump_stats(os.path.join(folder, f"judge-{time.strftime('%H%M%S')}-{os.getpid()}.prof"))
+
+
 def main() -> None:
     _die_with_the_caller()
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
@@ -71,7 +88,7 @@ def main() -> None:
         cpu_timing_threads()
     workdir = tempfile.mkdtemp(prefix="kwb_judge_")
     server = ForkServer(device)
-    ctx = Context(references={}, fork_server=server, workdir=workdir)
+    ctx = Context(fork_server=server, workdir=workdir)
     ctx.transport, ctx.share_ipc, ctx.transport_note = probe_transport(server, device)
     gc.freeze()
     _REPLIES.write(json.dumps({"ready": True, "pid": os.getpid(), "versions": _versions(),
@@ -87,7 +104,7 @@ def main() -> None:
                 if not server.alive():
                     server = ForkServer(device)
                     ctx.fork_server = server
-                reply = Evaluation(job, ctx).run()
+                reply = _evaluate(job, ctx)
             except BaseException as exc:  # a reply must always come back
                 reply = {"status": "runtime_error", "message": f"judge error: {type(exc).__name__}: {exc}",
                          "log": traceback.format_exc()[-3000:]}

@@ -1,4 +1,4 @@
-"""The caller's side: one judge process per device mode (`python -m workbench.eval.judge`), JSON lines over pipes,
+"""The caller's side: one judge process per device mode (`python -m workbench.eval.judge.main`), JSON lines over pipes,
 reused while healthy.
 
 The judge is trusted but still a separate process: the notebook never imports a reference or a candidate, and a
@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from workbench.errors import WorkerError
-from workbench.eval.process_env import apply_timing_env
+from workbench.eval.wire.process_env import apply_timing_env
 
 #: Environment variables never passed to a worker: API keys, tokens, secrets, passwords, cloud and model-hub
 #: credentials. Matched on the upper-cased name.
@@ -70,7 +70,7 @@ def scrubbed_env(device: str) -> dict[str, str]:
     # A segfault then prints the Python stack (with the candidate's file and line) to stderr before dying.
     env["PYTHONFAULTHANDLER"] = "1"
     # The worker must import this very package, also when it runs from a source checkout.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
@@ -116,7 +116,7 @@ class Worker:
         env = scrubbed_env(device)
         env["KWB_WORKDIR"] = self.workdir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "workbench.eval.judge", device],
+            [sys.executable, "-m", "workbench.eval.judge.main", device],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=env, start_new_session=True, bufsize=0,
         )
@@ -275,7 +275,7 @@ def run_job(job: dict[str, Any], device: str, timeout: float) -> dict[str, Any]:
                 discard_worker(device)
                 raise WorkerError(
                     f"the evaluation worker could not start ({died.detail}). Run `kwb doctor`, and check that "
-                    f"`{sys.executable} -m workbench.eval.judge` imports torch and triton.\nLast worker output:\n{died.log}") from None
+                    f"`{sys.executable} -m workbench.eval.judge.main` imports torch and triton.\nLast worker output:\n{died.log}") from None
             _replace(device)
             return {"status": died.kind, "died": died.detail, "log": died.log, "worker_pid": worker.pid}
         reply["worker_pid"] = worker.pid

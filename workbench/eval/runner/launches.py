@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.eval.protocol import LaunchReport
+from workbench.eval.wire.runner_messages import LaunchReport
 
 
 @dataclass

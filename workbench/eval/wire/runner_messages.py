@@ -7,7 +7,7 @@ sequence number, a body with missing or mistyped fields. A runner that sends suc
 `protocol-violation`; nothing it sends is ever a verdict, since runner messages carry data only (outputs live in
 shared memory, times are samples, kernels are names) and the judge decides.
 
-Messages judge -> runner: Load, Share, Build, Call, Time, Profile, Ping, Shutdown.
+Messages judge -> runner: Load, Share, Build, Call, Pool, Time, Profile, Ping, Shutdown.
 Messages runner -> judge: Ready, Loaded, Built, Output, Samples, Profiled, Pong, Fault.
 """
 
@@ -110,10 +110,23 @@ class Call(Message):
 
 
 @dataclass(frozen=True)
+class Pool(Message):
+    """Register the timing pool once: input set k is `input_sets[k]`, its output slot `slots[k]`. A Time message
+    then names the pool and sends only the order of the sets (256 sets of references decoded and mapped on every
+    batch cost milliseconds inside the judge's clock)."""
+
+    kind: ClassVar[str] = "pool"
+    pool: int
+    input_sets: tuple[tuple[Arg, ...], ...]
+    slots: tuple[TensorRef, ...] = ()
+
+
+@dataclass(frozen=True)
 class Time(Message):
     """A timed batch: `order[k]` is the input set of rep k; after rep k, output 0 goes to `commit[k]` (a slot) when
-    given. `launch_gaps`: time without the busy-wait that hides host launch cost. `seeds[k]`: the global RNG is
-    seeded with it before rep k, outside the timed window."""
+    given. `seeds[k]`: the global RNG is seeded with it before rep k, outside the timed window. `model` 0 (or
+    NULL_KERNEL) is the null candidate the judge measures the harness with before the candidate is imported: it
+    returns a tensor of `null_shape` / `null_dtype` (and launches one tiny kernel per call)."""
 
     kind: ClassVar[str] = "time"
     call: int
@@ -123,8 +136,17 @@ class Time(Message):
     warmup: int
     commit: tuple[TensorRef | None, ...] = ()
     flush_l2: bool = True
-    launch_gaps: bool = False
     seeds: tuple[int, ...] = ()
+    null_shape: tuple[int, ...] = ()
+    null_dtype: str = ""
+    #: A registered Pool: its sets are the input sets and output k goes to the slot of set order[k]
+    #: (`input_sets` and `commit` are then empty).
+    pool: int = 0
+
+
+#: `Time.model` of the null candidate, and of the null candidate that launches one tiny kernel per call.
+NULL_MODEL = 0
+NULL_KERNEL = -1
 
 
 @dataclass(frozen=True)
@@ -249,9 +271,9 @@ class Fault(Message):
 
 
 _MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
-    Load, Share, Build, Call, Time, Profile, Shutdown, Ping, Ready, Loaded, Built, Output, Samples, Profiled, Pong,
-    Fault)}
-JUDGE_KINDS = frozenset({"load", "share", "build", "call", "time", "profile", "shutdown", "ping"})
+    Load, Share, Build, Call, Pool, Time, Profile, Shutdown, Ping, Ready, Loaded, Built, Output, Samples, Profiled,
+    Pong, Fault)}
+JUDGE_KINDS = frozenset({"load", "share", "build", "call", "pool", "time", "profile", "shutdown", "ping"})
 RUNNER_KINDS = frozenset({"ready", "loaded", "built", "output", "samples", "profiled", "pong", "fault"})
 _NESTED = {"BufferInfo": BufferInfo, "TensorRef": TensorRef, "OutputForm": OutputForm, "LaunchReport": LaunchReport}
 

@@ -22,10 +22,10 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from workbench.eval.runner.build_hooks import MOUNT_POINT  # noqa: F401  the judge binds entries there
+
 #: Largest build directory cached (bytes); a bigger one is not kept.
 MAX_ENTRY_BYTES = 512 << 20
-#: Where a runner finds its entry inside the sandbox.
-MOUNT_POINT = "/kwb-compile-cache"
 
 
 def cache_root() -> Path:
@@ -118,50 +118,22 @@ def copy_entry(entry: str | Path, target: str | Path) -> None:
     shutil.copytree(entry, target, symlinks=True, dirs_exist_ok=True)
 
 
-def seed_build_dir(target: str | Path) -> bool:
-    """In the runner, before the candidate is imported: copy the bound entry (if any) into its build directory,
-    keeping modification times so the build system sees every output up to date."""
-    src = Path(MOUNT_POINT)
-    if not src.is_dir():
-        return False
-    copy_entry(src, target)
-    return True
+def triton_dir(source: str, device: str) -> Path | None:
+    """The Triton kernel cache of one candidate source (GPU only: the interpreter compiles nothing), made for the
+    runner's user: bound writable into that source's runners and no other's (module doc of
+    `workbench.eval.judge.runner_start`). None where it cannot be made (the runner then compiles privately)."""
+    if not device.startswith("cuda"):
+        return None
+    import triton
 
+    path = cache_root().parent / "triton" / key(source, f"triton-{triton.__version__}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:  # a root caller's runners run as nobody (runner.sandbox.write_id_maps)
+            from workbench.eval.runner.sandbox import NOBODY_GID, NOBODY_UID
 
-#: Written beside a built extension: the key of the exact load_inline call that built it.
-_MARKER = ".kwb-build-key"
-
-
-def _call_key(args: tuple, kwargs: dict) -> str:
-    blob = repr((args, sorted(kwargs.items()))).encode()
-    return hashlib.sha256(blob).hexdigest()
-
-
-def install_load_inline_cache(root: str | Path) -> None:
-    """In the runner, before the candidate is imported: `torch.utils.cpp_extension.load_inline` first looks in
-    `root` for the library the very same call built before (its arguments' hash is recorded beside it) and imports
-    it directly; only otherwise does it build, and then records the hash. A build system's own up-to-date check is
-    not relied on: it can rebuild for reasons that do not change the library (timestamps, lock files)."""
-    import torch.utils.cpp_extension as ext
-
-    original = ext.load_inline
-    if getattr(original, "_kwb_cached", False):
-        return
-
-    def load_inline(*args, **kwargs):
-        if not kwargs.get("is_python_module", True) or kwargs.get("build_directory"):
-            return original(*args, **kwargs)
-        name = kwargs.get("name", args[0] if args else None)
-        key = _call_key(args, kwargs)
-        folder = Path(root) / str(name)
-        library = folder / f"{name}.so"
-        marker = folder / _MARKER
-        if library.is_file() and marker.is_file() and marker.read_text() == key:
-            return ext._import_module_from_library(str(name), str(folder), True)
-        module = original(*args, **kwargs)
-        if library.is_file():
-            marker.write_text(key)
-        return module
-
-    load_inline._kwb_cached = True  # type: ignore[attr-defined]
-    ext.load_inline = load_inline
+            os.chown(path, NOBODY_UID, NOBODY_GID)
+        os.chmod(path, 0o700)
+    except OSError:
+        return None
+    return path

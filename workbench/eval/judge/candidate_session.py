@@ -16,13 +16,13 @@ from typing import Any
 
 import torch
 
-from workbench.eval import protocol
-from workbench.eval.correctness import CandidateFailure
-from workbench.eval.protocol import OutputForm, TensorRef
-from workbench.eval.runner_process import RunnerProcess
-from workbench.eval.shared import Arena, dtype_from_name
-from workbench.eval.tensors import as_list, is_plain
-from workbench.eval.transport import MAX_FDS
+from workbench.eval.judge.correctness import CandidateFailure
+from workbench.eval.judge.runner_handle import RunnerProcess
+from workbench.eval.wire import runner_messages as protocol
+from workbench.eval.wire.runner_messages import OutputForm, TensorRef
+from workbench.eval.wire.shared_memory import Arena, dtype_from_name
+from workbench.eval.wire.tensors import as_list, is_plain
+from workbench.eval.wire.transport import MAX_FDS
 
 
 class RemoteError(Exception):
@@ -85,6 +85,7 @@ class CandidateSession:
     load_seconds: float = 0.0
     _next_model: int = 0
     _next_call: int = 0
+    _next_pool: int = 0
     _free: dict[Any, list[Any]] = field(default_factory=dict)
     _lent: list[Any] = field(default_factory=list)
 
@@ -201,20 +202,35 @@ class CandidateSession:
                              stage="profile")
         return dict(reply.kernels)
 
-    def time(self, model: int, input_refs: list[tuple[Any, ...]], order: list[int], warmup: int,
-             commit: list[TensorRef | None], launch_gaps: bool, timeout: float,
-             seeds: tuple[int, ...] = ()) -> tuple[protocol.Samples, float]:
-        """One timed batch in the runner; also returns the judge's own wall-clock bracket around it (seconds)."""
-        self._next_call += 1
+    def register_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef], timeout: float) -> int:
+        """Send a timing pool to the runner once (`protocol.Pool`); returns its id for `time`."""
+        self._next_pool += 1
         self._announce()
-        # Buffers just announced are mapped before the bracket starts: the bracket measures the batch alone.
-        self.runner.request(protocol.Ping(call=self._next_call), {"pong"}, timeout)
-        msg = protocol.Time(call=self._next_call, model=model, input_sets=tuple(tuple(s) for s in input_refs),
-                            order=tuple(order), warmup=warmup, commit=tuple(commit), launch_gaps=launch_gaps,
-                            seeds=tuple(seeds))
+        self.runner.send(protocol.Pool(pool=self._next_pool, input_sets=tuple(tuple(s) for s in input_refs),
+                                       slots=tuple(slot_refs)))
+        self._next_call += 1
+        self._expect(protocol.Ping(call=self._next_call), "pong", timeout)
+        return self._next_pool
+
+    def time(self, model: int, pool: int, order: list[int], timeout: float, seeds: tuple[int, ...] = (),
+             null_like: torch.Tensor | None = None) -> tuple[protocol.Samples, float]:
+        """One timed batch in the runner on a registered pool (set order[k] for call k, its output into that set's
+        slot), and the judge's own clock around it (seconds, from sending the request to reading the reply; the
+        runner synchronizes the device before it replies). `null_like`: for the null candidate
+        (`protocol.NULL_MODEL` / `NULL_KERNEL`), the shape and dtype it returns."""
+        self._next_call += 1
+        null = {} if null_like is None else {"null_shape": tuple(null_like.shape),
+                                             "null_dtype": str(null_like.dtype).removeprefix("torch.")}
+        msg = protocol.Time(call=self._next_call, model=model, input_sets=(), order=tuple(order), warmup=0,
+                            seeds=tuple(seeds), pool=pool, **null)
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()  # every copy the judge queued into shared memory has landed
         started = time.perf_counter()
-        reply = self._expect(msg, "samples", timeout, stage="timing")
-        return reply, time.perf_counter() - started
+        reply = self.runner.request(msg, {"samples"}, timeout)
+        elapsed = time.perf_counter() - started
+        if isinstance(reply, protocol.Fault):
+            raise CandidateFailure("timing", RemoteError(reply))
+        return reply, elapsed
 
     def close(self) -> None:
         self.runner.close()

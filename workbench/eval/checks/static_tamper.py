@@ -4,14 +4,14 @@
 workbench's own modules. The judge runs in another process, so none of these can find it; a candidate that tries is
 cheating all the same, and none of them has a use in a kernel. `foreign-compute` (warn): libraries that compute off
 the candidate's kernels; a warning only, because ctypes and numpy have honest uses, and the GPU coverage check
-decides whether the work happened elsewhere. Used by `workbench.eval.static_checks.scan`.
+decides whether the work happened elsewhere. Used by `workbench.eval.checks.static_scan.scan`.
 """
 
 from __future__ import annotations
 
 import ast
 
-from workbench.eval.findings import Finding
+from workbench.eval.checks.flags import Finding
 
 #: Calls that reach into the interpreter or the harness (CHEATS.md rows 15, 16): trace/profile hooks, frames, the
 #: collector's object graph. A kernel needs none of them. Canonical dotted names, import aliases resolved.

@@ -5,7 +5,7 @@ It is trusted code started by the judge with an allow-listed environment (so a r
 no secrets either) and it never runs candidate code or touches CUDA: CUDA cannot be used in a child forked from a
 process that initialised it. Requests come from the judge on a socket:
 
-    {"op": "spawn", "job", "nonce", "device", "limits", "share_ipc", "extra_binds"} + descriptors [runner socket,
+    {"op": "spawn", "job", "nonce", "device", "limits", "share_ipc", "extra_binds", "writable_binds"} + descriptors [runner socket,
         log pipe]            -> {"pid": outer pid to kill, "inner_pid": the runner, "sandbox": kind, "reason": why}
     {"op": "wait", "pid"}    -> {"status": wait status}     (after the runner's channel closed)
 
@@ -23,8 +23,8 @@ import sys
 import time
 from typing import Any
 
-from workbench.eval import sandbox
-from workbench.eval.transport import Channel, ChannelClosed
+from workbench.eval.runner import sandbox
+from workbench.eval.wire.transport import Channel, ChannelClosed
 
 #: Descriptor numbers the runner gets: its protocol socket, and stdout/stderr on the log pipe.
 RUNNER_SOCKET_FD = 3
@@ -55,7 +55,7 @@ def _redirect_io(log_fd: int, sock_fd: int) -> None:
 
 
 def _serve_runner(req: dict[str, Any], kind: str, reason: str) -> None:
-    from workbench.eval.runner import serve
+    from workbench.eval.runner.main import serve
 
     faulthandler.enable()
     try:
@@ -66,6 +66,11 @@ def _serve_runner(req: dict[str, Any], kind: str, reason: str) -> None:
         except OSError:
             pass
         os._exit(1)
+
+
+def _writable(req: dict[str, Any], inside: str) -> str | None:
+    """Without a sandbox: the host path of the writable bind that would be mounted at `inside`."""
+    return next((src for src, dst in req.get("writable_binds", []) if dst == inside), None)
 
 
 def _limits(req: dict[str, Any]) -> sandbox.Limits:
@@ -87,7 +92,7 @@ def _child(req: dict[str, Any], sock_fd: int, log_fd: int, kind: str, reason: st
             sandbox.apply_limits(_limits(req), outer_uid, baseline)
             sandbox.set_environment({**sandbox.runner_env(req["device"]), "HOME": req["workdir"],
                                      "TMPDIR": req["workdir"], "KWB_WORKDIR": req["workdir"],
-                                     "TRITON_CACHE_DIR": req["workdir"] + "/triton",
+                                     "TRITON_CACHE_DIR": _writable(req, "/tmp/triton") or req["workdir"] + "/triton",
                                      "TORCH_EXTENSIONS_DIR": req["workdir"] + "/torch_extensions"})
             _serve_runner(req, kind, reason)
             os._exit(0)
@@ -139,7 +144,8 @@ def spawn(req: dict[str, Any], fds: list[int], kind: str, reason: str) -> dict[s
     plan = None
     if kind == "namespaces":
         plan = sandbox.plan(req["device"], _limits(req), bool(req.get("share_ipc")),
-                            [tuple(b) for b in req.get("extra_binds", [])])
+                            [tuple(b) for b in req.get("extra_binds", [])],
+                            [tuple(b) for b in req.get("writable_binds", [])])
     sync_r, sync_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()
@@ -194,8 +200,8 @@ def main() -> None:
     import torch  # noqa: F401
     import triton  # noqa: F401
 
-    import workbench.eval.runner  # noqa: F401
-    from workbench.eval import languages  # noqa: F401
+    import workbench.eval.runner.main  # noqa: F401
+    from workbench.eval.runner import loading  # noqa: F401
 
     gc.freeze()  # what every runner inherits stays out of its collector's passes
     probe = sandbox.probe()

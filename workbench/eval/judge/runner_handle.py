@@ -19,8 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.eval import protocol, sandbox
-from workbench.eval.transport import BoundedLog, Channel, ChannelClosed, ChannelTimeout, FrameError
+from workbench.eval.runner import sandbox
+from workbench.eval.wire import runner_messages as protocol
+from workbench.eval.wire.transport import BoundedLog, Channel, ChannelClosed, ChannelTimeout, FrameError
 
 #: Seconds the fork server may take to import torch and triton.
 FORKSERVER_STARTUP_S = 180.0
@@ -77,12 +78,12 @@ class ForkServer:
         self.device = device
         self.channel, theirs = Channel.pair()
         env = sandbox.runner_env(device)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env["PYTHONPATH"] = root
         env["HOME"] = tempfile.gettempdir()
         if os.environ.get("KWB_SANDBOX"):  # e.g. "none": a user's explicit choice reaches the server
             env["KWB_SANDBOX"] = os.environ["KWB_SANDBOX"]
-        self.proc = subprocess.Popen([sys.executable, "-m", "workbench.eval.forkserver", str(theirs.fileno())],
+        self.proc = subprocess.Popen([sys.executable, "-m", "workbench.eval.runner.forkserver", str(theirs.fileno())],
                                      pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         theirs.close()
@@ -129,7 +130,7 @@ class RunnerProcess:
     """One candidate's runner. Use as a context manager: `with RunnerProcess.start(server, ...) as runner:`."""
 
     def __init__(self, server: ForkServer, device: str, limits: Limits, extra_binds: list[tuple[str, str]],
-                 share_ipc: bool = False):
+                 share_ipc: bool = False, writable_binds: list[tuple[str, str]] | None = None):
         self.server, self.device = server, device
         self.job, self.nonce = protocol.new_nonce()[:12], protocol.new_nonce()
         self.seq_out = 0
@@ -141,7 +142,8 @@ class RunnerProcess:
         request = {"op": "spawn", "job": self.job, "nonce": self.nonce, "device": device,
                    "limits": {"address_space": limits.memory_bytes, "cpu_seconds": limits.cpu_seconds,
                               "scratch_bytes": limits.scratch_bytes},
-                   "share_ipc": share_ipc, "extra_binds": [list(b) for b in extra_binds], "workdir": self.workdir}
+                   "share_ipc": share_ipc, "extra_binds": [list(b) for b in extra_binds],
+                   "writable_binds": [list(b) for b in writable_binds or []], "workdir": self.workdir}
         try:
             reply = server.call(request, (theirs.fileno(), log_w))
         finally:
@@ -156,8 +158,11 @@ class RunnerProcess:
 
     @classmethod
     def start(cls, server: ForkServer, device: str, limits: Limits | None = None,
-              extra_binds: list[tuple[str, str]] | None = None, share_ipc: bool = False) -> RunnerProcess:
-        runner = cls(server, device, limits or Limits(), list(extra_binds or []), share_ipc)
+              extra_binds: list[tuple[str, str]] | None = None, share_ipc: bool = False,
+              writable_binds: list[tuple[str, str]] | None = None) -> RunnerProcess:
+        """`extra_binds` are bound read-only into the sandbox, `writable_binds` writable (a source's own Triton
+        cache); without a sandbox a writable bind's path is given to the runner directly."""
+        runner = cls(server, device, limits or Limits(), list(extra_binds or []), share_ipc, writable_binds)
         try:
             ready = runner.receive({"ready"}, time.monotonic() + RUNNER_STARTUP_S)
         except BaseException:

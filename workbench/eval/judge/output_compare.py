@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 
-from workbench.eval.compare_chunked import CHUNK, compare_large
-from workbench.eval.poison import poison_mask
-from workbench.eval.tensors import as_list, dtype_name, is_plain, real_view, same_bits
+from workbench.eval.judge.output_compare_chunked import CHUNK, compare_large
+from workbench.eval.runner.poison import poison_mask
+from workbench.eval.wire.tensors import as_list, dtype_name, is_plain, real_view, same_bits
 from workbench.tasks.task import Tolerance
 
 #: An output with at least this share of its elements unwritten (or stale) was returned without being computed.

@@ -1,9 +1,15 @@
 """The timing loop, used on both sides of the trust boundary (the runner times the candidate, the judge the reference):
-rotated inputs, L2 flushed, launch cost hidden, side-stream work caught (CHEATS.md rows 7, 9, 10).
+one call per input set of the batch, L2 flushed before each, side-stream work caught (CHEATS.md rows 7, 9, 10).
 
-Every function this module times with is bound to a private name at import, before any candidate module is
-imported, so a candidate that later patches `time.perf_counter`, `torch.cuda.Event.elapsed_time`,
-`torch.cuda.synchronize` or a builtin cannot change what is measured.
+In the runner this loop's clock only refines: the judge brackets the whole batch with its own clock and decides
+(`workbench.eval.judge.clock_check`). Its functions are still bound to private names at import, before any
+candidate module is imported, so the plain patches of `time.perf_counter`, `torch.cuda.Event.elapsed_time` or
+`torch.cuda.synchronize` do not even reach it.
+
+No busy-wait is queued before a call any more: its length was a count of GPU cycles, so it lasted 6x longer at an
+idle clock than at a boosted one and moved the harness's own cost between the judge's calibration and the timed
+batches. The L2 flush queued before each call (a memory-bound write of twice the L2, ~35 us on an H100) covers a
+short host launch just as well.
 """
 
 from __future__ import annotations
@@ -13,10 +19,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-
-from workbench.eval.stats import median_ci_ranks as median_ci_ranks  # re-exported: it lived here first
-from workbench.eval.stats import summarize
-from workbench.result import Timing
 
 _perf_ns = _time.perf_counter_ns
 _sorted, _len, _range = sorted, len, range
@@ -29,10 +31,6 @@ _empty = torch.empty
 _zero = torch.Tensor.zero_
 _no_grad = torch.no_grad
 _manual_seed = torch.manual_seed
-_sleep = getattr(torch.cuda, "_sleep", None)
-
-#: GPU cycles of busy-wait queued before each start event, so the host's launch cost overlaps it (~100 us).
-LAUNCH_COVER_CYCLES = 200_000
 #: A callable has side-stream work when, over all its runs, the device finished this much later (median) than
 #: the current stream, plus 10% of the stream time. Single runs are not judged: host wake-up after a
 #: synchronize alone can add tens of microseconds to one run.
@@ -83,12 +81,10 @@ def l2_flush_bytes(device: str) -> int:
     return 2 * l2 if l2 > 0 else FALLBACK_FLUSH_BYTES
 
 
-def _time_cuda_call(fn: Callable[[list], Any], inputs: list, cover: bool = True) -> tuple[float, float, Any]:
-    """(current-stream ms, device ms, output) of one call. The start event queues behind a GPU busy-wait so the
-    host's launch cost is hidden; the end is read on the current stream and again after a device synchronize."""
+def _time_cuda_call(fn: Callable[[list], Any], inputs: list) -> tuple[float, float, Any]:
+    """(current-stream ms, device ms, output) of one call: the end is read on the current stream and again after a
+    device synchronize (work left on another stream)."""
     start, end, done = _Event(enable_timing=True), _Event(enable_timing=True), _Event(enable_timing=True)
-    if cover and _sleep is not None:
-        _sleep(LAUNCH_COVER_CYCLES)
     _record(start)
     out = fn(inputs)
     _record(end)
@@ -125,81 +121,17 @@ class _Flusher:
             _zero(self.buf)
 
 
-def measure(fns: dict[str, Callable[[list], Any]], input_pool: list[list], *, device: str, warmup: int, reps: int,
-            clock: str, flush_l2: bool = True,
-            refresh: Callable[[int, list], None] | None = None) -> tuple[dict[str, Timing], dict[str, tuple[list, Any]]]:
-    """Time several callables interleaved: each rep calls every callable once, starting with a different one
-    each rep. Call k of callable number i (warm-up included) gets input set (k + i) mod len(input_pool), so no
-    two consecutive calls of one callable see the same addresses when the pool holds two or more sets.
-
-    On a GPU the L2 is flushed before each call and the end is taken after a full device synchronize, so work a
-    callable put on another stream is inside its time. On the CPU: perf_counter_ns around each call.
-    `refresh(k, inputs)`, when given, rewrites input set k in place between reps (outside the timed window) so
-    results cached by address or content go stale. Returns Timing per name, (inputs, output) of each one's last
-    timed call, and under "name#k" its last timed call on input set k (for the result-cache re-check).
-    """
-    if not input_pool:
-        raise ValueError("measure needs at least one input set")
-    if reps < 1:
-        raise ValueError("measure needs at least one timed rep")
-    names = list(fns)
-    cuda = device.startswith("cuda")
-    flush = _Flusher(device, flush_l2)
-    pool = _len(input_pool)
-    calls = {n: i for i, n in enumerate(names)}  # next input index per callable
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    device_samples: dict[str, list[float]] = {n: [] for n in names}
-    last: dict[str, tuple[list, Any]] = {}
-
-    def next_inputs(name: str) -> tuple[int, list]:
-        k = calls[name] % pool
-        calls[name] += 1
-        return k, input_pool[k]
-
-    with _no_grad():
-        for i in _range(warmup):
-            for name in names[i % _len(names):] + names[: i % _len(names)]:
-                fns[name](next_inputs(name)[1])
-        if cuda:
-            _synchronize()
-        for rep in _range(reps):
-            shift = rep % _len(names)
-            for name in names[shift:] + names[:shift]:
-                k, inputs = next_inputs(name)
-                flush()
-                if cuda:
-                    stream_ms, device_ms, out = _time_cuda_call(fns[name], inputs)
-                    samples[name].append(stream_ms)
-                    device_samples[name].append(device_ms)
-                else:
-                    t0 = _perf_ns()
-                    out = fns[name](inputs)
-                    samples[name].append((_perf_ns() - t0) / 1e6)
-                last[f"{name}#{k}"] = (inputs, out)
-                if rep == reps - 1:
-                    last[name] = (inputs, out)
-                del out
-            if refresh is not None and rep < reps - pool:
-                refresh(rep % pool, input_pool[rep % pool])
-    out_timings = {}
-    for n in names:
-        chosen, side_runs = _pick_samples(samples[n], device_samples[n])
-        out_timings[n] = summarize(chosen, clock, side_runs)
-    return out_timings, last
-
-
 def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[int], *, device: str, warmup: int = 0,
-               flush_l2: bool = True, launch_gaps: bool = False,
-               after_rep: Callable[[int, Any], None] | None = None,
+               flush_l2: bool = True, after_rep: Callable[[int, Any], None] | None = None,
                seeds: Sequence[int] = ()) -> tuple[list[float], list[float]]:
     """Time `fn` once per entry of `order` (an index into `input_sets`), after `warmup` untimed calls.
 
-    Used on both sides of the trust boundary: the runner times the candidate, the judge times the reference, with
-    this same loop. On a GPU each rep flushes the L2 (outside the window) and, unless `launch_gaps`, queues a
-    busy-wait before the start event so the host's launch cost is hidden; the end is read on the current stream and
-    again after a device-wide synchronize (side-stream work). `after_rep(k, output)` runs after rep k, outside the
-    timed window (the runner commits outputs there). `seeds[k]` seeds the global RNG before rep k, also outside
-    the window, so a forward that draws random numbers gives the judge's recomputation of that rep the same draws.
+    Used on both sides of the trust boundary: the runner times the candidate, the judge the reference, with this
+    same loop. On a GPU each rep flushes the L2 (queued before the start event, outside the window); the end is read
+    on the current stream and again after a device-wide synchronize (side-stream work). `after_rep(k, output)` runs
+    after rep k, outside the window (the runner copies the output into the judge's slot there; the judge's clock
+    still sees it). `seeds[k]` seeds the global RNG before rep k, also outside the window, so a forward that draws
+    random numbers gives the judge's recomputation of that rep the same draws.
     Returns (stream ms, device ms) per rep; on the CPU both are the wall clock.
     """
     if not input_sets or not order:
@@ -218,7 +150,7 @@ def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[in
             seed_rng(seeds[k] if k < _len(seeds) else None)
             flush()
             if cuda:
-                s, d, out = _time_cuda_call(fn, inputs, cover=not launch_gaps)
+                s, d, out = _time_cuda_call(fn, inputs)
             else:
                 t0 = _perf_ns()
                 out = fn(inputs)
@@ -228,4 +160,6 @@ def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[in
             if after_rep is not None:
                 after_rep(k, out)
             del out
+        if cuda:
+            _synchronize()
     return stream_ms, device_ms

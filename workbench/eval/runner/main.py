@@ -21,9 +21,11 @@ from typing import Any
 
 import torch
 
-from workbench.eval import launches, protocol, timing
-from workbench.eval.poison import Poison
-from workbench.eval.protocol import (
+from workbench.eval.runner import launches
+from workbench.eval.runner.poison import Poison
+from workbench.eval.wire import runner_messages as protocol
+from workbench.eval.wire import timed_loop as timing
+from workbench.eval.wire.runner_messages import (
     Build,
     Built,
     Call,
@@ -41,9 +43,9 @@ from workbench.eval.protocol import (
     TensorRef,
     Time,
 )
-from workbench.eval.shared import Mapping, dtype_name
-from workbench.eval.timing import cpu_timing_threads
-from workbench.eval.transport import Channel
+from workbench.eval.wire.shared_memory import Mapping, dtype_name
+from workbench.eval.wire.timed_loop import cpu_timing_threads
+from workbench.eval.wire.transport import Channel
 
 _COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
 
@@ -96,6 +98,7 @@ class Runner:
         self.cls: Any = None
         self.language = "triton"
         self.models: dict[int, Any] = {}
+        self.pools: dict[int, tuple[list[list[Any]], list[Any]]] = {}
         self.poison = Poison(device)
         self.threads = launches.thread_idents()
 
@@ -132,7 +135,7 @@ class Runner:
 
     # -- handlers --
     def on_load(self, msg: Load) -> None:
-        from workbench.eval.languages import load_candidate
+        from workbench.eval.runner.loading import load_candidate
 
         # The task's precision policy, for the whole runner (one candidate, so nothing to restore).
         from workbench.tasks.precision import apply as apply_precision
@@ -140,7 +143,7 @@ class Runner:
         apply_precision(msg.precision or None)
         started = time.perf_counter()
         if msg.language == "cuda":
-            from workbench.eval.compile_cache import install_load_inline_cache, seed_build_dir
+            from workbench.eval.runner.build_hooks import install_load_inline_cache, seed_build_dir
 
             builds = os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp/torch_extensions")
             seed_build_dir(builds)
@@ -229,10 +232,32 @@ class Runner:
         self.send(Output(call=msg.call, forms=forms, tuple_output=is_tuple, launch=report,
                          seconds=time.perf_counter() - started))
 
+    def _null_model(self, msg: Time) -> Any:
+        """The null candidate the judge measures the harness with before the candidate is imported: it returns a
+        tensor shaped like the task's output (so copying it into the slot costs what the candidate's copy costs)
+        and, as NULL_KERNEL, launches one tiny kernel per call."""
+        from workbench.eval.wire.shared_memory import dtype_from_name
+
+        out = torch.zeros(msg.null_shape, dtype=dtype_from_name(msg.null_dtype or "float32"), device=self.device)
+        tick = torch.zeros(1, device=self.device)
+        if msg.model == protocol.NULL_KERNEL:
+            return lambda *xs: (tick.add_(1), out)[1]
+        return lambda *xs: out
+
+    def on_pool(self, msg: protocol.Pool) -> None:
+        """Map a timing pool's sets and slots once (`protocol.Pool`); no reply."""
+        self.pools[msg.pool] = ([[self.arg(v) for v in s] for s in msg.input_sets],
+                                [self.mapping.tensor(s) for s in msg.slots])
+
     def on_time(self, msg: Time) -> None:
-        model = self.models[msg.model]
-        sets = [[self.arg(v) for v in s] for s in msg.input_sets]
-        commits = [self.mapping.tensor(c) if c is not None else None for c in msg.commit]
+        null = msg.model in (protocol.NULL_MODEL, protocol.NULL_KERNEL)
+        model = self._null_model(msg) if null else self.models[msg.model]
+        if msg.pool:
+            sets, slots = self.pools[msg.pool]
+            commits = [slots[k] for k in msg.order] if slots else []
+        else:
+            sets = [[self.arg(v) for v in s] for s in msg.input_sets]
+            commits = [self.mapping.tensor(c) if c is not None else None for c in msg.commit]
 
         def commit(k: int, out: Any) -> None:
             if k < len(commits) and commits[k] is not None:
@@ -242,8 +267,8 @@ class Runner:
 
         try:
             stream, device = timing.time_batch(lambda xs: model(*xs), sets, list(msg.order), device=self.device,
-                                               warmup=msg.warmup, flush_l2=msg.flush_l2, launch_gaps=msg.launch_gaps,
-                                               after_rep=commit, seeds=msg.seeds)
+                                               warmup=msg.warmup, flush_l2=msg.flush_l2, after_rep=commit,
+                                               seeds=msg.seeds)
             if self.cuda:
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001
@@ -276,7 +301,7 @@ class Runner:
 
     def loop(self) -> None:
         handlers = {Load: self.on_load, Build: self.on_build, Call: self.on_call, Time: self.on_time,
-                    Profile: self.on_profile}
+                    Profile: self.on_profile, protocol.Pool: self.on_pool}
         while True:
             msg, fds = self.receive()
             if isinstance(msg, Shutdown):

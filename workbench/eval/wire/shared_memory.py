@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from workbench.eval.protocol import BufferInfo, TensorRef
+from workbench.eval.wire.runner_messages import BufferInfo, TensorRef
 
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
@@ -186,6 +186,26 @@ class Arena:
         stride = torch.empty(0, dtype=dtype).new_empty(tuple(shape), device="meta").stride() if shape else ()
         ref = TensorRef(buffer.info.buffer, dtype_name(dtype), tuple(int(s) for s in shape), tuple(stride), 0)
         return view(buffer.raw, ref), ref
+
+    def slab(self, specs: list[tuple[tuple[int, ...], torch.dtype]]) -> list[tuple[torch.Tensor, TensorRef]]:
+        """Many contiguous tensors in one buffer (offsets aligned to 64 bytes): one descriptor or one IPC handle
+        for a whole pool of timing inputs instead of one per tensor."""
+        layout, cursor = [], 0
+        for shape, dtype in specs:
+            numel = 1
+            for s in shape:
+                numel *= int(s)
+            size = torch.empty((), dtype=dtype).element_size()
+            layout.append((cursor, numel * size, size))
+            cursor += -(-numel * size // 64) * 64
+        buffer = self._new_buffer(max(cursor, 64))
+        out = []
+        for (start, _nbytes, size), (shape, dtype) in zip(layout, specs, strict=True):
+            stride = torch.empty(0, dtype=dtype).new_empty(tuple(shape), device="meta").stride() if shape else ()
+            ref = TensorRef(buffer.info.buffer, dtype_name(dtype), tuple(int(s) for s in shape), tuple(stride),
+                            start // size)
+            out.append((view(buffer.raw, ref), ref))
+        return out
 
     def share_like(self, t: torch.Tensor) -> tuple[torch.Tensor, TensorRef]:
         """A shared copy of `t` (contiguous; the strides of the original are not kept)."""

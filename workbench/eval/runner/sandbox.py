@@ -35,7 +35,7 @@ import stat
 import sys
 from dataclasses import dataclass, field
 
-from workbench.eval.process_env import apply_timing_env
+from workbench.eval.wire.process_env import apply_timing_env
 
 # ---- kernel constants (x86_64 and aarch64 share the flag values; syscall numbers differ) --------------------------
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -101,6 +101,8 @@ class Plan:
     share_ipc: bool = False
     #: Extra read-only binds: (host path, path inside), e.g. a compile-cache entry.
     extra_binds: list[tuple[str, str]] = field(default_factory=list)
+    #: Writable binds: (host path, path inside), e.g. the Triton cache of this candidate's source alone.
+    writable_binds: list[tuple[str, str]] = field(default_factory=list)
     #: Every (source, path inside) that exists, listed while the sources were still visible (staging).
     sources: list[tuple[str, str]] = field(default_factory=list)
     #: The directory the stage and the new root are built on (`_base_dir`).
@@ -163,7 +165,8 @@ def _prctl(option: int, arg: int = 0) -> None:
 # ---- planning (fork server, before fork) ----------------------------------------------------------------------
 
 def _package_dir() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """The `workbench` package directory (this file is workbench/eval/runner/sandbox.py)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _python_paths() -> list[str]:
@@ -215,9 +218,11 @@ def runner_env(device: str, base: dict[str, str] | None = None) -> dict[str, str
 
 
 def plan(device: str, limits: Limits, share_ipc: bool = False,
-         extra_binds: list[tuple[str, str]] | None = None) -> Plan:
+         extra_binds: list[tuple[str, str]] | None = None,
+         writable_binds: list[tuple[str, str]] | None = None) -> Plan:
     """What the sandbox of a runner on `device` will hold."""
-    p = Plan(device=device, limits=limits, share_ipc=share_ipc, extra_binds=list(extra_binds or []))
+    p = Plan(device=device, limits=limits, share_ipc=share_ipc, extra_binds=list(extra_binds or []),
+             writable_binds=list(writable_binds or []))
     roots: list[str] = []
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
@@ -231,7 +236,8 @@ def plan(device: str, limits: Limits, share_ipc: bool = False,
             roots.append(path)
     p.devices = list(BASIC_DEVICES) + (nvidia_devices() if device.startswith("cuda") else [])
     p.env = runner_env(device)
-    p.base = _base_dir([src for src, _ in [*p.binds, *p.extra_binds]] + [dst for _, dst in p.extra_binds])
+    extra = [*p.extra_binds, *p.writable_binds]
+    p.base = _base_dir([src for src, _ in [*p.binds, *extra]] + [dst for _, dst in extra])
     return p
 
 
@@ -319,7 +325,7 @@ def _base_dir(paths: list[str]) -> str:
 
 def _sources(p: Plan) -> list[tuple[str, str]]:
     """(source, path inside) of everything bound into the sandbox: directories, then device nodes."""
-    items = [*p.binds, *p.extra_binds]
+    items = [*p.binds, *p.extra_binds, *p.writable_binds]
     items += [(f"/dev/{name}", f"/dev/{name}") for name in p.devices]
     if p.device.startswith("cuda") and os.path.isdir("/dev/nvidia-caps"):
         items.append(("/dev/nvidia-caps", "/dev/nvidia-caps"))
@@ -340,7 +346,8 @@ def stage_sources(p: Plan) -> dict[str, str]:
         target = p.base + "/.kwb-stage" + dst
         _make_target(target, src)
         _bind(src, target, recursive=os.path.isdir(src))
-        _read_only(target, nodev=not dst.startswith("/dev/"))
+        if (src, dst) not in p.writable_binds:
+            _read_only(target, nodev=not dst.startswith("/dev/"))
         staged[src] = target
     return staged
 
@@ -367,7 +374,8 @@ def build_root(p: Plan, staged: dict[str, str]) -> None:
         source = staged.get(src, src)
         _make_target(root + dst, source)
         _bind(source, root + dst)
-        _read_only(root + dst)
+        if (src, dst) not in p.writable_binds:
+            _read_only(root + dst)
     for link_to, path in p.symlinks:
         if not os.path.lexists(root + path):
             os.symlink(link_to, root + path)

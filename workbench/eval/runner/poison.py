@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from workbench.eval.tensors import int_view, is_plain
+from workbench.eval.wire.tensors import int_view, is_plain
 
 #: The poison word: c10's CPU junk-fill pattern, also written into the GPU cache so one detector covers both.
 #: As float32 it is a NaN; float64 reads two of them as 1.67e308; 16-bit types alternate 0xBEEF and 0x7FED.

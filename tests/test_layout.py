@@ -1,0 +1,71 @@
+"""The engine's layout holds the trust boundary in place: the untrusted runner imports nothing of the caller's side
+or the judge's, and nothing imports the CLI (DESIGN.md section 1)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT / "workbench" / "eval"
+
+#: What the runner process imports: its entry, the fork server it is forked from, and what it imports on demand.
+RUNNER_ENTRIES = ("workbench.eval.runner.forkserver", "workbench.eval.runner.main", "workbench.eval.runner.loading",
+                  "workbench.eval.runner.build_hooks", "workbench.eval.runner.sandbox", "workbench.tasks.precision")
+#: Packages the runner must never hold: the caller's side, the judge, the checks, and everything above the engine.
+FORBIDDEN_IN_RUNNER = ("workbench.eval.caller", "workbench.eval.judge", "workbench.eval.checks",
+                       "workbench.eval.evaluate", "workbench.store", "workbench.llm", "workbench.study",
+                       "workbench.cli", "widgets", "roofline")
+
+
+def test_the_runner_imports_nothing_of_the_caller_or_the_judge_in_a_fresh_interpreter():
+    code = ("import importlib, json, sys\n"
+            f"for name in {RUNNER_ENTRIES!r}:\n"
+            "    importlib.import_module(name)\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('workbench', 'widgets', 'roofline')))))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    leaked = [m for m in loaded if m.startswith(FORBIDDEN_IN_RUNNER)]
+    assert not leaked, f"the runner imported {leaked}"
+    assert "workbench.eval.runner.main" in loaded and "workbench.eval.wire.runner_messages" in loaded
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (function-level imports included), resolved to dotted names."""
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def test_no_runner_module_imports_the_caller_or_the_judge_even_lazily():
+    for path in sorted((EVAL / "runner").glob("*.py")):
+        bad = sorted(n for n in _imports(path) if n.startswith(FORBIDDEN_IN_RUNNER))
+        assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def test_nothing_imports_the_cli():
+    for package in ("workbench", "widgets", "roofline"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.is_relative_to(ROOT / "workbench" / "cli"):
+                continue
+            bad = sorted(n for n in _imports(path) if n == "workbench.cli" or n.startswith("workbench.cli."))
+            assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def test_importing_workbench_loads_no_engine_module():
+    code = ("import json, sys, workbench\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('workbench'))))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == ["workbench"]

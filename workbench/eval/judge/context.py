@@ -1,0 +1,95 @@
+"""What the judge process keeps between evaluations, and how its runners reach shared memory.
+
+Everything here is trusted, judge-side state reused by every later candidate (DESIGN.md section 4, speed): loaded
+references, built reference models, the reference's correctness rounds, FLOP/byte counts and compiled references,
+each bounded so a study over hundreds of tasks cannot fill the GPU with them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.eval.judge.reference_rounds import ReferenceCache
+from workbench.eval.judge.runner_handle import RunnerDied, RunnerProcess, RunnerViolation
+from workbench.tasks.task import LoadedReference, Task
+
+
+class Recent(OrderedDict):
+    """A dict that keeps only its `limit` most recently set entries."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+def task_key(task: Task) -> str:
+    """What the judge's caches are keyed by: the whole task (source, sizes, tolerances, precision, distributions),
+    so a changed task never meets an old entry."""
+    return hashlib.sha256(json.dumps(task.to_spec(), sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+@dataclass
+class Context:
+    """What the judge process provides to an evaluation: its fork server, how shared memory reaches its runners
+    (CUDA IPC where the sandbox allows it, else host staging), and the caches of reference work (module doc)."""
+
+    fork_server: Any
+    workdir: str
+    transport: str = "auto"
+    share_ipc: bool = False
+    transport_note: str = ""
+    references: dict[str, LoadedReference] = field(default_factory=dict)
+    #: Reference models per (task, size, seed, device), FLOP/byte counts per (task, size, device), compiled
+    #: references per (task, size, seed, device): the most recent few only.
+    models: dict[Any, Any] = field(default_factory=lambda: Recent(4))
+    counted: dict[Any, Any] = field(default_factory=lambda: Recent(64))
+    compiled: dict[Any, Any] = field(default_factory=lambda: Recent(4))
+    rounds: ReferenceCache = field(default_factory=ReferenceCache)
+
+    def reference(self, task: Task) -> LoadedReference:
+        key = task_key(task)
+        if key not in self.references:
+            self.references[key] = LoadedReference(task, self.workdir)
+        return self.references[key]
+
+
+def probe_transport(server: Any, device: str) -> tuple[str, bool, str]:
+    """(transport, share the IPC namespace?, note) for GPU runners: CUDA IPC with a private IPC namespace, else
+    with the judge's IPC namespace shared (PID, network and mount stay private), else pinned host staging."""
+    if not device.startswith("cuda"):
+        return "fd", False, ""
+    from workbench.eval.wire import runner_messages as protocol
+    from workbench.eval.wire.shared_memory import Arena
+
+    notes = []
+    for share_ipc in (False, True):
+        arena = None
+        try:
+            with RunnerProcess.start(server, device, share_ipc=share_ipc) as runner:
+                arena = Arena(device, transport="cuda-ipc")
+                t, _ = arena.tensor((4,), torch.float32)
+                infos, fds = arena.pending()
+                runner.send(protocol.Share(buffers=infos), fds)
+                reply = runner.request(protocol.Ping(call=1), {"pong"}, 60)
+                if isinstance(reply, protocol.Pong):
+                    return "cuda-ipc", share_ipc, "" if not notes else "; ".join(notes)
+                notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: "
+                             f"{reply.message[:200]}")
+        except (RunnerDied, RunnerViolation, RuntimeError, OSError) as exc:
+            notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: {exc}")
+        finally:
+            if arena is not None:
+                arena.close()
+    return "fd", False, "host staging (" + "; ".join(notes) + ")"

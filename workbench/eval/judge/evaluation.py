@@ -1,0 +1,317 @@
+"""One evaluation inside the judge, as named stages: scan -> load -> check -> count -> time -> cover -> verdict.
+
+The judge is trusted: it never imports candidate code. Candidate code runs in a fresh, sandboxed runner for this
+evaluation only (`candidate_session.py`); every verdict below is computed here from what the judge itself measured
+(the reference, the comparison, its own clock) and from data the runner reported (launches, forms, samples, kernel
+profiles), which only ever counts against the candidate. Each stage either returns or raises `Stop` with a reply;
+the driver `run()` turns runner deaths and protocol violations into replies too. Where every second goes is in the
+reply's `stage_seconds` (the timing's input pool and harness calibration, made before the candidate is imported,
+count as "calibrate").
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.errors import TaskError
+from workbench.eval.checks import runtime as guards
+from workbench.eval.checks import static_scan as static_checks
+from workbench.eval.checks.flags import Finding, first_per_flag, verdict
+from workbench.eval.judge import fault_messages as faults
+from workbench.eval.judge import timing_stage
+from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
+from workbench.eval.judge.context import Context, task_key
+from workbench.eval.judge.correctness import CandidateFailure, run_correctness
+from workbench.eval.judge.counting import count_work
+from workbench.eval.judge.reference_rounds import ReferenceRounds, build_reference
+from workbench.eval.judge.runner_handle import RunnerDied, RunnerViolation
+from workbench.eval.judge.runner_start import load_candidate, start_runner
+from workbench.eval.judge.timing import ReferenceSide
+from workbench.tasks import precision
+from workbench.tasks.task import LoadedReference, Task
+
+
+class Stop(Exception):
+    """A stage ended the evaluation; `reply` is what the caller gets."""
+
+    def __init__(self, reply: dict[str, Any]):
+        self.reply = reply
+        super().__init__(reply.get("status", ""))
+
+
+@dataclass
+class Evaluation:
+    job: dict[str, Any]
+    ctx: Context
+    task: Task = field(init=False)
+    device: str = field(init=False)
+    base: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    session: CandidateSession | None = None
+    plan: timing_stage.TimingPlan | None = None
+
+    def __post_init__(self) -> None:
+        self.task = Task.from_spec(self.job["task"])
+        self.key = task_key(self.task)
+        self.cand = self.job["candidate"]
+        self.device = self.job["device"]
+        self.seed = int(self.job.get("seed", 0))
+        self.timeout = float(self.job.get("timeout", 60.0))
+        self.policy = getattr(self.task, "kernel_policy", "strict") or "strict"
+        self.precision = self.task.precision
+        self.time_size = self._cpu_safe(self.job["size"])
+        self.base = {"versions": {}, "device_name": "", "sandbox": self.ctx.fork_server.sandbox,
+                     "kernel_policy": self.policy, "precision": self.precision.name, "protocol": {},
+                     "stage_seconds": {}}
+
+    # ---- driver ---------------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        # The task's precision policy around every reference computation in the judge (the runner applies it too).
+        with precision.applied(self.precision, self.device):
+            return self._run()
+
+    def _stage(self, name: str, fn: Any, *args: Any) -> Any:
+        stages = self.base["stage_seconds"]
+        started = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            stages[name] = round(stages.get(name, 0.0) + time.perf_counter() - started, 3)
+
+    def _run(self) -> dict[str, Any]:
+        try:
+            self._stage("scan", self.scan)
+            self._stage("load", self.load)
+            report = self._stage("check", self.check)
+            result = self.assess(report)
+            self._stage("count", self.count, result)
+            if self.job.get("time_it", True):
+                self._stage("time", self.time, result)
+            return self.finish(result)
+        except Stop as stop:
+            return {**self.base, "warnings": self.warnings, **stop.reply}
+        except CandidateFailure as exc:
+            return {**self.base, "warnings": self.warnings, **self._candidate_failure(exc)}
+        except RunnerDied as died:
+            return {**self.base, "status": died.kind, "died": died.detail, "log": died.log,
+                    "message": faults.died_message(died.kind, died.detail, died.log, self.cand["source"],
+                                                   self.cand["language"], self.device, self.timeout)}
+        except RunnerViolation as bad:
+            return {**self.base, "status": "rejected", "flags": ["protocol-violation"], "log": bad.log,
+                    "message": Finding("protocol-violation", bad.detail).line()}
+        except TaskError as exc:
+            return {**self.base, "status": "runtime_error", "message": f"the task failed: {exc}",
+                    "log": traceback.format_exc()[-3000:]}
+        except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
+            if not faults.out_of_memory(type(exc).__name__, str(exc)) and "cuMemAlloc failed with error 2" not in \
+                    str(exc):
+                raise
+            return {**self.base, "status": "runtime_error", "message": self._too_big(exc),
+                    "log": traceback.format_exc()[-3000:]}
+        finally:
+            if self.session is not None:
+                self.session.close()
+            self.plan = None
+            if self.device.startswith("cuda"):
+                # Memory the judge freed goes back to the driver: the next runner, another process, needs it.
+                gc.collect()
+                torch.cuda.empty_cache()
+
+    def _too_big(self, exc: BaseException) -> str:
+        """The judge's own out-of-memory: the task at this size does not fit beside the protocol's copies."""
+        need = ""
+        try:
+            from workbench.tasks.footprint import estimate_footprint
+
+            fp = estimate_footprint(self.task, self.job["size"], self.device, self.reference())
+            if fp is not None:
+                out = f", one output {fp.output_bytes / 2**30:.2f} GiB" if fp.output_bytes else ""
+                need = f" (one input set {fp.input_bytes / 2**30:.2f} GiB{out})"
+        except Exception:  # noqa: BLE001 - the estimate only adds detail
+            pass
+        where = "GPU" if self.device.startswith("cuda") else "host"
+        return (f"the task does not fit in {where} memory at this size{need}: the judge keeps the inputs, a float64 "
+                f"reference and the candidate's outputs, and ran out ({type(exc).__name__}: {str(exc)[:200]}). "
+                "Evaluate a smaller size (size={...}) or on a device with more memory.")
+
+    def _candidate_failure(self, exc: CandidateFailure) -> dict[str, Any]:
+        original = exc.original
+        if isinstance(original, RemoteError):
+            f = original.fault
+            return faults.failure_reply(f.exc_type, f.message, exc.stage, f.candidate_line, f.log)
+        return faults.failure_reply(type(original).__name__, str(original), exc.stage, "", exc.traceback_text)
+
+    def _candidate_failure(self, exc: CandidateFailure) -> dict[str, Any]:
+        original = exc.original
+        if isinstance(original, RemoteError):
+            f = original.fault
+            return faults.failure_reply(f.exc_type, f.message, exc.stage, f.candidate_line, f.log)
+        return faults.failure_reply(type(original).__name__, str(original), exc.stage, "", exc.traceback_text)
+
+    # ---- stages ---------------------------------------------------------------------------------------------
+    def scan(self) -> None:
+        """Static checks on the source (AST only: nothing of the candidate runs)."""
+        if self.cand["language"] == "cuda" and not self.device.startswith("cuda"):
+            raise Stop({"status": "compile_error", "message": (
+                "this candidate is CUDA C++ (torch.utils.cpp_extension.load_inline): it needs a CUDA device. "
+                "Evaluate it with device='cuda' on a machine with a GPU and nvcc.")})
+        findings = _scan(self.cand, self.policy)
+        self.warnings += [f.flag for f in findings if f.severity != "reject"]
+        status, flags, message = verdict(findings)
+        if status:
+            raise Stop({"status": "rejected", "flags": flags, "message": message})
+
+    def load(self) -> None:
+        """A fresh runner for this candidate; before the candidate is imported in it, the timing's input pool and
+        the harness calibration (`timing_stage.prepare`), then the candidate (compilation has its own budget)."""
+        self.session = start_runner(self)
+        if self.job.get("time_it", True):
+            self._stage("calibrate", self._prepare_timing)
+        load_candidate(self)
+
+    def _prepare_timing(self) -> None:
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
+        self.plan = timing_stage.prepare(self.session, self.reference(), self.reference_model(), self.time_size,
+                                         self.seed, self.device, self.timeout, interpreted)
+
+    def reference(self) -> LoadedReference:
+        return self.ctx.reference(self.task)
+
+    def reference_model(self) -> Any:
+        """The reference model at the timing size, built once per task, size and seed in this judge."""
+        key = (self.key, repr(sorted(self.time_size.items())), self.seed, self.device)
+        if key not in self.ctx.models:
+            self.ctx.models[key] = build_reference(self.reference(), self.time_size, self.device, self.seed)
+        return self.ctx.models[key]
+
+    def check(self):
+        """The correctness protocol, every candidate call made in the runner; the reference's side of every round
+        from the judge's cache when an earlier candidate of this task already made it."""
+        sizes = [self._cpu_safe(s) for s in self.job["check_sizes"]]
+        rounds = int(self.job.get("rounds", 5))
+        key = (self.key, repr([sorted(s.items()) for s in sizes]), self.seed, self.device, rounds)
+        reference, cached = self.ctx.rounds.get(key, lambda budget: ReferenceRounds.create(
+            self.reference(), self.device, sizes, self.seed, self.task.tolerance, self.task.distributions, rounds,
+            budget), self.device)
+        self.base["protocol"]["reference_cache"] = "hit" if cached else "miss"
+        report = run_correctness(self.reference(), self.session, device=self.device, sizes=sizes, seed=self.seed,
+                                 rounds=rounds, tolerance=self.task.tolerance, reference=reference)
+        placement = {f.placement for f in reference._f64.values()}
+        if placement:
+            self.base["protocol"]["float64_reference"] = "/".join(sorted(placement))
+        return report
+
+    def assess(self, report: Any) -> dict[str, Any]:
+        """Correctness findings, plus what the runner's reports show: no own kernel launched, output not produced by
+        one, threads left running."""
+        findings = list(report.findings)
+        findings += guards.judge_launches([r.launch for r in self.session.reports], self.cand["language"])
+        findings += guards.judge_threads([r.launch for r in self.session.reports])
+        result: dict[str, Any] = {
+            "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
+            "details": {"rounds": report.rounds, "error_map": report.error_map, "notes": report.notes + self.notes},
+            "error_budget": getattr(report, "error_budget", {}) or {},
+        }
+        status, flags, message = verdict(first_per_flag(findings))
+        self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, findings)]
+        if status:
+            raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, findings)],
+                        "message": message})
+        result["message"] = message
+        return result
+
+    def count(self, result: dict[str, Any]) -> None:
+        """FLOPs and minimal bytes of the reference at the timed size (advisory), once per task and size."""
+        key = (self.key, repr(sorted(self.time_size.items())), self.device)
+        if key not in self.ctx.counted:
+            try:
+                inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
+                self.ctx.counted[key] = count_work(self.reference_model(), inputs)
+            except Exception as exc:  # noqa: BLE001 - counting is advisory
+                self.ctx.counted[key] = {"flops": None, "bytes": None, "error": str(exc)}
+        result["counted"] = self.ctx.counted[key]
+
+    def time(self, result: dict[str, Any]) -> None:
+        """Candidate (runner) and reference (judge) in alternating batches on shared inputs, by the judge's clock
+        (`judge/timing.py`); on a GPU, then the coverage of the candidate's own kernels."""
+        ref = self.reference()
+        ref_model = self.reference_model()
+        model = self.session.model(ref_model, ref.init_inputs(self.time_size, self.seed), self.seed,
+                                   {**ref.defaults, **self.time_size})
+        side = ReferenceSide(ref_model, self._compiled(ref_model), self.task.tolerance,
+                             float(result.get("error_budget", {}).get("native_error") or 0.0))
+        reps = self.job.get("reps")
+        late = timing_stage.run(self.session, model.model_id, self.plan, side, self.device, self.cand["language"],
+                                int(reps) if reps is not None else None, result)
+        self.base["protocol"].update(result.pop("timing_protocol", {}))
+        if self.device.startswith("cuda") and self.cand["language"] != "torch" and "timing" in result:
+            coverage, found = self._stage("cover", timing_stage.cover, self.session, model.model_id, self.plan,
+                                          self.cand["source"], self.policy, result["timing"]["median_ms"])
+            result["coverage"] = coverage
+            late += found
+        status, flags, message = verdict(first_per_flag(late))
+        self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, late)]
+        if status:
+            raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, late)],
+                        "message": message})
+        if result.get("timing", {}).get("clock") == "interpreter":
+            result["details"]["notes"].append("interpreter timing: measures Triton's CPU interpreter, not hardware; "
+                                              "no speedup is reported")
+
+    def _compiled(self, ref_model: Any) -> Any:
+        """`torch.compile` of the reference on a GPU when asked, compiled once per task, size and seed in this judge
+        (a compile takes seconds to minutes)."""
+        if not (self.device.startswith("cuda") and self.job.get("compile_reference", True)):
+            return None
+        key = (self.key, repr(sorted(self.time_size.items())), self.seed, self.device)
+        if key not in self.ctx.compiled:
+            inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
+            self.ctx.compiled[key] = _compiled(ref_model, inputs, self.notes)
+        elif self.ctx.compiled[key] is None:
+            self.notes.append("torch.compile of the reference failed earlier in this judge; compiled line omitted")
+        return self.ctx.compiled[key]
+
+    def finish(self, result: dict[str, Any]) -> dict[str, Any]:
+        result.pop("message", None)
+        return {**self.base, **result, "status": "ok", "flags": [], "warnings": self.warnings,
+                "message": ""}
+
+    # ---- helpers --------------------------------------------------------------------------------------------
+    def _cpu_safe(self, size: dict[str, Any]) -> dict[str, Any]:
+        """bf16 arithmetic returns 0 in Triton's interpreter: run those sizes in fp32, visibly."""
+        interp = os.environ.get("TRITON_INTERPRET") == "1"
+        if self.device.startswith("cuda") or not interp or size.get("dtype") not in ("bfloat16", torch.bfloat16):
+            return size
+        if "interpreter-bf16" not in self.warnings:
+            self.warnings.append("interpreter-bf16")
+            self.notes.append("bf16 is broken in Triton's interpreter: this CPU run used float32; run on a GPU for "
+                              "a bf16 verdict")
+        return {**size, "dtype": "float32"}
+
+
+def _scan(cand: dict[str, Any], policy: str) -> list[Finding]:
+    return static_checks.scan(cand["source"], cand["language"], cand.get("entry", "ModelNew"), policy=policy)
+
+
+def _rejects(flag: str, findings: list[Finding]) -> bool:
+    return any(f.flag == flag and f.severity == "reject" for f in findings)
+
+
+def _compiled(ref_model: Any, inputs: list[Any], notes: list[str]):
+    try:
+        fn = torch.compile(ref_model)
+        with torch.no_grad():
+            fn(*inputs)
+        return fn
+    except Exception as exc:  # noqa: BLE001
+        notes.append(f"torch.compile of the reference failed ({type(exc).__name__}); compiled line omitted")
+        return None
+

@@ -1,0 +1,139 @@
+"""The timing inputs: distinct input sets and output slots in memory shared with the runner (DESIGN.md section 3,
+inputs; CHEATS.md rows 10, 24 and 25).
+
+Every call of a timed batch gets an input set of its own, and the judge writes new contents into every set, in
+place, between batches, with seeds the runner cannot know in advance (drawn through the task's own input code, on
+the device). So no timed call ever sees contents an earlier call saw: a result cached by address, by shape or by a
+few sampled values is stale, and the judge's re-check of that call's output, against the reference on exactly its
+inputs, catches it. The reference is timed on the same shared sets (with the runner frozen and the contents just
+written by the judge), so both sides read the same memory.
+
+How many sets fit is a memory question: each set is one input set plus one output slot, and together they may take
+a share of the free memory (on the CPU, of the available host memory), so a 6 GB KernelBench problem gets one or
+two sets and a small one up to `MAX_SETS`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.eval.judge.reference64 import nbytes
+from workbench.eval.wire.runner_messages import TensorRef
+from workbench.eval.wire.tensors import as_list, is_plain
+
+#: Most input sets (= most calls in one timed batch).
+MAX_SETS = 256
+#: Share of free memory the sets and slots may take together.
+MEMORY_SHARE = 0.25
+
+
+def free_bytes(device: str) -> int | None:
+    if device.startswith("cuda"):
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+
+
+def sets_that_fit(set_bytes: int, free: int | None, wanted: int) -> int:
+    """How many sets (input set + output slot, `set_bytes` each) fit in MEMORY_SHARE of `free`, between 1 and
+    `wanted` (at most MAX_SETS)."""
+    wanted = max(1, min(wanted, MAX_SETS))
+    if not free or set_bytes <= 0:
+        return wanted
+    return max(1, min(wanted, int(free * MEMORY_SHARE // set_bytes)))
+
+
+@dataclass
+class InputPool:
+    """`n` input sets and `n` output slots shared with one runner (module doc).
+
+    `sets[k]` are the judge's views of set k (the reference is called on them), `refs[k]` the runner's references
+    to them; `slots[k]` / `slot_refs[k]` the output slot of the call that used set k. `out_like` is the shape and
+    dtype of the reference's first output (what a slot holds)."""
+
+    session: Any
+    reference: Any
+    size: dict[str, Any]
+    device: str
+    n: int
+    out_like: torch.Tensor | None
+    sets: list[list[Any]] = field(default_factory=list)
+    refs: list[tuple[Any, ...]] = field(default_factory=list)
+    slots: list[torch.Tensor] = field(default_factory=list)
+    slot_refs: list[TensorRef] = field(default_factory=list)
+    generation: int = 0
+    #: The id the runner knows this pool by (`CandidateSession.register_pool`).
+    pool_id: int = 0
+    #: Set when the task's inputs do not change with the seed (no random draw): the guarantee of fresh contents
+    #: cannot hold, and the Result says so.
+    fixed_inputs: bool = False
+
+    @classmethod
+    def create(cls, session: Any, reference: Any, size: dict, device: str, first: list[Any], out: Any,
+               wanted: int, rng: random.Random) -> InputPool:
+        """A pool holding as many sets as fit (at most `wanted`), the first filled with `first`."""
+        head = next((t for t in as_list(out) if is_plain(t)), None)
+        out_like = torch.empty_like(head, device="meta") if head is not None else None
+        per_set = nbytes(first) + (nbytes([head]) if head is not None else 0)
+        pool = cls(session, reference, size, device, sets_that_fit(per_set, free_bytes(device), wanted), out_like)
+        draws = [first] + [pool._draw(rng) for _ in range(1, pool.n)]
+        pool.fixed_inputs = pool.n > 1 and _same_contents(draws[0], draws[1])
+        if any(isinstance(x, (list, tuple)) for x in first):  # nested arguments: shared one tensor at a time
+            for inputs in draws:
+                pairs = [session.share_arg(x) for x in inputs]
+                pool.refs.append(tuple(p[0] for p in pairs))
+                pool.sets.append([p[1] for p in pairs])
+            draws = []
+        # One shared buffer for every input set and one for every slot: a descriptor (or IPC handle) each.
+        specs = [(tuple(x.shape), x.dtype) for inputs in draws for x in inputs if isinstance(x, torch.Tensor)]
+        shared = iter(session.arena.slab(specs)) if specs else iter(())
+        for inputs in draws:  # (empty when the nested path above filled the sets)
+            views, refs = [], []
+            for x in inputs:
+                if isinstance(x, torch.Tensor):
+                    view, ref = next(shared)
+                    view.copy_(x.detach())
+                    views.append(view)
+                    refs.append(ref)
+                else:
+                    views.append(x)
+                    refs.append(x)
+            pool.sets.append(views)
+            pool.refs.append(tuple(refs))
+        if out_like is not None:
+            for view, ref in session.arena.slab([(tuple(out_like.shape), out_like.dtype)] * pool.n):
+                pool.slots.append(view)
+                pool.slot_refs.append(ref)
+        pool.pool_id = session.register_pool(pool.refs, pool.slot_refs, session.timeout)
+        return pool
+
+    @property
+    def set_bytes(self) -> int:
+        return nbytes(self.sets[0]) if self.sets else 0
+
+    def _draw(self, rng: random.Random) -> list[Any]:
+        return self.reference.make_inputs(self.size, rng.randrange(1 << 62), self.device, "default")
+
+    def refresh(self, rng: random.Random, count: int | None = None) -> None:
+        """New contents in the first `count` sets (all by default), in place, from seeds drawn now."""
+        self.generation += 1
+        for k in range(self.n if count is None else min(count, self.n)):
+            fresh = self._draw(rng)
+            for target, value in zip(self.sets[k], fresh, strict=False):
+                if isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor) and \
+                        target.shape == value.shape:
+                    target.copy_(value)
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+
+def _same_contents(a: list[Any], b: list[Any]) -> bool:
+    tensors = [(x, y) for x, y in zip(a, b, strict=False) if isinstance(x, torch.Tensor)]
+    return bool(tensors) and all(x.shape == y.shape and torch.equal(x, y) for x, y in tensors)

@@ -1,0 +1,336 @@
+"""The reference's half of the correctness protocol, computed once per task, sizes, seed, precision, device and round
+count, and reused by every later candidate of that task in this judge (an LLM loop, a sweep, a cell run again).
+
+A round's reference work is its inputs (drawn through the task's own input code, in the round's distribution), the
+reference's output in its native dtype and the float64 reference; the task-level findings (distributions skipped
+because the reference is not finite on them, a weak task) come from the same pass. None of it depends on the
+candidate, so the judge keeps it (trusted memory only: the runner sees inputs through shared copies). Kept rounds
+are bounded by `ReferenceCache`'s byte budget; a task too large for it computes each round when it is needed and
+keeps nothing (DESIGN.md section 4, speed and scale).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.errors import TaskError
+from workbench.eval.judge.output_compare import constant_passes
+from workbench.eval.judge.output_compare_chunked import CHUNK
+from workbench.eval.judge.reference64 import Float64Reference, nbytes
+from workbench.eval.wire.tensors import all_finite, as_list, clone_inputs, dtype_name, is_plain, same_bits, sync
+from workbench.eval.wire.timed_loop import seed_rng
+from workbench.tasks.task import LoadedReference, Tolerance
+
+MIN_ROUNDS = 5
+#: Earlier rounds' reference outputs a candidate's output is compared with to recognise a stale result.
+PRIOR_ROUNDS = 2
+
+
+def round_seeds(seed: int, r: int) -> tuple[int, int]:
+    """(seed of round r's inputs, the RNG state every call of the round starts from)."""
+    round_seed = (seed * 1_000_003 + 7919 * (r + 1)) % (1 << 62)
+    return round_seed, (round_seed * 31 + 1) % (1 << 62)
+
+
+@dataclass
+class RoundData:
+    """One round's reference side: what the candidate is given and what it must return."""
+
+    number: int
+    size_index: int
+    size: dict[str, Any]
+    dist: str
+    seed: int
+    call_seed: int
+    inputs: list[Any]
+    native: Any
+    ref64: list[Any]
+    #: Shapes and dtypes of the native output's tensors (meta tensors): the runner's output slots.
+    out_like: list[torch.Tensor]
+    #: Host copies of the native output's tensors, for recognising a stale result in later rounds.
+    native_host: list[torch.Tensor]
+
+    @property
+    def nbytes(self) -> int:
+        return nbytes(self.inputs) + nbytes(self.native) + nbytes(self.ref64)
+
+
+def build_reference(ref: LoadedReference, size: dict, device: str, seed: int) -> Any:
+    """The reference `Model(*init_inputs)` under `seed`, on `device`, in eval mode (KernelBench's rule)."""
+    init = ref.init_inputs(size, seed)
+    try:
+        torch.manual_seed(seed)
+        model = ref.module.Model(*copy.deepcopy(init))
+        if isinstance(model, torch.nn.Module):
+            model = model.to(device).eval()
+    except Exception as exc:
+        raise TaskError(f"the reference Model could not be built at size {size}: {type(exc).__name__}: {exc}. "
+                        "The task is broken, not the candidate: fix its Model or get_init_inputs.") from exc
+    return model
+
+
+@dataclass
+class ReferenceRounds:
+    """The reference side of `n` rounds over `sizes` and `dists` (module doc). `round(r)` computes round r the first
+    time and keeps it while `keep` allows; task-level findings are ready once every round was computed."""
+
+    ref: LoadedReference
+    device: str
+    sizes: list[dict[str, Any]]
+    seed: int
+    tolerance: Callable[[str], Tolerance]
+    dists: list[str]
+    n: int
+    #: Bytes the kept rounds may take; past it (estimated from the first round) nothing is kept.
+    budget: int = 1 << 62
+    keep: bool = True
+    models: dict[int, Any] = field(default_factory=dict)
+    skipped: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    #: (flag, detail) task-level findings: "weak-task".
+    task_findings: list[tuple[str, str]] = field(default_factory=list)
+    _rounds: dict[int, RoundData] = field(default_factory=dict)
+    _f64: dict[int, Float64Reference] = field(default_factory=dict)
+    _constant: dict[int, list[bool | None]] = field(default_factory=dict)
+    _scalars: dict[int, tuple[str, list[float]]] = field(default_factory=dict)
+    _input_numel: dict[int, int] = field(default_factory=dict)
+    _screened: bool = False
+    _judged_task: bool = False
+
+    @classmethod
+    def create(cls, ref: LoadedReference, device: str, sizes: list[dict], seed: int,
+               tolerance: Callable[[str], Tolerance], distributions: tuple[str, ...], rounds: int,
+               budget: int = 1 << 62) -> ReferenceRounds:
+        sizes = list(sizes) or [{}]
+        dists = list(dict.fromkeys(distributions)) or ["default"]
+        n = max(rounds, MIN_ROUNDS, len(sizes), len(dists))
+        return cls(ref, device, sizes, seed, tolerance, dists, n, budget)
+
+    # -- what the protocol asks --
+    def model(self, i: int) -> Any:
+        if i not in self.models:
+            same = next((j for j in self.models if self.sizes[j] == self.sizes[i]), None)
+            self.models[i] = self.models[same] if same is not None else \
+                build_reference(self.ref, self.sizes[i], self.device, self.seed)
+        return self.models[i]
+
+    def round(self, r: int) -> RoundData:
+        if not self._screened:
+            self._screen_distributions()
+        found = self._rounds.get(r)
+        if found is None:
+            found = self._compute(r)
+            if self.keep and found.nbytes * self.n > self.budget:
+                self.keep = False
+                self._recent = {k: rd.native_host for k, rd in self._rounds.items()}
+                self._rounds.clear()
+                self.note("the reference's rounds are too large to keep for later candidates: each evaluation "
+                          "computes them again")
+            if self.keep:
+                self._rounds[r] = found
+        if r == self.n - 1 and not self._judged_task:
+            self._judged_task = True
+            self._judge_task()
+        return found
+
+    def prior(self, r: int) -> list[torch.Tensor]:
+        """Host copies of the reference outputs of the PRIOR_ROUNDS rounds before r (computed ones only)."""
+        out: list[torch.Tensor] = []
+        for k in range(max(0, r - PRIOR_ROUNDS), r):
+            if k in self._rounds:
+                out += self._rounds[k].native_host
+            elif k in self._recent:
+                out += self._recent[k]
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return sum(rd.nbytes for rd in self._rounds.values())
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # -- building --
+    def __post_init__(self) -> None:
+        self._recent: dict[int, list[torch.Tensor]] = {}
+
+    def _inputs(self, size: dict, seed: int, dist: str) -> list[Any]:
+        try:
+            return self.ref.make_inputs(size, seed, self.device, dist)
+        except Exception as exc:
+            raise TaskError(f"the task's inputs could not be made at size {size} ({dist} inputs): "
+                            f"{type(exc).__name__}: {exc}. Fix the task's get_inputs.") from exc
+
+    def run(self, model: Any, inputs: list[Any], size: dict, dist: str, seed: int | None = None) -> Any:
+        """The reference in its native dtype on clones of `inputs`, the global RNG seeded with `seed` first."""
+        try:
+            seed_rng(seed)
+            with torch.no_grad():
+                out = model(*clone_inputs(inputs))
+            sync(self.device)
+            return out
+        except Exception as exc:
+            raise TaskError(f"the reference failed at size {size} ({dist} inputs): {type(exc).__name__}: {exc}. "
+                            "The task is broken, not the candidate: fix its Model.forward or its sizes.") from exc
+
+    def _dist(self, r: int) -> str:
+        for k in range(len(self.dists)):
+            d = self.dists[(r + k) % len(self.dists)]
+            if d not in self.skipped:
+                return d
+        return "default"
+
+    def _screen_distributions(self) -> None:
+        """Skip, with a note, each distribution on which the reference is not finite (log of negatives) while it
+        is on the task's own inputs. Judged on separate probe inputs, so no candidate runs on discarded inputs."""
+        self._screened = True
+        if all(d == "default" for d in self.dists):
+            return
+        model, size = self.model(0), self.sizes[0]
+        probe_seed = (self.seed * 1_000_003 + 15_485_863) % (1 << 62)
+        if not all_finite(self.run(model, self._inputs(size, probe_seed, "default"), size, "default")):
+            return  # non-finite values are part of the task: compared position by position instead
+        for dist in self.dists:
+            if dist != "default" and not all_finite(self.run(model, self._inputs(size, probe_seed, dist), size, dist)):
+                self.skipped.add(dist)
+                self.note(f"skipped {dist} inputs: the reference is not finite on them")
+
+    def _compute(self, r: int) -> RoundData:
+        i = r % len(self.sizes)
+        size, model = self.sizes[i], self.model(i)
+        round_seed, call_seed = round_seeds(self.seed, r)
+        dist = self._dist(r)
+        inputs = self._inputs(size, round_seed, dist)
+        native = self.run(model, inputs, size, dist, call_seed)
+        if i not in self._f64:
+            self._f64[i] = Float64Reference.plan(model, inputs, native, self.device, call_seed)
+            if self._f64[i].note:
+                self.note(self._f64[i].note)
+        ref64, note = self._f64[i](model, inputs, native, call_seed)
+        if note:
+            self.note(note)
+        sync(self.device)
+        host = [t.detach().cpu().clone() for t in as_list(native) if is_plain(t)]
+        rd = RoundData(r, i, size, dist, round_seed, call_seed, inputs, native, ref64,
+                       [torch.empty_like(t, device="meta") for t in as_list(native) if is_plain(t)], host)
+        self._input_numel.setdefault(i, sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)))
+        self._weak_stats(r, ref64, native)
+        if not self.keep:
+            self._recent = {k: v for k, v in self._recent.items() if k >= r - PRIOR_ROUNDS + 1}
+            self._recent[r] = host
+        return rd
+
+    # -- the task itself --
+    def _weak_stats(self, r: int, ref64: list[Any], native: Any) -> None:
+        natives = as_list(native)
+        self._constant[r] = constant_passes(ref64, natives, self.tolerance)
+        for k, (r64, rn) in enumerate(zip(ref64, natives, strict=False)):
+            if isinstance(rn, torch.Tensor) and rn.is_floating_point() and rn.numel() == 1:
+                self._scalars.setdefault(k, (dtype_name(rn.dtype), []))[1].append(float(r64.reshape(-1)[0]))
+
+    def _judge_task(self) -> None:
+        """`weak-task` when the task cannot tell right from wrong: a constant would pass, or an input does not
+        matter."""
+        rounds = [self._constant[r] for r in sorted(self._constant)]
+        n_out = max((len(v) for v in rounds), default=0)
+        for k in range(n_out):
+            verdicts = [v[k] for v in rounds if k < len(v)]
+            if verdicts and all(verdicts):
+                self.task_findings.append(("weak-task", f"output {k}: a constant output passes the tolerance in "
+                                                        "every round"))
+                self.note(f"weak task: a constant passes the tolerance for output {k} in every round")
+        for k, (dtype, values) in self._scalars.items():
+            tol = self.tolerance(dtype)
+            mid = 0.5 * (max(values) + min(values))
+            if len(values) > 1 and all(abs(v - mid) <= tol.atol + tol.rtol * abs(v) for v in values):
+                self.task_findings.append(("weak-task", f"output {k}: the same value in every round"))
+                self.note(f"weak task: output {k} does not change between rounds")
+        try:
+            self._ignored_inputs()
+        except Exception as exc:  # noqa: BLE001 - advisory: inputs that cannot be swapped one by one are not judged
+            self.note(f"the ignored-input probe was skipped ({type(exc).__name__}: {exc})")
+
+    def _ignored_inputs(self) -> None:
+        """Replace one input at a time by a fresh draw (smallest size, default distribution): an output that
+        stays within tolerance means a candidate could ignore that input and pass."""
+        i = min(self._input_numel, key=self._input_numel.get) if self._input_numel else 0
+        size, model = self.sizes[i], self.model(i)
+        base_seed = (self.seed * 1_000_003 + 104_729) % (1 << 62)
+        base = self._inputs(size, base_seed, "default")
+        other = self._inputs(size, base_seed + 1, "default")
+        base_out = as_list(self.run(model, base, size, "default", base_seed))
+        for k, (x, y) in enumerate(zip(base, other, strict=False)):
+            if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape or \
+                    same_bits(x, y):
+                continue
+            swapped = list(base)
+            swapped[k] = y
+            out = as_list(self.run(model, swapped, size, "default", base_seed))
+            if all(self._within(a, b) for a, b in zip(out, base_out, strict=False)):
+                self.task_findings.append(("weak-task", f"replacing input {k} by a fresh draw leaves the reference "
+                                                        "output within tolerance: a candidate may ignore it"))
+                self.note(f"weak task: the reference output does not depend on input {k}")
+
+    def _within(self, a: Any, b: Any) -> bool:
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return same_bits(a, b)
+        if a.shape != b.shape:
+            return False
+        if not a.is_floating_point():
+            return bool(torch.equal(a, b))
+        tol = self.tolerance(dtype_name(b.dtype))
+        fa, fb = a.reshape(-1), b.reshape(-1)
+        for s in range(0, fa.numel(), CHUNK):  # slices: outputs can be a billion elements
+            a64, b64 = fa[s:s + CHUNK].double(), fb[s:s + CHUNK].double()
+            close = ((a64 - b64).abs() <= tol.atol + tol.rtol * b64.abs()) | (torch.isnan(a64) & torch.isnan(b64)) | \
+                (a64 == b64)
+            if not bool(close.all()):
+                return False
+        return True
+
+
+def reference_budget(device: str, held: int = 0) -> int:
+    """Bytes the judge may keep in reference rounds: a quarter of the GPU memory not used by others (free now plus
+    what the cache already holds; the runner and the candidate's buffers need the rest), 2 GiB on the CPU."""
+    if device.startswith("cuda"):
+        return int(0.25 * (torch.cuda.mem_get_info(torch.device(device))[0] + held))
+    return 2 << 30
+
+
+class ReferenceCache:
+    """`ReferenceRounds` per key, most recently used last, within a byte budget (module doc)."""
+
+    def __init__(self, max_entries: int = 8):
+        self.max_entries = max_entries
+        self._entries: OrderedDict[Any, ReferenceRounds] = OrderedDict()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(e.nbytes for e in self._entries.values())
+
+    def get(self, key: Any, make: Callable[[int], ReferenceRounds], device: str) -> tuple[ReferenceRounds, bool]:
+        """(the rounds for `key`, whether they were already there). `make(budget)` builds new ones; older entries
+        make room first, so the new entry's budget is what the device can spare."""
+        found = self._entries.get(key)
+        if found is not None and found.keep:
+            self._entries.move_to_end(key)
+            return found, True
+        self._entries.pop(key, None)
+        while len(self._entries) >= self.max_entries:
+            self._entries.popitem(last=False)
+        budget = reference_budget(device, self.nbytes)
+        while self._entries and self.nbytes > budget // 2:
+            self._entries.popitem(last=False)
+        rounds = make(budget - self.nbytes)
+        self._entries[key] = rounds
+        return rounds, False
+
+    def clear(self) -> None:
+        self._entries.clear()

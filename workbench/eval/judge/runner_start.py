@@ -1,0 +1,86 @@
+"""Starting a candidate's runner and importing the candidate in it: the sandbox, the build caches it may use, the
+compile budget, and what the Result records about them (transport, compile seconds, cache hits).
+
+Two caches reach a runner, both owned by the judge and keyed by the candidate's source and the toolchain, so an
+entry only ever serves the source that made it (CHEATS.md rows 20 and 27):
+- CUDA builds (`build_cache`): the judge copies a finished build out of the runner's private directory, refusing
+  anything that leads outside it, and binds an entry read-only into later runners of the same source;
+- Triton's kernel cache: a directory per source, bound writable into that source's runners only, so evaluating a
+  source again (a sweep size, a cell run again, a study point) does not compile its kernels again, and no runner
+  sees or writes another source's directory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from workbench.eval.judge import build_cache
+from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
+from workbench.eval.judge.correctness import CandidateFailure
+from workbench.eval.judge.runner_handle import Limits, RunnerDied, RunnerProcess
+
+#: Seconds for loading a candidate, CUDA compilation included (evaluate(compile_timeout=...) overrides).
+DEFAULT_COMPILE_TIMEOUT = 600.0
+#: Where a runner finds its source's Triton cache inside the sandbox.
+TRITON_MOUNT = "/tmp/triton"
+
+
+def start_runner(ev: Any) -> CandidateSession:
+    """A fresh sandboxed runner for the evaluation `ev`'s candidate, with the caches of its source bound in."""
+    cand = ev.cand
+    binds: list[tuple[str, str]] = []
+    ev.build_key, ev.build_entry = None, None
+    if cand["language"] == "cuda":
+        ev.build_key = build_cache.key(cand["source"], "cuda")
+        ev.build_entry = build_cache.lookup(ev.build_key)
+        if ev.build_entry is not None:
+            binds.append((str(ev.build_entry), build_cache.MOUNT_POINT))
+    writable = []
+    triton_dir = build_cache.triton_dir(cand["source"], ev.device)
+    if triton_dir is not None:
+        writable.append((str(triton_dir), TRITON_MOUNT))
+    runner = RunnerProcess.start(ev.ctx.fork_server, ev.device, Limits(memory_bytes=ev.job.get("memory_bytes")),
+                                 binds, share_ipc=ev.ctx.share_ipc, writable_binds=writable)
+    session = CandidateSession(runner, ev.device, ev.timeout, ev.ctx.transport)
+    if ev.build_entry is not None and runner.workdir:  # no sandbox: no bind, the judge copies the entry in
+        build_cache.copy_entry(ev.build_entry, os.path.join(runner.workdir, "torch_extensions"))
+    ready = runner.ready
+    ev.base.update(versions=dict(ready.versions), device_name=ready.device_name, sandbox=ready.sandbox)
+    ev.base["protocol"].update(runner_pid=runner.inner_pid, transport=session.arena.transport,
+                               ipc_namespace="shared" if ev.ctx.share_ipc else "private",
+                               triton_cache="per-source" if triton_dir is not None else "private")
+    if ready.sandbox != "namespaces":
+        ev.base["sandbox_reason"] = ready.sandbox_reason
+    if ev.ctx.transport_note:
+        ev.base["protocol"]["transport_note"] = ev.ctx.transport_note
+    return session
+
+
+def load_candidate(ev: Any) -> None:
+    """Import the candidate in its runner within the compile budget; store a CUDA build the judge may reuse."""
+    from workbench.eval.judge.evaluation import Stop
+
+    session, cand = ev.session, ev.cand
+    budget = float(ev.job.get("compile_timeout") or DEFAULT_COMPILE_TIMEOUT)
+    try:
+        session.load(cand["source"], cand["language"], cand.get("entry", "ModelNew"), ev.precision.to_spec(), budget)
+    except CandidateFailure as exc:
+        f = exc.original.fault if isinstance(exc.original, RemoteError) else None
+        raise Stop({"status": "compile_error", "message": str(exc.original), "log": f.log if f else ""}) from None
+    except RunnerDied as died:
+        if died.kind == "timeout":
+            raise Stop({"status": "timeout", "message": (
+                f"timeout: loading the candidate took more than its compile budget of {budget:g} s (CUDA "
+                "compilation included). Raise it with evaluate(..., compile_timeout=seconds).")}) from None
+        raise
+    ev.base["protocol"]["load_seconds"] = round(session.load_seconds, 3)
+    if ev.build_key is not None:
+        ev.base["protocol"]["compile_seconds"] = round(session.load_seconds, 3)
+        ev.base["protocol"]["compile_cache"] = "hit" if ev.build_entry is not None else "miss"
+        if ev.build_entry is None:
+            runner = session.runner
+            build = (os.path.join(runner.workdir, "torch_extensions") if runner.workdir else
+                     f"/proc/{runner.inner_pid}/root/tmp/torch_extensions")
+            if build_cache.store(ev.build_key, build) is not None:
+                ev.base["protocol"]["compile_cache"] = "stored"

@@ -1,0 +1,457 @@
+"""Timing across the trust boundary (DESIGN.md section 3, time): the candidate in its runner, the reference in the
+judge, in alternating batches on the same shared inputs, measured by the judge's clock.
+
+Before the candidate is imported, `calibrate` measures the runner's harness on a null candidate (`clock_check`).
+Then `PairTimer.run`, one round after another:
+
+1. the runner is frozen (SIGSTOP to every process in it) and the judge writes new contents into every input set of
+   the pool, in place (`input_pool`): no call ever sees contents an earlier call saw;
+2. the judge times the reference (and `torch.compile` of it, when asked) on those sets, with the loop the runner
+   uses (`wire.timed_loop`), keeping the outputs of the calls it will check, chosen in secret;
+3. the runner is thawed and times the candidate on the same sets in the same order with the same RNG seeds,
+   copying each call's output into a slot; the judge brackets the batch with its own clock;
+4. the checked calls' outputs are compared with the kept reference outputs (`result-cache` when wrong);
+5. the samples are batch means (so moving work from one call to another changes nothing), and the runner's mean
+   must agree with the judge's clock (`clock_check.check`: `timer-patch` otherwise).
+
+The first round is a warm-up (compilation, autotuning, caches), checked but not counted; its bracket sizes the
+batches: enough calls that the round trip is a small share of a batch, as many as there are input sets at most.
+Timing stops when the 95% CI of the median batch mean is within the target on both sides, or at the time budget.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.eval.checks.flags import Finding
+from workbench.eval.judge import clock_check, stats
+from workbench.eval.judge.candidate_session import CandidateSession
+from workbench.eval.judge.clock_check import Batch, NullFit
+from workbench.eval.judge.input_pool import InputPool
+from workbench.eval.judge.output_compare import ERROR_BUDGET_K
+from workbench.eval.judge.stats import StoppingRule
+from workbench.eval.wire import timed_loop
+from workbench.eval.wire.runner_messages import NULL_KERNEL, NULL_MODEL
+from workbench.eval.wire.tensors import as_list, dtype_name, is_plain
+from workbench.result import Timing
+
+#: Seconds of calls one timed batch aims at: the judge's round trip (~1 ms) stays a few percent of it.
+TARGET_BATCH_S = {"cuda": 0.008, "cpu": 0.02}
+#: Batches per side before the CI may stop timing (the A/B verdict needs at least stats.MIN_AB_SAMPLES).
+MIN_BATCHES = 10
+#: Null batches per size during calibration (the first of the sizes is also run once untimed).
+NULL_REPEATS = 2
+#: Calls checked per round after the first (the first round checks every call).
+CHECKS_PER_BATCH = 2
+
+
+@dataclass
+class TimingOutcome:
+    """What timing found. `candidate`/`reference` are None only when a check stopped timing before any batch was
+    counted (then `findings` says why)."""
+
+    candidate: Timing | None
+    reference: Timing | None
+    compiled: Timing | None = None
+    #: The candidate per call by the judge's clock (batch bracket less the harness), beside its own clock's figure.
+    judge_clock: Timing | None = None
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    protocol: dict[str, Any] = field(default_factory=dict)
+
+
+def stopping_rule(device: str, interpreted: bool, calls: int | None) -> StoppingRule:
+    """Over batch means: a fixed number of calls where the user asked for one or on the interpreter (too slow to
+    iterate); elsewhere until the 95% CI of the median is within 1% on both sides (at least MIN_BATCHES batches
+    and 50 calls on a GPU), or the time budget per side."""
+    if calls is not None:
+        return StoppingRule.fixed(calls)
+    if interpreted:
+        return StoppingRule.fixed(5)
+    if device.startswith("cuda"):
+        return StoppingRule(target_rel_ci=0.01, min_samples=MIN_BATCHES, max_samples=200, time_cap_s=3.0,
+                            plateau_batches=6)
+    # The CPU wall clock is advisory (a shared host's scheduling moves it by percents): a cheap, bounded budget.
+    return StoppingRule(target_rel_ci=0.05, min_samples=MIN_BATCHES, max_samples=20, time_cap_s=1.5,
+                        plateau_batches=0)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The harness cost of a timed batch on each side: in the runner (`runner`, measured before the candidate was
+    imported) and in the judge (`judge`, the reference's loop). On the CPU both sides are timed by the judge's clock
+    less these; on a GPU the runner's events are checked against `runner` (clock_check)."""
+
+    runner: NullFit
+    judge: NullFit
+
+
+def calibrate(session: CandidateSession, pool: InputPool, timeout: float, seeded: bool = True) -> Calibration:
+    """Null batches of 1 .. pool.n calls on the pool's own sets, in the runner and in the judge (module doc of
+    `clock_check`). Must run before the candidate is imported."""
+    sizes = sorted({1, max(1, pool.n // 4), max(1, pool.n // 2), pool.n})
+    points: list[tuple[int, float]] = []
+    kernel_points: list[tuple[int, float]] = []
+    for model, into in ((NULL_MODEL, points), (NULL_KERNEL, kernel_points)):
+        _null_batch(session, pool, model, sizes[0], timeout, seeded)  # untimed: maps buffers, warms the loop
+        for _ in range(NULL_REPEATS):
+            for n in sizes:
+                into.append((n, _null_batch(session, pool, model, n, timeout, seeded)))
+    null = NullFit.fit(points)
+    launch = NullFit.fit(kernel_points).per_call - null.per_call if session.device.startswith("cuda") else 0.0
+    runner = NullFit(null.fixed, null.per_call, null.noise, max(0.0, launch), null.points)
+    out = torch.zeros(tuple(pool.out_like.shape), dtype=pool.out_like.dtype, device=pool.device) \
+        if pool.out_like is not None else None
+    scratch = torch.empty_like(out) if out is not None else None
+    judge_points = []
+    for _ in range(NULL_REPEATS + 1):
+        for n in sizes:
+            judge_points.append((n, _judge_batch(lambda xs: out, pool, list(range(n)), seeded, scratch)[2]))
+    return Calibration(runner, NullFit.fit(judge_points[len(sizes):]))
+
+
+def _judge_batch(fn: Any, pool: InputPool, order: list[int], seeds: Any, scratch: torch.Tensor | None,
+                 keep: Any = None) -> tuple[list[float], list[float], float]:
+    """One batch of `fn` in the judge on the pool's sets, every output copied out as the runner's commit does:
+    (stream ms, device ms, the judge's bracket in seconds)."""
+    if seeds is True:
+        seeds = tuple(random.randrange(1 << 62) for _ in order)
+
+    def copy_out(k: int, out: Any) -> None:
+        head = next((t for t in as_list(out) if is_plain(t)), None)
+        if head is None:
+            return
+        if keep is not None and keep(k, head):
+            return
+        if scratch is not None and head.shape == scratch.shape and head.dtype == scratch.dtype:
+            scratch.copy_(head)
+
+    t0 = time.perf_counter()
+    stream, dev = timed_loop.time_batch(fn, pool.sets, order, device=pool.device, after_rep=copy_out,
+                                        seeds=seeds or ())
+    return stream, dev, time.perf_counter() - t0
+
+
+def _null_batch(session: CandidateSession, pool: InputPool, model: int, n: int, timeout: float,
+                seeded: bool) -> float:
+    """One null batch exactly as a timed batch is made (its own sets, slots and RNG seeds), timed by the judge."""
+    order = list(range(n))
+    like = pool.out_like if pool.out_like is not None else torch.empty(0, device="meta")
+    seeds = tuple(random.randrange(1 << 62) for _ in order) if seeded else ()
+    _, bracket = session.time(model, pool.pool_id, order, timeout, seeds, null_like=like)
+    return bracket
+
+
+@dataclass
+class ReferenceSide:
+    """What the judge times beside the candidate: the eager reference and, optionally, `torch.compile` of it."""
+
+    model: Any
+    compiled: Any = None
+    #: The error budget of the re-checks: the task's tolerance per dtype and the largest native error seen in the
+    #: correctness rounds (CheckReport.error_budget).
+    tolerance: Any = None
+    native_error: float = 0.0
+
+
+class _Frozen:
+    def __init__(self, session: CandidateSession):
+        self.session = session
+
+    def __enter__(self) -> None:
+        self.session.runner.freeze()
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.session.runner.thaw()
+        return False
+
+
+class _OneCore:
+    """CPU timing: the judge's timing thread and every thread of the runner on one core for the whole timing.
+
+    They take turns (the runner is frozen while the reference runs, the judge waits while the candidate runs), so
+    one core costs nothing, and both sides then see the same core's caches and clock instead of whichever core the
+    scheduler gave each (on a shared 2-core machine identical code read 0.6x-1.3x from one evaluation to the
+    next). A runner that moves itself elsewhere gains nothing it may keep: more than one thread is `thread-use`."""
+
+    def __init__(self, session: CandidateSession, cuda: bool):
+        self.session, self.active = session, not cuda and hasattr(os, "sched_setaffinity")
+        self.saved: set[int] | None = None
+
+    def __enter__(self) -> None:
+        if not self.active:
+            return
+        try:
+            self.saved = os.sched_getaffinity(0)
+            core = {min(self.saved)}
+            os.sched_setaffinity(0, core)
+            for pid in self.session.runner.members():
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    os.sched_setaffinity(int(tid), core)
+        except OSError:  # not permitted here: time unpinned
+            pass
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self.saved is not None:
+            try:
+                os.sched_setaffinity(0, self.saved)
+            except OSError:
+                pass
+        return False
+
+
+class _PhaseClock:
+    """Adds the seconds since the last lap to a named phase."""
+
+    def __init__(self, phases: dict[str, float]):
+        self.phases, self.last = phases, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self.last
+        self.last = now
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+@dataclass
+class PairTimer:
+    """Times one candidate against its reference (module doc). `run()` returns the TimingOutcome."""
+
+    session: CandidateSession
+    model_id: int
+    reference: ReferenceSide
+    pool: InputPool
+    calibration: Calibration
+    rule: StoppingRule
+    device: str
+    clock: str
+    telemetry: Any = None
+    #: Seed the global RNG before every call (both sides, the same seeds): only when the reference draws random
+    #: numbers in forward, since seeding costs ~20-80 us a call.
+    seeded: bool = True
+    rng: random.Random = field(default_factory=random.SystemRandom)
+
+    def __post_init__(self) -> None:
+        self.cuda = self.device.startswith("cuda")
+        self.names = ["reference", "candidate"] + (["compiled"] if self.reference.compiled is not None else [])
+        self.samples: dict[str, list[float]] = {n: [] for n in self.names}
+        self.stream: dict[str, list[float]] = {n: [] for n in self.names}
+        self.device_ms: dict[str, list[float]] = {n: [] for n in self.names}
+        self.batches: list[Batch] = []
+        self.cpu_batches: list[tuple[float, float, int]] = []
+        self.findings: list[Finding] = []
+        self.checked = self.dropped = 0
+        self.null = self.calibration.runner
+        #: Per counted batch, each side's ms per call by the judge's clock (the samples on the CPU).
+        self.judged: dict[str, list[float]] = {n: [] for n in self.names}
+        #: Seconds spent in each part of the rounds (protocol `timing_phases`): where the time stage goes.
+        self.phases: dict[str, float] = {}
+        like = self.pool.out_like
+        self.scratch = torch.empty(tuple(like.shape), dtype=like.dtype, device=self.device) \
+            if like is not None else None
+
+    def run(self) -> TimingOutcome:
+        with _OneCore(self.session, self.cuda):
+            return self._run()
+
+    def _run(self) -> TimingOutcome:
+        first = 1 if self.rule.is_fixed else min(self.pool.n, 2)
+        self._round(0, first, count=False)  # compilation, autotuning, first-touch costs
+        calls = self._batch_size(self._round(1, first, count=False))
+        stopper = self.rule.start_joint(self.names)
+        fixed_left = self.rule.max_samples if self.rule.is_fixed else None
+        r = 2
+        while not stopper.done() and not self._caught():
+            n = calls if fixed_left is None else max(1, min(calls, (fixed_left + 1) // 2))
+            started = time.perf_counter()
+            got = self._round(r, n, count=True)
+            samples = {m: ([got[m]] * (n if fixed_left is not None else 1) if got else []) for m in self.names}
+            stopper.add(samples, time.perf_counter() - started)
+            r += 1
+            if fixed_left is not None:
+                fixed_left -= n
+                if fixed_left <= 0:
+                    break
+        return self._outcome(stopper.reasons)
+
+    def _caught(self) -> bool:
+        return any(f.flag in ("result-cache",) for f in self.findings)
+
+    def _batch_size(self, warm: dict[str, float]) -> int:
+        """Calls per timed batch: the target batch time over the slower side's time per call in the second warm-up
+        round."""
+        per_call = max([v / 1e3 for v in warm.values() if v] or [1e-3])
+        target = TARGET_BATCH_S["cuda" if self.cuda else "cpu"]
+        return max(1, min(self.pool.n, math.ceil(target / max(per_call, 1e-6))))
+
+    # -- one round: refresh, reference, candidate, checks --
+    def _round(self, b: int, n: int, count: bool) -> dict[str, float]:
+        """Round b with n calls per side (module doc); returns each side's mean ms per call (by the judge's clock
+        for the candidate when not counted), or {} when the batch was dropped (throttled GPU)."""
+        pool = self.pool
+        order = list(range(n))
+        self.rng.shuffle(order)
+        seeds = tuple(self.rng.randrange(1 << 62) for _ in range(n)) if self.seeded else ()
+        checks = set(range(n)) if b <= 2 else set(self.rng.sample(range(n), min(n, CHECKS_PER_BATCH)))
+        kept: dict[int, Any] = {}
+        clock = _PhaseClock(self.phases)
+        before = self.telemetry.sample() if self.telemetry is not None else None
+        clock.lap("telemetry")
+        with _Frozen(self.session):
+            clock.lap("freeze")
+            if b:
+                pool.refresh(self.rng, n)
+                clock.lap("refresh")
+            ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept)
+            comp = None
+            if self.reference.compiled is not None:
+                comp = _judge_batch(lambda xs: self.reference.compiled(*xs), pool, order, seeds, self.scratch)[:2]
+            clock.lap("reference")
+        clock.lap("freeze")
+        cpu_before = self.session.runner.cpu_use() if not self.cuda else None
+        reply, bracket = self.session.time(self.model_id, pool.pool_id, order, self.session.timeout, seeds)
+        if cpu_before is not None:
+            after = self.session.runner.cpu_use()
+            self.cpu_batches.append((bracket, after.seconds - cpu_before.seconds, after.threads))
+        if reply.threads_left:
+            self.findings.append(Finding("thread-deferral", "threads still running after a timed batch: "
+                                                            f"{', '.join(reply.threads_left)}"))
+        clock.lap("candidate")
+        self._recheck(b, order, kept)
+        clock.lap("recheck")
+        keep = True
+        if self.telemetry is not None:
+            keep = self.telemetry.record_batch(before, self.telemetry.sample()).ok
+            clock.lap("telemetry")
+        cand_stream, cand_dev = list(reply.stream_ms), list(reply.device_ms)
+        judged = {"reference": clock_check.judge_time(Batch(n, ref_bracket, 0.0), self.calibration.judge) * 1e3,
+                  "candidate": clock_check.judge_time(Batch(n, bracket, 0.0), self.null) * 1e3}
+        if not count:  # sizes the batches: the runner's own figure, whose lie only costs the candidate precision
+            return {"reference": _mean(ref_stream), "candidate": _mean(cand_stream)}
+        self.batches.append(Batch(n, bracket, _mean(cand_dev if self.cuda else cand_stream) / 1e3))
+        if not keep:
+            self.dropped += 1
+            return {}
+        got = {"reference": (ref_stream, ref_dev), "candidate": (cand_stream, cand_dev)}
+        if comp is not None:
+            got["compiled"] = comp
+        for name, (s, d) in got.items():
+            self.stream[name].append(_mean(s))
+            self.device_ms[name].append(_mean(d))
+        for name, value in judged.items():
+            self.judged[name].append(value)
+        # The stopper watches the runner's figures (the tighter ones); whether they stand is decided at the end.
+        return {name: _mean(d if self.cuda and self._side_stream(name) else s) for name, (s, d) in got.items()}
+
+    def _side_stream(self, name: str) -> bool:
+        _, runs = timed_loop._pick_samples(self.stream[name], self.device_ms[name])
+        return runs > 0
+
+    def _time_reference(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
+                        kept: dict[int, Any]) -> tuple[list[float], list[float], float]:
+        """The reference's batch in the judge; the outputs of the calls in `checks` are kept for the re-check, the
+        others copied out like the candidate's commit (the same work on both sides)."""
+        def keep(k: int, head: torch.Tensor) -> bool:
+            if k in checks:
+                kept[k] = head.detach().clone()
+                return True
+            return False
+
+        model = self.reference.model
+        return _judge_batch(lambda xs: model(*xs), self.pool, order, seeds, self.scratch, keep)
+
+    def _recheck(self, b: int, order: list[int], kept: dict[int, Any]) -> None:
+        """The checked calls' committed outputs against the reference's on exactly their inputs (module doc)."""
+        if not self.pool.slots:
+            return
+        for k, expected in sorted(kept.items()):
+            self.checked += 1
+            got = self.pool.slots[order[k]]
+            problem = _mismatch(got, expected, self.reference.tolerance, self.reference.native_error)
+            if problem:
+                self.findings.append(Finding("result-cache", f"timed call {k + 1} of batch {b + 1} returned a wrong "
+                                                             f"result for the inputs it was given ({problem})"))
+                return
+
+    # -- the outcome --
+    def _outcome(self, reasons: dict[str, str]) -> TimingOutcome:
+        """Timings from the batch means: the runner's own clock where the judge's clock verified it, else the
+        judge's clock on both sides (clock_check module doc)."""
+        verdict = clock_check.judge(self.batches, self.null)
+        timings: dict[str, Timing] = {}
+        calls = sum(b.calls for b in self.batches)
+        for name in self.names:
+            side_runs = 0
+            values = self.stream[name]
+            if self.cuda and self._side_stream(name):
+                values, side_runs = self.device_ms[name], len(self.device_ms[name])
+            if not verdict.verified and name in self.judged:
+                values, side_runs = self.judged[name], 0
+            values = [max(v, 1e-9) for v in values]
+            if values:
+                t = stats.summarize(values, self.clock, side_runs, stop_reason=reasons.get(name, ""))
+                t.n = calls  # calls, not batches: the samples are batch means
+                timings[name] = t
+        if "candidate" not in timings:
+            if self._caught():
+                return TimingOutcome(candidate=None, reference=None, findings=list(self.findings))
+            raise RuntimeError("every timed batch was dropped (the GPU was throttled throughout)")
+        self.findings += verdict.findings
+        from workbench.eval.checks.runtime import judge_cpu_share
+
+        self.findings += judge_cpu_share(self.cpu_batches)
+        judge = [clock_check.judge_time(b, self.null) * 1e3 for b in self.batches]
+        outcome = TimingOutcome(candidate=timings["candidate"], reference=timings["reference"],
+                                compiled=timings.get("compiled"),
+                                judge_clock=stats.summarize(judge, "judge-clock", stop_reason="") if judge else None,
+                                findings=list(self.findings))
+        if outcome.candidate.side_stream_runs:
+            outcome.findings.append(Finding("side-stream", "work ran on another stream; the candidate was timed to "
+                                                           "the device synchronize"))
+        outcome.protocol.update(timing_input_sets=self.pool.n, checked_timed_calls=self.checked,
+                                dropped_batches=self.dropped, timed_batches=len(self.batches),
+                                calls_per_batch=self.batches[-1].calls if self.batches else 0,
+                                harness=self.null.to_dict(), judge_harness=self.calibration.judge.to_dict(),
+                                clock_check=verdict.to_dict(),
+                                timing_basis="runner clock, bounded by the judge's clock" if verdict.verified
+                                else "the judge's clock",
+                                warmup_rounds=2,
+                                timing_phases={k: round(v, 3) for k, v in self.phases.items()})
+        if self.pool.fixed_inputs:
+            outcome.notes.append("the task's inputs do not change with the seed, so timed calls repeat contents: a "
+                                 "result cached by content would not be caught on this task")
+        return outcome
+
+
+def _mismatch(got: torch.Tensor, expected: torch.Tensor, tolerance: Any, native_error: float) -> str:
+    """Why `got` is not `expected` within the re-check budget (empty when it is): for floats,
+    |got - expected| <= 2 max(atol + rtol |expected|, k x native error), the correctness protocol's bound with the
+    native error on both sides; other dtypes exactly."""
+    if got.shape != expected.shape or got.dtype != expected.dtype:
+        return f"shape {tuple(got.shape)} {got.dtype}, expected {tuple(expected.shape)} {expected.dtype}"
+    g = got.to(expected.device)
+    if not (expected.is_floating_point() or expected.is_complex()):
+        bad = int((g != expected).sum())
+        return f"{bad} of {g.numel()} elements differ" if bad else ""
+    tol = tolerance(dtype_name(expected.dtype)) if tolerance is not None else None
+    atol, rtol = (tol.atol, tol.rtol) if tol is not None else (1e-5, 1e-5)
+    e64, g64 = expected.double(), g.double()
+    finite = torch.isfinite(e64)
+    bound = torch.clamp_min(atol + rtol * e64.abs(), ERROR_BUDGET_K * native_error) * 2
+    err = torch.where(finite, (g64 - e64).abs(), torch.zeros_like(e64))
+    err = torch.nan_to_num(err, nan=float("inf"), posinf=float("inf"))
+    special = ~finite & ~((torch.isnan(g64) & torch.isnan(e64)) | (g64 == e64))
+    bad = int(((err > bound) | special).sum())
+    if not bad:
+        return ""
+    return f"{bad} of {g.numel()} elements off, largest error {float(err[err.isfinite()].max()) if bool(err.isfinite().any()) else float('inf'):.3g}"

@@ -1,0 +1,1 @@
+"""The runner process (untrusted, one per candidate): fork server, sandbox, candidate loading, launch tracking; imports nothing of caller/ or judge/."""

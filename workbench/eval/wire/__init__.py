@@ -1,0 +1,1 @@
+"""What crosses between processes: typed messages, transport, shared memory, tensor helpers and the timed loop both sides run."""
