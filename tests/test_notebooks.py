@@ -109,7 +109,7 @@ def _assert_offline(nb: dict, name: str) -> None:
 
 def test_tutorials_and_studies_draw_figures_without_the_network():
     """The shipped sources too (an unexecuted notebook would fetch plotly.js the first time a student runs it)."""
-    offenders = [p.name for p in TUTORIALS + STUDIES if p.name != "llm_ablation.ipynb"
+    offenders = [p.name for p in TUTORIALS + STUDIES
                  if "notebook_connected" in p.read_text() or "cdn.plot.ly" in p.read_text()]
     assert not offenders, offenders
 
@@ -162,6 +162,7 @@ def test_study_runs_with_plain_papermill_from_the_repository_root(path, tmp_path
     assert proc.returncode == 0, proc.stderr[-4000:]
     size = out.stat().st_size
     assert size < 2_000_000, f"executed {path.name} is {size} bytes: widget state or plotly.js leaked into it"
+    _assert_offline(json.loads(out.read_text()), path.name)
     from workbench.store import Store
 
     frame = Store(str(store)).frame(run_id="ci")

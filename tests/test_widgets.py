@@ -11,7 +11,6 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from plotly.callbacks import Points  # noqa: E402
 
 import widgets  # noqa: E402
 from widgets._records import Record, parse_flags, size_label, to_records  # noqa: E402
@@ -203,7 +202,7 @@ def test_variant_series_lines_metrics_and_reference():
     assert [line.name for line in interp.lines] == ["i"] and "reference (eager) not drawn: the variants ran in the Triton interpreter" in interp.note
 
 
-def test_variant_widget_switches_metric_and_diffs_on_click():
+def test_variant_widget_switches_metric_and_diffs_the_picked_variant():
     vc = VariantComparison(_variants())
     assert [tr.name for tr in vc.figure.data] == ["v1", "v2", REFERENCE]
     assert vc.figure.layout.yaxis.type == "log"
@@ -211,7 +210,8 @@ def test_variant_widget_switches_metric_and_diffs_on_click():
     assert vc.figure.layout.yaxis.title.text == "achieved bandwidth (GB/s)" and vc.figure.layout.yaxis.type == "linear"
     assert list(vc.figure.data[1].y)[0] == pytest.approx(12 * 1024 / 0.5e-3 / 1e9)
     trace = vc.figure.data[1]
-    vc._on_click(trace, Points(point_inds=[1], xs=[trace.x[1]], ys=[trace.y[1]], trace_name="v2", trace_index=1), None)
+    assert ("v2 at " + trace.x[1], ("v2", trace.x[1])) in vc._pick.options
+    vc._pick.value = ("v2", trace.x[1])  # "show": v2 at its second size
     assert vc.selected.name == "v2" and vc.selected.size == {"n": 4096}
     assert vc._other.value == "v1"  # diffed against the other variant by default
     html = vc._selection.value
@@ -426,6 +426,45 @@ class ModelNew(nn.Module):
         while True:
             pass
 """
+
+
+def _tree(widget) -> list:
+    """A widget and everything under it (children, tabs, boxes)."""
+    out = [widget]
+    for child in getattr(widget, "children", ()) or ():
+        out += _tree(child)
+    return out
+
+
+def test_figures_are_drawn_through_the_plotly_mime_type_not_a_5mb_widget_model_each():
+    """A plotly FigureWidget is an anywidget model carrying plotly.js (~5 MB) in its state, one per figure;
+    reopening a notebook loaded them all and anywidget dropped models that took over 2 s (the editor came back
+    empty). Every figure of the Workbench is a plain Figure shown through the mime type in an Output, and
+    it redraws once per batch of changes."""
+    anywidget = pytest.importorskip("anywidget")
+    from widgets._plot import PLOTLY_MIME, live_figure
+    from widgets.code_editor import CodeEditor
+
+    ui = Workbench("softmax", device="cpu")
+    widgets_in_it = _tree(ui)
+    heavy = [type(x).__name__ for x in widgets_in_it if isinstance(x, anywidget.AnyWidget) and not isinstance(x, CodeEditor)]
+    assert heavy == [] and sum(isinstance(x, CodeEditor) for x in widgets_in_it) == 1
+    figures = [ui.editor._heatmap, ui.variants.figure, ui.roofline.figure, ui.sweep.figure, ui.prompt.figure]
+    assert all(f.view in widgets_in_it for f in figures)
+    roofline = ui.roofline.figure.view.outputs[0]["data"][PLOTLY_MIME]
+    assert roofline["config"]["displaylogo"] is False and roofline["layout"]["title"]["text"].startswith("Projection")
+
+    fig, sent = live_figure(), []
+    fig.view.observe(lambda change: sent.append(change["new"]), "outputs")
+    import plotly.graph_objects as go
+
+    with fig.batch_update():
+        fig.add_trace(go.Scatter(x=[1, 2], y=[3, 4], name="a"))
+        fig.data[0].y = [5, 6]
+        fig.update_layout(title={"text": "t"})
+    assert len(sent) == 1 and sent[0][0]["data"][PLOTLY_MIME]["data"][0]["y"] == [5, 6]
+    fig.layout.title.text = "u"  # outside a batch: one redraw per change
+    assert len(sent) == 2 and sent[1][0]["data"][PLOTLY_MIME]["layout"]["title"]["text"] == "u"
 
 
 def test_workbench_runs_cancels_and_sweeps_for_real(tmp_path):

@@ -133,7 +133,7 @@ class KernelEditor(StaticMixin, w.VBox):
         self._panel = w.HTML()
         self._panel.add_class("kwb-result-panel")
         self._heatmap = error_heatmap(None, widget=True)
-        self._heatmap_box = w.Box([self._heatmap], layout=w.Layout(display="none", width="100%"))
+        self._heatmap_box = w.Box([self._heatmap.view], layout=w.Layout(display="none", width="100%"))
 
         initial = source if source is not None else starter_source(self._task)
         super().__init__(source=initial, task_name=self._task.name, language=language, device=device, **kwargs)

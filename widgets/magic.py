@@ -173,7 +173,7 @@ class CellVerdict(StaticMixin, w.VBox):
         self._panel.value = result_html(result, where="cell line")
         fig = error_heatmap(result, widget=True) if result.status != "ok" else None
         if fig is not None and fig.data:
-            self._figure_box.children = [fig]
+            self._figure_box.children = [fig.view]
             self._figure_box.layout.display = "flex"
 
     def _static_parts(self) -> list[Any]:

@@ -181,9 +181,9 @@ def lineage_figure(tree: Lineage, *, widget: bool = False):
     fig.update_layout(height=320, margin={"l": 40, "r": 10, "t": 48, "b": 40}, template="plotly_white")
     if not widget:
         return fig
-    live = go.FigureWidget(fig)
-    live._config = {"displayModeBar": "hover", "displaylogo": False}
-    return live
+    from widgets._plot import live_figure
+
+    return live_figure(fig)
 
 
 def resolve_provider(name: str, model: str, given: Provider | None = None, **settings: Any) -> Provider:
@@ -233,7 +233,7 @@ class PromptPanel(w.VBox):
         self.table = w.HTML(value=candidates_html([]))
         self.figure = lineage_figure(Lineage(run_id="", nodes={}), widget=True)
         # Hidden until the first candidate arrives: empty axes ("1 / time" over nothing) say nothing.
-        self.figure_box = w.Box([self.figure], layout=w.Layout(display="none", width="100%"))
+        self.figure_box = w.Box([self.figure.view], layout=w.Layout(display="none", width="100%"))
         self.figure_box.add_class("kwb-prompt-figure")
         self.run_button.on_click(lambda _: self.start())
         self.stop_button.on_click(lambda _: self.stop())

@@ -183,7 +183,10 @@ class RooflineView(StaticMixin, w.VBox):
         self._picker.add_class("kwb-roofline-picker")
         self._side = w.HTML(layout=w.Layout(overflow="auto", max_height="14em"))
         self._note = w.HTML()
-        self._box = w.Box(layout=w.Layout(width="100%"))
+        from widgets._plot import live_figure
+
+        self.figure = live_figure()
+        self._box = w.Box([self.figure.view], layout=w.Layout(width="100%"))
         super().__init__(**kwargs)
         self.add_class("kwb-roofline")
         # The list of results left out sits under the plot: beside it, it would squeeze the figure, which
@@ -259,11 +262,10 @@ class RooflineView(StaticMixin, w.VBox):
 
         gpu = choice.key.removeprefix(PROJECTION)
         self._spec, self._ceilings, self._roofs = None, None, []
-        figure, left = projection_figure([point_dict(r) for r in self.records], gpu, as_widget=True,
-                                         figure=getattr(self, "figure", None))
-        self.figure, self.points, self.skipped = figure, [], left
+        with self.figure.batch_update():
+            _, left = projection_figure([point_dict(r) for r in self.records], gpu, figure=self.figure)
+        self.points, self.skipped = [], left
         self.note = ""
-        self._box.children = [self.figure]
         self._side.value = left_out_html(self.skipped)
         self._note.value = projection_note(gpu)
 
@@ -287,11 +289,9 @@ class RooflineView(StaticMixin, w.VBox):
         self.points, self.skipped = split_points(points, self._roofs)
         used = [dtype_key(p["dtype"]) for p in self.points if p.get("dtype")]
         self.dtypes = tuple(dict.fromkeys([*BASE_DTYPES, *used]))
-        # One FigureWidget for the view's life, refilled: a new one per redraw would leave a 5 MB widget model
-        # behind each time, which a reopened notebook then has to load again.
-        self.figure = roofline_figure(points, spec=spec, ceilings=ceilings, dtypes=self.dtypes, as_widget=True,
-                                      figure=getattr(self, "figure", None))
-        self._box.children = [self.figure]
+        # One live figure for the view's life, refilled (a new one per redraw would leave a widget behind each time).
+        with self.figure.batch_update():
+            roofline_figure(points, spec=spec, ceilings=ceilings, dtypes=self.dtypes, figure=self.figure)
         self._side.value = left_out_html(self.skipped)
         self._note.value = (f'<p class="kwb-roofline-note" style="color:#c62828;margin:2px 0">{esc(self.note)}</p>'
                             if self.note else "")

@@ -175,7 +175,7 @@ class SweepExplorer(StaticMixin, w.VBox):
         self._help = w.HTML(help_html(self.current_template()))
         self._best = w.HTML()
         self.figure = sweep_figure(sweep_frame([], ["x"]), ["x"], widget=True)
-        self._figure_box = w.Box([self.figure], layout=w.Layout(display="none", width="100%"))
+        self._figure_box = w.Box([self.figure.view], layout=w.Layout(display="none", width="100%"))
         self._table = w.HTML()
         spec = grid_text(grid) if grid else grid_text(default_grid(self.current_template(), device or "cpu"))
         super().__init__(grid_spec=spec, **kwargs)

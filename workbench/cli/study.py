@@ -35,7 +35,7 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--report", action="store_true", help="write the HTML report when the run ends")
     run.set_defaults(handler=_run)
 
-    report = sub.add_parser("report", help="render one self-contained HTML report of a run")
+    report = sub.add_parser("report", help="render the HTML report of a run (plotly.js shared beside it)")
     report.add_argument("run_id")
     report.add_argument("--store", default="results.db")
     report.add_argument("--out", default="runs", help="results folder: the report goes to OUT/RUN/report.html and "
