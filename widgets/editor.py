@@ -115,7 +115,9 @@ class KernelEditor(StaticMixin, w.VBox):
         self._device_picker = w.Dropdown(options=devices, value=device, description="device",
                                          layout=w.Layout(width="300px"))
         self._name = w.Text(value=name, placeholder="name (optional)", layout=w.Layout(width="180px"))
-        self._code = CodeEditor(rows=22, layout=w.Layout(width="100%"))
+        initial = source if source is not None else starter_source(self._task)
+        # The code goes out with the code area's first state, not in a later update a slow page might miss.
+        self._code = CodeEditor(value=initial, rows=22, layout=w.Layout(width="100%"))
         self._code.add_class("kwb-source")
         self._info = w.HTML()
         self._info.add_class("kwb-source-info")
@@ -135,7 +137,6 @@ class KernelEditor(StaticMixin, w.VBox):
         self._heatmap = error_heatmap(None, widget=True)
         self._heatmap_box = w.Box([self._heatmap.view], layout=w.Layout(display="none", width="100%"))
 
-        initial = source if source is not None else starter_source(self._task)
         super().__init__(source=initial, task_name=self._task.name, language=language, device=device, **kwargs)
         self.add_class("kwb-editor")
         self.children = [
