@@ -241,12 +241,19 @@ def test_a_partial_size_keeps_the_cpu_preset_for_the_rest_and_prints_the_full_si
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["size"] == {"batch_size": rows, "dim": 64}
     assert f"evaluating sol.py on task softmax (batch_size={rows}, dim=64, float32), cpu" in out.stderr
+    # No hardware time on a CPU, but the counted work has a place on a GPU's roofline (the H100 unless --gpu).
+    from workbench.cli.format import format_result
+    from workbench.result import Result
+
+    shown = format_result(Result.from_dict(json.loads(out.stdout)))
+    assert "roofline   0.625 FLOP/B: memory-bound on H100 SXM, floor " in shown  # 5 FLOPs per 8 bytes (fp32)
     text = kwb("eval", "--task", "softmax", "sol.py", "--size", "dim=64,dtype=float16", "--device", "cpu",
-               "--no-time", cwd=tmp_path)
+               "--no-time", "--gpu", "A100", cwd=tmp_path)
     assert f"task       softmax (batch_size={rows}, dim=64, float16)\n" in text.stdout, text.stdout + text.stderr
-    # No hardware time on a CPU, but the counted work has a place on a GPU's roofline: 5 FLOPs per 4 bytes (fp16).
-    assert "roofline   1.25 FLOP/B: memory-bound on H100 SXM, floor " in text.stdout
+    assert "roofline   1.25 FLOP/B: memory-bound on A100 SXM 80GB, floor " in text.stdout  # 5 FLOPs per 4 bytes
     assert "(projection of the counted work, not measured)" in text.stdout
+    bad = kwb("eval", "--task", "softmax", "sol.py", "--gpu", "nope", cwd=tmp_path)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) <= 2 and "H100" in bad.stderr, bad.stderr
 
 
 def test_demo_runs_a_solution_and_shows_the_cheat(tmp_path):

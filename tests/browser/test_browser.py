@@ -146,7 +146,8 @@ def _check_projection(page) -> None:
 
 
 def _check_buttons(page) -> None:
-    """Every button label of the Variants and Results tabs is whole (no "TFLO...", "Time over ...")."""
+    """Every button label of the Variants and Results tabs is whole (no "TFLO...", "Time over ..."); the Prompt
+    tab draws no chart before its first run."""
     for title, view, labels in (("Variants", ".kwb-variants", {"TFLOP/s", "Time over sizes"}),
                                 ("Results", ".kwb-results-table", {"speedup", "Refresh"})):
         _tab(page, title)
@@ -154,6 +155,10 @@ def _check_buttons(page) -> None:
         buttons.first.wait_for(state="visible", timeout=30_000)
         assert labels <= {t.strip() for t in buttons.all_inner_texts()}, buttons.all_inner_texts()
         assert buttons.evaluate_all(CUT_BUTTONS) == [], title
+    _tab(page, "Prompt")  # nothing run yet: no empty "1 / time" axes
+    page.locator(f"{WB} .kwb-prompt-panel").first.wait_for(state="visible", timeout=30_000)
+    assert page.locator(f"{WB} .kwb-prompt-panel .js-plotly-plot").count() == 0 or \
+        not page.locator(f"{WB} .kwb-prompt-panel .js-plotly-plot").first.is_visible()
 
 
 def _run_in_editor(page, source: str, timeout_s: float = 180) -> str:
@@ -179,6 +184,9 @@ def _check_failed_card(page) -> None:
     """A numerically wrong kernel: chips, the numbers of the cited round, and the heatmap with its round."""
     gutter = page.locator(f"{WB} .kwb-code-gutter").inner_text()
     assert gutter.startswith("1\n2\n3\n"), gutter[:40]  # the editor numbers its lines
+    opening = page.locator(f"{WB} .kwb-source textarea").input_value()  # a skeleton, not the answer
+    assert "TODO" in opening and "raise NotImplementedError" in opening and "tl.exp" not in opening, opening[:400]
+    assert page.locator(f"{WB} button.kwb-show-solution").inner_text().strip() == "Show solution"
     status = _run_in_editor(page, _wrong_tail())
     panel = page.locator(f"{WB} .kwb-result-panel").first
     assert status == "incorrect", panel.inner_text()

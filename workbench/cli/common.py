@@ -59,6 +59,17 @@ def device_arg(value: str) -> str:
     raise argparse.ArgumentTypeError(f"device must be cpu, cuda or cuda:N, not {value!r}")
 
 
+def datasheet_gpu(name: str) -> str:
+    """argparse type for --gpu: a GPU of the datasheet table (the error lists them)."""
+    from roofline.projection import resolve_gpu
+    from workbench.errors import UnknownNameError
+
+    try:
+        return resolve_gpu(name).name
+    except (UnknownNameError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def positive(kind: type = int):
     """argparse type for counts and durations: a positive int (or float), refused with a one-line message."""
     def parse(text: str):

@@ -17,6 +17,7 @@ from workbench.cli.common import (
     EXIT_OK,
     UsageError,
     check_size,
+    datasheet_gpu,
     device_arg,
     open_store,
     parse_size,
@@ -85,7 +86,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         data.pop("source", None)
         print(json.dumps(data, indent=2, default=str))
     else:
-        print(format_result(result, stored))
+        print(format_result(result, stored, projection_gpu=args.gpu))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
@@ -108,5 +109,7 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-time", action="store_true", help="check correctness only, skip timing")
     p.add_argument("--store", help="also add the result to this results store (SQLite file)")
     p.add_argument("--run-id", help="run id to store the result under")
+    p.add_argument("--gpu", type=datasheet_gpu, default=None,
+                   help="datasheet GPU a result without a measured SOL is projected on (default: H100 SXM)")
     p.add_argument("--json", action="store_true", help="print the Result as JSON")
     p.set_defaults(handler=cmd_eval)

@@ -73,8 +73,9 @@ def sol_text(result) -> str:
     return f"{100 * result.sol_fraction:.1f}%" + (f" ({result.bound}-bound)" if result.bound else "")
 
 
-def format_result(result, stored: str | None = None) -> str:
-    """The `kwb eval` report of one Result."""
+def format_result(result, stored: str | None = None, projection_gpu: str | None = None) -> str:
+    """The `kwb eval` report of one Result; without a measured SOL, where its counted work would sit on
+    `projection_gpu`'s datasheet roofline (default the H100)."""
     errors = "-"
     if result.max_abs_err is not None or result.max_rel_err is not None:
         errors = "  ".join(f"{name} {'-' if v is None else format(v, '.3g')}"
@@ -93,7 +94,7 @@ def format_result(result, stored: str | None = None) -> str:
     ]
     if result.sol_fraction is not None:
         rows.append(("SOL", sol_text(result)))
-    elif (projected := _projection(result)) is not None:
+    elif (projected := _projection(result, projection_gpu)) is not None:
         rows.append(("roofline", projected))
     if result.coverage is not None:
         rows.append(("coverage", f"{100 * result.coverage:.0f}% of GPU kernel time in the candidate's own kernels"))
@@ -116,13 +117,13 @@ def format_result(result, stored: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _projection(result) -> str | None:
-    """Where the result's counted work would sit on an H100 (roofline is optional in a bare engine install)."""
+def _projection(result, gpu: str | None = None) -> str | None:
+    """Where the result's counted work would sit on `gpu` (roofline is optional in a bare engine install)."""
     try:
         from roofline.projection import projection_text
     except ImportError:
         return None
-    return projection_text(result)
+    return projection_text(result, gpu)
 
 
 class Progress:

@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from workbench.cli.common import EXIT_FAILED, EXIT_OK, UsageError, check_store_path, positive
+from workbench.cli.common import EXIT_FAILED, EXIT_OK, UsageError, check_store_path, datasheet_gpu, positive
 
 
 def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -41,7 +41,7 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--out", default="runs", help="results folder: the report goes to OUT/RUN/report.html and "
                                                       "plotly.js once into OUT (default runs)")
     report.add_argument("-o", "--output", default=None, help="HTML file instead (plotly.js is written beside it)")
-    report.add_argument("--gpu", type=_datasheet_gpu, default=None,
+    report.add_argument("--gpu", type=datasheet_gpu, default=None,
                         help="datasheet GPU that runs without GPU times are projected on (default: H100 SXM)")
     report.add_argument("--self-contained", action="store_true",
                         help="inline plotly.js (one ~5 MB file) instead of loading the shared copy beside it")
@@ -51,17 +51,6 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--store", default="results.db")
     status.add_argument("run_id", nargs="?")
     status.set_defaults(handler=_status)
-
-
-def _datasheet_gpu(name: str) -> str:
-    """argparse type for --gpu: a GPU of the datasheet table (the error lists them)."""
-    from roofline.projection import resolve_gpu
-    from workbench.errors import UnknownNameError
-
-    try:
-        return resolve_gpu(name).name
-    except (UnknownNameError, ValueError) as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 #: Parameters the runner passes itself (a -p value would be overridden silently), and the option to use instead.
