@@ -308,6 +308,7 @@ def test_workbench_in_jupyterlab(lab):
             _check_roofline(page)
             _check_sweep(page)
             assert page.get_by_text("Error displaying widget").count() == 0, console
+            assert not console, console  # the first render too: no console or page error
             _check_reloads(page, console)
         except BaseException:
             try:
