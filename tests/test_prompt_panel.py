@@ -89,6 +89,7 @@ def test_prompt_tab_of_the_workbench_runs_and_feeds_the_other_tabs(tmp_path):
     ui = Workbench(task, store=tmp_path / "wb.db", device="cpu")
     panel = ui.prompt
     assert ui.tabs.titles[-1] == "Prompt" and ui.tabs.children[-1] is panel
+    assert panel.figure_box.layout.display == "none"  # no empty "1 / time" axes before the first candidate
     # best-of-n asks both at once: each request is answered by its seed (= sample: turn 0, turn 1)
     with ScriptedLLMServer(router=by_seed({0: reply(HONEST_FAST), 1: reply(CHEAT)})) as server:
         panel.provider = OpenAIProvider("scripted", base_url=server.openai_base_url, api_key="k", max_retries=0,
@@ -105,6 +106,7 @@ def test_prompt_tab_of_the_workbench_runs_and_feeds_the_other_tabs(tmp_path):
     assert all(t.endswith("Keep it short.") for t in sent)  # the edited prompt box is what was sent
     assert STATUS_COLORS["ok"] in panel.table.value and STATUS_COLORS["rejected"] in panel.table.value
     assert list(panel.figure.data[1].marker.color) == [STATUS_COLORS["ok"], STATUS_COLORS["rejected"]]
+    assert panel.figure_box.layout.display == "flex"
     assert "2 candidates" in panel.status.value and "best n00" in panel.status.value
     assert "tokens" in panel.status.value and "failed" not in panel.status.value
     assert not panel.run_button.disabled and panel.stop_button.disabled

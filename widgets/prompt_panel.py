@@ -183,9 +183,9 @@ def lineage_figure(tree: Lineage, *, widget: bool = False):
     fig.update_layout(height=320, margin={"l": 40, "r": 10, "t": 48, "b": 40}, template="plotly_white")
     if not widget:
         return fig
-    live = go.FigureWidget(fig)
-    live._config = {"displayModeBar": "hover", "displaylogo": False}
-    return live
+    from widgets._plot import live_figure
+
+    return live_figure(fig)
 
 
 def resolve_provider(name: str, model: str, given: Provider | None = None, **settings: Any) -> Provider:
@@ -249,12 +249,15 @@ class PromptPanel(w.VBox):
         self.status = w.HTML(value=f"<b>{html.escape(self.task.name)}</b>: ready")
         self.table = w.HTML(value=candidates_html([]))
         self.figure = lineage_figure(Lineage(run_id="", nodes={}), widget=True)
+        # Hidden until the first candidate arrives: empty axes ("1 / time" over nothing) say nothing.
+        self.figure_box = w.Box([self.figure.view], layout=w.Layout(display="none", width="100%"))
+        self.figure_box.add_class("kwb-prompt-figure")
         self.run_button.on_click(lambda _: self.start())
         self.stop_button.on_click(lambda _: self.stop())
         controls = w.HBox([self.provider_picker, self.model])
         knobs = w.HBox([self.strategy, self.turns, self.feedback])
         self.children = [self.status, self.prompt, controls, knobs, w.HBox([self.run_button, self.stop_button]),
-                         self.table, self.figure]
+                         self.table, self.figure_box]
         self.add_class("kwb-prompt-panel")
 
     def _default_prompt(self) -> str:
@@ -348,6 +351,7 @@ class PromptPanel(w.VBox):
             self.nodes = nodes
             tree = Lineage.from_nodes(nodes[0].run_id if nodes else "", nodes, [seed] if seed else [])
             self.table.value = candidates_html(nodes, tree.best, tree.external)
+            self.figure_box.layout.display = "flex" if nodes else "none"
             fresh = lineage_figure(tree)
             with self.figure.batch_update():
                 for target, source in zip(self.figure.data, fresh.data, strict=True):
@@ -364,7 +368,7 @@ class PromptPanel(w.VBox):
                 f"{html.escape(self.provider_picker.value)} {html.escape(self.model.value)}</h4>"
                 f"<p>turns {settings.max_turns}, feedback {html.escape(settings.feedback.label)}"
                 + (f", stopped: {html.escape(self.run_result.stop_reason)}" if self.run_result else "") + "</p>")
-        return [head, candidates_html(nodes, tree.best, tree.external), lineage_figure(tree)]
+        return [head, candidates_html(nodes, tree.best, tree.external), lineage_figure(tree) if nodes else None]
 
     def to_html(self, include_plotlyjs: str | bool = "cdn") -> str:
         """A self-describing HTML snapshot (settings, candidates, figure) for headless runs and exports."""

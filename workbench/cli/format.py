@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from workbench.tasks.sizes import size_label
+
 
 def format_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], max_width: int = 60) -> str:
     """A plain-text table; long cells are cut at `max_width` so a row stays on one terminal line."""
@@ -71,15 +73,16 @@ def sol_text(result) -> str:
     return f"{100 * result.sol_fraction:.1f}%" + (f" ({result.bound}-bound)" if result.bound else "")
 
 
-def format_result(result, stored: str | None = None) -> str:
-    """The `kwb eval` report of one Result."""
+def format_result(result, stored: str | None = None, projection_gpu: str | None = None) -> str:
+    """The `kwb eval` report of one Result; without a measured SOL, where its counted work would sit on
+    `projection_gpu`'s datasheet roofline (default the H100)."""
     errors = "-"
     if result.max_abs_err is not None or result.max_rel_err is not None:
         errors = "  ".join(f"{name} {'-' if v is None else format(v, '.3g')}"
                            for name, v in (("abs", result.max_abs_err), ("rel", result.max_rel_err)))
     ref = result.reference_timing
     rows = [
-        ("task", f"{result.task} ({size_text(result.size)}{', ' + result.dtype if result.dtype else ''})"),
+        ("task", f"{result.task} ({size_label(result.size, result.dtype) or '(file defaults)'})"),
         ("candidate", f"{result.candidate_name} ({result.language}, id {result.candidate_id[:8]})"),
         ("device", f"{result.device}: {result.device_name}" if result.device_name else result.device),
         ("status", result.status),
@@ -91,6 +94,8 @@ def format_result(result, stored: str | None = None) -> str:
     ]
     if result.sol_fraction is not None:
         rows.append(("SOL", sol_text(result)))
+    elif (projected := _projection(result, projection_gpu)) is not None:
+        rows.append(("roofline", projected))
     if result.coverage is not None:
         rows.append(("coverage", f"{100 * result.coverage:.0f}% of GPU kernel time in the candidate's own kernels"))
     if result.launch_reference_timing is not None:
@@ -110,6 +115,15 @@ def format_result(result, stored: str | None = None) -> str:
     if result.message:
         lines.append(f"{'message'.ljust(width)}  " + result.message.replace("\n", "\n" + " " * (width + 2)))
     return "\n".join(lines)
+
+
+def _projection(result, gpu: str | None = None) -> str | None:
+    """Where the result's counted work would sit on `gpu` (roofline is optional in a bare engine install)."""
+    try:
+        from roofline.projection import projection_text
+    except ImportError:
+        return None
+    return projection_text(result, gpu)
 
 
 class Progress:

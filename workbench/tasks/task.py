@@ -95,10 +95,15 @@ class Task:
 
     # ---- sizes -------------------------------------------------------------------------------------
     def size(self, preset: str | dict[str, Any] | None = None, device: str = "cpu") -> dict[str, Any]:
-        """Resolve a preset name (or an explicit dict) to a size dict; None picks the device's preset."""
+        """Resolve a preset name or a dict to the size an evaluation runs; None picks the device's preset.
+
+        A dict may be partial (`{"dim": 64}`): it is checked (workbench.tasks.sizes.SizeError for an unknown name,
+        a wrong type or a dimension below 1) and the names it leaves out keep the device's preset."""
         if isinstance(preset, dict):
-            return dict(preset)
-        key = preset or ("gpu" if device.startswith("cuda") else "cpu")
+            from workbench.tasks.sizes import complete_size
+
+            return complete_size(self, preset, device)
+        key = preset or ("gpu" if str(device).startswith("cuda") else "cpu")
         if key in self.sizes:
             return dict(self.sizes[key])
         if not self.sizes:
