@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from workbench.errors import TaskError
+from workbench.seeding import seed_all
 from workbench.tasks.distributions import Distribution, get_distribution
 from workbench.tasks.reroute import FLOAT_DRAWS, DrawRecord, Reroute
 
@@ -34,7 +35,7 @@ def draw_inputs(get_inputs: Callable[[], Any], dist: str | Distribution, seed: i
     `device`). `record`, if given, collects what was drawn. The global RNG is left as it was."""
     chosen = get_distribution(dist)
     with _rng_forked(device):
-        torch.manual_seed(chosen.seed(seed))
+        seed_all(chosen.seed(seed))
         with torch.device(device):
             mode = Reroute(chosen, record) if not chosen.untouched or record is not None else contextlib.nullcontext()
             with mode:
@@ -79,7 +80,7 @@ def refill_inputs(get_inputs: Callable[[], Any], targets: list[Any], seed: int, 
     gives. Draws whose result is an input as is go straight into its tensor; inputs built from draws (a triangle, a
     symmetric sum) are computed and copied in. Non-tensor entries are left alone."""
     with _rng_forked(device):
-        torch.manual_seed(seed)
+        seed_all(seed)
         with torch.device(device), _DrawInto(targets):
             fresh = list(get_inputs())
     if len(fresh) != len(targets):

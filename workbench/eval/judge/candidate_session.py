@@ -207,6 +207,7 @@ class CandidateSession:
         reply = self._expect(protocol.Profile(call=self._next_call, model=model, inputs=refs), "profiled",
                              stage="profile")
         self.profiles.append(dict(reply.kernels))
+        self.kernel_tracer = reply.tracer
         return dict(reply.kernels)
 
     def register_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef], timeout: float) -> int:
