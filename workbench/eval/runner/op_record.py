@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _get_current_dispatch_mode,
+    _get_current_dispatch_mode_stack,
+    _pop_mode,
+)
 
+from workbench.eval.runner.launches import _kernel_objects
 from workbench.eval.wire.runner_messages import OpRecord
 
 #: At most this many distinct operator names are kept per call (a forward that runs more is `truncated`).
@@ -49,38 +57,43 @@ class _State:
             self.truncated = True
 
 
-def _modes(state: _State) -> tuple[Any, Any]:
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
+class _DispatchRecord(TorchDispatchMode):
+    """Counts every ATen operator outside the candidate's launches; notices the probe dispatched after forward."""
 
-    class DispatchRecord(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func is torch.ops.aten.alias.default and args and args[0] is _PROBE[0]:
-                state.probe_seen = True
-            elif not state.inside_launch:
-                state.count(str(func))
-            return func(*args, **(kwargs or {}))
+    def __init__(self, state: _State):
+        super().__init__()
+        self.state = state
 
-    class ExportRecord(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            name = getattr(func, "__name__", "")
-            if name in EXPORTS and not state.inside_launch and args and isinstance(args[0], torch.Tensor):
-                state.exports[name] = state.exports.get(name, 0) + int(args[0].numel())
-            return func(*args, **(kwargs or {}))
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.alias.default and args and args[0] is _PROBE[0]:
+            self.state.probe_seen = True
+        elif not self.state.inside_launch:
+            self.state.count(str(func))
+        return func(*args, **(kwargs or {}))
 
-    return DispatchRecord(), ExportRecord()
+
+class _ExportRecord(TorchFunctionMode):
+    """Counts the elements of tensors handed to another library (EXPORTS) outside the candidate's launches."""
+
+    def __init__(self, state: _State):
+        super().__init__()
+        self.state = state
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in EXPORTS and not self.state.inside_launch and args and isinstance(args[0], torch.Tensor):
+            self.state.exports[name] = self.state.exports.get(name, 0) + int(args[0].numel())
+        return func(*args, **(kwargs or {}))
 
 
 #: A tensor the record dispatches one operator on after forward: seeing it proves the dispatcher still reached the
 #: record then.
-_PROBE: list[Any] = []
+_PROBE: list[torch.Tensor] = []
 
 
 @contextlib.contextmanager
 def _outside_launches(module: Any, state: _State) -> Iterator[None]:
     """Count the module's own Triton launches and leave what happens inside them out of the record."""
-    from workbench.eval.runner.launches import _kernel_objects
-
     patched = []
     for _, obj in _kernel_objects(module):
         had = "run" in obj.__dict__
@@ -129,11 +142,9 @@ def recording(module: Any, enabled: bool = True) -> Iterator[Recording]:
     if not enabled:
         yield Recording(None)
         return
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
-
     state = _State()
     result = Recording(state)
-    dispatch, export = _modes(state)
+    dispatch, export = _DispatchRecord(state), _ExportRecord(state)
     if not _PROBE:
         _PROBE.append(torch.zeros(1))
     with _outside_launches(module, state):
@@ -150,8 +161,6 @@ def recording(module: Any, enabled: bool = True) -> Iterator[Recording]:
 
 
 def _function_mode_on_top(mode: Any) -> bool:
-    from torch.overrides import _get_current_function_mode_stack
-
     stack = _get_current_function_mode_stack()
     return bool(stack) and stack[-1] is mode
 
@@ -162,9 +171,6 @@ def _leave(dispatch: Any, export: Any, innermost: bool) -> None:
         dispatch.__exit__(None, None, None)
         export.__exit__(None, None, None)
         return
-    from torch.overrides import _get_current_function_mode_stack
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_mode
-
     with contextlib.suppress(Exception):
         while dispatch in _get_current_dispatch_mode_stack():
             _pop_mode()
