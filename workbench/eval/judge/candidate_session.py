@@ -69,6 +69,8 @@ class CallRecord:
     launch: protocol.LaunchReport
     forms: tuple[OutputForm, ...]
     seconds: float
+    #: What torch executed during the call, when the session asked for it (`record_ops`).
+    ops: protocol.OpRecord | None = None
 
 
 @dataclass
@@ -81,6 +83,10 @@ class CandidateSession:
     transport: str = "auto"
     arena: Arena = field(init=False)
     reports: list[CallRecord] = field(default_factory=list)
+    #: Ask the runner for a record of what torch executed in every correctness call (workbench.eval.checks.what_ran).
+    record_ops: bool = False
+    #: GPU kernel time per kernel of every profiled forward, in order.
+    profiles: list[dict[str, float]] = field(default_factory=list)
     kernels: tuple[str, ...] = ()
     load_seconds: float = 0.0
     _next_model: int = 0
@@ -180,8 +186,8 @@ class CandidateSession:
             slots.append(t)
             slot_refs.append(ref)
         reply = self._expect(protocol.Call(call=self._next_call, model=model, inputs=tuple(p[0] for p in pairs),
-                                           slots=tuple(slot_refs), seed=seed), "output")
-        self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds))
+                                           slots=tuple(slot_refs), seed=seed, record=self.record_ops), "output")
+        self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds, reply.ops))
         outs = []
         for k, form in enumerate(reply.forms):
             if form.copied and k < len(slots):
@@ -200,6 +206,8 @@ class CandidateSession:
         refs = tuple(self.share_arg(x)[0] for x in inputs)
         reply = self._expect(protocol.Profile(call=self._next_call, model=model, inputs=refs), "profiled",
                              stage="profile")
+        self.profiles.append(dict(reply.kernels))
+        self.kernel_tracer = reply.tracer
         return dict(reply.kernels)
 
     def register_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef], timeout: float) -> int:

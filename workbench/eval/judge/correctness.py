@@ -25,8 +25,12 @@ Every call of a round, the candidate's two and the reference's, starts from the 
 KernelBench seeds before each model call): a reference that draws random numbers inside forward (KernelBench's
 LSTM draws its initial states there) is then one function, and identical code is judged identical.
 
-Before the rounds, each input distribution is tried on the reference with separate probe inputs: one on which
-the reference is not finite (log of negatives) while it is on the task's own inputs is skipped, with a note.
+Inputs come from the task's own get_inputs with its random draws rerouted to the round's distribution
+(workbench.tasks.inputs), so the structure it builds (triangles, symmetric matrices, class indices) is kept. Before
+the rounds, each input distribution is tried on the reference with separate probe inputs: one on which the reference
+is not finite (log of negatives, exp of large values) while it is on the task's own inputs is skipped, with a note,
+and so is one that would repeat the task's own distribution (uniform inputs of a task that draws with torch.rand);
+the number of rounds follows the distributions kept.
 After them the task itself is judged (`weak-task`, a warning): when a constant passes the tolerance in every
 round, or a fresh draw of one input leaves the reference within tolerance, a wrong candidate could pass.
 """
@@ -66,6 +70,7 @@ from workbench.eval.wire.tensors import (
     sync,
 )
 from workbench.eval.wire.timed_loop import seed_rng
+from workbench.seeding import seed_all
 from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 
 __all__ = ["MIN_ROUNDS", "CandidateFailure", "CheckReport", "build_models", "run_correctness"]
@@ -141,7 +146,7 @@ def build_candidate(ref: LoadedReference, ref_model: Any, candidate_cls: Any, si
     if hasattr(candidate_cls, "model") and hasattr(candidate_cls, "runner"):
         return candidate_cls.model(ref_model, copy.deepcopy(init), seed, {**ref.defaults, **size})
     try:
-        torch.manual_seed(seed)
+        seed_all(seed)
         cand_model = candidate_cls(*copy.deepcopy(init))
         if isinstance(cand_model, torch.nn.Module):
             _copy_weights(ref_model, cand_model)
@@ -168,8 +173,8 @@ def run_correctness(ref: LoadedReference, candidate_cls: Any, *, device: str, si
                     distributions: tuple[str, ...] = DISTRIBUTIONS,
                     call_guard: Callable[[], contextlib.AbstractContextManager] | None = None,
                     reference: ReferenceRounds | None = None) -> CheckReport:
-    """Run the protocol (module doc) for `max(rounds, 5, len(sizes), len(distributions))` rounds, so every size and
-    every distribution is seen. `reference`: the reference's rounds, kept by the judge from an earlier candidate of
+    """Run the protocol (module doc) for `max(rounds, 5, len(sizes), len(distributions kept))` rounds, so every size
+    and every distribution is seen. `reference`: the reference's rounds, kept by the judge from an earlier candidate of
     the same task, size, seed and precision (made here when None). Raises CandidateFailure when the candidate
     raises, TaskError when the reference does. `call_guard()` wraps every local candidate call; if the object it
     yields has `observe`, it is given each output."""

@@ -24,8 +24,9 @@ from workbench.errors import TaskError
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks import static_scan as static_checks
 from workbench.eval.checks.flags import Finding, first_per_flag, verdict
+from workbench.eval.checks.what_ran import WhatRan
 from workbench.eval.judge import fault_messages as faults
-from workbench.eval.judge import timing_stage
+from workbench.eval.judge import ran_stage, timing_stage
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness import CandidateFailure, run_correctness
@@ -46,6 +47,11 @@ class Stop(Exception):
         super().__init__(reply.get("status", ""))
 
 
+def _is_out_of_memory(exc: BaseException) -> bool:
+    text = f"{exc} {exc.__cause__ or ''}"
+    return "out of memory" in text.lower() or "cuMemAlloc failed with error 2" in text
+
+
 @dataclass
 class Evaluation:
     job: dict[str, Any]
@@ -57,6 +63,8 @@ class Evaluation:
     notes: list[str] = field(default_factory=list)
     session: CandidateSession | None = None
     plan: timing_stage.TimingPlan | None = None
+    #: A static torch-compute finding waiting for a runtime record (workbench.eval.checks.what_ran).
+    ran: WhatRan | None = None
 
     def __post_init__(self) -> None:
         self.task = Task.from_spec(self.job["task"])
@@ -76,7 +84,11 @@ class Evaluation:
     def run(self) -> dict[str, Any]:
         # The task's precision policy around every reference computation in the judge (the runner applies it too).
         with precision.applied(self.precision, self.device):
-            return self._run()
+            reply = self._run()
+        if reply.pop("out_of_memory", False) and self.ctx.drop_device_caches():
+            # What the judge kept of earlier tasks (reference rounds, models) took the memory: once more without.
+            return Evaluation(self.job, self.ctx).run()
+        return reply
 
     def _stage(self, name: str, fn: Any, *args: Any) -> Any:
         stages = self.base["stage_seconds"]
@@ -95,6 +107,8 @@ class Evaluation:
             self._stage("count", self.count, result)
             if self.job.get("time_it", True):
                 self._stage("time", self.time, result)
+            if self.ran is not None and self.ran.pending:
+                self._stage("ran", self.settle, result)
             return self.finish(result)
         except Stop as stop:
             return {**self.base, "warnings": self.warnings, **stop.reply}
@@ -109,13 +123,13 @@ class Evaluation:
                     "message": Finding("protocol-violation", bad.detail).line()}
         except TaskError as exc:
             return {**self.base, "status": "runtime_error", "message": f"the task failed: {exc}",
-                    "log": traceback.format_exc()[-3000:]}
+                    "log": traceback.format_exc()[-3000:], "out_of_memory": _is_out_of_memory(exc)}
         except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
             if not faults.out_of_memory(type(exc).__name__, str(exc)) and "cuMemAlloc failed with error 2" not in \
                     str(exc):
                 raise
             return {**self.base, "status": "runtime_error", "message": self._too_big(exc),
-                    "log": traceback.format_exc()[-3000:]}
+                    "log": traceback.format_exc()[-3000:], "out_of_memory": True}
         finally:
             if self.session is not None:
                 self.session.close()
@@ -163,7 +177,8 @@ class Evaluation:
             raise Stop({"status": "compile_error", "message": (
                 "this candidate is CUDA C++ (torch.utils.cpp_extension.load_inline): it needs a CUDA device. "
                 "Evaluate it with device='cuda' on a machine with a GPU and nvcc.")})
-        findings = _scan(self.cand, self.policy)
+        findings, self.ran = WhatRan.from_scan(_scan(self.cand, self.policy), self.device, self.policy,
+                                               self.cand["language"])
         self.warnings += [f.flag for f in findings if f.severity != "reject"]
         status, flags, message = verdict(findings)
         if status:
@@ -179,8 +194,11 @@ class Evaluation:
 
     def _prepare_timing(self) -> None:
         interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
-        self.plan = timing_stage.prepare(self.session, self.reference(), self.reference_model(), self.time_size,
-                                         self.seed, self.device, self.timeout, interpreted)
+        key = (self.key, repr(sorted(self.time_size.items())), self.seed, self.device)
+        self.plan, self.ctx.timing[key] = timing_stage.prepare(
+            self.session, self.reference(), self.reference_model(), self.time_size, self.seed, self.device,
+            self.timeout, interpreted, self.ctx.timing.get(key))
+        self.base["protocol"]["calibration"] = "reused" if self.plan.calibration_reused else "measured"
 
     def reference(self) -> LoadedReference:
         return self.ctx.reference(self.task)
@@ -197,6 +215,7 @@ class Evaluation:
         from the judge's cache when an earlier candidate of this task already made it."""
         sizes = [self._cpu_safe(s) for s in self.job["check_sizes"]]
         rounds = int(self.job.get("rounds", 5))
+        self.session.record_ops = self.ran.wants_record
         key = (self.key, repr([sorted(s.items()) for s in sizes]), self.seed, self.device, rounds)
         reference, cached = self.ctx.rounds.get(key, lambda budget: ReferenceRounds.create(
             self.reference(), self.device, sizes, self.seed, self.task.tolerance, self.task.distributions, rounds,
@@ -215,6 +234,8 @@ class Evaluation:
         findings = list(report.findings)
         findings += guards.judge_launches([r.launch for r in self.session.reports], self.cand["language"])
         findings += guards.judge_threads([r.launch for r in self.session.reports])
+        findings += self.ran.after_check(self.session.reports, report.passed)
+        self.notes += self.ran.take_notes()
         result: dict[str, Any] = {
             "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
             "details": {"rounds": report.rounds, "error_map": report.error_map, "notes": report.notes + self.notes},
@@ -256,6 +277,7 @@ class Evaluation:
             coverage, found = self._stage("cover", timing_stage.cover, self.session, model.model_id, self.plan,
                                           self.cand["source"], self.policy, result["timing"]["median_ms"])
             result["coverage"] = coverage
+            self.base["protocol"]["kernel_tracer"] = getattr(self.session, "kernel_tracer", "")
             late += found
         status, flags, message = verdict(first_per_flag(late))
         self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, late)]
@@ -265,6 +287,12 @@ class Evaluation:
         if result.get("timing", {}).get("clock") == "interpreter":
             result["details"]["notes"].append("interpreter timing: measures Triton's CPU interpreter, not hardware; "
                                               "no speedup is reported")
+
+    def settle(self, result: dict[str, Any]) -> None:
+        """GPU: a static torch-compute finding decided by a profiled forward (`ran_stage`)."""
+        status, flags, message = verdict(ran_stage.settle(self, result))
+        if status:
+            raise Stop({**result, "status": status, "flags": flags, "message": message})
 
     def _compiled(self, ref_model: Any) -> Any:
         """`torch.compile` of the reference on a GPU when asked, compiled once per task, size and seed in this judge
