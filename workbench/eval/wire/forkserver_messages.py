@@ -1,8 +1,9 @@
 """The judge/fork-server protocol: typed, versioned messages decoded strictly, like the runner's
 (`runner_messages.py`), on the same length-prefixed transport.
 
-Every message travels as `{"v", "kind", "body"}`. `decode` raises ProtocolError on another version, a kind the
-receiver does not expect, or a body with unknown, missing or mistyped fields: a judge never acts on a reply it did
+Every message travels as `{"v", "kind", "body"}`, the body in the strict record codec (`records.py`). `decode`
+raises ProtocolError on another version, a kind the receiver does not expect, or a body with unknown, missing or
+mistyped fields: a judge never acts on a reply it did
 not ask for, and the fork server answers a request it cannot read with `Refused` instead of guessing.
 
 judge -> fork server: Spawn (+ descriptors: the runner's socket, its log pipe), Wait, Exit.
@@ -11,10 +12,10 @@ fork server -> judge: Hello (once, when ready), Spawned, Status, Refused.
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from workbench.eval.wire.records import RecordError, from_json, to_json
 
 PROTOCOL = (1, 0)
 
@@ -105,58 +106,20 @@ JUDGE_KINDS = frozenset({"spawn", "wait", "exit"})
 
 
 def encode(message: Message) -> dict[str, Any]:
-    body = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
-    return {"v": list(PROTOCOL), "kind": message.kind, "body": body}
-
-
-def _as_tuples(value: Any) -> Any:
-    return tuple(_as_tuples(v) for v in value) if isinstance(value, list) else value
-
-
-def _fits(value: Any, hint: Any) -> bool:
-    """Does a decoded JSON value match a field's type (the few types these messages use)?"""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
-        return any(_fits(value, a) for a in args)
-    if hint is type(None):
-        return value is None
-    if origin is tuple:
-        if not isinstance(value, tuple):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_fits(v, args[0]) for v in value)
-        return len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args, strict=True))
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(hint, type) and isinstance(value, hint)
+    return {"v": list(PROTOCOL), "kind": message.kind, "body": to_json(message)}
 
 
 def decode(frame: Any, allowed: frozenset[str]) -> Message:
-    """The message in `frame`, checked: version, kind among `allowed`, body fields known, present and typed."""
+    """The message in `frame`, checked: version, kind among `allowed`, body fields known, present and typed
+    (`records.from_json`)."""
     if not isinstance(frame, dict) or set(frame) != {"v", "kind", "body"}:
         raise ProtocolError("not a fork-server frame")
     if frame["v"] != list(PROTOCOL):
-        raise ProtocolError(f"fork-server protocol version {frame['v']!r}, expected {list(PROTOCOL)}")
+        raise ProtocolError(f"fork-server protocol version {frame['v']!r:.40}, expected {list(PROTOCOL)}")
     kind = frame["kind"]
     if not isinstance(kind, str) or kind not in allowed:
-        raise ProtocolError(f"unexpected fork-server message {kind!r}")
-    body = frame["body"]
-    if not isinstance(body, dict):
-        raise ProtocolError("body is not an object")
-    cls = _MESSAGES[kind]
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(body) - set(fields))
-    if unknown:
-        raise ProtocolError(f"{cls.__name__}: unknown fields {unknown}")
-    values = {}
-    for name, f in fields.items():
-        if name not in body:
-            if f.default is dataclasses.MISSING:
-                raise ProtocolError(f"{cls.__name__}: missing field {name!r}")
-            continue
-        value = _as_tuples(body[name])
-        if not _fits(value, hints[name]):
-            raise ProtocolError(f"{cls.__name__}.{name}: {type(value).__name__} does not match {hints[name]}")
-        values[name] = value
-    return cls(**values)
+        raise ProtocolError(f"unexpected fork-server message {kind!r:.80}")
+    try:
+        return from_json(_MESSAGES[kind], frame["body"])
+    except RecordError as exc:
+        raise ProtocolError(str(exc)) from None
