@@ -84,8 +84,10 @@ _launches.report = _forged_report
 
 
 def test_a_report_function_replaced_by_module_attribute_fools_nothing():
+    # The runner reports through its own copy (so this is a plain decoy), and the seal names the replacement.
     res = evaluate(decoy(REPLACED_REPORT))
-    rejected_for_evidence(res, {"harness-tamper", "unverified-evidence", "decoy-kernel"})
+    rejected_for_evidence(res, {"harness-tamper"})
+    assert "decoy-kernel" in res.flags and "workbench.eval.runner.launches.report" in res.message, res.message
 
 
 # ---- 2. frame walks: the tracker's own log, and the runner's bound report function -------------------------------
@@ -151,30 +153,30 @@ def test_the_runners_bound_report_function_replaced_from_a_frame_walk_is_not_cor
 
 # ---- 3. the channel: Output frames rewritten on their way out (job id, nonce and sequence kept) -------------------
 
+# The runner sends through its own bound copy of the channel's writer, so this goes one level down: the JSON encoder
+# every frame passes through rewrites the launch report of each Output.
 REWRITE_OUTPUT_FRAMES = '''
-_transport = importlib.import_module("work" + "bench.eval.wire.trans" + "port")
-_send = _transport.Channel.send
+_json = importlib.import_module("js" + "on")
+_dumps = _json.dumps
 
 
-def _forged_send(self, obj, *args, **kwargs):
-    if isinstance(obj, dict) and obj.get("kind") == "output":
+def _forged_dumps(obj, *args, **kwargs):
+    if isinstance(obj, dict) and obj.get("kind") == "output" and isinstance(obj.get("body"), dict):
         launch = obj["body"].get("launch")
         if isinstance(launch, dict):
-            body = launch.get("body", launch)
-            for key, value in (("launches", 1), ("outputs_launched", True), ("outputs_prefilled_unchanged", False),
-                               ("tampered", []), ("changed_after_launch", False)):
-                if key in body:
-                    body[key] = value
-    return _send(self, obj, *args, **kwargs)
+            launch.update(launches=1, outputs_launched=True, outputs_prefilled_unchanged=False,
+                          outputs_changed_after_launch=False, tampered=[])
+    return _dumps(obj, *args, **kwargs)
 
 
-_transport.Channel.send = _forged_send
+_json.dumps = _forged_dumps
 '''
 
 
 def test_launch_reports_rewritten_in_the_channel_writer_are_not_corroborated():
     res = evaluate(decoy(REWRITE_OUTPUT_FRAMES))
-    rejected_for_evidence(res, {"unverified-evidence", "harness-tamper"})
+    rejected_for_evidence(res, {"unverified-evidence"})
+    assert res.evidence["launches"] == "contradicted" and "probe call" in res.message, res.message
 
 
 # ---- 4. the launch itself: Triton's interpreter entry replaced by torch compute -----------------------------------
@@ -200,8 +202,11 @@ return y
 
 
 def test_an_interpreter_replaced_by_torch_compute_is_caught():
+    # Caught twice over: the seal sees Triton's launch entry replaced, and the probe calls burn nothing.
     res = evaluate(decoy(REPLACED_INTERPRETER, LAUNCH_INTO_EMPTY))
-    rejected_for_evidence(res, {"harness-tamper", "unverified-evidence"})
+    rejected_for_evidence(res, {"harness-tamper"})
+    assert "unverified-evidence" in res.flags and "GridExecutor.__call__" in res.message, res.message
+    assert res.evidence["launches"] == "contradicted", res.evidence
 
 
 # ---- 5. the tracker's own view of memory ----------------------------------------------------------------------
@@ -273,7 +278,7 @@ def test_the_honest_kernel_is_ok_with_corroborated_launches():
     res = evaluate(wb.Candidate(source=HONEST, language="triton"))
     assert res.status == "ok", res.message
     assert res.evidence.get("launches") == "corroborated" and res.evidence.get("outputs") == "judge", res.evidence
-    assert "interpreter" in res.protocol["evidence"]["launches"], res.protocol.get("evidence")
+    assert "probe call" in res.protocol["evidence"]["launches"], res.protocol.get("evidence")
 
 
 @pytest.mark.parametrize("prelude,forward", [

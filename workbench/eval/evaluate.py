@@ -124,6 +124,7 @@ def _result_from_reply(task: Task, cand: Candidate, device: str, size: dict, see
         stage_seconds=dict(reply.get("stage_seconds") or {}),
         kernel_policy=reply.get("kernel_policy", ""), precision=reply.get("precision", ""),
         error_budget=reply.get("error_budget") or {}, sandbox=reply.get("sandbox", ""),
+        evidence=dict(reply.get("evidence") or {}),
         protocol=reply.get("protocol") or {}, telemetry=reply.get("telemetry") or {},
         speedup_verdict=reply.get("speedup_verdict"), speedup_basis=reply.get("speedup_basis", ""),
         speedup_ci=tuple(reply["speedup_ci"]) if reply.get("speedup_ci") else None,

@@ -23,9 +23,10 @@ import torch
 from workbench.errors import TaskError
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks import static_scan as static_checks
+from workbench.eval.checks.evidence import Evidence
 from workbench.eval.checks.flags import Finding, first_per_flag, verdict
+from workbench.eval.judge import evidence_stage, timing_stage
 from workbench.eval.judge import fault_messages as faults
-from workbench.eval.judge import timing_stage
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness import CandidateFailure, run_correctness
@@ -57,6 +58,8 @@ class Evaluation:
     notes: list[str] = field(default_factory=list)
     session: CandidateSession | None = None
     plan: timing_stage.TimingPlan | None = None
+    #: What each verdict input rests on (`checks/evidence.py`); in every reply, rejected ones included.
+    evidence: Evidence = field(default_factory=Evidence)
 
     def __post_init__(self) -> None:
         self.task = Task.from_spec(self.job["task"])
@@ -70,7 +73,8 @@ class Evaluation:
         self.time_size = self._cpu_safe(self.job["size"])
         self.base = {"versions": {}, "device_name": "", "sandbox": self.ctx.fork_server.sandbox,
                      "kernel_policy": self.policy, "precision": self.precision.name, "protocol": {},
-                     "stage_seconds": {}}
+                     "stage_seconds": {}, "evidence": self.evidence.levels}
+        self.base["protocol"]["evidence"] = self.evidence.how
 
     # ---- driver ---------------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -95,6 +99,7 @@ class Evaluation:
             self._stage("count", self.count, result)
             if self.job.get("time_it", True):
                 self._stage("time", self.time, result)
+            self._stage("evidence", self.settle_evidence, result)
             return self.finish(result)
         except Stop as stop:
             return {**self.base, "warnings": self.warnings, **stop.reply}
@@ -213,8 +218,11 @@ class Evaluation:
         """Correctness findings, plus what the runner's reports show: no own kernel launched, output not produced by
         one, threads left running."""
         findings = list(report.findings)
-        findings += guards.judge_launches([r.launch for r in self.session.reports], self.cand["language"])
-        findings += guards.judge_threads([r.launch for r in self.session.reports])
+        records = self.session.reports
+        findings += guards.judge_launches([r.launch for r in records], self.cand["language"],
+                                          [r.passthrough for r in records])
+        findings += guards.judge_threads([r.launch for r in records])
+        findings += self._stage("evidence", evidence_stage.after_check, self)
         result: dict[str, Any] = {
             "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
             "details": {"rounds": report.rounds, "error_map": report.error_map, "notes": report.notes + self.notes},
@@ -265,6 +273,16 @@ class Evaluation:
         if result.get("timing", {}).get("clock") == "interpreter":
             result["details"]["notes"].append("interpreter timing: measures Triton's CPU interpreter, not hardware; "
                                               "no speedup is reported")
+
+    def settle_evidence(self, result: dict[str, Any]) -> None:
+        """What the verdict rests on (`judge/evidence_stage.py`): a strict-policy "ok" needs launches the judge
+        corroborated."""
+        found = evidence_stage.before_verdict(self, result)
+        status, flags, message = verdict(first_per_flag(found))
+        self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, found)]
+        if status:
+            raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, found)],
+                        "message": message})
 
     def _compiled(self, ref_model: Any) -> Any:
         """`torch.compile` of the reference on a GPU when asked, compiled once per task, size and seed in this judge
