@@ -101,6 +101,8 @@ def format_result(result, stored: str | None = None) -> str:
     if getattr(result, "sandbox", ""):
         reason = result.protocol.get("sandbox_reason", "") if result.sandbox == "none" else ""
         rows.append(("sandbox", result.sandbox + (f" (not isolated: {reason})" if reason else "")))
+    if getattr(result, "evidence", None):
+        rows.append(("evidence", result.evidence_text()))
     if result.warnings:
         rows.append(("warnings", "; ".join(result.warnings)))
     if stored:

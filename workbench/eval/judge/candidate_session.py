@@ -199,7 +199,7 @@ class CandidateSession:
                                                         inputs=tuple(p[0] for p in pairs), slots=tuple(slot_refs),
                                                         seed=seed, probe_ns=probe))
         if self.probes is not None:
-            self.probes.reported(reply.launch.launches)
+            self.probes.reported(reply.launch.launches, cpu)
         passthrough = reply.launch.outputs_prefilled_unchanged and _equals_an_input(
             [slots[k] for k, form in enumerate(reply.forms) if form.copied and k < len(slots)], [p[1] for p in pairs])
         self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds, cpu, wall, passthrough, model,

@@ -222,7 +222,8 @@ class Evaluation:
         findings += guards.judge_launches([r.launch for r in records], self.cand["language"],
                                           [r.passthrough for r in records])
         findings += guards.judge_threads([r.launch for r in records])
-        findings += self._stage("evidence", evidence_stage.after_check, self)
+        findings += self._stage("evidence", evidence_stage.after_check, self,
+                                any(f.severity == "reject" for f in findings))
         result: dict[str, Any] = {
             "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
             "details": {"rounds": report.rounds, "error_map": report.error_map, "notes": report.notes + self.notes},

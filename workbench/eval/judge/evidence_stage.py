@@ -16,9 +16,9 @@ from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
 
 
-def after_check(evaluation: Any) -> list[Finding]:
+def after_check(evaluation: Any, rejected: bool = False) -> list[Finding]:
     """Findings from the correctness calls' launch reports as the judge can check them (module doc); fills
-    `evaluation.evidence`."""
+    `evaluation.evidence`. `rejected`: other checks already reject the candidate, so no call is added to probe it."""
     session, evidence = evaluation.session, evaluation.evidence
     language = evaluation.cand["language"]
     records = session.reports
@@ -27,7 +27,9 @@ def after_check(evaluation: Any) -> list[Finding]:
     if language == "torch":
         evidence.set("launches", ev.NOT_APPLICABLE, "a PyTorch candidate launches no kernels of its own")
     elif not evaluation.device.startswith("cuda") and language == "triton":
-        if any(r.launch.launches for r in records):
+        if rejected and not _pairs(records):
+            evidence.set("launches", ev.UNVERIFIED, "not probed: the candidate failed other checks")
+        elif any(r.launch.launches for r in records):
             evidence.set("launches", *_interpreted(session))
             if evidence.levels["launches"] == ev.CONTRADICTED:
                 found += ev.findings(evidence, evaluation.policy, language)
@@ -52,13 +54,8 @@ def _interpreted(session: Any) -> tuple[str, str]:
 
 
 def _pairs(records: list[Any]) -> list[tuple[Any, Any]]:
-    """(ordinary, probe) records; a pair whose ordinary call was its model's first is left out (the first call pays
-    for warming the interpreter up)."""
-    first = {}
-    for i, r in enumerate(records):
-        first.setdefault(r.model, i)
-    return [(records[i - 1], r) for i, r in enumerate(records)
-            if r.probe_ns and i > 0 and first[r.model] != i - 1 and records[i - 1].model == r.model]
+    """(ordinary, probe) records: each probe call and the call before it (`launch_probe.ProbePlanner`)."""
+    return [(records[i - 1], r) for i, r in enumerate(records) if r.probe_ns and i > 0]
 
 
 def before_verdict(evaluation: Any, result: dict[str, Any]) -> list[Finding]:

@@ -8,16 +8,20 @@ above the noise between unrelated calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from workbench.eval.wire.tensors import bytes_per_element
 
-#: CPU a probe call burns in all (spread over the launches the previous call reported), and at least per launch.
+#: CPU a probe call burns in all, spread over the launches the previous call reported: the previous call's own CPU
+#: time, and at least PROBE_CALL_NS (the noise between two identical calls grows with what they cost, the budget with
+#: it), and at least PROBE_LAUNCH_MIN_NS per launch.
 PROBE_CALL_NS = 4_000_000
 PROBE_LAUNCH_MIN_NS = 500_000
+#: Probe calls per evaluation: each costs about one more call.
+MAX_PROBES = 3
 
 
 def _copy(inputs: list[Any]) -> list[Any]:
@@ -42,21 +46,31 @@ def _same(a: list[Any], b: list[Any]) -> bool:
 @dataclass
 class ProbePlanner:
     """Decides each call's probe budget from the calls before it (module doc) and keeps the last call's arguments,
-    so that a pair can also be made on purpose (`CandidateSession.probe_pair`)."""
+    so that a pair can also be made on purpose (`CandidateSession.probe_pair`). A model's first call pays for
+    warming the interpreter up, so it is never the ordinary half of a pair."""
 
     last_model: int | None = None
     last_inputs: list[Any] | None = None
     last_out_like: list[Any] | None = None
     last_probe: bool = False
     last_launches: int = 0
+    last_cpu_ns: int = 0
+    last_was_first: bool = False
+    probes: int = 0
+    models: set[int] = field(default_factory=set)
 
     def plan(self, model: int, inputs: list[Any], out_like: list[Any]) -> int:
         """Nanoseconds per launch for this call (0: an ordinary call)."""
         same = self.last_model == model and self.last_inputs is not None and _same(self.last_inputs, inputs)
-        probe = same and not self.last_probe and self.last_launches > 0
+        probe = same and not (self.last_probe or self.last_was_first) and self.last_launches > 0 and \
+            self.probes < MAX_PROBES
         self.last_model, self.last_inputs, self.last_out_like = model, _copy(inputs), list(out_like)
-        self.last_probe = probe
-        return max(PROBE_CALL_NS // max(self.last_launches, 1), PROBE_LAUNCH_MIN_NS) if probe else 0
+        self.last_probe, self.last_was_first = probe, model not in self.models
+        self.models.add(model)
+        self.probes += probe
+        budget = max(PROBE_CALL_NS, self.last_cpu_ns)
+        return max(budget // max(self.last_launches, 1), PROBE_LAUNCH_MIN_NS) if probe else 0
 
-    def reported(self, launches: int) -> None:
-        self.last_launches = launches
+    def reported(self, launches: int, cpu_ns: int | None) -> None:
+        """What the call just made reported (launches) and cost the runner (CPU nanoseconds, from /proc)."""
+        self.last_launches, self.last_cpu_ns = launches, cpu_ns or 0
