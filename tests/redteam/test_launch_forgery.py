@@ -286,9 +286,20 @@ def test_the_honest_kernel_is_ok_with_corroborated_launches():
     (REPLACED_INTERPRETER, LAUNCH_INTO_EMPTY),
 ], ids=["report", "interpreter"])
 def test_a_forger_harms_nothing_and_the_next_candidate_is_judged_on_its_own(prelude, forward, tmp_path):
+    import hashlib
+    import importlib.util
+    from pathlib import Path
+
+    # What the forgers patch lives in their runner's memory only: the files behind it, here, stay as they were.
+    files = [Path(importlib.util.find_spec(m).origin) for m in
+             ("workbench.eval.runner.launches", "triton.runtime.interpreter", "workbench.eval.runner.main")]
+    digests = [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
     store = wb.Store(tmp_path / "r.db")
     forged = wb.evaluate(softmax_task(), decoy(prelude, forward), device="cpu", time_it=False, store=store)
     assert forged.status == "rejected"
+    assert [hashlib.sha256(f.read_bytes()).hexdigest() for f in files] == digests
+    runner = Path(f"/proc/{forged.protocol['runner_pid']}/cmdline")  # the runner went with its evaluation
+    assert not runner.exists() or b"workbench" not in runner.read_bytes()
     honest = wb.evaluate(softmax_task(), wb.Candidate(source=HONEST, language="triton"), device="cpu",
                          time_it=False, store=store)
     assert honest.status == "ok" and honest.flags == [], honest.message

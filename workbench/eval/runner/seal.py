@@ -120,6 +120,7 @@ def torch_entry_points(seal: Seal) -> None:
     import torch.utils.cpp_extension as ext
 
     seal.add("torch.equal", torch, "equal")
+    seal.add("torch.profiler.profile", torch.profiler, "profile")
     seal.add_class(torch.profiler.profile, "torch.profiler.profile", "__enter__", "__exit__", "start", "stop",
                    "events")
     seal.add("torch.utils.cpp_extension.load_inline", ext, "load_inline")
