@@ -1,4 +1,4 @@
-"""Candidates per minute: 16 variants (BLOCK x num_warps) of a built-in Triton solution on one task, evaluated back
+"""Candidates per minute: 16 variants (num_warps x num_stages) of a built-in Triton solution on one task, evaluated back
 to back, first as fresh sources (never compiled before: each carries this run's nonce), then the same 16 again
 (their kernels in the Triton cache, the reference's rounds in the judge's cache).
 
@@ -25,16 +25,17 @@ sys.path.insert(0, str(ROOT))
 import workbench as wb  # noqa: E402
 from workbench.study.sweep import with_knobs  # noqa: E402
 
-GRID = {"BLOCK": [1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]}
+#: Launch options of the solution's kernels (every variant correct at any size: the row length decides the block).
+GRID = {"num_warps": [2, 4, 8, 16], "num_stages": [1, 2, 3, 4]}
 TARGETS = {"fresh": 30.0, "repeated": 60.0}
 
 
 def variants(task: wb.Task, nonce: str) -> list[wb.Candidate]:
     template = task.solution_candidate().source
     out = []
-    for block, warps in itertools.product(GRID["BLOCK"], GRID["num_warps"]):
-        source = f"# throughput run {nonce}\n" + with_knobs(template, BLOCK=block, num_warps=warps)
-        out.append(wb.Candidate(source=source, language="triton", name=f"BLOCK={block},num_warps={warps}"))
+    for warps, stages in itertools.product(GRID["num_warps"], GRID["num_stages"]):
+        source = f"# throughput run {nonce}\n" + with_knobs(template, num_warps=warps, num_stages=stages)
+        out.append(wb.Candidate(source=source, language="triton", name=f"num_warps={warps},num_stages={stages}"))
     return out
 
 
@@ -47,7 +48,7 @@ def run_pass(label: str, task: wb.Task, cands: list[wb.Candidate], device: str) 
         results.append(res)
         t = f"{res.timing.median_ms:.4f} ms" if res.timing else "-"
         print(f"[{label} {i}/{len(cands)}] {cand.name:24s} {res.status:10s} {t:>12s} {time.perf_counter() - t0:5.2f} s "
-              f"{res.stage_seconds}", flush=True)
+              f"{res.stage_seconds} {','.join(res.flags)}", flush=True)
     return len(cands) / ((time.perf_counter() - started) / 60.0), results
 
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roofline.dtypes import dtype_key
+
 #: Bumped when the measurement changes, so old cache files are not reused.
 SCHEMA = 2
 #: Matmul dtypes measured per device kind (keys of roofline.specs peaks).
@@ -44,8 +46,6 @@ class Ceilings:
 
     def peak(self, dtype: object) -> float:
         """Measured matmul rate for `dtype` ("float16", "fp16", ...); fp32's when that dtype was not measured."""
-        from roofline.specs import dtype_key
-
         key = dtype_key(dtype)
         return self.matmul_flops.get(key) or self.matmul_flops.get("fp32") or max(self.matmul_flops.values(), default=0.0)
 

@@ -254,9 +254,10 @@ def _y_unit(peak: float) -> tuple[float, str]:
     return 1.0, "FLOP/s"
 
 
-def _ranges(rows: list[dict[str, Any]], roofs: list[Roofs], dtypes: tuple[str, ...]) -> tuple[tuple, tuple]:
-    xs = [r["intensity"] for r in rows]
-    ys = [r["flops_per_s"] for r in rows]
+def _ranges(rows: list[dict[str, Any]], roofs: list[Roofs], dtypes: tuple[str, ...],
+            projected: tuple[Any, ...] = ()) -> tuple[tuple, tuple]:
+    xs = [r["intensity"] for r in rows] + [p.intensity for p in projected]
+    ys = [r["flops_per_s"] for r in rows] + [p.attainable_flops_per_s for p in projected]
     peaks = [s.peaks[k] for s in roofs for k in dtypes if s.peaks.get(k)]
     xs += [p / s.bandwidth for s in roofs for k in dtypes if (p := s.peaks.get(k))]
     x_lo = min([0.05, *[x / 4 for x in xs if x > 0]])
@@ -289,20 +290,28 @@ def empty_text(roofs: list[Roofs]) -> str:
 
 
 def roofline_figure(points: Any = (), spec: Any = None, ceilings: Any = None,
-                    dtypes: tuple[str, ...] = ("fp32", "fp16"), as_widget: bool = False, title: str | None = None):
-    """A roofline go.Figure (go.FigureWidget with `as_widget=True`).
+                    dtypes: tuple[str, ...] = ("fp32", "fp16"), as_widget: bool = False, title: str | None = None,
+                    projections: Any = (), figure: Any = None):
+    """A roofline go.Figure (go.FigureWidget with `as_widget=True`; refilled in place when `figure` is given).
 
     points: Results, store rows or a store DataFrame (`Store.frame()`); only those timed on the roofs' hardware
     are drawn (`split_points` says why the others are not). spec: a DeviceSpec (datasheet roofs, dashed; a
     measured spec is drawn solid) or Ceilings; ceilings: measured Ceilings (solid); dtypes: which compute
-    roofs to draw (keys fp64, fp32, tf32, fp16, bf16, fp8, int8).
+    roofs to draw (keys fp64, fp32, tf32, fp16, bf16, fp8, int8). projections: `roofline.projection.Projection`s
+    drawn as hollow diamonds with their bound and floor in the legend (counted work, not measured).
     """
     go = _go()
     roofs = [Roofs(s) for s in (spec, ceilings) if s is not None]
     rows, _ = split_points(points, roofs)
-    x_range, y_range = _ranges(rows, roofs, dtypes)
-    fig = go.FigureWidget() if as_widget else go.Figure()
-    if as_widget:
+    projected = tuple(projections or ())
+    x_range, y_range = _ranges(rows, roofs, dtypes, projected)
+    if figure is not None:
+        fig = figure
+        fig.data = ()
+        fig.layout = {}
+    else:
+        fig = go.FigureWidget() if as_widget else go.Figure()
+    if as_widget or figure is not None:
         fig._config = dict(PLOT_CONFIG)
     labels: list[dict] = []
     lowest = min([s.bandwidth for s in roofs] or [1.0])
@@ -311,7 +320,9 @@ def roofline_figure(points: Any = (), spec: Any = None, ceilings: Any = None,
             fig.add_trace(trace)
         labels += _roof_labels(source, dtypes, x_range, slot, lowest)
     fig.add_trace(point_trace(go, rows))
-    if not rows:  # the upper left is empty on every roofline: the slope rises to the right
+    for i, p in enumerate(projected):
+        fig.add_trace(projection_trace(go, p, _PROJECTION_COLORS[i % len(_PROJECTION_COLORS)]))
+    if not rows and not projected:  # the upper left is empty on every roofline: the slope rises to the right
         labels.append({"x": 0.03, "y": 0.9, "xref": "paper", "yref": "paper", "showarrow": False, "xanchor": "left",
                        "text": empty_text(roofs), "font": {"size": 14, "color": "#666"}, "name": "empty"})
     names = " vs ".join(f"{s.name} ({s.origin})" for s in roofs)
@@ -319,9 +330,54 @@ def roofline_figure(points: Any = (), spec: Any = None, ceilings: Any = None,
     _axes(fig, x_range, y_range, peak)
     fig.update_layout(
         title={"text": title or (f"Roofline: {names}" if names else "Roofline"), "x": 0.01, "xanchor": "left"},
-        annotations=labels, legend={"orientation": "h", "y": -0.18}, hovermode="closest", template="plotly_white",
-        margin={"l": 70, "r": 20, "t": 64, "b": 50}, height=480)
+        annotations=labels, legend={"orientation": "h", "y": -0.18, "yanchor": "top"}, hovermode="closest",
+        template="plotly_white", margin={"l": 70, "r": 20, "t": 64, "b": 50},
+        height=480 + 38 * len(projected), showlegend=bool(projected) or bool(rows))
     return fig
+
+
+#: One colour per projected task (the measured points stay black, flagged ones red).
+_PROJECTION_COLORS = ["#0f766e", "#7c3aed", "#b45309", "#be185d", "#1d4ed8", "#4d7c0f", "#9f1239", "#0369a1",
+                      "#a16207", "#6d28d9", "#15803d", "#c2410c"]
+
+
+def projection_trace(go: Any, p: Any, color: str):
+    """One projected task: a hollow diamond at (intensity, attainable); the legend says what it implies."""
+    names = ", ".join(p.candidates[:6]) + (f" and {len(p.candidates) - 6} more" if len(p.candidates) > 6 else "")
+    hover = (f"<b>{p.label()}</b> (projection, not measured)<br>{p.intensity:.3g} FLOP/B: {p.bound}-bound on "
+             f"{p.gpu}<br>at best {fmt_rate(p.attainable_flops_per_s, 'FLOP/s')}, floor "
+             f"{_fmt_s(p.floor_s)}<br>{fmt_rate(p.flops, 'FLOP')}, {fmt_rate(p.bytes, 'B')} moved"
+             + (f"<br>ran: {names}" if names else ""))
+    # Two short legend lines rather than one long one: a narrow notebook column would clip a single line.
+    name = f"{p.label()}<br><span style='color:#555'>{p.verdict()}</span>"
+    return go.Scatter(x=[p.intensity], y=[p.attainable_flops_per_s], mode="markers", name=name,
+                      legendgroup="projection", meta={"projection": True, "bound": p.bound, "floor_s": p.floor_s},
+                      marker={"symbol": "diamond-open", "size": 13, "color": color, "line": {"width": 2.5}},
+                      text=[hover], hovertemplate="%{text}<extra></extra>")
+
+
+def _fmt_s(seconds: float) -> str:
+    from roofline.projection import fmt_seconds
+
+    return fmt_seconds(seconds)
+
+
+def projection_figure(rows: Any, gpu: Any = None, *, as_widget: bool = False, figure: Any = None,
+                      title: str | None = None) -> tuple[Any, list[dict[str, Any]]]:
+    """(the datasheet roofline of `gpu` with every task of `rows` placed at its counted intensity, the rows
+    left out with why). For machines without that GPU: nothing here is a measured time."""
+    from roofline.projection import project, resolve_gpu
+    from roofline.specs import dtype_key
+
+    spec = resolve_gpu(gpu)
+    projected, left = project(rows, spec)
+    dtypes = tuple(dict.fromkeys(["fp32", "fp16", *[dtype_key(p.dtype) for p in projected if p.dtype]]))
+    head = title or f"Projection on {spec.name} (datasheet)"
+    sub = "projection: counted work, not measured times"
+    fig = roofline_figure([], spec=spec, dtypes=dtypes, as_widget=as_widget, figure=figure, projections=projected,
+                          title=f"{head}<br><span style='font-size:12px;color:#555'>{sub}</span>")
+    fig.update_layout(margin={"t": 78}, meta={**(fig.layout.meta or {}), "projection_gpu": spec.name})
+    return fig, left
 
 
 def add_points(fig: Any, points: Any, name: str = POINTS) -> Any:

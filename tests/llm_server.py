@@ -111,6 +111,34 @@ def reply(code: str, note: str = "Here is the implementation.") -> str:
 
 Script = str | dict | Callable[[dict], "str | dict"]
 
+#: Anthropic's error type for each HTTP status the scripted server sends.
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
+                    529: "overloaded_error"}
+#: OpenAI finish_reason -> Anthropic stop_reason.
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
+
+
+def failure(status: int, message: str = "scripted failure", **kw: Any) -> dict:
+    """A scripted HTTP error; kw: retry_after (seconds header), retry_after_ms, code, type."""
+    return {"status": status, "message": message, **kw}
+
+
+def truncated(text: str, reasoning: str = "") -> dict:
+    """A reply cut at the token limit (finish_reason "length" / stop_reason "max_tokens")."""
+    return {"text": text, "finish_reason": "length", "reasoning": reasoning}
+
+
+def by_seed(replies: dict[int, Any], default: Any = None) -> Callable[[Received], Any]:
+    """A router answering each request by the seed it carries (OpenAI-protocol requests carry the sample's
+    seed): concurrent requests get the same replies whatever order they arrive in."""
+    return lambda received: replies.get(received.body.get("seed"), default)
+
+
+def hang(seconds: float) -> dict:
+    """Answer nothing for `seconds` (a server past the client's timeout), then fail with 500."""
+    return {"hang": seconds}
+
 
 @dataclass
 class Received:
@@ -120,6 +148,9 @@ class Received:
     path: str
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    #: time.monotonic() when it arrived and when its answer went out.
+    at: float = 0.0
+    answered_at: float = 0.0
 
     @property
     def text(self) -> str:
@@ -141,15 +172,24 @@ def _tokens(text: str) -> int:
 class ScriptedLLMServer:
     """Answers POST /v1/chat/completions (OpenAI) and POST /v1/messages (Anthropic) from a script.
 
-    Script entries: a reply text; a callable(body) -> text; or {"status": 500, "message": "..."} to fail.
-    When the script runs out the server answers HTTP 400 (no retries in the SDKs), which the loop sees as
-    an LLM call error.
+    Script entries: a reply text; a callable(body) -> entry; `failure(status, ...)` for an HTTP error (with
+    Retry-After headers when asked); `truncated(text, reasoning)` for a reply cut at the token limit; a dict
+    {"text", "finish_reason", "reasoning", "delay"} for anything else; `hang(seconds)` to answer nothing for a
+    while. When the script runs out the server answers HTTP 400. `router(received) -> entry`, when given,
+    answers every request instead of the script (so concurrent requests get replies by what they ask, say by
+    their seed). `delay_s` delays every answer (a model's latency); `in_flight_max` is the most requests it
+    held at once.
     """
 
-    def __init__(self, replies: Iterable[Script] = (), *, port: int = 0, delay_s: float = 0.0):
+    def __init__(self, replies: Iterable[Script] = (), *, port: int = 0, delay_s: float = 0.0,
+                 router: Callable[[Received], Script] | None = None):
         self.script: deque[Script] = deque(replies)
         self.requests: list[Received] = []
         self.delay_s = delay_s
+        self.router = router
+        self.in_flight = 0
+        self.in_flight_max = 0
+        self._closing = threading.Event()
         self._lock = threading.Lock()
         server = self
 
@@ -176,15 +216,22 @@ class ScriptedLLMServer:
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
-                received = Received(protocol, path, body, {k.lower(): v for k, v in self.headers.items()})
-                status, payload = server._answer(received)
-                self._send(status, payload)
+                received = Received(protocol, path, body, {k.lower(): v for k, v in self.headers.items()},
+                                    at=time.monotonic())
+                status, payload, headers = server._answer(received)
+                try:
+                    self._send(status, payload, headers)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (its timeout, or a cancelled run)
+                received.answered_at = time.monotonic()
 
-            def _send(self, status: int, payload: dict) -> None:
+            def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -215,6 +262,7 @@ class ScriptedLLMServer:
         return self
 
     def stop(self) -> None:
+        self._closing.set()  # hanging answers end now
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread:
@@ -235,38 +283,83 @@ class ScriptedLLMServer:
     def hits(self) -> int:
         return len(self.requests)
 
-    def _answer(self, received: Received) -> tuple[int, dict]:
+    def wait_for_requests(self, count: int, timeout: float = 10.0) -> bool:
+        """Block until `count` requests arrived (a test that must act while a call is in flight)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(self.requests) >= count:
+                return True
+            time.sleep(0.01)
+        return False
+
+    def _answer(self, received: Received) -> tuple[int, dict, dict[str, str]]:
         with self._lock:
             self.requests.append(received)
-            entry = self.script.popleft() if self.script else None
-        if self.delay_s:
-            time.sleep(self.delay_s)
-        if callable(entry):
-            entry = entry(received.body)
+            self.in_flight += 1
+            self.in_flight_max = max(self.in_flight_max, self.in_flight)
+            if self.router is not None:
+                entry = self.router(received)
+            else:
+                entry = self.script.popleft() if self.script else None
+        try:
+            if callable(entry):
+                entry = entry(received.body)
+            delay = self.delay_s + (float(entry.get("delay", 0)) if isinstance(entry, dict) else 0.0)
+            if delay:
+                self._closing.wait(delay)
+            return self._payload(received, entry)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _payload(self, received: Received, entry: Any) -> tuple[int, dict, dict[str, str]]:
         if entry is None:
             return _error(received.protocol, 400, "the scripted server has no more replies")
-        if isinstance(entry, dict):
-            return _error(received.protocol, int(entry.get("status", 500)), entry.get("message", "scripted failure"))
-        model = received.body.get("model", "scripted")
-        tin, tout = _tokens(received.text), _tokens(entry)
-        if received.protocol == "openai":
-            return 200, {
-                "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
-                "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": entry}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": tin, "completion_tokens": tout, "total_tokens": tin + tout},
-            }
-        return 200, {
-            "id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": entry}], "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": tin, "output_tokens": tout},
+        if isinstance(entry, dict) and "hang" in entry:
+            self._closing.wait(float(entry["hang"]))
+            return _error(received.protocol, 500, "answered after hanging")
+        if isinstance(entry, dict) and "status" in entry:
+            return _error(received.protocol, int(entry["status"]), entry.get("message", "scripted failure"),
+                          code=entry.get("code"), kind=entry.get("type"), retry_after=entry.get("retry_after"),
+                          retry_after_ms=entry.get("retry_after_ms"))
+        if isinstance(entry, str):
+            entry = {"text": entry}
+        return 200, _completion(received, entry["text"], entry.get("finish_reason", "stop"),
+                                entry.get("reasoning", ""), len(self.requests)), {}
+
+
+def _completion(received: Received, text: str, finish: str, reasoning: str, number: int) -> dict:
+    model = received.body.get("model", "scripted")
+    tin, tout = _tokens(received.text), _tokens(text + " " + reasoning)
+    if received.protocol == "openai":
+        message = {"role": "assistant", "content": text}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        return {
+            "id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": tin, "completion_tokens": tout, "total_tokens": tin + tout},
         }
+    content = [{"type": "thinking", "thinking": reasoning, "signature": "sig"}] if reasoning else []
+    content.append({"type": "text", "text": text})
+    return {
+        "id": f"msg_{number}", "type": "message", "role": "assistant", "model": model, "content": content,
+        "stop_reason": _STOP_REASONS.get(finish, finish), "stop_sequence": None,
+        "usage": {"input_tokens": tin, "output_tokens": tout},
+    }
 
 
-def _error(protocol: str, status: int, message: str) -> tuple[int, dict]:
+def _error(protocol: str, status: int, message: str, *, code: str | None = None, kind: str | None = None,
+           retry_after: float | None = None, retry_after_ms: float | None = None) -> tuple[int, dict, dict[str, str]]:
+    headers = {}
+    if retry_after is not None:
+        headers["retry-after"] = str(retry_after)
+    if retry_after_ms is not None:
+        headers["retry-after-ms"] = str(retry_after_ms)
     if protocol == "anthropic":
-        return status, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
-    return status, {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+        return status, {"type": "error", "error": {"type": kind or _ANTHROPIC_TYPES.get(status, "api_error"),
+                                                   "message": message}}, headers
+    return status, {"error": {"message": message, "type": kind or "invalid_request_error", "code": code}}, headers
 
 
 # ---- the replay study's recorded session ------------------------------------------------------------------

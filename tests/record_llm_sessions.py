@@ -215,7 +215,7 @@ def record_tutorial(path: Path = TUTORIAL) -> None:
     path.unlink(missing_ok=True)
     with ScriptedLLMServer(TUTORIAL_SCRIPT) as server:
         run = run_agent("vector_add", _openai(server, "scripted-coder"), "refine",
-                        AgentSettings(max_turns=len(TUTORIAL_SCRIPT)), transcript=path, run_id="tutorial",
+                        AgentSettings(max_turns=len(TUTORIAL_SCRIPT), concurrency=1), transcript=path, run_id="tutorial",
                         progress=False)
     print(run.table().to_string(index=False), "\n", run.lineage().to_text(), sep="")
 
@@ -235,7 +235,9 @@ def record_ablation(path: Path = ABLATION) -> None:
             run_id = f"{model}/{strategy}" + (f"/{feedback}" if strategy == "refine" else "")
             with ScriptedLLMServer([stand_in] * TURNS) as server:
                 run = run_agent("vector_add", make(server, model), strategy,
-                                AgentSettings(max_turns=TURNS, feedback=feedback), transcript=path, run_id=run_id,
+                                # one call at a time: a stand-in's draws follow the order its calls arrive in
+                                AgentSettings(max_turns=TURNS, feedback=feedback, concurrency=1), transcript=path,
+                                run_id=run_id,
                                 progress=False)
             print(f"{run_id}: " + " ".join(f"{n.node_id}={n.status}" + (f"[{','.join(n.flags)}]" if n.flags else "")
                                            for n in run.nodes), f"stop={run.stop_reason}", flush=True)

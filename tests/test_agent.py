@@ -15,6 +15,7 @@ from llm_server import (
     NO_CODE,
     TINY_SOURCE,
     ScriptedLLMServer,
+    by_seed,
     reply,
 )
 
@@ -129,7 +130,8 @@ def test_fork_from_a_node_with_other_feedback(session, tiny):
 
 
 def test_best_of_n_through_anthropic_stops_at_the_turn_budget(tiny):
-    with ScriptedLLMServer([reply(HONEST_FAST), reply(HONEST_SLOW), reply(HONEST_FAST), reply(CHEAT)]) as server:
+    script = [reply(HONEST_FAST), reply(HONEST_SLOW), reply(HONEST_FAST), reply(CHEAT)]
+    with ScriptedLLMServer(script, delay_s=0.3) as server:
         provider = AnthropicProvider("claude-scripted", base_url=server.anthropic_base_url, api_key="k",
                                      max_retries=0, recorder=Recorder())
         run = run_agent(tiny, provider, "best-of-n", n=5, max_turns=3, time_it=False, progress=False)
@@ -138,10 +140,13 @@ def test_best_of_n_through_anthropic_stops_at_the_turn_budget(tiny):
     assert all(n.parent is None for n in run.nodes) and len({n.prompt_id for n in run.nodes}) == 1
     assert len({n.sample for n in run.nodes}) == 3  # independent draws
     assert all(b["messages"] == bodies[0]["messages"] for b in bodies)
-    assert [n.status for n in run.nodes] == ["ok", "ok", "ok"] and run.nodes[2].duplicate_of == "n00"
+    assert [n.status for n in run.nodes] == ["ok", "ok", "ok"]
+    # three calls in flight at once: which reply lands on which turn varies, the repeat is judged once
+    (dup,) = [n for n in run.nodes if n.duplicate_of]
+    assert run.node(dup.duplicate_of).candidate_id == dup.candidate_id and server.in_flight_max == 3
 
 
-def test_token_time_and_patience_budgets_and_llm_errors_stop_the_loop(tiny):
+def test_token_time_and_patience_budgets_and_the_failure_budget_stop_the_loop(tiny):
     honest = reply(HONEST_FAST)
     with ScriptedLLMServer([honest] * 3) as server:
         run = run_agent(tiny, _openai(server), "refine", max_turns=5, max_tokens=10, time_it=False, progress=False)
@@ -152,18 +157,20 @@ def test_token_time_and_patience_budgets_and_llm_errors_stop_the_loop(tiny):
     with ScriptedLLMServer([honest] * 4) as server:
         run = run_agent(tiny, _openai(server), "refine", max_turns=5, patience=2, time_it=False, progress=False)
     assert (len(run.nodes), run.stop_reason) == (3, "no-improvement")  # n01, n02 repeat n00: no new best
-    with ScriptedLLMServer([honest]) as server:
-        run = run_agent(tiny, _openai(server), "refine", max_turns=5, time_it=False, progress=False)
-    assert (len(run.nodes), run.stop_reason) == (1, "llm-error") and "no more replies" in run.error
+    with ScriptedLLMServer([honest]) as server:  # then HTTP 400 for every call: each step fails, the loop goes on
+        run = run_agent(tiny, _openai(server), "refine", max_turns=6, time_it=False, progress=False)
+    assert [n.status for n in run.nodes] == ["ok", "llm_error", "llm_error", "llm_error"]
+    assert run.stop_reason == "llm-error" and "3 steps failed (max_failed_steps=3)" in run.error
+    assert "no more replies" in run.error and len(run.failed) == 3
 
 
-def test_cache_replays_a_rerun_without_http(tiny, tmp_path):
+def test_cache_replays_a_greedy_rerun_without_http(tiny, tmp_path):
     cache = tmp_path / "cache"
     with ScriptedLLMServer([reply(HONEST_FAST), reply(CHEAT)]) as server:
         first = run_agent(tiny, _openai(server, recorder=Recorder(cache=cache)), "single-shot", time_it=False,
-                          progress=False)
+                          progress=False, temperature=0)
         second = run_agent(tiny, _openai(server, recorder=Recorder(cache=cache)), "single-shot", time_it=False,
-                           progress=False)
+                           progress=False, temperature=0)
         assert server.hits == 1
     assert second.nodes[0].cached and not first.nodes[0].cached
     assert second.table().equals(first.table())
@@ -171,8 +178,9 @@ def test_cache_replays_a_rerun_without_http(tiny, tmp_path):
 
 
 def test_evolutionary_population_selects_correct_parents(tiny):
+    # Each sample's seed picks its reply: a generation's calls are in flight at once, in no fixed order.
     script = [reply(HONEST_SLOW), reply(CHEAT), reply(HONEST_FAST), reply(HONEST_SLOW), reply(HONEST_FAST)]
-    with ScriptedLLMServer(script) as server:
+    with ScriptedLLMServer(router=by_seed(dict(enumerate(script)))) as server:
         run = run_agent(tiny, _openai(server), "evolutionary", max_turns=5, population=2, time_it=False,
                         progress=False)
         texts = [r.text for r in server.requests]
@@ -192,15 +200,18 @@ def test_unknown_strategy_lists_the_known_ones(tiny):
         run_agent(tiny, None, "beam")
 
 
-def test_replay_study_notebook_reproduces_the_recorded_table(tmp_path):
+def test_replay_study_notebook_reproduces_the_recorded_table(tmp_path, monkeypatch):
     """studies/llm_replay.ipynb, run headlessly by papermill: replays the recorded session, asserts the table."""
     import json
+    import os
     from pathlib import Path
 
     papermill = pytest.importorskip("papermill")
     from workbench.store import Store
 
     notebook = Path(__file__).resolve().parents[1] / "studies" / "llm_replay.ipynb"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(notebook.parents[1]),
+                                                                  os.environ.get("PYTHONPATH")])))
     out = tmp_path / "out.ipynb"
     store = tmp_path / "results.db"
     papermill.execute_notebook(str(notebook), str(out), kernel_name="python3", cwd=str(notebook.parent),

@@ -171,6 +171,9 @@ def test_every_input_mistake_gets_a_short_message_and_exit_2(files):
     assert "task 'softmax' has no size 'dimm' (did you mean 'dim'?); its sizes are batch_size, dim" in err
     err = _refused(kwb("eval", "--task", "softmax", "--size", "batch_size=2.5", "honest.py", cwd=files))
     assert "--size batch_size=2.5: batch_size must be a whole number" in err
+    for bad in ("batch_size=-4", "batch_size=0"):  # never a runtime_error blaming get_inputs, never "ok" on nothing
+        err = _refused(kwb("eval", "--task", "softmax", "--size", bad, "honest.py", cwd=files))
+        assert f"--size {bad}: batch_size is a dimension and must be at least 1" in err
     err = _refused(kwb("eval", "--task", "softmax", "--size", "tiny", "honest.py", cwd=files))
     assert "bad size 'tiny': give a preset (cpu, gpu) or NAME=VALUE pairs" in err
     err = _refused(kwb("eval", "--task", "softmax", "--size", "dtype=int3", "honest.py", cwd=files))
@@ -227,6 +230,32 @@ def test_eval_honest_and_wrong_kernels(files):
     assert len(only_bad.stdout.splitlines()) == 3
 
 
+def test_a_partial_size_keeps_the_cpu_preset_for_the_rest_and_prints_the_full_size(tmp_path):
+    """`--size dim=64` runs the CPU preset's 64 rows (seconds), not the reference file's 8192 (minutes on the
+    interpreter), and both the progress line and the result header name every size."""
+    pytest.importorskip("workbench.eval.evaluate")
+    task = workbench.get_task("softmax")
+    (tmp_path / "sol.py").write_text(task.solution_candidate().source)
+    rows = task.sizes["cpu"]["batch_size"]
+    out = kwb("eval", "--task", "softmax", "sol.py", "--size", "dim=64", "--device", "cpu", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["size"] == {"batch_size": rows, "dim": 64}
+    assert f"evaluating sol.py on task softmax (batch_size={rows}, dim=64, float32), cpu" in out.stderr
+    # No hardware time on a CPU, but the counted work has a place on a GPU's roofline (the H100 unless --gpu).
+    from workbench.cli.format import format_result
+    from workbench.result import Result
+
+    shown = format_result(Result.from_dict(json.loads(out.stdout)))
+    assert "roofline   0.625 FLOP/B: memory-bound on H100 SXM, floor " in shown  # 5 FLOPs per 8 bytes (fp32)
+    text = kwb("eval", "--task", "softmax", "sol.py", "--size", "dim=64,dtype=float16", "--device", "cpu",
+               "--no-time", "--gpu", "A100", cwd=tmp_path)
+    assert f"task       softmax (batch_size={rows}, dim=64, float16)\n" in text.stdout, text.stdout + text.stderr
+    assert "roofline   1.25 FLOP/B: memory-bound on A100 SXM 80GB, floor " in text.stdout  # 5 FLOPs per 4 bytes
+    assert "(projection of the counted work, not measured)" in text.stdout
+    bad = kwb("eval", "--task", "softmax", "sol.py", "--gpu", "nope", cwd=tmp_path)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) <= 2 and "H100" in bad.stderr, bad.stderr
+
+
 def test_demo_runs_a_solution_and_shows_the_cheat(tmp_path):
     pytest.importorskip("workbench.eval.evaluate")
     if "softmax" not in workbench.tasks() or not workbench.get_task("softmax").solution:
@@ -242,14 +271,20 @@ def test_demo_runs_a_solution_and_shows_the_cheat(tmp_path):
     assert [m["expected"] for m in frame["metadata"]] == ["ok", "rejected"]
     assert "[1/2] softmax: softmax-solution" in out.stderr and "[2/2]" in out.stderr  # progress per evaluation
     assert str((tmp_path / "demo.db").resolve()) in out.stdout
-    report = tmp_path / "demo-report.html"
+    run_id = frame["run_id"].iloc[0]
+    report = tmp_path / "runs" / run_id / "report.html"  # under a results folder, never the working directory
+    assert not list(tmp_path.glob("*.html"))
     try:
         import plotly  # noqa: F401
     except ImportError:
         assert "HTML report skipped" in out.stdout and not report.exists()
     else:
         assert f"HTML report: {report.resolve()}" in out.stdout
-        assert "softmax-torch-cheat" in report.read_text()
+        page = report.read_text()
+        library = next((tmp_path / "runs").glob("plotly-*.min.js"))  # shared by every report under runs/
+        assert "softmax-torch-cheat" in page and f"src='../{library.name}'" in page and len(page) < 1_000_000
+        assert page.count("class=\"plotly-graph-div\"") >= 2  # the time chart and the roofline projection
+        assert "Roofline: projection on H100 SXM" in page
     if frame["status"].iloc[1] == "rejected":
         assert out.returncode == 0 and frame["flags"].iloc[1], out.stdout + out.stderr
     else:  # only while no check catches it yet; the demo must then say the cheat got through, not hide it

@@ -30,9 +30,9 @@ def _eval(cand: wb.Candidate, **kw) -> wb.Result:
 @pytest.fixture
 def fresh_pool():
     """Judges started inside the test see the test's environment; the pool is reset again afterwards."""
-    judge_pool.shutdown_workers()
+    judge_pool.shutdown_judges()
     yield
-    judge_pool.shutdown_workers()
+    judge_pool.shutdown_judges()
 
 
 def test_the_judge_gets_no_secrets_and_a_runner_gets_only_its_allow_list(monkeypatch):
@@ -111,9 +111,9 @@ def _cmdline(pid: str) -> str:
 def test_the_judge_is_reused_and_recycled_after_many_jobs(monkeypatch):
     a = _eval(_torch())
     pooled = judge_pool._POOL["cpu"]
-    monkeypatch.setattr(judge_pool, "MAX_JOBS_PER_WORKER", pooled.jobs + 1)
+    monkeypatch.setattr(judge_pool, "MAX_JOBS_PER_JUDGE", pooled.jobs + 1)
     b = _eval(_torch())
-    assert a.status == b.status == "ok" and a.metadata["worker_pid"] == b.metadata["worker_pid"]
+    assert a.status == b.status == "ok" and a.metadata["judge_pid"] == b.metadata["judge_pid"] == pooled.pid
     assert judge_pool._POOL["cpu"] is not pooled and not pooled.alive()
 
 

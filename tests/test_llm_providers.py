@@ -26,6 +26,7 @@ pytest.importorskip("anthropic")
 
 _VARS = ("KWB_LLM_PROVIDER", "KWB_LLM_MODEL", "KWB_LLM_BASE_URL", "KWB_LLM_API_KEY", "KWB_LLM_TEMPERATURE",
          "KWB_LLM_MAX_TOKENS", "KWB_LLM_TIMEOUT", "KWB_LLM_CACHE", "KWB_LLM_TRANSCRIPT", "KWB_LLM_CONFIG",
+         "KWB_LLM_MAX_RETRIES", "KWB_LLM_MAX_COMPLETION_TOKENS", "KWB_LLM_TOKEN_PARAM", "KWB_LLM_CACHE_POLICY",
          "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
          "ANTHROPIC_MODEL")
 
@@ -88,12 +89,13 @@ def test_anthropic_sdk_round_trip(server):
     assert (reply.tokens_in, reply.tokens_out) == (4, 3)
 
 
-def test_disk_cache_answers_repeat_requests_without_http(server, tmp_path):
+def test_disk_cache_answers_repeat_greedy_requests_without_http(server, tmp_path):
     server.add("one", "two")
     cache = tmp_path / "llm-cache"
-    provider = get_provider("openai", model="m", base_url=server.openai_base_url, cache_dir=str(cache))
+    provider = get_provider("openai", model="m", base_url=server.openai_base_url, cache_dir=str(cache), temperature=0)
     first = provider.ask("same prompt")
-    again = get_provider("openai", model="m", base_url=server.openai_base_url, cache_dir=str(cache)).ask("same prompt")
+    again = get_provider("openai", model="m", base_url=server.openai_base_url, cache_dir=str(cache),
+                         temperature=0).ask("same prompt")
     assert server.hits == 1, "the second identical request must come from the disk cache"
     assert again.text == first.text == "one" and again.cached and again.request_hash == first.request_hash
     # a different sample index is a different draw: a new call
@@ -101,6 +103,20 @@ def test_disk_cache_answers_repeat_requests_without_http(server, tmp_path):
     assert server.hits == 2 and other.text == "two" and not other.cached
     totals = provider.recorder.totals()
     assert totals["calls"] == 2 and totals["cached"] == 0
+
+
+def test_a_sampled_rerun_draws_anew_unless_the_cache_policy_says_always(server, tmp_path):
+    server.add("draw 1", "draw 2", "draw 3", "draw 4")
+    cache = str(tmp_path / "llm-cache")
+    sampled = get_provider("openai", model="m", base_url=server.openai_base_url, cache_dir=cache, temperature=0.8)
+    assert [sampled.ask("p").text, sampled.ask("p").text] == ["draw 1", "draw 2"]  # default policy: no cache
+    assert server.requests[0].body["seed"] == 0 and server.requests[0].body["temperature"] == 0.8
+    always = get_provider("openai", model="m", base_url=server.openai_base_url, cache_dir=cache, temperature=0.8,
+                          cache_policy="always")
+    assert [always.ask("p").text, always.ask("p").text] == ["draw 3", "draw 3"]  # same seed: the kept draw
+    assert always.ask("p", sample=7).text == "draw 4" and server.requests[-1].body["seed"] == 7  # new seed: new draw
+    with pytest.raises(LLMConfigError, match="cache_policy must be one of deterministic, always"):
+        get_provider("openai", model="m", base_url=server.openai_base_url, cache_policy="sometimes")
 
 
 def test_costs_come_from_a_configurable_price_table(server, tmp_path):

@@ -64,10 +64,40 @@ def test_task_size_and_empty_cell_errors_come_before_any_evaluation():
         run_cell("softmx", HONEST)
     with pytest.raises(MagicUsageError, match="presets cpu, gpu; or give k=v pairs such as --size n=8192"):
         run_cell("vector_add --size tiny", HONEST)
-    with pytest.raises(MagicUsageError, match="no size parameter rows; its parameters: dtype, n"):
+    with pytest.raises(MagicUsageError, match="--size: task 'vector_add' has no size 'rows'; its sizes are n"):
         run_cell("vector_add --size rows=4", HONEST)
     with pytest.raises(MagicUsageError, match="the cell is empty"):
         run_cell("vector_add", "\n  \n")
+
+
+@pytest.mark.parametrize("size, message", [
+    ("dim=abc", "--size dim=abc: dim must be a whole number (the task's default is 8192), e.g. dim=8192"),
+    ("batch_size=-4", "--size batch_size=-4: batch_size is a dimension and must be at least 1"),
+    ("batch_size=0", "--size batch_size=0: batch_size is a dimension and must be at least 1"),
+    ("dim=2.5", "--size dim=2.5: dim must be a whole number"),
+    ("dtype=int3", "--size dtype=int3: use one of bfloat16, float16, float32, float64"),
+    ("dimm=64", "--size: task 'softmax' has no size 'dimm' (did you mean 'dim'?); its sizes are batch_size, dim"),
+])
+def test_bad_size_values_are_one_line_usage_errors_before_any_evaluation(size, message):
+    """Never a runtime_error blaming the task's get_inputs: the magic refuses the value before a card exists."""
+    shown = Shown()
+    with pytest.raises(MagicUsageError) as info:
+        run_cell(f"softmax --device cpu --size {size}", get_task("softmax").solution_candidate().source, display=shown)
+    assert str(info.value) == message or str(info.value).startswith(message), str(info.value)
+    assert "\n" not in str(info.value) and not shown.cards
+
+
+def test_a_partial_size_keeps_the_cpu_preset_for_the_rest_and_the_card_says_so():
+    """`--size dim=64` runs batch_size from the CPU preset (64), not the reference file's 8192 rows."""
+    shown = Shown()
+    result = run_cell("softmax --device cpu --size dim=64", get_task("softmax").solution_candidate().source,
+                      display=shown)
+    assert result.status == "ok", result.message
+    assert result.size == {"batch_size": get_task("softmax").sizes["cpu"]["batch_size"], "dim": 64}
+    card = shown.cards[0]
+    assert "evaluating softmax (batch_size=64, dim=64, float32) in a worker process" in card._state
+    assert "batch_size=64 dim=64 float32" in card._panel.value, card._panel.value
+    assert "0.625 FLOP/B: memory-bound on H100 SXM" in card._panel.value  # the projection row of the card
 
 
 class Shown:
@@ -96,13 +126,17 @@ def test_cells_are_evaluated_out_of_process_with_cell_line_numbers(tmp_path):
     assert {m for m in sys.modules if "kwb_candidate" in m} == before  # never imported in this process
     card = shown.cards[0]
     assert isinstance(card, CellVerdict) and 'data-kwb-status="ok"' in card._panel.value
-    assert 'data-kwb-status="ok"' in shown.updates[0]  # the saved output (HTML fallback) has the verdict too
+    assert 'data-kwb-status="ok"' in shown.updates[-1]  # the saved output (HTML fallback) has the verdict too
+    # While it ran, the card said which stage the evaluation was in (refreshed once per stage).
+    running = [u for u in shown.updates[:-1] if 'data-kwb-status="running"' in u]
+    assert any("evaluating in a judge process: check" in u for u in running), running
+    shown.updates.clear()
     cheat = run_cell("vector_add --device cpu --size n=1000", TORCH_ONLY, display=shown, user_ns=ns)
     assert cheat.status == "rejected" and "torch-compute-in-forward" in cheat.flags
     html = shown.cards[1]._panel.value
     # `return torch.add(a, b)` is line 14 of TORCH_ONLY, so line 15 of the cell (line 1 is %%kwb): the card says 15.
     assert 'data-kwb-line="15"' in html and "<b>cell line 15</b>: <code>return torch.add(a, b)</code>" in html
-    assert 'data-kwb-status="rejected"' in shown.updates[1]
+    assert 'data-kwb-status="rejected"' in shown.updates[-1]
     from workbench.store import Store
 
     assert len(Store(tmp_path / "r.db").frame()) == 1  # only the run that named --store

@@ -95,20 +95,39 @@ def test_tutorial_runs_on_cpu(path, solved, tmp_path):
     assert all(v == expected for _, v, _ in verdicts), verdicts
     if path.stem == "05_roofline":
         _assert_roofline_has_no_interpreter_point(nb)
+    _assert_offline(nb, path.name)
     # Tutorials promise a CPU-only laptop run in under a minute; CI's 2 shared cores get some slack.
     assert seconds < 120, f"{path.name} took {seconds:.0f} s"
 
 
+def _assert_offline(nb: dict, name: str) -> None:
+    """Nothing a notebook shows loads from the network: no plotly.js from a CDN, no `notebook_connected`."""
+    text = json.dumps(nb)
+    for marker in ("cdn.plot.ly", "notebook_connected", "require.config", "https://cdn"):
+        assert marker not in text, f"{name} reaches the network for {marker!r}"
+
+
+def test_tutorials_and_studies_draw_figures_without_the_network():
+    """The shipped sources too (an unexecuted notebook would fetch plotly.js the first time a student runs it)."""
+    offenders = [p.name for p in TUTORIALS + STUDIES
+                 if "notebook_connected" in p.read_text() or "cdn.plot.ly" in p.read_text()]
+    assert not offenders, offenders
+
+
 def _assert_roofline_has_no_interpreter_point(nb: dict) -> None:
-    """Tutorial 05 on a CPU: H100 roofs with attainable (not measured) points, interpreter times only listed."""
+    """Tutorial 05 on a CPU: each task's counted work projected on the H100's datasheet roofline (bound and floor
+    in the legend), interpreter times only listed."""
     figures = [o["data"]["application/vnd.plotly.v1+json"] for c in nb["cells"] for o in c.get("outputs", [])
                if "application/vnd.plotly.v1+json" in o.get("data", {})]
     assert len(figures) == 1
     traces = figures[0]["data"]
     measured = [t for t in traces if t.get("name") == "results"]
     assert measured and all(not t.get("x") for t in measured), "interpreter times must not be plotted"
-    attainable = [t for t in traces if "not measured" in (t.get("name") or "")]
-    assert len(attainable) == 1 and len(attainable[0]["x"]) == 4
+    projected = [t for t in traces if (t.get("meta") or {}).get("projection")]
+    assert len(projected) == 4 and "projection" in figures[0]["layout"]["title"]["text"]
+    bounds = {t["name"].split(" (")[0]: t["meta"]["bound"] for t in projected}
+    assert bounds == {"vector_add": "memory", "softmax": "memory", "layernorm": "memory", "matmul": "compute"}
+    assert "matmul      floor on an H100: 0.1389 ms (compute-bound)" in _stdout(nb)
     assert "interpreter clock: not a hardware time, not plotted" in _stdout(nb)
 
 
@@ -143,6 +162,7 @@ def test_study_runs_with_plain_papermill_from_the_repository_root(path, tmp_path
     assert proc.returncode == 0, proc.stderr[-4000:]
     size = out.stat().st_size
     assert size < 2_000_000, f"executed {path.name} is {size} bytes: widget state or plotly.js leaked into it"
+    _assert_offline(json.loads(out.read_text()), path.name)
     from workbench.store import Store
 
     frame = Store(str(store)).frame(run_id="ci")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from llm_server import CHEAT, HONEST_FAST, TINY_SOURCE, ScriptedLLMServer, reply
+from llm_server import CHEAT, HONEST_FAST, TINY_SOURCE, ScriptedLLMServer, by_seed, hang, reply
 
 from workbench.llm.agent import Lineage, Node
 from workbench.llm.openai_provider import OpenAIProvider
@@ -89,7 +89,9 @@ def test_prompt_tab_of_the_workbench_runs_and_feeds_the_other_tabs(tmp_path):
     ui = Workbench(task, store=tmp_path / "wb.db", device="cpu")
     panel = ui.prompt
     assert ui.tabs.titles[-1] == "Prompt" and ui.tabs.children[-1] is panel
-    with ScriptedLLMServer([reply(HONEST_FAST), reply(CHEAT)]) as server:
+    assert panel.figure_box.layout.display == "none"  # no empty "1 / time" axes before the first candidate
+    # best-of-n asks both at once: each request is answered by its seed (= sample: turn 0, turn 1)
+    with ScriptedLLMServer(router=by_seed({0: reply(HONEST_FAST), 1: reply(CHEAT)})) as server:
         panel.provider = OpenAIProvider("scripted", base_url=server.openai_base_url, api_key="k", max_retries=0,
                                         recorder=Recorder())
         panel.provider_picker.value = "openai"  # the scripted server speaks the OpenAI API
@@ -104,7 +106,9 @@ def test_prompt_tab_of_the_workbench_runs_and_feeds_the_other_tabs(tmp_path):
     assert all(t.endswith("Keep it short.") for t in sent)  # the edited prompt box is what was sent
     assert STATUS_COLORS["ok"] in panel.table.value and STATUS_COLORS["rejected"] in panel.table.value
     assert list(panel.figure.data[1].marker.color) == [STATUS_COLORS["ok"], STATUS_COLORS["rejected"]]
+    assert panel.figure_box.layout.display == "flex"
     assert "2 candidates" in panel.status.value and "best n00" in panel.status.value
+    assert "tokens" in panel.status.value and "failed" not in panel.status.value
     assert not panel.run_button.disabled and panel.stop_button.disabled
     # stored once by the agent (with lineage), shown in the Results tab without a second copy
     assert sorted(r.status for r in ui.table.records) == ["ok", "rejected"] and len(ui.store.frame()) == 2
@@ -113,17 +117,35 @@ def test_prompt_tab_of_the_workbench_runs_and_feeds_the_other_tabs(tmp_path):
     assert ">Prompt</h3>" in ui.to_html(include_plotlyjs=False)
 
 
-def test_stop_button_cancels_a_background_run():
+def test_stop_cancels_the_call_in_flight_within_a_second():
     task = Task.from_source(TINY_SOURCE, name="tiny_add", sizes={"M": 2, "N": 256})
-    with ScriptedLLMServer([reply(HONEST_FAST)] * 5, delay_s=0.3) as server:
-        provider = OpenAIProvider("scripted", base_url=server.openai_base_url, api_key="k", max_retries=0,
-                                  recorder=Recorder())
+    with ScriptedLLMServer([hang(60)] * 5) as server:  # the model never answers (the default timeout is 120 s)
+        recorder = Recorder()
+        provider = OpenAIProvider("scripted", base_url=server.openai_base_url, api_key="k", recorder=recorder)
         panel = PromptPanel(task, provider=provider, strategy="best-of-n")
         panel.turns.value = 5
-        panel.settings = panel.settings.replace(time_it=False)
+        panel.settings = panel.settings.replace(time_it=False, concurrency=2)
         panel.run_button.click()
-        time.sleep(0.1)
+        assert server.wait_for_requests(2)
         assert panel.run_button.disabled
+        started = time.monotonic()
         panel.stop_button.click()
-        run = panel.wait(timeout=120)
-    assert run is not None and run.stop_reason == "cancelled" and len(run.nodes) < 5
+        run = panel.wait(timeout=5)
+        waited = time.monotonic() - started
+    assert run is not None and run.stop_reason == "cancelled" and run.nodes == [] and waited < 1.0, waited
+    # both calls in flight are recorded as cancelled, with no reply
+    cancelled = [c for c in recorder.calls if c.error_kind == "cancelled"]
+    assert len(cancelled) == 2 and all(c.reply is None for c in cancelled)
+    assert not panel.run_button.disabled and "cancelled" in panel.status.value
+
+
+def test_typing_a_model_name_keeps_the_base_url_passed_in():
+    task = Task.from_source(TINY_SOURCE, name="tiny_add", sizes={"M": 2, "N": 256})
+    with ScriptedLLMServer(["no code here"]) as server:
+        provider = OpenAIProvider("first-model", base_url=server.openai_base_url, api_key="k", max_retries=0,
+                                  recorder=Recorder())
+        panel = PromptPanel(task, provider=provider, strategy="single-shot")
+        panel.model.value = "typed-model"
+        run = panel.run()
+    assert server.hits == 1 and server.requests[0].body["model"] == "typed-model"
+    assert run.model == "typed-model" and provider.model == "first-model"  # the panel's provider is untouched

@@ -318,8 +318,12 @@ def test_report_is_shareable(tmp_path):
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "r.html").read_text()
     shown = _visible(page)
-    assert len(page) - len(shown) > 3_000_000 and "<script src=" not in page  # plotly.js inlined: works offline
-    assert "cdn.plot.ly" not in shown
+    library = tmp_path / f"plotly-{__import__('plotly').__version__}.min.js"  # beside the report: works offline
+    assert library.stat().st_size > 3_000_000 and f"src='{library.name}'" in page and len(page) < 1_000_000
+    assert "cdn.plot.ly" not in shown and "http" not in page.split("<body>")[0]
+    whole = kwb("study", "report", run_id, "--store", str(store_path), "-o", "one.html", "--self-contained",
+                cwd=tmp_path)
+    assert whole.returncode == 0 and (tmp_path / "one.html").stat().st_size > 3_000_000
     assert not re.search(r"\bNaN\b|\bnan\b|\bNone\b", shown), re.findall(r".{60}(?:NaN|nan|None).{20}", shown)[:3]
     for header in ("time (ms), median [95% CI]", "speedup (x) [95% CI]", "speed of light (%)", "coverage (%)"):
         assert f"<th>{header}</th>" in shown
@@ -376,7 +380,113 @@ def test_report_without_gpu_results_says_why_there_is_no_roofline(tmp_path):
     assert "No roofline: 2 timed result(s) came from the Triton interpreter" in shown
     assert "Every time here comes from the Triton interpreter on a CPU" in shown
     assert "softmax: median time by size (interpreter)" in shown and "speedup over the eager" not in shown
-    assert shown.count("n/a (interpreter)") >= 4  # speedup and reference of both rows
+    # Columns equal in every row are said once above the table: reference and speedup n/a (interpreter).
+    assert "Every result: device <b>cpu</b> · clock <b>interpreter</b>" in shown
+    assert "speedup (x) [95% CI] <b>n/a (interpreter)</b>" in shown and "<th>clock</th>" not in shown.split(
+        "<h2>All results</h2>")[1].split("<h2>")[0]
     unknown = kwb("study", "report", "nope", "--store", str(store_path), cwd=tmp_path)
     assert unknown.returncode == 2 and "run 'nope' has no points or results" in unknown.stderr
     assert "runs there: cpu-run" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+def test_list_parameters_are_parsed_or_refused_with_the_expected_form(tmp_path):
+    """`-p block_sizes notjson` names the form a list takes instead of reaching the notebook as a string."""
+    sweep = REPO / "studies" / "block_size_sweep.ipynb"
+    err = _short_error(kwb("study", "run", str(sweep), "-p", "block_sizes", "notjson", "--store", "r.db",
+                           "--out", "runs", cwd=tmp_path))
+    assert ("parameter block_sizes (-p) must be a JSON list like its default [64,128,256], not \"notjson\"; "
+            "e.g. -p block_sizes '[64,128,256]'") in err
+    (tmp_path / "grid.yaml").write_text("block_sizes: [64, wide]\n")  # a grid value that is not a list either
+    assert "parameter block_sizes (--grid grid.yaml) must be a JSON list" in _short_error(
+        kwb("study", "run", str(sweep), "--grid", "grid.yaml", "--store", "r.db", cwd=tmp_path))
+    check_parameters(sweep, ["block_sizes"], {"block_sizes": "[32, 64]"})  # JSON text of a list is fine
+    check_parameters(sweep, ["block_sizes"], {"block_sizes": [32, 64]})
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "r.db").exists()
+
+
+def test_the_printed_report_command_works_with_the_store_and_folder_the_run_used(tmp_path):
+    proc = kwb("study", "run", str(PROBE), "-p", "value", "3", "--store", "studies.db", "--out", "out",
+               "--run-id", "hint", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    hint = proc.stdout.split("report with `", 1)[1].split("`", 1)[0]
+    assert hint == "kwb study report hint --store studies.db --out out", hint
+    again = kwb(*hint.split()[1:], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    page = (tmp_path / "out" / "hint" / "report.html").read_text()
+    library = next((tmp_path / "out").glob("plotly-*.min.js"))  # once in the results folder, loaded from there
+    assert f"src='../{library.name}'" in page and len(page) < 1_000_000
+    assert not list(tmp_path.glob("*.html")) and not list((tmp_path / "out" / "hint").glob("plotly-*"))
+
+
+def _sweep_rows(store_path: Path, run_id: str) -> None:
+    """A block-size study's results as its notebook stores them: BLOCK x NUM_WARPS at one size, one failed config,
+    the point's grid parameters and each config in the result's metadata."""
+    from workbench.result import Result
+
+    point = {"task_name": "softmax", "template": "candidates/softmax/online.py", "size": {"batch_size": 4, "dim": 200}}
+    with Store(store_path) as store:
+        for block, warps, ms, status in ((64, 1, 60.0, "ok"), (64, 4, None, "incorrect"), (128, 1, 38.0, "ok"),
+                                         (128, 4, 15.0, "ok"), (256, 1, 15.5, "ok"), (256, 4, 14.0, "ok")):
+            store.add(Result(task="softmax", candidate_id=f"c{block}{warps}", language="triton", status=status,
+                             candidate_name=f"online[BLOCK={block},NUM_WARPS={warps}]", device="cpu",
+                             size={"batch_size": 4, "dim": 200}, dtype="float32", flops=4000.0, bytes=6400.0,
+                             timing=_timing(ms, "interpreter", ms * 0.1) if ms else None,
+                             metadata={"config": {"BLOCK": block, "NUM_WARPS": warps}, "parameters": point}),
+                      run_id=run_id)
+
+
+def test_report_figures_follow_what_the_study_swept(tmp_path):
+    """Time against BLOCK with a line (and CI band) per NUM_WARPS, and a BLOCK x NUM_WARPS heatmap where the
+    failed config keeps its cell; never one "size" category holding every config."""
+    pytest.importorskip("plotly")
+    from widgets.report_params import swept, task_figures
+
+    store_path = tmp_path / "bs.db"
+    _sweep_rows(store_path, "bs")
+    rows = __import__("widgets.report_data", fromlist=["records"]).records(Store(store_path).frame(run_id="bs"))
+    assert swept([r for r in rows if r["status"] == "ok"]) == ["BLOCK", "NUM_WARPS"]
+    lines, heat = task_figures("softmax", rows)
+    assert lines.layout.title.text.startswith("softmax: median time by BLOCK (interpreter)")
+    medians = [t for t in lines.data if t.mode == "lines+markers"]
+    assert [t.name for t in medians] == ["NUM_WARPS=1", "NUM_WARPS=4"]
+    assert list(medians[0].x) == [64, 128, 256] and list(medians[1].x) == [128, 256]  # the failed config: no point
+    assert list(medians[0].y) == [60.0, 38.0, 15.5] and lines.layout.xaxis.type == "linear"
+    bands = [t for t in lines.data if t.fill == "toself"]
+    assert len(bands) == 2 and max(bands[0].y) == pytest.approx(66.0)  # 95% CI of BLOCK=64, NUM_WARPS=1
+    failed = next(t for t in heat.data if t.name == "failed")
+    assert "incorrect" in [c for row in failed.text for c in row]
+    assert "fastest correct: BLOCK=256, NUM_WARPS=4" in heat.layout.title.text
+
+    page = render_and_check(store_path, "bs", tmp_path)
+    assert "softmax: median time by BLOCK" in page and "median time by size" not in page
+    assert "Roofline: projection on H100 SXM" in page and "memory-bound" in page
+
+
+def render_and_check(store_path: Path, run_id: str, tmp_path: Path) -> str:
+    """The report as `kwb study report` writes it: under 1 MB beside one shared plotly.js."""
+    proc = kwb("study", "report", run_id, "--store", str(store_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "runs" / run_id / "report.html").read_text()
+    assert len(page.encode()) < 1_000_000 and list((tmp_path / "runs").glob("plotly-*.min.js"))
+    return page
+
+
+def test_a_run_that_swept_nothing_gets_one_bar_chart_and_the_projection(tmp_path):
+    """The demo: one solution per task, one size each: one "median time per task" bar chart with CI bars."""
+    pytest.importorskip("plotly")
+    from widgets.report_params import glance_figure, task_figures
+    from workbench.result import Result
+
+    store_path = tmp_path / "demo.db"
+    with Store(store_path) as store:
+        for task, ms in (("softmax", 12.0), ("vector_add", 3.0), ("matmul", 40.0)):
+            store.add(Result(task=task, candidate_id=task, candidate_name=f"{task}-solution", language="triton",
+                             status="ok", size={"n": 64}, device="cpu", timing=_timing(ms, "interpreter", 1.0),
+                             flops=100.0, bytes=800.0), run_id="demo")
+    rows = __import__("widgets.report_data", fromlist=["records"]).records(Store(store_path).frame(run_id="demo"))
+    assert task_figures("softmax", [r for r in rows if r["task"] == "softmax"]) == []
+    bars = glance_figure(rows, "interpreter")
+    assert list(bars.data[0].x) == ["matmul", "softmax", "vector_add"] and list(bars.data[0].y) == [40.0, 12.0, 3.0]
+    assert list(bars.data[0].error_y.array) == [1.0, 1.0, 1.0]
+    page = render_and_check(store_path, "demo", tmp_path)
+    assert "Median time per task (interpreter)" in page and "Roofline: projection on H100 SXM" in page

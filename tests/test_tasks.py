@@ -421,3 +421,52 @@ def test_footprint_of_a_data_dependent_output_is_unknown_but_inputs_are_known():
     assert "could not be traced" in fp.note and fp.untraceable
     broken = Task.from_source(src.replace("torch.rand(N)", "torch.rand(N).numpy()"), name="numpy_inputs")
     assert estimate_footprint(broken) is None  # not even the inputs can be built without data
+
+
+# ---- sizes: partial sizes keep the device's preset; every value is checked before any work -----------------
+
+def test_a_partial_size_keeps_the_device_preset_for_the_names_it_leaves_out():
+    task = wb.get_task("softmax")
+    assert task.size({"dim": 64}, "cpu") == {**task.sizes["cpu"], "dim": 64}
+    assert task.size({"dim": 64}, "cuda") == {**task.sizes["gpu"], "dim": 64}
+    assert task.size({"dtype": "float16"}, "cpu") == {**task.sizes["cpu"], "dtype": "float16"}
+    full = {"batch_size": 3, "dim": 5}
+    assert task.size(full, "cuda") == full  # a whole size is taken as given
+    kb = wb.load_kernelbench(KB / "23_Softmax.py")  # no presets: the file's own constants fill the rest
+    assert kb.size({"dim": 8}, "cpu") == {"dim": 8}
+
+
+@pytest.mark.parametrize("size, message", [
+    ({"dim": "abc"}, "size dim=abc: dim must be a whole number (the task's default is 8192), e.g. dim=8192"),
+    ({"batch_size": -4}, "size batch_size=-4: batch_size is a dimension and must be at least 1"),
+    ({"batch_size": 0}, "size batch_size=0: batch_size is a dimension and must be at least 1"),
+    ({"batch_size": True}, "size batch_size=true: batch_size must be a whole number"),
+    ({"dim": 2.5}, "size dim=2.5: dim must be a whole number"),
+    ({"dimm": 64}, "size: task 'softmax' has no size 'dimm' (did you mean 'dim'?); its sizes are batch_size, dim"),
+    ({"dtype": "int3"}, "size dtype=int3: use one of bfloat16, float16, float32, float64"),
+])
+def test_a_size_the_task_cannot_use_is_refused_before_any_evaluation(size, message):
+    from workbench.tasks.sizes import SizeError
+
+    task = wb.get_task("softmax")
+    with pytest.raises(SizeError) as info:
+        task.size(size)
+    assert str(info.value).startswith(message), str(info.value)
+    started = __import__("time").perf_counter()
+    with pytest.raises(SizeError):  # evaluate() refuses it too, before a judge process is asked for anything
+        wb.evaluate(task, task.solution_candidate(), "cpu", size=size)
+    assert __import__("time").perf_counter() - started < 5
+
+
+def test_axis_and_padding_constants_keep_their_meaningful_zero_and_negative_values():
+    from workbench.tasks.sizes import SizeError
+
+    src = ("import torch\nbatch_size = 4\nreduce_dim = 1\npadding = 1\nshape = (4, 8)\nalpha = 0.5\n"
+           "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+           "def get_inputs():\n    return [torch.randn(batch_size, *shape)]\ndef get_init_inputs():\n    return []\n")
+    task = Task.from_source(src, name="probe")
+    assert task.size({"reduce_dim": -1, "padding": 0, "alpha": -2.0}) == {"reduce_dim": -1, "padding": 0, "alpha": -2.0}
+    for bad, words in (({"padding": -1}, "padding must be 0 or more"), ({"shape": [4, 0]}, "every entry of shape"),
+                       ({"shape": "wide"}, "shape must be a list"), ({"dtype": "float16"}, "cannot change its dtype")):
+        with pytest.raises(SizeError, match=words):
+            task.size(bad)

@@ -122,6 +122,41 @@ def test_new_result_fields_are_shown_when_present():
     assert "kwb-sandbox-none" in unsafe and "No sandbox" in unsafe
 
 
+def test_error_budget_is_said_in_words_not_printed_as_a_dict():
+    """The budget the comparison records (tolerance dict, k, native error, which term bound, the worst ratio,
+    how many comparisons were merged) reads as a sentence: no braces, no "k 16 ... merged 10"."""
+    budget = {"tolerance": {"atol": 1e-5, "rtol": 1e-5}, "k": 16.0, "native_error": 1.2e-7, "native_bound": 1.92e-6,
+              "bound": "both", "worst_ratio": 1.7, "norm": "max-abs per output", "merged": 10}
+    row = dict(stats_rows(passed(error_budget=budget)))["error budget"]
+    assert row == ("each element may be off by the larger of atol 1e-05 + rtol 1e-05 x |expected| and 16 x the "
+                   "reference's own error in this precision (1.2e-07, so 1.92e-06); the tolerance on large values, "
+                   "the reference's own error on small ones; the worst element used 1.7x its allowance (beyond it; 1 "
+                   "is the limit); worst of 10 comparisons (each output of each checked call)")
+    assert "{" not in row and "merged" not in row
+    fallback = dict(stats_rows(passed(error_budget={"tolerance": {"atol": 0.01, "rtol": 0.0}, "merged": 1,
+                                                     "note": "no float64 reference"})))["error budget"]
+    assert fallback == ("each element may be off by atol 0.01 + rtol 0 x |expected|; worst of 1 comparison (each "
+                        "output of each checked call); no float64 reference")
+
+
+def test_backticks_in_messages_become_code_not_literal_ticks():
+    from widgets._html import plain, plural, rich
+    from widgets.verdict import flag_chip, state_html
+
+    assert rich("pass `BLOCK=...` at <launch>") == "pass <code>BLOCK=...</code> at &lt;launch&gt;"
+    assert plain("add `import torch`") == "add import torch"
+    assert [plural(n, "result") for n in (0, 1, 2)] == ["0 results", "1 result", "2 results"]
+    card = state_html("error", "WorkbenchError: install `einops` (`pip install einops`)")
+    assert "<code>einops</code>" in card and "`" not in card
+    from workbench.eval.checks.flags import FLAGS
+
+    assert "`" in FLAGS["non-finite"].why + FLAGS["non-finite"].fix  # the catalog writes code in backticks
+    tip = flag_chip("non-finite")
+    assert "`" not in tip.split('title="')[1].split('"')[0]
+    warned = result_html(passed(warnings=["size `dim` was rounded"]))
+    assert "<code>dim</code>" in warned and "`dim`" not in warned
+
+
 def test_failing_lines_are_shown_with_their_code():
     r = failed(status="runtime_error", flags=[], message="forward raised AttributeError: 'Tensor' object has no "
                "attribute 'foo' at candidate line 6 in forward: return x.foo", details={})

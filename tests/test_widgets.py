@@ -11,12 +11,11 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from plotly.callbacks import Points  # noqa: E402
 
 import widgets  # noqa: E402
 from widgets._records import Record, parse_flags, size_label, to_records  # noqa: E402
 from widgets._runner import Job  # noqa: E402
-from widgets.editor import KernelEditor, build_candidate, starter_source  # noqa: E402
+from widgets.editor import KernelEditor, build_candidate, solution_source, starter_source  # noqa: E402
 from widgets.results_table import ResultsTable, records_html, sort_records  # noqa: E402
 from widgets.roofline_view import RooflineView, roofline_point  # noqa: E402
 from widgets.static import figure_html, join  # noqa: E402
@@ -70,10 +69,62 @@ def test_editor_renders_a_result_and_its_error_heatmap():
     assert ed._heatmap_box.layout.display == "none" and "plotly-graph-div" not in ed.to_html()
 
 
+def test_editor_opens_on_a_skeleton_with_the_solution_one_click_away():
+    """Students start from the task's contract (signatures, TODOs), never from its answer; "Show solution"
+    shows it and a second click puts their own code back."""
+    task = get_task("softmax")
+    ed = KernelEditor(task, device="cpu")
+    solution = solution_source(task)
+    assert ed.source == starter_source(task) != solution
+    assert "def forward(self, x: torch.Tensor) -> torch.Tensor:" in ed.source and "TODO" in ed.source
+    assert "#   return torch.softmax(x, dim=-1)" in ed.source  # what to compute, as a comment
+    assert "tl.max" not in ed.source and "tl.exp" not in ed.source  # nothing of the answer
+    assert ed._reset.description == "Show solution"
+    ed.source = ed.source.replace("pid = tl.program_id(0)", "pid = tl.program_id(0)  # my start")
+    mine = ed.source
+    ed._reset.click()
+    assert ed.source == solution and ed._reset.description == "Back to my code"
+    ed._reset.click()
+    assert ed.source == mine and ed._reset.description == "Show solution"
+
+
+def test_skeletons_of_every_builtin_task_keep_the_reference_contract():
+    """Each skeleton parses, builds ModelNew with the reference's constructor, and fails on purpose with the
+    message that says what to write (not a SyntaxError or a TypeError about arguments)."""
+    import ast
+
+    from widgets.skeleton import is_starting_point, skeleton_source
+    from workbench.tasks.task import tasks
+
+    for name in tasks():
+        task = get_task(name)
+        src = skeleton_source(task)
+        tree = ast.parse(src)
+        classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        ref = {n.name: n for n in ast.parse(task.source).body if isinstance(n, ast.ClassDef)}["Model"]
+        for method in ("__init__", "forward"):
+            mine = next((f for f in classes["ModelNew"].body if getattr(f, "name", "") == method), None)
+            theirs = next((f for f in ref.body if getattr(f, "name", "") == method), None)
+            if theirs is not None:
+                assert ast.unparse(mine.args) == ast.unparse(theirs.args), (name, method)
+        namespace: dict = {}
+        exec(compile(src, f"<{name}>", "exec"), namespace)  # noqa: S102 - our own generated source
+        ref, size = task.load(), task.size(None, "cpu")
+        model = namespace["ModelNew"](*ref.init_inputs(size))
+        with pytest.raises(NotImplementedError, match="write the kernel launch"):
+            model(*ref.make_inputs(size, seed=0))
+        assert is_starting_point(src, task) and is_starting_point(solution_source(task) or "", task)
+        assert not is_starting_point(src + "\n# mine\n", task)
+
+
 def test_editor_task_switch_keeps_edited_code_and_infers_language():
     ed = KernelEditor("vector_add", device="cpu")
     ed.task_name = "softmax"
-    assert ed.source == starter_source(get_task("softmax"))  # untouched solution follows the task
+    assert ed.source == starter_source(get_task("softmax"))  # the untouched skeleton follows the task
+    ed.load_solution()
+    ed.task_name = "gelu"
+    assert ed.source == starter_source(get_task("gelu"))  # so does an untouched solution
+    ed.task_name = "softmax"
     ed.source = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
     assert ed.candidate().language == "torch" and "(torch)" in ed._info.value
     ed.language = "triton"
@@ -113,6 +164,9 @@ def test_results_table_reads_a_real_store_and_sorts(tmp_path):
     store.add(result("new", ms=0.5))
     table.refresh()
     assert table.records[0].name == "new"
+    one = ResultsTable(None, results=[result("only")])
+    assert "1 result, 1 ok" in one._count.value and "1 results" not in one._count.value
+    assert table._sort.style.button_width == "auto"  # labels never cut to "spee..."
     store.close()
 
 
@@ -148,7 +202,7 @@ def test_variant_series_lines_metrics_and_reference():
     assert [line.name for line in interp.lines] == ["i"] and "reference (eager) not drawn: the variants ran in the Triton interpreter" in interp.note
 
 
-def test_variant_widget_switches_metric_and_diffs_on_click():
+def test_variant_widget_switches_metric_and_diffs_the_picked_variant():
     vc = VariantComparison(_variants())
     assert [tr.name for tr in vc.figure.data] == ["v1", "v2", REFERENCE]
     assert vc.figure.layout.yaxis.type == "log"
@@ -156,13 +210,17 @@ def test_variant_widget_switches_metric_and_diffs_on_click():
     assert vc.figure.layout.yaxis.title.text == "achieved bandwidth (GB/s)" and vc.figure.layout.yaxis.type == "linear"
     assert list(vc.figure.data[1].y)[0] == pytest.approx(12 * 1024 / 0.5e-3 / 1e9)
     trace = vc.figure.data[1]
-    vc._on_click(trace, Points(point_inds=[1], xs=[trace.x[1]], ys=[trace.y[1]], trace_name="v2", trace_index=1), None)
+    assert ("v2 at " + trace.x[1], ("v2", trace.x[1])) in vc._pick.options
+    vc._pick.value = ("v2", trace.x[1])  # "show": v2 at its second size
     assert vc.selected.name == "v2" and vc.selected.size == {"n": 4096}
     assert vc._other.value == "v1"  # diffed against the other variant by default
     html = vc._selection.value
     assert 'data-kwb-variant="v2"' in html and "-BLOCK = 64" in html and "+BLOCK = 128" in html
     assert source_diff("a\nb\n", "a\nc\n", "old", "new").splitlines()[2:] == ["@@ -1,2 +1,2 @@", " a", "-b", "+c"]
     assert "plotly-graph-div" in vc.to_html() and "+BLOCK = 128" in vc.to_html()
+    # Sized by their labels: fixed widths cut "TFLOP/s" to "TFLO..." and "Time over sizes" to "Time over ..."
+    # (the browser test measures the rendered buttons).
+    assert vc._metric.style.button_width == "auto" and vc._sweep.layout.width == "auto"
 
 
 # ---- roofline ------------------------------------------------------------------------------------------
@@ -179,8 +237,10 @@ def test_roofline_view_draws_only_results_timed_on_its_roofs():
                result("interp", ms=5.0, clock="interpreter"), _gpu("gpu", 1.0, 1 << 20), result("failed", "incorrect", None)]
     view = RooflineView(results, device="cpu")
     assert view._picker.value == "gpu:NVIDIA H100 80GB HBM3"  # the GPU of the latest GPU result, not this CPU
-    assert [o[0] for o in view._picker.options] == ["NVIDIA H100 80GB HBM3: datasheet",
-                                                     "NVIDIA A100-SXM4-80GB: datasheet", "CPU (measured)"]
+    labels = [o[0] for o in view._picker.options]
+    assert labels[:3] == ["NVIDIA H100 80GB HBM3: datasheet", "NVIDIA A100-SXM4-80GB: datasheet", "CPU (measured)"]
+    assert labels[3] == "H100 SXM: datasheet, projection of counted work"  # measured roofs first, projections after
+    figure = view.figure
     assert [p["name"] for p in view.points] == ["gpu"]
     reasons = {s["name"]: s["reason"] for s in view.skipped}
     assert reasons == {"interp": "Triton interpreter time: not hardware",
@@ -198,6 +258,7 @@ def test_roofline_view_draws_only_results_timed_on_its_roofs():
     assert "A100 SXM 80GB (datasheet)" in view.figure.layout.title.text
     view._picker.value = "cpu"  # the measured CPU: no CPU wall-clock results, an honest empty state
     assert view.points == [] and len(view.skipped) == 6
+    assert view.figure is figure  # one widget refilled: no new 5 MB widget model per redraw
     notes = [a.text for a in view.figure.layout.annotations]
     assert any(t.startswith("no CPU wall-clock results yet") for t in notes)
     assert any(t.startswith("DRAM ") and t.endswith("(measured)") for t in notes)
@@ -212,6 +273,34 @@ def test_roofline_view_draws_only_results_timed_on_its_roofs():
     assert roofline_point(to_records([result("x", ms=2.0, n=100)])[0])["bytes_per_s"] == pytest.approx(1200 / 2e-3)
     html = mine.to_html()
     assert "plotly-graph-div" in html and "test-gpu (measured)" in html
+
+
+def test_on_a_cpu_the_roofline_projects_counted_work_onto_a_datasheet_gpu():
+    """Interpreter results have counted FLOPs and bytes: each task at each size is one hollow diamond on the
+    H100's datasheet roofline, labelled a projection with its bound and floor; nothing measured is drawn."""
+    rows = [result("a", ms=5.0, n=1 << 20, clock="interpreter"), result("b", ms=4.0, n=1 << 20, clock="interpreter"),
+            result("c", "incorrect", None, n=1 << 10), result("nowork", ms=1.0, clock="interpreter")]
+    rows[-1].flops = rows[-1].bytes = None
+    view = RooflineView(rows, device="cpu")
+    assert view._picker.value == "projection:H100 SXM" and view.projecting
+    figure = view.figure
+    diamonds = [tr for tr in figure.data if (tr.meta or {}).get("projection")]
+    assert len(diamonds) == 2  # n=2^20 (a and b share it) and n=2^10
+    assert all(tr.marker.symbol == "diamond-open" for tr in diamonds)
+    big = next(tr for tr in diamonds if "n=1048576" in tr.name)
+    assert "memory-bound, floor" in big.name and "on H100 SXM" in big.name and "ran: a, b" in big.text[0]
+    n = 1 << 20  # result() counts n FLOPs and 12 n bytes: 1/12 FLOP/byte, far left of the H100's ridge
+    assert big.x[0] == pytest.approx(1 / 12) and big.y[0] == pytest.approx(3.35e12 / 12)
+    assert big.meta["floor_s"] == pytest.approx(12 * n / 3.35e12) and big.meta["bound"] == "memory"
+    assert "projection: counted work, not measured times" in figure.layout.title.text
+    assert "Projection, not a measurement." in view._note.value
+    assert "nowork" in view._side.value and "no counted work" in view._side.value
+    assert not [tr for tr in figure.data if tr.name == "results" and tr.x]  # no measured point at all
+    view.add(result("d", ms=3.0, n=1 << 12, clock="interpreter"))
+    assert view.figure is figure and len([tr for tr in figure.data if (tr.meta or {}).get("projection")]) == 3
+    view._picker.value = "projection:A100 SXM 80GB"
+    assert view.figure is figure and "A100 SXM 80GB" in figure.layout.title.text
+    assert "projection" in view.to_html()
 
 
 # ---- sweep ---------------------------------------------------------------------------------------------
@@ -339,6 +428,45 @@ class ModelNew(nn.Module):
 """
 
 
+def _tree(widget) -> list:
+    """A widget and everything under it (children, tabs, boxes)."""
+    out = [widget]
+    for child in getattr(widget, "children", ()) or ():
+        out += _tree(child)
+    return out
+
+
+def test_figures_are_drawn_through_the_plotly_mime_type_not_a_5mb_widget_model_each():
+    """A plotly FigureWidget is an anywidget model carrying plotly.js (~5 MB) in its state, one per figure;
+    reopening a notebook loaded them all and anywidget dropped models that took over 2 s (the editor came back
+    empty). Every figure of the Workbench is a plain Figure shown through the mime type in an Output, and
+    it redraws once per batch of changes."""
+    anywidget = pytest.importorskip("anywidget")
+    from widgets._plot import PLOTLY_MIME, live_figure
+    from widgets.code_editor import CodeEditor
+
+    ui = Workbench("softmax", device="cpu")
+    widgets_in_it = _tree(ui)
+    heavy = [type(x).__name__ for x in widgets_in_it if isinstance(x, anywidget.AnyWidget) and not isinstance(x, CodeEditor)]
+    assert heavy == [] and sum(isinstance(x, CodeEditor) for x in widgets_in_it) == 1
+    figures = [ui.editor._heatmap, ui.variants.figure, ui.roofline.figure, ui.sweep.figure, ui.prompt.figure]
+    assert all(f.view in widgets_in_it for f in figures)
+    roofline = ui.roofline.figure.view.outputs[0]["data"][PLOTLY_MIME]
+    assert roofline["config"]["displaylogo"] is False and roofline["layout"]["title"]["text"].startswith("Projection")
+
+    fig, sent = live_figure(), []
+    fig.view.observe(lambda change: sent.append(change["new"]), "outputs")
+    import plotly.graph_objects as go
+
+    with fig.batch_update():
+        fig.add_trace(go.Scatter(x=[1, 2], y=[3, 4], name="a"))
+        fig.data[0].y = [5, 6]
+        fig.update_layout(title={"text": "t"})
+    assert len(sent) == 1 and sent[0][0]["data"][PLOTLY_MIME]["data"][0]["y"] == [5, 6]
+    fig.layout.title.text = "u"  # outside a batch: one redraw per change
+    assert len(sent) == 2 and sent[1][0]["data"][PLOTLY_MIME]["layout"]["title"]["text"] == "u"
+
+
 def test_workbench_runs_cancels_and_sweeps_for_real(tmp_path):
     ui = Workbench("vector_add", store=tmp_path / "wb.db", device="cpu", timeout=120)
     assert list(ui.tabs.titles) == list(TAB_TITLES) and ui.prompt is not None
@@ -354,24 +482,29 @@ def test_workbench_runs_cancels_and_sweeps_for_real(tmp_path):
     assert ed.job.wait(150) and ed.status == "ok", ed._panel.value
     assert 'data-kwb-status="ok"' in ed._panel.value and "interpreter clock" in ed._panel.value
     assert [r.status for r in ui.table.records] == ["ok"]  # stored, and the table re-read the store
-    assert len(ui.roofline.skipped) == 1  # interpreter time: listed, not plotted
+    # No GPU measured anything: the tab projects the counted work on the H100's datasheet roofline instead.
+    assert ui.roofline.projecting and ui.roofline.skipped == []
+    assert [(tr.meta or {}).get("bound") for tr in ui.roofline.figure.data if (tr.meta or {}).get("projection")] == [
+        "memory"]
     assert [tr.name for tr in ui.variants.figure.data][0] == ed.result.candidate_name
 
     ui.variants.run_sizes(block=True)  # the editor's kernel at the task's CPU sweep sizes
     names = [line.name for line in ui.variants.series.lines]
-    assert names == [ed.result.candidate_name] and ui.variants.series.sizes == ["n=1000", "n=8192", "n=12345"]
+    assert names == [ed.result.candidate_name] and ui.variants.series.sizes == ["n=1000", "n=8192", "n=12345"], [(r.status, r.flags, r.message[:600]) for r in ui.table.records]
     assert "not drawn" in ui.variants.series.note  # interpreter times: no eager reference line
 
     sweep = ui.sweep  # the shipped solution, unedited: its `block` variable sizes the grid, so it is the knob
     assert sweep.grid_spec == "block = 128, 256, 512\nnum_warps = 2, 4"
     sweep.grid_spec = "block = 128, 1024"
     frame = sweep.run(block=True)
-    assert list(frame["block"]) == [128, 1024] and list(frame["status"]) == ["ok", "ok"]
+    assert list(frame["block"]) == [128, 1024] and list(frame["status"]) == ["ok", "ok"], [(r.flags, r.message) for r in sweep.results]
     assert sweep.best["block"] in (128, 1024) and "&#9733;" in sweep._best.value
     assert sweep._progress.value == 2 and len(ui.table.records) == 5
     assert sweep._figure_box.layout.display == "flex" and sweep.figure.data[2].name == "median time"
     html = ui.to_html()
-    assert all(f">{title}</h3>" in html for title in TAB_TITLES) and html.count("plotly-graph-div") >= 4
+    # Variants, roofline and sweep draw; the prompt tab has run nothing, so it draws no empty "1 / time" axes.
+    assert all(f">{title}</h3>" in html for title in TAB_TITLES) and html.count("plotly-graph-div") == 3
+    assert ui.prompt.figure_box.layout.display == "none"
 
 
 # ---- in a real kernel: the saved output is small and readable without widget state ------------------------

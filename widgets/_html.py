@@ -8,6 +8,7 @@ them without parsing text: `.kwb-badge[data-kwb-status="ok"]`.
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from workbench.result import Timing
@@ -65,3 +66,21 @@ def table(headers: list[str], rows: list[list[str]], cls: str, row_attrs: list[s
 
 def as_text(value: Any) -> str:
     return esc("" if value is None else str(value))
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """"1 result", "2 results", "0 results"."""
+    return f"{n} {noun if n == 1 else (many or noun + 's')}"
+
+
+_TICKS = re.compile(r"`([^`\n]+)`")
+
+
+def rich(text: str) -> str:
+    """Escaped text whose `code spans` become <code> elements (messages are written with Markdown backticks)."""
+    return _TICKS.sub(lambda m: f"<code>{m.group(1)}</code>", esc(text))
+
+
+def plain(text: str) -> str:
+    """Text for places that cannot hold markup (tooltips): the backticks dropped, the code kept."""
+    return _TICKS.sub(lambda m: m.group(1), text)

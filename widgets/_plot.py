@@ -1,8 +1,19 @@
-"""Shared plotly settings: the toolbar only on hover and titles in a margin of their own, so the toolbar never
-covers a title; figures built the same way whether they are live FigureWidgets or static Figures."""
+"""Shared plotly settings (the toolbar only on hover, titles in a margin of their own, so the toolbar never covers
+a title) and the live figure every view draws into.
+
+A live figure is a plain plotly Figure shown through plotly's own mime type in an ipywidgets Output
+(`LiveFigure`), not a plotly FigureWidget: a FigureWidget is an anywidget model that carries all of plotly.js
+(~5 MB) in its state, once per figure. A Workbench has five figures; reopening a notebook then loads 25 MB of
+modules per Workbench, and anywidget gives each model two seconds to initialize, after which it drops the
+model's messages ("[anywidget] Failed to initialize model"): the editor's code area came back empty. JupyterLab
+draws the mime type with the plotly.js of its own extension, loaded once and offline.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from workbench.errors import require
@@ -17,14 +28,87 @@ def go() -> Any:
     return require("plotly.graph_objects", "lab", "notebook figures", package="plotly")
 
 
-def new_figure(widget: bool = False) -> Any:
-    """An empty Figure, or a FigureWidget carrying PLOT_CONFIG (a static Figure gets it when written out)."""
+#: The mime type JupyterLab's plotly extension renders (offline: plotly.js ships with the extension).
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+def _live_class() -> type:
+    """LiveFigure is built on first use so that importing this module never imports plotly or ipywidgets."""
+    global _LIVE
+    if _LIVE is None:
+        _LIVE = _make_live_class()
+    return _LIVE
+
+
+_LIVE: type | None = None
+
+
+def _make_live_class() -> type:
     graph = go()
-    if not widget:
-        return graph.Figure()
-    fig = graph.FigureWidget()
-    fig._config = dict(PLOT_CONFIG)
-    return fig
+    w = require("ipywidgets", "lab", "live figures")
+
+    class LiveFigure(graph.Figure):
+        """A plotly Figure that redraws its `view` (an ipywidgets Output) after every change.
+
+        plotly calls a `_send_*` hook after each change of a figure (FigureWidget sends messages from them);
+        here each one redraws the view, at most once per `batch_update()` block. Everything else is a plain
+        Figure: `data`, `layout`, `update_layout`, `add_traces`, `to_html`."""
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            self._hold, self._dirty, self._view = 0, False, None
+            super().__init__(*args, **kwargs)
+            self._view = w.Output(layout=w.Layout(width="100%"))
+            self._view.add_class("kwb-figure")
+            self.redraw()
+
+        @property
+        def view(self) -> Any:
+            """The widget to place in a layout (it shows the figure through plotly's mime type)."""
+            return self._view
+
+        @contextmanager
+        def batch_update(self) -> Iterator[None]:
+            """Changes inside the block redraw the view once, at its end."""
+            self._hold += 1
+            try:
+                yield
+            finally:
+                self._hold -= 1
+                if not self._hold and self._dirty:
+                    self.redraw()
+
+        def redraw(self) -> None:
+            if self._view is None:
+                return
+            self._dirty = False
+            spec = {**json.loads(self.to_json()), "config": dict(PLOT_CONFIG)}
+            self._view.outputs = ({"output_type": "display_data", "metadata": {},
+                                   "data": {PLOTLY_MIME: spec, "text/plain": "<plotly figure>"}},)
+
+        def _changed(self, *args: Any, **kwargs: Any) -> None:
+            if getattr(self, "_hold", 1):
+                self._dirty = True
+                return
+            self.redraw()
+
+        _send_addTraces_msg = _send_moveTraces_msg = _send_deleteTraces_msg = _changed
+        _send_restyle_msg = _send_relayout_msg = _send_update_msg = _send_animate_msg = _changed
+
+    return LiveFigure
+
+
+def live_figure(*args: Any, **kwargs: Any) -> Any:
+    """A new LiveFigure (see the module docstring); its `.view` is the widget to show."""
+    return _live_class()(*args, **kwargs)
+
+
+def is_live(fig: Any) -> bool:
+    return _LIVE is not None and isinstance(fig, _LIVE)
+
+
+def new_figure(widget: bool = False) -> Any:
+    """An empty Figure, or (widget=True) an empty LiveFigure for a view to refill."""
+    return live_figure() if widget else go().Figure()
 
 
 def titled(fig: Any, title: str, height: int = 380, **layout: Any) -> Any:

@@ -68,6 +68,11 @@ class Job:
         return self._cancel.is_set()
 
     @property
+    def cancel_event(self) -> threading.Event:
+        """Set by `cancel()`: pass it as `EvalOptions.cancel` so a running evaluation stops with the job."""
+        return self._cancel
+
+    @property
     def running(self) -> bool:
         return self.state == "running"
 
@@ -135,3 +140,15 @@ class Job:
 
         if not call_on_main(run):
             self._finished.set()
+
+
+def discard_judge(device: str) -> None:
+    """End the device's evaluation process (a hung kernel would hold it until its timeout); the next evaluation
+    starts a fresh one. Any other evaluation in flight on it reports "crashed"."""
+    import importlib
+
+    try:
+        discard = importlib.import_module("workbench.eval.caller.judges").discard_worker
+    except (ImportError, AttributeError):  # pragma: no cover - an engine without a worker pool
+        return
+    discard(device)

@@ -15,20 +15,22 @@ from typing import Any
 import traitlets as t
 
 from widgets._html import esc
-from widgets._runner import Job
+from widgets._runner import Job, discard_judge
 from widgets.code_editor import CodeEditor
 from widgets.error_map import HEATMAP_MAX_CELLS, error_heatmap, fill_error_heatmap, map_view, pool_error_map
+from widgets.skeleton import is_starting_point, skeleton_source
 from widgets.static import StaticMixin
 from widgets.verdict import line_refs, result_html, state_html
 from workbench.candidate import LANGUAGES, Candidate, infer_language
 from workbench.errors import WorkbenchError, require
 from workbench.result import Result
+from workbench.tasks.sizes import size_label
 from workbench.tasks.task import Task, get_task, tasks
 
 w = require("ipywidgets", "lab", "the kernel editor")
 
-__all__ = ["KernelEditor", "build_candidate", "starter_source", "resolve_task", "pool_error_map", "error_heatmap",
-           "HEATMAP_MAX_CELLS"]
+__all__ = ["KernelEditor", "build_candidate", "starter_source", "solution_source", "resolve_task", "pool_error_map",
+           "error_heatmap", "HEATMAP_MAX_CELLS"]
 
 #: Points to the cell magic, where JupyterLab's own editor (completion, search) holds the kernel.
 MAGIC_TIP = ('<div style="color:#666;font-size:90%;text-align:right;white-space:nowrap">Tip: after '
@@ -42,16 +44,18 @@ def resolve_task(task: str | Task) -> Task:
 
 
 def starter_source(task: Task) -> str:
-    """What the editor starts with: the task's honest solution, else a skeleton that names the contract."""
-    if task.solution:
-        try:
-            return task.solution_candidate().source
-        except WorkbenchError:
-            pass
-    return ("import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"
-            "@triton.jit\ndef kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    ...\n\n\n"
-            "class ModelNew(nn.Module):\n    \"\"\"Built like the reference Model; forward launches `kernel`.\"\"\"\n\n"
-            "    def forward(self, *inputs):\n        ...\n")
+    """What the editor opens on: the task's contract and TODOs (`widgets.skeleton`), never its answer."""
+    return skeleton_source(task)
+
+
+def solution_source(task: Task) -> str | None:
+    """The task's honest solution (behind the editor's "Show solution"), or None when it has none."""
+    if not task.solution:
+        return None
+    try:
+        return task.solution_candidate().source
+    except WorkbenchError:
+        return None
 
 
 def build_candidate(source: str, language: str = "auto", name: str = "") -> Candidate:
@@ -74,7 +78,8 @@ def _devices() -> list[tuple[str, str]]:
 class KernelEditor(StaticMixin, w.VBox):
     """Code area + task/language/device pickers + Run/Cancel; the result shows as badge, checks, errors, timing.
 
-        ed = KernelEditor("softmax")       # starts with the task's honest solution
+        ed = KernelEditor("softmax")       # opens on a skeleton: the task's signature and TODOs
+        ed.load_solution()                 # or click "Show solution"; a second click brings your code back
         ed.run(block=True).status          # or click Run; ed.result holds the latest Result
     """
 
@@ -91,8 +96,11 @@ class KernelEditor(StaticMixin, w.VBox):
                  device: str | None = None, size: Any = None, timeout: float | None = None, name: str = "",
                  evaluate_kw: dict[str, Any] | None = None, **kwargs: Any):
         self._task = resolve_task(task)
+        if isinstance(size, dict):  # a size the task cannot use fails here, not as a failed run later
+            self._task.size(size)
         self.size, self.timeout, self.evaluate_kw = size, timeout, dict(evaluate_kw or {})
         self.job: Job | None = None
+        self._stage = ""  # the running evaluation's latest progress line
         self._callbacks: list[Callable[[Result], Any]] = []
         devices = _devices()
         if device is None:
@@ -108,7 +116,9 @@ class KernelEditor(StaticMixin, w.VBox):
         self._device_picker = w.Dropdown(options=devices, value=device, description="device",
                                          layout=w.Layout(width="300px"))
         self._name = w.Text(value=name, placeholder="name (optional)", layout=w.Layout(width="180px"))
-        self._code = CodeEditor(rows=22, layout=w.Layout(width="100%"))
+        initial = source if source is not None else starter_source(self._task)
+        # The code goes out with the code area's first state, not in a later update a slow page might miss.
+        self._code = CodeEditor(value=initial, rows=22, layout=w.Layout(width="100%"))
         self._code.add_class("kwb-source")
         self._info = w.HTML()
         self._info.add_class("kwb-source-info")
@@ -117,15 +127,17 @@ class KernelEditor(StaticMixin, w.VBox):
         self._cancel = w.Button(description="Cancel", icon="stop", disabled=True,
                                 tooltip="Stop waiting; the worker's late answer is ignored")
         self._cancel.add_class("kwb-cancel")
-        self._reset = w.Button(description="Load solution", icon="undo",
-                               tooltip="Replace the code with the task's honest solution")
+        self._reset = w.Button(description="Show solution", icon="eye", layout=w.Layout(width="auto"),
+                               tooltip="Show the task's honest solution; click again to get your code back")
+        self._reset.add_class("kwb-show-solution")
+        #: The student's code while the solution is shown (None otherwise): "Back to my code" restores it.
+        self._own_code: str | None = None
         self._progress = w.HTML()
         self._panel = w.HTML()
         self._panel.add_class("kwb-result-panel")
         self._heatmap = error_heatmap(None, widget=True)
-        self._heatmap_box = w.Box([self._heatmap], layout=w.Layout(display="none", width="100%"))
+        self._heatmap_box = w.Box([self._heatmap.view], layout=w.Layout(display="none", width="100%"))
 
-        initial = source if source is not None else starter_source(self._task)
         super().__init__(source=initial, task_name=self._task.name, language=language, device=device, **kwargs)
         self.add_class("kwb-editor")
         self.children = [
@@ -145,7 +157,7 @@ class KernelEditor(StaticMixin, w.VBox):
         self.observe(self._on_result, "result")
         self._run.on_click(lambda _: self.run())
         self._cancel.on_click(lambda _: self.cancel())
-        self._reset.on_click(lambda _: self.load_solution())
+        self._reset.on_click(lambda _: self.toggle_solution())
         self._on_source()
         self._panel.value = state_html("idle", "Press Run to check and time this kernel.")
 
@@ -162,7 +174,25 @@ class KernelEditor(StaticMixin, w.VBox):
         self._callbacks.append(callback)
 
     def load_solution(self) -> None:
-        self.source = starter_source(self._task)
+        """Replace the code with the task's honest solution, keeping the student's own code to come back to."""
+        solution = solution_source(self._task)
+        if solution is None:
+            self._panel.value = state_html("idle", f"task {self._task.name} ships no solution to show.")
+            return
+        if self.source != solution:
+            self._own_code = self.source
+        self.source = solution
+        if self._own_code is not None:
+            self._reset.description, self._reset.icon = "Back to my code", "undo"
+
+    def toggle_solution(self) -> None:
+        """The "Show solution" button: show the solution; once shown, "Back to my code" puts the student's code
+        back (the solution is always one click away again; their own code is not, so it is what is kept)."""
+        if self._own_code is not None:
+            self.source, self._own_code = self._own_code, None
+            self._reset.description, self._reset.icon = "Show solution", "eye"
+            return
+        self.load_solution()
 
     def run(self, block: bool = False) -> Result | None:
         """Evaluate the current source. block=True waits and returns the Result (scripts, papermill);
@@ -178,14 +208,14 @@ class KernelEditor(StaticMixin, w.VBox):
         if block:
             self._started()
             try:
-                result = self._evaluate(task, candidate, device)
+                result = self._evaluate(task, candidate, device, None)
             except Exception as exc:
                 self._show_error(exc)
                 raise
             self._finish(result)
             return result
         self._started()
-        self.job = Job(lambda job: self._evaluate(task, candidate, device), on_done=self._finish,
+        self.job = Job(lambda job: self._evaluate(task, candidate, device, job), on_done=self._finish,
                        on_error=self._show_error, on_progress=self._tick, on_cancel=self._cancelled).start()
         return None
 
@@ -198,19 +228,38 @@ class KernelEditor(StaticMixin, w.VBox):
         self._finish(result)
 
     # ---- internals -----------------------------------------------------------------------------------
-    def _evaluate(self, task: Task, candidate: Candidate, device: str) -> Result:
-        from workbench import evaluate
+    def _evaluate(self, task: Task, candidate: Candidate, device: str, job: Job | None) -> Result:
+        """Evaluate with the job's cancel token (Cancel ends the evaluation's judge at once) and the judge's stage
+        shown beside the elapsed time."""
+        from workbench import EvalOptions, evaluate
 
-        return evaluate(task, candidate, device=device, size=self.size, timeout=self.timeout, **self.evaluate_kw)
+        def stage(progress: Any) -> None:
+            self._stage = progress.describe()
+
+        options = EvalOptions(device=device, size=self.size, timeout=self.timeout, on_progress=stage,
+                              cancel=job.cancel_event if job is not None else None).replace(**self.evaluate_kw)
+        return evaluate(task, candidate, options=options)
+
+    def running_text(self) -> str:
+        """What the panel says while a run is in flight: the task and every name of the size that runs."""
+        try:
+            full = self._task.size(self.size, self.device)
+        except WorkbenchError:
+            return "evaluating in a worker process: compile, check, time…"
+        dtype = None if "dtype" in full else (self._task.dtypes[0] if self._task.dtypes else None)
+        return (f"evaluating {self._task.name} ({size_label(full, dtype) or 'the file defaults'}) on "
+                f"{self.device} in a worker process: compile, check, time…")
 
     def _started(self) -> None:
         self.status = "running"
         self._run.disabled, self._cancel.disabled = True, False
-        self._panel.value = state_html("running", "evaluating in a worker process: compile, check, time…")
+        self._panel.value = state_html("running", self.running_text())
         self._progress.value = ""
+        self._stage = ""
 
     def _tick(self, done: int, total: int, elapsed: float) -> None:
-        self._progress.value = f'<span class="kwb-elapsed">&#9203; {elapsed:.1f} s</span>'
+        stage = f" · {esc(self._stage.rsplit(' · ', 1)[0])}" if self._stage else ""
+        self._progress.value = f'<span class="kwb-elapsed">&#9203; {elapsed:.1f} s{stage}</span>'
 
     def _idle_buttons(self) -> None:
         self._run.disabled, self._cancel.disabled = False, True
@@ -227,12 +276,7 @@ class KernelEditor(StaticMixin, w.VBox):
     def _cancelled(self) -> None:
         # A hung kernel would hold the device's worker until its timeout: end that worker now; the next
         # evaluation starts a fresh one. (Any other evaluation in flight on it reports "crashed".)
-        try:
-            from workbench.eval.caller.judges import discard_worker
-        except ImportError:  # pragma: no cover - engine without a worker pool
-            discard_worker = None
-        if discard_worker is not None:
-            discard_worker(self.device)
+        discard_judge(self.device)
         self._idle_buttons()
         self.status = "cancelled"
         elapsed = self.job.elapsed if self.job else 0.0
@@ -262,8 +306,10 @@ class KernelEditor(StaticMixin, w.VBox):
             return
         old = self._task
         self._task = resolve_task(change["new"])
-        if self.source.strip() in ("", starter_source(old).strip()):
+        if is_starting_point(self.source, old):
             self.source = starter_source(self._task)
+        self._own_code = None
+        self._reset.description, self._reset.icon = "Show solution", "eye"
         self.result = None
         self.status = "idle"
         self._panel.value = state_html("idle", f"task {self._task.name}: press Run.")

@@ -145,7 +145,7 @@ def fill_error_heatmap(fig: Any, view: MapView | None) -> None:
 
 def error_heatmap(result_or_map: Any, widget: bool = False) -> Any:
     """The heatmap figure of a failed Result (None when nothing failed in the numbers). With widget=True an
-    (empty, if need be) FigureWidget for the editor to refill."""
+    (empty, if need be) live figure (`widgets._plot.LiveFigure`) for the editor to refill."""
     view = map_view(result_or_map) if isinstance(result_or_map, Result) else None
     if view is None and not widget:
         return None

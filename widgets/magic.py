@@ -21,11 +21,13 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from widgets._runner import discard_judge
 from widgets.static import StaticMixin
 from widgets.verdict import result_html, state_html
 from workbench.candidate import LANGUAGES, Candidate, infer_language
 from workbench.errors import WorkbenchError, require
 from workbench.result import Result
+from workbench.tasks.sizes import SizeError, size_label, split_pairs, validate_size
 
 w = require("ipywidgets", "lab", "the %%kwb cell magic")
 
@@ -60,7 +62,7 @@ def parse_size(text: str) -> str | dict[str, Any]:
             raise MagicUsageError(f"--size {text!r}: write k=v pairs like --size batch_size=64,dim=256, or a preset")
         return text
     size: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in split_pairs(text):
         key, sep, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key.isidentifier() or not value:
@@ -117,21 +119,22 @@ def parse_line(line: str) -> MagicArgs:
     return args
 
 
-def check_size(task: Any, size: str | dict[str, Any] | None) -> None:
-    """A preset the task has, or k=v pairs naming its size parameters (plus dtype)."""
-    if size is None or not task.sizes:
-        return
+def check_size(task: Any, size: str | dict[str, Any] | None) -> dict[str, Any] | None:
+    """The full size the cell runs (a partial one keeps the device's preset for the rest), or None for the device's
+    preset; a preset the task lacks or a value it cannot use is a one-line MagicUsageError."""
+    if size is None:
+        return None
     if isinstance(size, str):
-        if size not in task.sizes:
+        if task.sizes and size not in task.sizes:
+            example = ",".join(f"{k}={v}" for k, v in task.size(None).items() if k != "dtype")
             raise MagicUsageError(f"--size {size}: {task.name} has the presets {', '.join(task.sizes)}; or give "
-                                  f"k=v pairs such as --size " + ",".join(f"{k}={v}" for k, v in
-                                                                          task.size(None).items() if k != "dtype"))
-        return
-    known = {k for preset in task.sizes.values() for k in preset} | {"dtype"}
-    unknown = sorted(set(size) - known)
-    if unknown:
-        raise MagicUsageError(f"--size: {task.name} has no size parameter {', '.join(unknown)}; its parameters: "
-                              f"{', '.join(sorted(known))}")
+                                  f"k=v pairs such as --size {example}")
+        return None
+    try:
+        validate_size(task, size)
+    except SizeError as exc:
+        raise MagicUsageError(exc.message("--size")) from None
+    return size
 
 
 def cell_candidate(cell: str, args: MagicArgs) -> Candidate:
@@ -149,9 +152,10 @@ class CellVerdict(StaticMixin, w.VBox):
 
     _static_title = "Kernel Workbench: cell verdict"
 
-    def __init__(self, **kwargs: Any):
+    def __init__(self, what: str = "", **kwargs: Any):
         self.result: Result | None = None
-        self._state = state_html("running", "evaluating in a worker process: compile, check, time…")
+        self._state = state_html("running", f"evaluating {what + ' ' if what else ''}in a worker process: compile, "
+                                            "check, time…")
         self._panel = w.HTML(self._state)
         self._panel.add_class("kwb-result-panel")
         self._figure_box = w.Box(layout=w.Layout(display="none", width="100%"))
@@ -169,7 +173,7 @@ class CellVerdict(StaticMixin, w.VBox):
         self._panel.value = result_html(result, where="cell line")
         fig = error_heatmap(result, widget=True) if result.status != "ok" else None
         if fig is not None and fig.data:
-            self._figure_box.children = [fig]
+            self._figure_box.children = [fig.view]
             self._figure_box.layout.display = "flex"
 
     def _static_parts(self) -> list[Any]:
@@ -182,7 +186,7 @@ class CellVerdict(StaticMixin, w.VBox):
 
 def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] | None = None) -> Result | None:
     """What `%%kwb` does, callable without IPython: parse, show the card, evaluate, store, bind `_kwb`."""
-    from workbench import evaluate
+    from workbench import EvalOptions, evaluate
     from workbench.tasks.task import get_task
 
     args = parse_line(line)
@@ -192,6 +196,7 @@ def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] 
         raise MagicUsageError(str(exc)) from None
     check_size(task, args.size)
     candidate = cell_candidate(cell, args)
+    full = task.size(args.size, args.device or _default_device())
     store = None
     if args.store:
         from workbench.store import Store
@@ -200,7 +205,8 @@ def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] 
             store = Store(args.store)
         except (WorkbenchError, OSError) as exc:
             raise MagicUsageError(f"--store {args.store!r}: {exc}") from None
-    card = CellVerdict()
+    dtype = None if "dtype" in full else (task.dtypes[0] if task.dtypes else None)
+    card = CellVerdict(f"{task.name} ({size_label(full, dtype) or 'the file defaults'})")
     handle = display(card, display_id=True) if display is not None else None
 
     def refresh() -> None:
@@ -209,10 +215,20 @@ def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] 
         if hasattr(handle, "update"):
             handle.update(card)
 
+    shown_stage = [""]
+
+    def stage(progress: Any) -> None:
+        # The card says where the evaluation stands; the saved output is refreshed only when the stage changes.
+        card.state("running", f"evaluating in a judge process: {progress.describe()}")
+        if progress.stage != shown_stage[0]:
+            shown_stage[0] = progress.stage
+            refresh()
+
+    options = EvalOptions(device=args.device, size=args.size, timeout=args.timeout, on_progress=stage)
     try:
-        result = evaluate(task, candidate, device=args.device, size=args.size, timeout=args.timeout)
+        result = evaluate(task, candidate, options=options)
     except KeyboardInterrupt:
-        _discard_worker(args.device or "cpu")
+        discard_judge(args.device or _default_device())
         card.state("cancelled", "interrupted: the worker was stopped; run the cell again for a fresh one")
         refresh()
         return None
@@ -229,13 +245,10 @@ def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] 
     return result
 
 
-def _discard_worker(device: str) -> None:
-    """End the device's worker: a hung kernel would otherwise hold it until its timeout."""
-    try:
-        from workbench.eval.worker import discard_worker
-    except ImportError:  # pragma: no cover - an engine without a worker pool
-        return
-    discard_worker(device)
+def _default_device() -> str:
+    from workbench.eval.evaluate import default_device
+
+    return default_device()
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -31,6 +31,8 @@ w = require("ipywidgets", "lab", "the prompt panel")
 STATUS_COLORS = {
     "ok": "#2e7d32", "incorrect": "#ef6c00", "rejected": "#c62828", "compile_error": "#6a1b9a",
     "runtime_error": "#8e24aa", "timeout": "#5d4037", "crashed": "#424242",
+    # steps with nothing judged: the reply was cut at the token limit, or the LLM call failed for good
+    "truncated": "#f9a825", "llm_error": "#78909c",
 }
 
 
@@ -181,16 +183,31 @@ def lineage_figure(tree: Lineage, *, widget: bool = False):
     fig.update_layout(height=320, margin={"l": 40, "r": 10, "t": 48, "b": 40}, template="plotly_white")
     if not widget:
         return fig
-    live = go.FigureWidget(fig)
-    live._config = {"displayModeBar": "hover", "displaylogo": False}
-    return live
+    from widgets._plot import live_figure
+
+    return live_figure(fig)
 
 
 def resolve_provider(name: str, model: str, given: Provider | None = None, **settings: Any) -> Provider:
-    """The provider a Run click uses: the one handed to the panel if it matches, else one built from config."""
-    if given is not None and getattr(given, "name", None) == name and (not model or model == given.model):
-        return given
+    """The provider a Run click uses: the one handed to the panel if it matches; the same one asking another model
+    when only the model name was typed (its base_url, key and limits kept); else one built from config."""
+    if given is not None and getattr(given, "name", None) == name:
+        if not model or model == given.model:
+            return given
+        with_model = getattr(given, "with_model", None)
+        if callable(with_model):
+            return with_model(model)
     return get_provider(name, model=model or None, **settings)
+
+
+def usage_text(tokens: int, cost: float, failed: int) -> str:
+    """Tokens, money and failed steps of a run, for the status line."""
+    parts = [f"{tokens / 1000:.1f}k tokens" if tokens >= 1000 else f"{tokens} tokens"]
+    if cost:
+        parts.append(f"${cost:.4f}")
+    if failed:
+        parts.append(f"{failed} failed step{'s' if failed != 1 else ''}")
+    return " &middot; ".join(parts)
 
 
 # ---- the widget ---------------------------------------------------------------------------------------------
@@ -232,12 +249,15 @@ class PromptPanel(w.VBox):
         self.status = w.HTML(value=f"<b>{html.escape(self.task.name)}</b>: ready")
         self.table = w.HTML(value=candidates_html([]))
         self.figure = lineage_figure(Lineage(run_id="", nodes={}), widget=True)
+        # Hidden until the first candidate arrives: empty axes ("1 / time" over nothing) say nothing.
+        self.figure_box = w.Box([self.figure.view], layout=w.Layout(display="none", width="100%"))
+        self.figure_box.add_class("kwb-prompt-figure")
         self.run_button.on_click(lambda _: self.start())
         self.stop_button.on_click(lambda _: self.stop())
         controls = w.HBox([self.provider_picker, self.model])
         knobs = w.HBox([self.strategy, self.turns, self.feedback])
         self.children = [self.status, self.prompt, controls, knobs, w.HBox([self.run_button, self.stop_button]),
-                         self.table, self.figure]
+                         self.table, self.figure_box]
         self.add_class("kwb-prompt-panel")
 
     def _default_prompt(self) -> str:
@@ -284,6 +304,7 @@ class PromptPanel(w.VBox):
         return self.run_result
 
     def stop(self) -> None:
+        """End the run within a second: the call in flight is abandoned (recorded as cancelled), nothing waits."""
         self._cancel.set()
 
     def _run(self, **run_kw: Any) -> AgentRun | None:
@@ -296,11 +317,14 @@ class PromptPanel(w.VBox):
             run_kw.setdefault("progress", False)
             self.run_result = run_agent(self.task, provider, self.strategy.value, self.current_settings(),
                                         store=self.store, on_node=self._on_node, cancel=self._cancel, **run_kw)
-            best = self.run_result.best
-            self.status.value = (f"<b>{html.escape(self.task.name)}</b>: {len(self.run_result.nodes)} candidates, "
-                                 f"stopped ({html.escape(self.run_result.stop_reason)})"
+            run = self.run_result
+            best = run.best
+            self.status.value = (f"<b>{html.escape(self.task.name)}</b>: {len(run.nodes)} candidates, "
+                                 f"stopped ({html.escape(run.stop_reason)})"
                                  + (f", best {best.node_id}" if best else ", nothing passed")
-                                 + (f" &mdash; {html.escape(self.run_result.error)}" if self.run_result.error else ""))
+                                 + " &middot; " + usage_text(run.usage.get("run_tokens", 0),
+                                                             run.usage.get("run_spent_usd", 0.0), len(run.failed))
+                                 + (f" &mdash; {html.escape(run.error)}" if run.error else ""))
             self._refresh(self.run_result.nodes)
             return self.run_result
         except Exception as exc:  # shown in the panel; a widget callback has nowhere else to report
@@ -313,6 +337,9 @@ class PromptPanel(w.VBox):
 
     def _on_node(self, node: Node, loop: Any) -> None:
         self._refresh(list(loop.nodes), loop.seed_node)
+        self.status.value = (f"<b>{html.escape(self.task.name)}</b>: running {html.escape(self.strategy.value)}, "
+                             f"{len(loop.nodes)}/{loop.settings.max_turns} candidates &middot; "
+                             + usage_text(loop.tokens, loop.cost, loop.failures))
         if node.result is not None and self._callbacks:
             from widgets._runner import call_on_main
 
@@ -324,6 +351,7 @@ class PromptPanel(w.VBox):
             self.nodes = nodes
             tree = Lineage.from_nodes(nodes[0].run_id if nodes else "", nodes, [seed] if seed else [])
             self.table.value = candidates_html(nodes, tree.best, tree.external)
+            self.figure_box.layout.display = "flex" if nodes else "none"
             fresh = lineage_figure(tree)
             with self.figure.batch_update():
                 for target, source in zip(self.figure.data, fresh.data, strict=True):
@@ -340,7 +368,7 @@ class PromptPanel(w.VBox):
                 f"{html.escape(self.provider_picker.value)} {html.escape(self.model.value)}</h4>"
                 f"<p>turns {settings.max_turns}, feedback {html.escape(settings.feedback.label)}"
                 + (f", stopped: {html.escape(self.run_result.stop_reason)}" if self.run_result else "") + "</p>")
-        return [head, candidates_html(nodes, tree.best, tree.external), lineage_figure(tree)]
+        return [head, candidates_html(nodes, tree.best, tree.external), lineage_figure(tree) if nodes else None]
 
     def to_html(self, include_plotlyjs: str | bool = "cdn") -> str:
         """A self-describing HTML snapshot (settings, candidates, figure) for headless runs and exports."""

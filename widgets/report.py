@@ -1,21 +1,25 @@
-"""One self-contained HTML report of a study run (or a `kwb demo` run): plotly.js inlined, opens offline.
+"""The HTML report of a study run (or a `kwb demo` run): opens offline, small enough to share.
 
-What a reader needs first comes first: how many points and results and with which verdicts, the best result
-for each task *and size*, time and speedup against size with their confidence intervals, the roofline (GPU
-times only), what failed and why, flags per candidate, every result, and where the numbers came from.
-Numbers come from report_data (text, units, never NaN), figures from report_figures, provenance from
-report_provenance; this module only assembles the page.
+plotly.js (~4.8 MB) is written once beside the reports (`plotly_library`) and every report loads that copy, so a
+report is its numbers and figures only; `self_contained=True` inlines it for a single file. What a reader needs
+first comes first: how many points and results and with which verdicts, the best result for each task *and
+size*, time against what the study swept with 95% CIs (report_params), the roofline (measured on a GPU, else
+each task's counted work projected on a datasheet GPU), what failed and why, flags per candidate, every result,
+and where the numbers came from. Numbers come from report_data (text, units, never NaN), figures from
+report_params and report_figures, provenance from report_provenance; this module only assembles the page.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from widgets import report_data as data
-from widgets.report_figures import roofline_sections, speedup_figure, time_figure
+from widgets.report_figures import roofline_sections
+from widgets.report_params import glance_figure, task_figures
 from widgets.report_provenance import provenance
 from workbench.errors import require
 
@@ -119,7 +123,8 @@ def _warnings(frame) -> str:
     clocks = {r.get("clock") for r in rows} - {None}
     if clocks == {"interpreter"}:
         out.append("Every time here comes from the Triton interpreter on a CPU: it shows correctness and relative "
-                   "cost, not GPU speed, so no speedup and no roofline are given.")
+                   "cost, not GPU speed, so no speedup is given and the roofline is a projection of counted work, "
+                   "not a measurement.")
     return "".join(f"<p class='kwb-warn'>{esc(w)}</p>" for w in out)
 
 
@@ -164,16 +169,45 @@ def _params_text(raw: Any) -> str:
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in params.items()) or "(defaults)"
 
 
-def render_report(store_path: str, run_id: str) -> str:
-    """The report's HTML text for `run_id` in the store at `store_path`."""
-    plotly = require("plotly", "lab", "study reports")
+def _figures(records: list[dict[str, Any]]) -> list[str]:
+    """Per task and clock, figures against what the study swept (report_params); the tasks that swept nothing
+    share one bar chart per clock. Interpreter, CPU wall-clock and GPU times never share an axis."""
+    parts: list[str] = []
+    glance: dict[str, list[dict[str, Any]]] = {}
+    for task in sorted({data.text(r.get("task")) for r in records}):
+        task_rows = [r for r in records if data.text(r.get("task")) == task]
+        clocks = sorted({data.text(r.get("clock")) for r in task_rows if r.get("status") == "ok"} - {""},
+                        key=lambda c: (_CLOCK_ORDER.index(c) if c in _CLOCK_ORDER else 9, c))
+        for clock in clocks:
+            # Failed configs keep their heatmap cells: rows of this clock, and failures that were never timed.
+            rows = [r for r in task_rows if data.text(r.get("clock")) in (clock, "")]
+            figures = task_figures(task, rows)
+            if figures:
+                parts.extend(_figure(fig) for fig in figures)
+            else:
+                glance.setdefault(clock, []).extend(rows)
+    for clock, rows in glance.items():
+        fig = glance_figure(rows, clock)
+        if fig is not None:
+            parts.append(_figure(fig))
+    return parts
+
+
+def render_report(store_path: str, run_id: str, plotly_src: str | None = None,
+                  projection_gpu: str | None = None) -> str:
+    """The report's HTML text for `run_id` in the store at `store_path`.
+
+    plotly_src: where the page loads plotly.js from (a path relative to the report, as `write_report` writes
+    it beside the report); None inlines the library (one ~4.8 MB file that opens anywhere). projection_gpu:
+    the datasheet GPU that CPU and interpreter runs are projected on (default H100 SXM)."""
     frame, points, run, results = _load(store_path, run_id)
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>Study report {esc(run_id)}</title><style>{_CSS}</style>",
-        f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script>",
+        _plotly_script(plotly_src),
         "</head><body>",
+        _MISSING_PLOTLY if plotly_src else "",
         f"<h1>Study report: {esc(run_id)}</h1>",
     ]
     if run:
@@ -188,22 +222,8 @@ def render_report(store_path: str, run_id: str) -> str:
     parts.append(_table(headers, rows))
 
     records = data.records(frame)
-    all_interpreter = {r.get("clock") for r in records} - {None} == {"interpreter"}  # said once, above
-    for task in sorted({data.text(r.get("task")) for r in records}):
-        task_rows = [r for r in records if data.text(r.get("task")) == task]
-        # One time figure per clock: interpreter, CPU wall-clock and GPU times never share an axis.
-        clocks = sorted({data.text(r.get("clock")) for r in task_rows} - {""},
-                        key=lambda c: (_CLOCK_ORDER.index(c) if c in _CLOCK_ORDER else 9, c))
-        figures = [time_figure(task, [r for r in task_rows if data.text(r.get("clock")) == c]) for c in clocks]
-        for fig in [*figures, speedup_figure(task, task_rows)]:
-            if fig is not None:
-                parts.append(_figure(fig))
-        if not all_interpreter and speedup_figure(task, task_rows) is None and any(
-                r.get("clock") == "interpreter" for r in task_rows):
-            parts.append(f"<p class='kwb-note'>{esc(task)}: no speedup plot, the times are interpreter times "
-                         "(speedup n/a (interpreter)).</p>")
-
-    for title, fig, note in roofline_sections(frame):
+    parts.extend(_figures(records))
+    for title, fig, note in roofline_sections(frame, projection_gpu):
         parts.append(f"<h2>{esc(title)}</h2><p class='kwb-note'>{esc(note)}</p>")
         if fig is not None:
             parts.append(_figure(fig))
@@ -213,7 +233,12 @@ def render_report(store_path: str, run_id: str) -> str:
     parts.append("<h2>Flags per candidate</h2>")
     parts.append(_table(*data.flag_counts(frame)))
     parts.append("<h2>All results</h2>")
-    parts.append(_table(*data.table_rows(records, ALL_COLUMNS)))
+    headers, rows = data.table_rows(records, ALL_COLUMNS)
+    headers, rows, common = data.split_common(headers, rows)
+    if common:
+        parts.append("<p class='kwb-note'>Every result: " + " · ".join(f"{esc(h)} <b>{esc(v)}</b>" for h, v in common)
+                     + "</p>")
+    parts.append(_table(headers, rows))
     if points:
         parts.append("<h2>Points</h2>")
         parts.append(_table(["point", "status", "seconds", "parameters", "executed notebook"],
@@ -226,8 +251,41 @@ def render_report(store_path: str, run_id: str) -> str:
     return "\n".join(parts)
 
 
-def write_report(store_path: str, run_id: str, output: str | Path) -> str:
+#: Shown only when the page cannot find plotly.js (the report was copied without the file beside it).
+_MISSING_PLOTLY = ("<p id='kwb-no-plotly' class='kwb-warn' style='display:none'>The figures need plotly.js: keep "
+                   "the plotly-*.min.js file that was written beside this report next to it.</p>"
+                   "<script>window.addEventListener('load',function(){if(!window.Plotly){"
+                   "document.getElementById('kwb-no-plotly').style.display='block';}});</script>")
+
+
+def _plotly_script(src: str | None) -> str:
+    if src:
+        return f"<script type='text/javascript' src='{esc(src)}'></script>"
+    plotly = require("plotly", "lab", "study reports")
+    return f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script>"
+
+
+def plotly_library(folder: str | Path) -> Path:
+    """plotly.js in `folder`, written once (versioned name): every report beside it loads this one copy."""
+    plotly = require("plotly", "lab", "study reports")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"plotly-{plotly.__version__}.min.js"
+    text = plotly.offline.get_plotlyjs()
+    if not path.is_file() or path.stat().st_size != len(text.encode()):
+        path.write_text(text)
+    return path
+
+
+def write_report(store_path: str, run_id: str, output: str | Path, library_dir: str | Path | None = None,
+                 projection_gpu: str | None = None, self_contained: bool = False) -> str:
+    """Write the report to `output`, with plotly.js shared in `library_dir` (default: beside the report);
+    `self_contained` inlines it instead. Returns the report's path."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(render_report(store_path, run_id))
+    src = None
+    if not self_contained:
+        library = plotly_library(library_dir if library_dir is not None else output.parent)
+        src = Path(os.path.relpath(library.resolve(), output.parent.resolve())).as_posix()
+    output.write_text(render_report(store_path, run_id, plotly_src=src, projection_gpu=projection_gpu))
     return str(output)

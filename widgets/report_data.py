@@ -195,3 +195,16 @@ def status_counts(frame) -> dict[str, int]:
 
 def failed_results(frame) -> list[dict[str, Any]]:
     return [r for r in records(frame) if r.get("status") not in ("ok", None)]
+
+
+def split_common(headers: list[str], rows: list[list[str]], keep: tuple[str, ...] = ("task", "candidate", "status")
+                 ) -> tuple[list[str], list[list[str]], list[tuple[str, str]]]:
+    """(headers, rows, [(header, value)]) with the columns that hold one value in every row taken out, so a wide
+    table shows what differs and says the rest once. Columns in `keep` stay; one row keeps all."""
+    if len(rows) < 2:
+        return headers, rows, []
+    common = [i for i, h in enumerate(headers)
+              if h not in keep and len({row[i] for row in rows}) == 1 and rows[0][i] not in ("", NA)]
+    shown = [i for i in range(len(headers)) if i not in common]
+    return ([headers[i] for i in shown], [[row[i] for i in shown] for row in rows],
+            [(headers[i], rows[0][i]) for i in common])

@@ -118,19 +118,19 @@ def speedup_figure(task: str, rows: list[dict[str, Any]]):
     return fig
 
 
-def roofline_sections(frame) -> list[tuple[str, Any, str]]:
-    """(title, figure or None, note) per GPU that measured results; a single note when none did.
+def roofline_sections(frame, projection_gpu: str | None = None) -> list[tuple[str, Any, str]]:
+    """(title, figure or None, note) per GPU that measured results; without any, one projection of every task's
+    counted work on a datasheet GPU (`projection_gpu`, default H100 SXM).
 
-    Only CUDA-event times of results with counted work go on a roofline, and only against the roofs of the
-    GPU named in their results: interpreter and CPU wall-clock times are listed in the note instead.
+    Only CUDA-event times of results with counted work go on a measured roofline, and only against the roofs of
+    the GPU named in their results: interpreter and CPU wall-clock times never become points; their tasks are
+    projected instead, labelled as such.
     """
     rows = records(frame)
     gpu = [r for r in rows if r.get("clock") == "cuda-events" and str(r.get("device", "")).startswith("cuda")]
     others = len([r for r in rows if r.get("time_median_ms") is not None]) - len(gpu)
     if not gpu:
-        why = (f"{others} timed result(s) came from the Triton interpreter or the CPU wall clock, which are not "
-               "hardware a roofline describes" if others else "no result was timed on a GPU")
-        return [("Roofline", None, f"No roofline: {why}. Rerun the study on a GPU for one.")]
+        return [projection_section(rows, others, projection_gpu)]
     from roofline.plot import roofline_figure
     from roofline.specs import match_device_name
 
@@ -141,7 +141,7 @@ def roofline_sections(frame) -> list[tuple[str, Any, str]]:
     for name, group in sorted(by_device.items()):
         spec = match_device_name(name)
         plotted = [r for r in group if not missing(r.get("flops")) and not missing(r.get("bytes"))]
-        note = f"{len(plotted)} of {len(group)} GPU results have counted FLOPs and bytes and are plotted."
+        note = f"{len(plotted)} of {len(group)} GPU result(s) have counted FLOPs and bytes and are plotted."
         if others:
             note += f" {others} interpreter/CPU result(s) are left out: they have no place on a GPU roofline."
         if spec is None:
@@ -155,3 +155,24 @@ def roofline_sections(frame) -> list[tuple[str, Any, str]]:
 
 def _dtype_key(dtype: Any) -> str | None:
     return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}.get(text(dtype))
+
+
+def projection_section(rows: list[dict[str, Any]], timed: int, gpu: str | None = None) -> tuple[str, Any, str]:
+    """The roofline of a run no GPU timed: each task at its counted intensity on a datasheet GPU."""
+    from roofline.plot import projection_figure
+    from roofline.projection import resolve_gpu
+
+    spec = resolve_gpu(gpu)
+    why = (f"{timed} timed result(s) came from the Triton interpreter or the CPU wall clock, which are not hardware "
+           "a GPU roofline describes" if timed else "no result was timed on a GPU")
+    fig, left = projection_figure(rows, spec)
+    if not [t for t in fig.data if (t.meta or {}).get("projection")]:
+        return ("Roofline", None, f"No roofline: {why}, and no result has counted work to project. Rerun the "
+                                  "study on a GPU for one.")
+    note = (f"No measured roofline: {why}. Instead each task is placed at its counted arithmetic intensity (FLOPs / "
+            f"minimal bytes, at the size it ran) on the {spec.name} datasheet roofline: a projection of where its "
+            "work would sit there (memory- or compute-bound, and the least time it could take), not a measured "
+            "time. Rerun the study on a GPU for measured points.")
+    if left:
+        note += f" {len(left)} result(s) without counted work are not placed."
+    return (f"Roofline: projection on {spec.name}", fig, note)

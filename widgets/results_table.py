@@ -11,7 +11,7 @@ from typing import Any
 
 import traitlets as t
 
-from widgets._html import as_text, esc, fmt, fmt_ms, status_badge, table
+from widgets._html import as_text, esc, fmt, fmt_ms, plural, status_badge, table
 from widgets._records import STATUS_ORDER, Record, to_records
 from widgets.static import StaticMixin
 from workbench.errors import require
@@ -99,7 +99,7 @@ class ResultsTable(StaticMixin, w.VBox):
         self._records: list[Record] = to_records(results)
         self._sort = w.ToggleButtons(options=[(label, key) for key, (label, _) in SORT_KEYS.items()],
                                      value="status", tooltips=[f"sort by {label}" for label, _ in SORT_KEYS.values()],
-                                     style={"button_width": "78px"})
+                                     style={"button_width": "auto"})
         self._direction = w.ToggleButton(value=False, description="ascending", icon="arrow-up",
                                          tooltip="Toggle the sort direction", layout=w.Layout(width="120px"))
         self._count = w.HTML()
@@ -145,7 +145,7 @@ class ResultsTable(StaticMixin, w.VBox):
         self._direction.icon = "arrow-down" if self.descending else "arrow-up"
         shown = self.records
         ok = sum(r.status == "ok" for r in shown)
-        self._count.value = f'<span style="color:#666">{len(shown)} results, {ok} ok</span>'
+        self._count.value = f'<span class="kwb-results-count" style="color:#666">{plural(len(shown), "result")}, {ok} ok</span>'
         self._html.value = records_html(shown)
 
     def _static_parts(self) -> list[Any]:

@@ -97,7 +97,33 @@ def roof_choices(records: list[Record], device: str | None, ceilings: Any = None
         choices.append(RoofChoice("CPU (measured)", "cpu", _load_cpu))
     if device and device.startswith("cuda") and local is not None and not _gpu_names(records):
         choices.sort(key=lambda c: c.key != f"gpu:{local}")  # this machine's GPU first when asked for cuda
-    return choices
+    projections = projection_choices()
+    # No GPU measured anything and none is here: a projection on a datasheet GPU is the roofline worth showing.
+    measured_gpu = any(c.key.startswith("gpu:") or c.key == "given" for c in choices)
+    return (choices + projections) if measured_gpu else (projections[:1] + choices + projections[1:])
+
+
+#: Key prefix of the roofs that place counted work on a datasheet GPU (no measured time).
+PROJECTION = "projection:"
+
+
+def projection_choices() -> list[RoofChoice]:
+    """One choice per GPU of the datasheet table, the default projection GPU first."""
+    from roofline.projection import DEFAULT_GPU
+    from roofline.specs import get_spec, specs
+
+    names = [DEFAULT_GPU, *[n for n in specs() if n != DEFAULT_GPU]]
+    return [RoofChoice(f"{name}: datasheet, projection of counted work", f"{PROJECTION}{name}",
+                       lambda name=name: (get_spec(name), None)) for name in names]
+
+
+def projection_note(gpu: str) -> str:
+    return ('<p class="kwb-roofline-projection-note" style="color:#555;margin:2px 0;max-width:60em">'
+            f"<b>Projection, not a measurement.</b> Each point is a task at the size it ran, placed at its counted "
+            f"arithmetic intensity (FLOPs / minimal bytes) on the {esc(gpu)} datasheet roofline: its height is the "
+            "most a kernel doing that work could reach there, its legend entry says whether that work is memory- "
+            "or compute-bound and the least time it could take. Every candidate of a task at one size does the "
+            "same counted work, so they share one point (hover lists them).</p>")
 
 
 def _ceilings_kind(ceilings: Any) -> str | None:
@@ -157,7 +183,10 @@ class RooflineView(StaticMixin, w.VBox):
         self._picker.add_class("kwb-roofline-picker")
         self._side = w.HTML(layout=w.Layout(overflow="auto", max_height="14em"))
         self._note = w.HTML()
-        self._box = w.Box(layout=w.Layout(width="100%"))
+        from widgets._plot import live_figure
+
+        self.figure = live_figure()
+        self._box = w.Box([self.figure.view], layout=w.Layout(width="100%"))
         super().__init__(**kwargs)
         self.add_class("kwb-roofline")
         # The list of results left out sits under the plot: beside it, it would squeeze the figure, which
@@ -185,7 +214,7 @@ class RooflineView(StaticMixin, w.VBox):
 
         fresh = to_records(results)
         self.records.extend(fresh)
-        if self._refresh_choices():
+        if self._refresh_choices() or self.projecting:
             self._draw()
             return
         to_add = []
@@ -223,11 +252,31 @@ class RooflineView(StaticMixin, w.VBox):
     def _choice(self) -> RoofChoice:
         return next(c for c in self._choices if c.key == self._picker.value)
 
+    @property
+    def projecting(self) -> bool:
+        """True while the chosen roofs are a datasheet projection (counted work, no measured times)."""
+        return str(self._picker.value or "").startswith(PROJECTION)
+
+    def _draw_projection(self, choice: RoofChoice) -> None:
+        from roofline.plot import projection_figure
+
+        gpu = choice.key.removeprefix(PROJECTION)
+        self._spec, self._ceilings, self._roofs = None, None, []
+        with self.figure.batch_update():
+            _, left = projection_figure([point_dict(r) for r in self.records], gpu, figure=self.figure)
+        self.points, self.skipped = [], left
+        self.note = ""
+        self._side.value = left_out_html(self.skipped)
+        self._note.value = projection_note(gpu)
+
     def _draw(self) -> None:
         from roofline.plot import Roofs, roofline_figure, split_points
         from roofline.specs import dtype_key
 
         choice = self._choice()
+        if self.projecting:
+            self._draw_projection(choice)
+            return
         try:
             spec, ceilings = choice.load()
             self.note = ""
@@ -240,15 +289,19 @@ class RooflineView(StaticMixin, w.VBox):
         self.points, self.skipped = split_points(points, self._roofs)
         used = [dtype_key(p["dtype"]) for p in self.points if p.get("dtype")]
         self.dtypes = tuple(dict.fromkeys([*BASE_DTYPES, *used]))
-        self.figure = roofline_figure(points, spec=spec, ceilings=ceilings, dtypes=self.dtypes, as_widget=True)
-        self._box.children = [self.figure]
+        # One live figure for the view's life, refilled (a new one per redraw would leave a widget behind each time).
+        with self.figure.batch_update():
+            roofline_figure(points, spec=spec, ceilings=ceilings, dtypes=self.dtypes, figure=self.figure)
         self._side.value = left_out_html(self.skipped)
         self._note.value = (f'<p class="kwb-roofline-note" style="color:#c62828;margin:2px 0">{esc(self.note)}</p>'
                             if self.note else "")
 
     def _static_parts(self) -> list[Any]:
-        from roofline.plot import roofline_figure
+        from roofline.plot import projection_figure, roofline_figure
 
-        fig = roofline_figure([point_dict(r) for r in self.records], spec=self._spec, ceilings=self._ceilings,
-                              dtypes=self.dtypes)
+        rows = [point_dict(r) for r in self.records]
+        if self.projecting:
+            fig, _ = projection_figure(rows, str(self._picker.value).removeprefix(PROJECTION))
+        else:
+            fig = roofline_figure(rows, spec=self._spec, ceilings=self._ceilings, dtypes=self.dtypes)
         return [fig, left_out_html(self.skipped), self._note.value]

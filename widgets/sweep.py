@@ -150,10 +150,10 @@ class SweepExplorer(StaticMixin, w.VBox):
     def __init__(self, task: Any, template: str = "", grid: dict[str, list[Any]] | None = None, *,
                  device: str | None = None, size: Any = None, template_source: Any = None,
                  evaluate_kw: dict[str, Any] | None = None, **kwargs: Any):
-        from widgets.editor import resolve_task, starter_source
+        from widgets.editor import resolve_task, solution_source, starter_source
 
         self.task = resolve_task(task)
-        self.template = template or starter_source(self.task)
+        self.template = template or solution_source(self.task) or starter_source(self.task)
         self.device, self.size = device, size
         self.evaluate_kw = dict(evaluate_kw or {})
         #: Optional zero-argument callable giving the current template (the Workbench passes the editor's source).
@@ -175,7 +175,7 @@ class SweepExplorer(StaticMixin, w.VBox):
         self._help = w.HTML(help_html(self.current_template()))
         self._best = w.HTML()
         self.figure = sweep_figure(sweep_frame([], ["x"]), ["x"], widget=True)
-        self._figure_box = w.Box([self.figure], layout=w.Layout(display="none", width="100%"))
+        self._figure_box = w.Box([self.figure.view], layout=w.Layout(display="none", width="100%"))
         self._table = w.HTML()
         spec = grid_text(grid) if grid else grid_text(default_grid(self.current_template(), device or "cpu"))
         super().__init__(grid_spec=spec, **kwargs)
@@ -195,8 +195,14 @@ class SweepExplorer(StaticMixin, w.VBox):
         return self.template_source() if self.template_source is not None else self.template
 
     def refresh_knobs(self) -> None:
-        """Re-list the current kernel's knobs (the Workbench calls this when the editor's code changes)."""
-        self._help.value = help_html(self.current_template())
+        """Re-list the current kernel's knobs (the Workbench calls this when the editor's code changes); an empty
+        grid is filled from them (the editor opens on a skeleton without knobs, so the grid starts empty)."""
+        template = self.current_template()
+        self._help.value = help_html(template)
+        if not self.grid_spec.strip():
+            grid = default_grid(template, self.device or "cpu")
+            if grid:
+                self.grid_spec = grid_text(grid)
 
     def sweep(self) -> Sweep:
         return Sweep(template=self.current_template(), grid=parse_grid(self.grid_spec), name=f"{self.task.name}-sweep")
@@ -254,7 +260,8 @@ class SweepExplorer(StaticMixin, w.VBox):
             for i, config in enumerate(configs):
                 if job.cancelled:
                     return
-                result = evaluate(task, sweep.candidate(config), device=device, size=size, **kw)
+                result = evaluate(task, sweep.candidate(config), device=device, size=size, cancel=job.cancel_event,
+                                  **kw)
                 if job.cancelled:
                     return
                 self._deliver(config, result, i + 1, len(configs), job)

@@ -141,7 +141,7 @@ def _fill_heatmap(fig: Any, frame, knobs: list[str], clock: str | None) -> None:
 
 
 def fill_sweep_figure(fig: Any, frame, knobs: list[str], clock: str | None = None) -> None:
-    """Redraw `fig` (a Figure or a live FigureWidget) for the frame: a line for one knob, else a heatmap."""
+    """Redraw `fig` (a Figure or a live figure) for the frame: a line for one knob, else a heatmap."""
     fig.data = []
     fig.layout.annotations = []
     fig.layout.shapes = []

@@ -1,7 +1,7 @@
 """VariantComparison: kernel variants across a size sweep, beside the eager and torch.compile references.
 
-x is the size, one line per variant, y is time, GB/s or TFLOP/s. Clicking a point shows that variant's
-source and its unified diff against another variant, which is usually the quickest way to see *why* one
+x is the size, one line per variant, y is time, GB/s or TFLOP/s. Picking a variant at a size ("show") shows
+its source and its unified diff against another variant, which is usually the quickest way to see *why* one
 is faster. Reference lines are drawn only when they were timed with the same clock as the variants: a
 Triton-interpreter time is never put beside compiled code (DESIGN.md, section 3).
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import traitlets as t
 
-from widgets._html import esc, fmt_ms
+from widgets._html import esc, fmt_ms, plural
 from widgets._records import Record, size_order, to_records
 from widgets._runner import Job
 from widgets.static import StaticMixin
@@ -160,7 +160,7 @@ def diff_html(diff: str) -> str:
 
 def selection_html(record: Record | None, source: str, other: str | None, other_source: str | None) -> str:
     if record is None:
-        return '<p class="kwb-selection-empty"><i>Click a point to see its source and diff.</i></p>'
+        return '<p class="kwb-selection-empty"><i>Pick a variant and size under "show" to see its source and diff.</i></p>'
     head = (f'<div class="kwb-selection" data-kwb-variant="{esc(record.name)}"><b>{esc(record.name)}</b> at '
             f"{esc(record.size_label)}: {esc(fmt_ms(record.time_ms))}"
             + (f" ({esc(record.clock)} clock)" if record.clock else "") + "</div>")
@@ -174,8 +174,8 @@ def selection_html(record: Record | None, source: str, other: str | None, other_
 
 
 class VariantComparison(StaticMixin, w.VBox):
-    """Passing variants over sizes; y switchable between time, GB/s and TFLOP/s; click a point for its
-    source and a diff against the variant chosen in "diff against"."""
+    """Passing variants over sizes; y switchable between time, GB/s and TFLOP/s; "show" picks a variant at a
+    size for its source and a diff against the variant chosen in "diff against"."""
 
     metric = t.Enum(list(METRICS), default_value="time", help="What the y axis shows.")
 
@@ -190,24 +190,32 @@ class VariantComparison(StaticMixin, w.VBox):
         self.selected: Record | None = None
         self.job: Job | None = None
         self._callbacks: list[Callable[[Result], Any]] = []
-        self._metric = w.ToggleButtons(options=list(METRICS), value="time", style={"button_width": "70px"})
+        # Buttons sized by their labels: a fixed width cut "TFLOP/s" to "TFLO..." and "Time over sizes" short.
+        self._metric = w.ToggleButtons(options=list(METRICS), value="time", style={"button_width": "auto"})
+        self._metric.add_class("kwb-variants-metric")
+        self._pick = w.Dropdown(options=[("(pick a variant)", None)], value=None, description="show",
+                                layout=w.Layout(width="320px"))
+        self._pick.add_class("kwb-variants-pick")
         self._other = w.Dropdown(options=[("(none)", "")], value="", description="diff against",
                                  layout=w.Layout(width="320px"))
-        self._sweep = w.Button(description="Time over sizes", icon="line-chart",
+        self._sweep = w.Button(description="Time over sizes", icon="line-chart", layout=w.Layout(width="auto"),
                                tooltip="Evaluate the editor's kernel at every size of the task's sweep")
+        self._sweep.add_class("kwb-variants-sizes")
         self._progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="160px", visibility="hidden"))
         self._status = w.HTML()
         self.figure = series_figure(variant_series([]), widget=True)
+        self._picking = False
         self._selection = w.HTML(selection_html(None, "", None, None))
         super().__init__(**kwargs)
         self.add_class("kwb-variants")
-        controls = [self._metric, self._other]
+        controls = [self._metric, self._pick, self._other]
         if task is not None and candidate is not None:
             controls += [self._sweep, self._progress, self._status]
-        self.children = [w.HBox(controls), self.figure, self._selection]
+        self.children = [w.HBox(controls, layout=w.Layout(flex_flow="row wrap")), self.figure.view, self._selection]
         t.link((self, "metric"), (self._metric, "value"))
         self.observe(lambda _: self._render(), "metric")
         self._other.observe(lambda _: self._render_selection(), "value")
+        self._pick.observe(self._on_pick, "value")
         self._sweep.on_click(lambda _: self.run_sizes())
         self._render()
 
@@ -249,6 +257,7 @@ class VariantComparison(StaticMixin, w.VBox):
             return None
         index = line.x.index(size_label) if size_label is not None else len(line.x) - 1
         self.selected = line.records[index]
+        self._show_pick((name, line.x[index]))
         if self._other.value in ("", name):
             others = [n for n, _ in self._variant_options() if n not in ("(none)", name)]
             if others:
@@ -256,9 +265,17 @@ class VariantComparison(StaticMixin, w.VBox):
         self._render_selection()
         return self.selected
 
-    def _on_click(self, trace: Any, points: Any, selector: Any) -> None:
-        if points.point_inds:
-            self.select(trace.name, list(trace.x)[points.point_inds[0]])
+    def _on_pick(self, change: Any) -> None:
+        if not self._picking and change["new"] is not None:
+            self.select(*change["new"])
+
+    def _show_pick(self, value: tuple[str, str] | None) -> None:
+        """Point the "show" picker at `value` without selecting again."""
+        self._picking = True
+        try:
+            self._pick.value = value if value in [v for _, v in self._pick.options] else None
+        finally:
+            self._picking = False
 
     def run_sizes(self, sizes: list[dict[str, Any]] | None = None, block: bool = False) -> None:
         """Evaluate the current candidate at each size (default: the task's sweep for the device)."""
@@ -278,7 +295,7 @@ class VariantComparison(StaticMixin, w.VBox):
             for i, size in enumerate(sizes):
                 if job.cancelled:
                     break
-                result = evaluate(task, cand, device=device, size=size)
+                result = evaluate(task, cand, device=device, size=size, cancel=job.cancel_event)
                 out.append(result)
                 job.step(i + 1, len(sizes))
             return out
@@ -286,7 +303,7 @@ class VariantComparison(StaticMixin, w.VBox):
         def done(results: list[Result]) -> None:
             self._progress.layout.visibility = "hidden"
             ok = sum(r.ok for r in results)
-            self._status.value = f"{ok}/{len(results)} sizes passed"
+            self._status.value = f"{ok} of {plural(len(results), 'size')} passed"
             for r in results:
                 for callback in self._callbacks:
                     callback(r)
@@ -316,10 +333,16 @@ class VariantComparison(StaticMixin, w.VBox):
 
     def _render(self) -> None:
         series = self.series
-        fill_figure(self.figure, series, self.metric)
-        for trace, line in zip(self.figure.data, series.lines, strict=True):
-            if line.kind == "variant":
-                trace.on_click(self._on_click)
+        with self.figure.batch_update():
+            fill_figure(self.figure, series, self.metric)
+        points = [(f"{line.name} at {x}", (line.name, x)) for line in series.lines if line.kind == "variant"
+                  for x in line.x]
+        self._picking = True
+        try:
+            self._pick.options = [("(pick a variant)", None), *points]
+        finally:
+            self._picking = False
+        self._show_pick((self.selected.name, self.selected.size_label) if self.selected else None)
         current = self._other.value
         options = self._variant_options()
         self._other.options = options

@@ -16,7 +16,8 @@ import ast
 import re
 from typing import Any
 
-from widgets._html import esc, fmt_ms, status_badge, timing_text
+from roofline.projection import projection_text
+from widgets._html import esc, fmt_ms, plain, rich, status_badge, timing_text
 from workbench.eval.checks.flags import FLAGS, REJECT, WARN, Finding
 from workbench.result import Result
 
@@ -37,7 +38,7 @@ def flag_chip(flag: str, severity: str | None = None) -> str:
     info = FLAGS.get(flag)
     severity = severity or (info.severity if info else REJECT)
     bg, fg = SEVERITY_COLORS.get(severity, SEVERITY_COLORS[REJECT])
-    tip = f"{info.why}. Fix: {info.fix}" if info else "not in the flag catalog: see the message"
+    tip = plain(f"{info.why}. Fix: {info.fix}") if info else "not in the flag catalog: see the message"
     return (f'<span class="kwb-chip kwb-{esc(severity)}" data-kwb-flag="{esc(flag)}" title="{esc(tip)}" '
             f'style="display:inline-block;background:{bg};color:{fg};border:1px solid {fg}33;border-radius:10px;'
             f'padding:0 8px;margin:1px 3px 1px 0;font-size:90%;font-family:monospace;cursor:help">{esc(flag)}</span>')
@@ -72,8 +73,8 @@ def findings_html(result: Result) -> str:
         body = text[text.index("]") + 1:].strip() if flag and text.startswith("[") else text
         why, _, fix = body.partition(" Fix: ")
         lis.append(f'<li class="kwb-finding kwb-{esc(sev)}" data-kwb-flag="{esc(flag or "")}" style="{_WRAP};'
-                   f'margin:2px 0">{flag_chip(flag, sev) if flag else ""}{esc(why)}'
-                   + (f' <span style="color:#555"><b>Fix:</b> {esc(fix)}</span>' if fix else "") + "</li>")
+                   f'margin:2px 0">{flag_chip(flag, sev) if flag else ""}{rich(why)}'
+                   + (f' <span style="color:#555"><b>Fix:</b> {rich(fix)}</span>' if fix else "") + "</li>")
     return f'<ul class="kwb-findings" style="margin:4px 0;padding-left:1.2em">{"".join(lis)}</ul>'
 
 
@@ -189,10 +190,35 @@ def _message_html(result: Result) -> str:
 # ---- numbers ----------------------------------------------------------------------------------------------------
 
 def _budget_text(budget: dict[str, Any]) -> str:
-    def value(v: Any) -> str:
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
+    """The error budget in words: what an element may be off by, what set that allowance, and how close the
+    worst element came ("k 16 ... merged 10" said plainly)."""
+    def num(v: Any) -> str:
+        return f"{v:.3g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
 
-    return ", ".join(f"{k.replace('_', ' ')} {value(v)}" for k, v in budget.items())
+    tol = budget.get("tolerance") if isinstance(budget.get("tolerance"), dict) else {}
+    k, native = budget.get("k"), budget.get("native_error")
+    parts = []
+    if tol:
+        allowance = f"atol {num(tol.get('atol'))} + rtol {num(tol.get('rtol'))} x |expected|"
+        if k is not None and native is not None:
+            allowance = (f"the larger of {allowance} and {num(k)} x the reference's own error in this precision "
+                         f"({num(native)}, so {num(budget.get('native_bound', k * native))})")
+        parts.append(f"each element may be off by {allowance}")
+    setter = {"tolerance": "the tolerance set the allowance everywhere",
+              "k x native": "the reference's own error set the allowance everywhere",
+              "both": "the tolerance on large values, the reference's own error on small ones"}.get(budget.get("bound"))
+    if setter:
+        parts.append(setter)
+    worst = budget.get("worst_ratio")
+    if isinstance(worst, (int, float)):
+        verdict = "within it" if worst <= 1 else "beyond it"
+        parts.append(f"the worst element used {num(worst)}x its allowance ({verdict}; 1 is the limit)")
+    if budget.get("merged"):
+        n = budget["merged"]
+        parts.append(f"worst of {n} comparison{'s' * (n != 1)} (each output of each checked call)")
+    if budget.get("note"):
+        parts.append(str(budget["note"]))
+    return "; ".join(parts) or ", ".join(f"{k.replace('_', ' ')} {num(v)}" for k, v in budget.items())
 
 
 def speedup_text(result: Result) -> str:
@@ -233,6 +259,8 @@ def stats_rows(result: Result) -> list[tuple[str, str]]:
     if result.sol_fraction is not None:
         bound = f" ({result.bound}-bound)" if result.bound else ""
         rows.append(("speed of light", f"{result.sol_fraction:.0%} of the roofline floor{bound}"))
+    elif result.status == "ok" and (projected := projection_text(result)) is not None:
+        rows.append(("roofline", projected))
     policy = [f"precision {result.precision}" if result.precision else "",
               f"kernel policy {result.kernel_policy}" if result.kernel_policy else "",
               f"sandbox {result.sandbox}" if result.sandbox and result.sandbox != "none" else ""]
@@ -260,6 +288,8 @@ def _sandbox_warning(result: Result) -> str:
 def result_html(result: Result, where: str = "line", extra: str = "") -> str:
     """The verdict card. `where` names line numbers ("cell line" under the cell magic)."""
     size = size_text(result.size)
+    if result.dtype and "dtype" not in (result.size or {}):
+        size = f"{size} {result.dtype}".strip()
     chips = "".join(flag_chip(f) for f in result.flags)
     head = (f'<div class="kwb-headline" style="{_WRAP}">{status_badge(result.status)} <b>{esc(result.candidate_name)}'
             f"</b> on <code>{esc(result.task)}</code>" + (f" · {esc(size)}" if size else "")
@@ -268,12 +298,12 @@ def result_html(result: Result, where: str = "line", extra: str = "") -> str:
     table = ""
     if rows:
         body = "".join(f'<tr><th style="text-align:left;padding:1px 1em 1px 0;font-weight:normal;color:#555;'
-                       f'vertical-align:top;white-space:nowrap">{esc(k)}</th><td style="{_WRAP}">{esc(v)}</td></tr>'
+                       f'vertical-align:top;white-space:nowrap">{esc(k)}</th><td style="{_WRAP}">{rich(v)}</td></tr>'
                        for k, v in rows)
         table = f'<table class="kwb-stats" style="border-collapse:collapse;margin-top:4px">{body}</table>'
     warn = ""
     if result.warnings:
-        items = "".join(f"<li>{flag_chip(x) if x in FLAGS else esc(x)}</li>" for x in result.warnings)
+        items = "".join(f"<li>{flag_chip(x) if x in FLAGS else rich(x)}</li>" for x in result.warnings)
         warn = f'<ul class="kwb-warnings" style="color:#8d6e00;margin:4px 0;{_WRAP}">{items}</ul>'
     return (f'<div class="kwb-result" data-kwb-status="{esc(result.status)}" style="max-width:100%;'
             f'overflow-x:auto">{head}{_sandbox_warning(result)}{findings_html(result)}{lines_html(result, where)}'
@@ -283,7 +313,7 @@ def result_html(result: Result, where: str = "line", extra: str = "") -> str:
 def state_html(state: str, text: str = "") -> str:
     """A panel for a non-result state (idle, running, cancelled, error) with the same badge markup."""
     return (f'<div class="kwb-result" data-kwb-status="{esc(state)}" style="{_WRAP}">{status_badge(state)} '
-            f"<span>{esc(text)}</span></div>")
+            f"<span>{rich(text)}</span></div>")
 
 
 __all__ = ["findings", "findings_html", "flag_chip", "result_html", "state_html", "stats_rows", "line_refs",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+
 
 class WorkbenchError(Exception):
     """Root of every error the workbench raises on purpose. Messages say what to do next."""
@@ -49,7 +51,7 @@ class MissingDependencyError(WorkbenchError, ImportError):
         )
 
 
-def require(module: str, extra: str, feature: str, package: str | None = None):
+def require(module: str, extra: str, feature: str, package: str | None = None) -> ModuleType:
     """Import an optional dependency or fail with an install hint."""
     import importlib
 

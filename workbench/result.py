@@ -7,8 +7,9 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Every status a Result can carry; "ok" is the only passing one.
-STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "rejected")
+#: Every status a Result can carry; "ok" is the only passing one. "cancelled": the caller stopped the evaluation
+#: (EvalOptions.cancel); nothing was judged, and `evaluate` never stores it.
+STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "rejected", "cancelled")
 #: A/B verdicts of a speedup (its 95% CI against 1 within the noise band): see workbench.eval.judge.stats.
 SPEEDUP_VERDICTS = ("faster", "slower", "same", "inconclusive")
 

@@ -21,15 +21,20 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from workbench.errors import StoreError
 from workbench.result import Result
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+_T = TypeVar("_T")
+
 #: Bumped when the tables change; a store written by a newer version is refused, never half-read.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: (column, SQL type) of the results table after `id`, in the order frames show them.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -49,10 +54,18 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("speedup_ci_low", "REAL"), ("speedup_ci_high", "REAL"), ("speedup_verdict", "TEXT"), ("speedup_basis", "TEXT"),
     ("coverage", "REAL"), ("kernel_policy", "TEXT"), ("precision", "TEXT"), ("sandbox", "TEXT"),
     ("stop_reason", "TEXT"),
+    # schema 3: the LLM call behind an agent's candidate (NULL for every other row)
+    ("llm_model", "TEXT"), ("llm_tokens_in", "INTEGER"), ("llm_tokens_out", "INTEGER"), ("llm_cost_usd", "REAL"),
+    ("llm_latency_s", "REAL"), ("llm_finish_reason", "TEXT"), ("llm_temperature", "REAL"), ("llm_seed", "INTEGER"),
 )
 #: Columns each schema version added, so an older store is upgraded in place (ALTER TABLE ADD COLUMN).
 _ADDED_IN = {2: ("speedup_ci_low", "speedup_ci_high", "speedup_verdict", "speedup_basis", "coverage",
-                 "kernel_policy", "precision", "sandbox", "stop_reason")}
+                 "kernel_policy", "precision", "sandbox", "stop_reason"),
+             3: ("llm_model", "llm_tokens_in", "llm_tokens_out", "llm_cost_usd", "llm_latency_s", "llm_finish_reason",
+                 "llm_temperature", "llm_seed")}
+#: Columns filled from `add()`'s keyword arguments (the agent passes them), not from the Result.
+LLM_COLUMNS = _ADDED_IN[3]
+_INTEGERS = tuple(name for name, kind in COLUMNS if kind == "INTEGER")
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 _JSON_LIST = ("flags", "warnings")
 _JSON_DICT = ("size", "versions", "metadata")
@@ -144,7 +157,23 @@ def result_row(result: Result, run_id: str | None = None, metadata: dict[str, An
         "coverage": result.coverage, "kernel_policy": result.kernel_policy or None,
         "precision": result.precision or None, "sandbox": result.sandbox or None,
         "stop_reason": timing.stop_reason or None if timing else None,
+        **{name: _llm_value(name, meta.get(name)) for name in LLM_COLUMNS},
     }
+
+
+def _llm_value(name: str, value: Any) -> Any:
+    """An `llm_*` column's value as SQLite should hold it (None for missing or unreadable values)."""
+    if value is None:
+        return None
+    kind = dict(COLUMNS)[name]
+    try:
+        if kind == "INTEGER":
+            return int(value)
+        if kind == "REAL":
+            return float(value)
+    except (TypeError, ValueError):
+        return None
+    return str(value)
 
 
 def _text(value: Any) -> str | None:
@@ -196,7 +225,7 @@ class Store:
         self._db, self._pid = db, os.getpid()
         return db
 
-    def _retry(self, work):
+    def _retry(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run `work(db)` in one IMMEDIATE transaction, retrying while another process holds the lock."""
         delay = 0.005
         for attempt in range(_RETRIES):
@@ -298,6 +327,7 @@ class Store:
         names = [*COLUMN_NAMES, "result_json"]
         values = [row[n] for n in COLUMN_NAMES] + [_dumps(data)]
         cur = db.execute(f"INSERT INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", values)
+        assert cur.lastrowid is not None  # set by every INSERT
         return int(cur.lastrowid)
 
     def add(self, result: Result, run_id: str | None = None, **metadata: Any) -> int:
@@ -382,7 +412,7 @@ class Store:
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
 
     def frame(self, task: str | None = None, status: str | None = None, run_id: str | None = None,
-              *, source: bool = True, **filters: Any):
+              *, source: bool = True, **filters: Any) -> pd.DataFrame:
         """A tidy DataFrame, one row per result, oldest first. Filters match columns (a list means "any of")
         or metadata keys; `flags`/`warnings` are list columns, `size`/`versions`/`metadata` dict columns."""
         import pandas as pd
@@ -404,8 +434,8 @@ class Store:
         for key in _FLOATS:
             frame[key] = pd.to_numeric(frame[key], errors="coerce").astype("float64")
         frame["id"] = frame["id"].astype("int64")
-        frame["seed"] = pd.to_numeric(frame["seed"]).astype("Int64")
-        frame["time_n"] = pd.to_numeric(frame["time_n"]).astype("Int64")
+        for key in _INTEGERS:
+            frame[key] = pd.to_numeric(frame[key]).astype("Int64")
         if int(pd.__version__.split(".")[0]) >= 3:
             # One text dtype whatever the rows hold (all-None columns would otherwise come out as object).
             for key in (*_TEXTS, *(["source"] if source else [])):
@@ -415,7 +445,7 @@ class Store:
         return frame
 
     def flags_frame(self, task: str | None = None, status: str | None = None, run_id: str | None = None,
-                    **filters: Any):
+                    **filters: Any) -> pd.DataFrame:
         """One row per (result, flag): count how often each model or candidate trips each check with
         `store.flags_frame().groupby(["author", "flag"]).size()`. Results without flags do not appear."""
         frame = self.frame(task, status, run_id, source=False, **filters)
@@ -427,7 +457,7 @@ class Store:
         out["flag"] = out["flag"].astype(object)
         return out
 
-    def runs(self):
+    def runs(self) -> pd.DataFrame:
         """One row per run id: how many results, how many ok, first and last timestamps."""
         import pandas as pd
 

@@ -8,27 +8,21 @@ a traceback or a `runtime_error` result stored for a typo would blame the candid
 from __future__ import annotations
 
 import argparse
-import ast
-import difflib
 import json
-import operator
 from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
-from workbench.tasks.task import top_level_assignments
+from workbench.tasks.sizes import SizeError, did_you_mean, size_defaults, split_pairs, validate_size
+
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERNAL", "UsageError", "did_you_mean", "size_defaults",
+           "check_size", "parse_size", "read_text_file", "open_store", "check_store_path", "positive", "device_arg"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class UsageError(WorkbenchError):
     """Bad command-line input; `kwb` prints the message and exits with status 2."""
-
-
-def did_you_mean(name: str, known: list[str] | tuple[str, ...] | set[str]) -> str:
-    """" (did you mean 'dim'?)" for a close match among `known`, else ""."""
-    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def read_text_file(path: str | Path, what: str) -> str:
@@ -63,6 +57,17 @@ def device_arg(value: str) -> str:
     if value == "cpu" or value == "cuda" or value.startswith("cuda:"):
         return value
     raise argparse.ArgumentTypeError(f"device must be cpu, cuda or cuda:N, not {value!r}")
+
+
+def datasheet_gpu(name: str) -> str:
+    """argparse type for --gpu: a GPU of the datasheet table (the error lists them)."""
+    from roofline.projection import resolve_gpu
+    from workbench.errors import UnknownNameError
+
+    try:
+        return resolve_gpu(name).name
+    except (UnknownNameError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive(kind: type = int):
@@ -108,7 +113,7 @@ def parse_size(text: str | None) -> str | dict[str, Any] | None:
     if text is None or text in ("cpu", "gpu"):
         return text
     out: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in split_pairs(text):
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"bad size {part!r}: give a preset (cpu, gpu) or NAME=VALUE pairs separated by commas, "
@@ -124,40 +129,9 @@ def _parse_value(value: str) -> Any:
         return value
 
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-           ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.LShift: operator.lshift,
-           ast.RShift: operator.rshift}
-
-
-def _constant(node: ast.AST, env: dict[str, Any]) -> Any:
-    """Literals, earlier constants and arithmetic on them (`n = 1 << 20`, `dim = 2 * batch`); else ValueError."""
-    if isinstance(node, ast.Name) and node.id in env and env[node.id] is not None:
-        return env[node.id]
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        left, right = _constant(node.left, env), _constant(node.right, env)
-        if isinstance(node.op, ast.Pow) and abs(right) > 64:
-            raise ValueError("exponent too large")
-        return _BINOPS[type(node.op)](left, right)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _constant(node.operand, env)
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, (ast.Tuple, ast.List)):
-        items = [_constant(e, env) for e in node.elts]
-        return tuple(items) if isinstance(node, ast.Tuple) else items
-    return ast.literal_eval(node)
-
-
-def size_defaults(source: str) -> dict[str, Any]:
-    """The reference's module-level constants and their values (None where not plain arithmetic).
-
-    Sizes are module constants that `get_inputs()` reads, so their defaults tell which names exist and what
-    type a new value must have: `dim = 256` wants an integer, not "abc".
-    """
-    return top_level_assignments(source, _constant)
-
-
 def check_size(task, size: str | dict[str, Any] | None, option: str = "--size") -> None:
-    """Reject a size the task cannot use before any evaluation: unknown preset, unknown name, wrong type."""
+    """Reject a size the task cannot use before any evaluation: an unknown preset or name, a wrong type, a
+    dimension below 1 (workbench.tasks.sizes), as a usage error that names the option the user typed."""
     if size is None:
         return
     if isinstance(size, str):
@@ -165,45 +139,7 @@ def check_size(task, size: str | dict[str, Any] | None, option: str = "--size") 
             raise UsageError(f"{option} {size}: task {task.name!r} has the size presets {', '.join(task.sizes)}; "
                              "or give NAME=VALUE pairs")
         return
-    defaults = size_defaults(task.source)
-    known = sorted(k for k in defaults if k.isidentifier() and not k.startswith("_"))
-    for key, value in size.items():
-        if key == "dtype" and "dtype" in defaults:
-            _check_dtype(task, value, option)
-            continue
-        if key not in defaults:
-            raise UsageError(f"{option}: task {task.name!r} has no size {key!r}{did_you_mean(key, known)}; "
-                             f"its sizes are {', '.join(k for k in known if k != 'dtype') or '(none)'}")
-        _check_type(key, value, defaults[key], option)
-
-
-def _check_type(key: str, value: Any, default: Any, option: str) -> None:
-    if default is None:
-        return
-    if isinstance(default, bool) or not isinstance(default, (int, float, tuple, list)):
-        return
-    if isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        want = "a whole number"
-    elif isinstance(default, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        want = "a number"
-    else:
-        ok = isinstance(value, (list, tuple))
-        want = "a list such as [16,256]"
-    if not ok:
-        raise UsageError(f"{option} {key}={json.dumps(value) if not isinstance(value, str) else value}: {key} must be "
-                         f"{want} (the task's default is {default!r}), e.g. {key}={_example(default)}")
-
-
-def _example(default: Any) -> str:
-    if isinstance(default, (list, tuple)):
-        return json.dumps(list(default)).replace(" ", "")
-    return str(default)
-
-
-def _check_dtype(task, value: Any, option: str) -> None:
-    allowed = {"float16", "bfloat16", "float32", "float64", *task.dtypes}
-    if not isinstance(value, str) or value not in allowed:
-        raise UsageError(f"{option} dtype={value}: use one of {', '.join(sorted(allowed))} "
-                         f"(the task's own: {', '.join(task.dtypes)})")
+    try:
+        validate_size(task, size)
+    except SizeError as exc:
+        raise UsageError(exc.message(option)) from None

@@ -80,8 +80,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(format_table(rows, ["task", "candidate", "status", "flags", "time", "clock", "speedup", "SOL", "as expected"]))
     surprises = [r for r, e in results if r.status != e]
     if not args.no_report:
-        report = args.report or str(Path(args.store).with_name(Path(args.store).stem + "-report.html"))
-        print(write_demo_report(args.store, run_id, report))
+        print(write_demo_report(args.store, run_id, args.report))
     print(f"\n{len(results)} evaluations in {time.perf_counter() - started:.0f} s; results in "
           f"{Path(args.store).resolve()} (run {run_id}); see them with `kwb results --store {args.store} --run {run_id}`")
     for res in surprises:
@@ -89,15 +88,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_FAILED if surprises else EXIT_OK
 
 
-def write_demo_report(store_path: str, run_id: str, output: str) -> str:
-    """The run's self-contained HTML report when the lab extra (plotly) is installed; otherwise how to get it."""
+def results_folder(store_path: str) -> Path:
+    """Where reports go: `runs/` beside the store (never the working directory itself)."""
+    return Path(store_path).resolve().parent / "runs"
+
+
+def write_demo_report(store_path: str, run_id: str, output: str | None = None) -> str:
+    """The run's HTML report (default: runs/RUN/report.html beside the store, with plotly.js shared in runs/)
+    when the lab extra (plotly) is installed; otherwise how to get it."""
     import importlib
 
     try:
         write_report = importlib.import_module("widgets.report").write_report
-        return f"HTML report: {Path(write_report(store_path, run_id, output)).resolve()}"
     except ImportError as exc:  # MissingDependencyError is an ImportError too
         return f"HTML report skipped ({exc}); `kwb doctor` lists what to install"
+    folder = results_folder(store_path)
+    if output:
+        path = write_report(store_path, run_id, output)
+    else:
+        path = write_report(store_path, run_id, folder / run_id / "report.html", library_dir=folder)
+    return f"HTML report: {Path(path).resolve()}"
 
 
 def add_demo_command(sub: argparse._SubParsersAction) -> None:
@@ -105,6 +115,6 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", type=device_arg, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--store", default="demo.db", help="results store to write (default demo.db)")
     p.add_argument("--tasks", help="comma-separated task names (default: every task with a solution)")
-    p.add_argument("--report", help="HTML report file (default: beside the store, STORE-report.html)")
+    p.add_argument("--report", help="HTML report file (default: runs/RUN/report.html beside the store)")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     p.set_defaults(handler=cmd_demo)

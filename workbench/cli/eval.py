@@ -17,6 +17,7 @@ from workbench.cli.common import (
     EXIT_OK,
     UsageError,
     check_size,
+    datasheet_gpu,
     device_arg,
     open_store,
     parse_size,
@@ -24,6 +25,7 @@ from workbench.cli.common import (
     read_text_file,
 )
 from workbench.cli.format import Progress, format_result
+from workbench.tasks.sizes import size_label
 
 
 def load_task_arg(spec: str, sizes: str | None = None, fit: str | None = None):
@@ -58,6 +60,7 @@ def load_candidate(path: str, language: str | None):
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from workbench.eval.evaluate import default_device, evaluate
+    from workbench.eval.options import EvalOptions
 
     task = load_task_arg(args.task, args.sizes, args.fit)
     candidate = load_candidate(args.file, args.language)
@@ -67,10 +70,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not task.sizes and size is None and device == "cpu" and not args.fit:
         print("note: no --sizes given: the file's own sizes are used; KernelBench sizes can take minutes on a CPU",
               file=sys.stderr)
+    # The size that runs, every name of it: a partial --size keeps the device's preset for the rest.
+    full = task.size(size, device)
     mode = " (Triton interpreter)" if device == "cpu" and candidate.language == "triton" else ""
-    with Progress(f"evaluating {args.file} on task {task.name}, {device}{mode}"):
-        result = evaluate(task, candidate, device, size=size, seed=args.seed, rounds=args.rounds,
-                          timeout=args.timeout, time_it=not args.no_time, compile_timeout=args.compile_timeout)
+    shown = size_label(full, None if "dtype" in full else (task.dtypes[0] if task.dtypes else None))
+    with Progress(f"evaluating {args.file} on task {task.name} ({shown or 'the file defaults'}), {device}{mode}",
+                  verbose=args.verbose) as line:
+        options = EvalOptions(device=device, size=size, seed=args.seed, rounds=args.rounds, timeout=args.timeout,
+                              time_it=not args.no_time, compile_timeout=args.compile_timeout, on_progress=line.update)
+        result = evaluate(task, candidate, options=options)
     stored = None
     if args.store:
         with open_store(args.store) as store:
@@ -81,7 +89,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         data.pop("source", None)
         print(json.dumps(data, indent=2, default=str))
     else:
-        print(format_result(result, stored))
+        print(format_result(result, stored, projection_gpu=args.gpu))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
@@ -104,5 +112,9 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-time", action="store_true", help="check correctness only, skip timing")
     p.add_argument("--store", help="also add the result to this results store (SQLite file)")
     p.add_argument("--run-id", help="run id to store the result under")
+    p.add_argument("--gpu", type=datasheet_gpu, default=None,
+                   help="datasheet GPU a result without a measured SOL is projected on (default: H100 SXM)")
     p.add_argument("--json", action="store_true", help="print the Result as JSON")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print each stage of the evaluation (a terminal shows them live on one line anyway)")
     p.set_defaults(handler=cmd_eval)

@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from workbench.tasks.sizes import size_label
+
 
 def format_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], max_width: int = 60) -> str:
     """A plain-text table; long cells are cut at `max_width` so a row stays on one terminal line."""
@@ -71,15 +73,16 @@ def sol_text(result) -> str:
     return f"{100 * result.sol_fraction:.1f}%" + (f" ({result.bound}-bound)" if result.bound else "")
 
 
-def format_result(result, stored: str | None = None) -> str:
-    """The `kwb eval` report of one Result."""
+def format_result(result, stored: str | None = None, projection_gpu: str | None = None) -> str:
+    """The `kwb eval` report of one Result; without a measured SOL, where its counted work would sit on
+    `projection_gpu`'s datasheet roofline (default the H100)."""
     errors = "-"
     if result.max_abs_err is not None or result.max_rel_err is not None:
         errors = "  ".join(f"{name} {'-' if v is None else format(v, '.3g')}"
                            for name, v in (("abs", result.max_abs_err), ("rel", result.max_rel_err)))
     ref = result.reference_timing
     rows = [
-        ("task", f"{result.task} ({size_text(result.size)}{', ' + result.dtype if result.dtype else ''})"),
+        ("task", f"{result.task} ({size_label(result.size, result.dtype) or '(file defaults)'})"),
         ("candidate", f"{result.candidate_name} ({result.language}, id {result.candidate_id[:8]})"),
         ("device", f"{result.device}: {result.device_name}" if result.device_name else result.device),
         ("status", result.status),
@@ -91,6 +94,8 @@ def format_result(result, stored: str | None = None) -> str:
     ]
     if result.sol_fraction is not None:
         rows.append(("SOL", sol_text(result)))
+    elif (projected := _projection(result, projection_gpu)) is not None:
+        rows.append(("roofline", projected))
     if result.coverage is not None:
         rows.append(("coverage", f"{100 * result.coverage:.0f}% of GPU kernel time in the candidate's own kernels"))
     if result.launch_reference_timing is not None:
@@ -114,14 +119,38 @@ def format_result(result, stored: str | None = None) -> str:
     return "\n".join(lines)
 
 
-class Progress:
-    """One status line on stderr with elapsed seconds, refreshed in place on a terminal."""
+def _projection(result, gpu: str | None = None) -> str | None:
+    """Where the result's counted work would sit on `gpu` (roofline is optional in a bare engine install)."""
+    try:
+        from roofline.projection import projection_text
+    except ImportError:
+        return None
+    return projection_text(result, gpu)
 
-    def __init__(self, text: str, stream=None):
-        self.text, self.stream = text, stream or sys.stderr
+
+class Progress:
+    """One status line on stderr, refreshed in place on a terminal: elapsed seconds and, once `update` is fed an
+    evaluation's progress (pass it as `on_progress`), the stage, round or batch and CI width. Off a terminal it
+    prints the line once, and with `verbose` one more line per stage."""
+
+    def __init__(self, text: str, stream=None, verbose: bool = False):
+        self.text, self.stream, self.verbose = text, stream or sys.stderr, verbose
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.started = 0.0
+        self.detail, self._stage, self._width = "", "", 0
+
+    def update(self, progress: Any) -> None:
+        """The evaluation's latest progress (a `workbench.eval.wire.judge_messages.Progress`)."""
+        self.detail = progress.describe()
+        if self._thread is None and self.verbose and progress.stage != self._stage:
+            print(f"  {self.detail}", file=self.stream, flush=True)
+        self._stage = progress.stage
+
+    def _line(self, text: str) -> str:
+        """`text` padded to cover the longer line it overwrites."""
+        pad, self._width = max(0, self._width - len(text)), len(text)
+        return text + " " * pad
 
     def __enter__(self) -> Progress:
         self.started = time.perf_counter()
@@ -134,11 +163,12 @@ class Progress:
 
     def _spin(self) -> None:
         while not self._stop.wait(0.5):
-            print(f"\r{self.text} ... {time.perf_counter() - self.started:.0f} s", end="", file=self.stream, flush=True)
+            detail = self.detail or f"{time.perf_counter() - self.started:.0f} s"
+            print("\r" + self._line(f"{self.text} ... {detail}"), end="", file=self.stream, flush=True)
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         if self._thread:
             self._thread.join()
-        end = "\r" if self._thread else ""
-        print(f"{end}{self.text} ... done in {time.perf_counter() - self.started:.1f} s", file=self.stream, flush=True)
+        done = f"{self.text} ... done in {time.perf_counter() - self.started:.1f} s"
+        print("\r" + self._line(done) if self._thread else done, file=self.stream, flush=True)

@@ -8,10 +8,11 @@ is an error with a suggestion, not a grid run on defaults); `-p` values parse as
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
-from workbench.cli.common import EXIT_FAILED, EXIT_OK, UsageError, check_store_path, positive
+from workbench.cli.common import EXIT_FAILED, EXIT_OK, UsageError, check_store_path, datasheet_gpu, positive
 
 
 def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -34,10 +35,16 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--report", action="store_true", help="write the HTML report when the run ends")
     run.set_defaults(handler=_run)
 
-    report = sub.add_parser("report", help="render one self-contained HTML report of a run")
+    report = sub.add_parser("report", help="render the HTML report of a run (plotly.js shared beside it)")
     report.add_argument("run_id")
     report.add_argument("--store", default="results.db")
-    report.add_argument("-o", "--output", default=None, help="HTML file (default: runs/RUN/report.html)")
+    report.add_argument("--out", default="runs", help="results folder: the report goes to OUT/RUN/report.html and "
+                                                      "plotly.js once into OUT (default runs)")
+    report.add_argument("-o", "--output", default=None, help="HTML file instead (plotly.js is written beside it)")
+    report.add_argument("--gpu", type=datasheet_gpu, default=None,
+                        help="datasheet GPU that runs without GPU times are projected on (default: H100 SXM)")
+    report.add_argument("--self-contained", action="store_true",
+                        help="inline plotly.js (one ~5 MB file) instead of loading the shared copy beside it")
     report.set_defaults(handler=_report)
 
     status = sub.add_parser("status", help="list runs and their points")
@@ -89,10 +96,22 @@ def _run(args: argparse.Namespace) -> int:
     if args.report:
         from widgets.report import write_report
 
-        path = write_report(args.store, run.run_id, Path(run.out_dir) / "report.html")
+        # plotly.js once in the results folder, shared by every run's report under it.
+        path = write_report(args.store, run.run_id, Path(run.out_dir) / "report.html", library_dir=args.out)
         print(f"report: {path}")
-    print(f"run id: {run.run_id}  (resume with --run-id {run.run_id}; report with `kwb study report {run.run_id}`)")
+    print(f"run id: {run.run_id}  (resume with --run-id {run.run_id}; report with `{report_command(args, run)}`)")
     return EXIT_FAILED if run.failed else EXIT_OK
+
+
+def report_command(args: argparse.Namespace, run) -> str:
+    """The `kwb study report` line that reproduces this run's report from where the user is: with the --store
+    the run used (the command's default is results.db) and the report beside the run's executed notebooks."""
+    parts = ["kwb", "study", "report", run.run_id]
+    if args.store != "results.db":
+        parts += ["--store", args.store]
+    if Path(args.out) != Path("runs"):
+        parts += ["--out", args.out]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def _existing_store(path: str) -> str:
@@ -105,8 +124,13 @@ def _existing_store(path: str) -> str:
 def _report(args: argparse.Namespace) -> int:
     from widgets.report import write_report
 
-    out = args.output or str(Path("runs") / args.run_id / "report.html")
-    path = write_report(_existing_store(args.store), args.run_id, out)
+    store = _existing_store(args.store)
+    if args.output:  # plotly.js beside a report the user placed, else once in the results folder
+        path = write_report(store, args.run_id, args.output, projection_gpu=args.gpu,
+                            self_contained=args.self_contained)
+    else:
+        path = write_report(store, args.run_id, Path(args.out) / args.run_id / "report.html", library_dir=args.out,
+                            projection_gpu=args.gpu, self_contained=args.self_contained)
     print(f"report: {path}")
     return EXIT_OK
 

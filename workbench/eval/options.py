@@ -8,10 +8,15 @@ added in one place and every client gets it (STYLE.md convention 3).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.eval.caller.progress import CancelToken
+    from workbench.eval.wire.judge_messages import Progress
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,11 @@ class EvalOptions:
     compile_timeout: seconds for loading the candidate, CUDA compilation included (None: 600).
     time_it: time the candidate and the reference after the checks pass.
     compile_reference: on a GPU, also time `torch.compile` of the reference.
+    on_progress: called with a `Progress` (stage, round or batch k of n, elapsed seconds, timing samples and CI
+        width; `.describe()` gives one line) as the judge works and about once a second while it is silent. Called
+        on the evaluating thread; an exception it raises stops the evaluation and propagates.
+    cancel: a `threading.Event` (anything with `is_set()`); once set, the evaluation is stopped within a fraction
+        of a second, its judge ended, and `evaluate` returns a Result with status "cancelled" (never stored).
     """
 
     device: str | None = None
@@ -37,8 +47,14 @@ class EvalOptions:
     compile_timeout: float | None = None
     time_it: bool = True
     compile_reference: bool = True
+    on_progress: Callable[[Progress], Any] | None = field(default=None, compare=False, repr=False)
+    cancel: CancelToken | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.on_progress is not None and not callable(self.on_progress):
+            raise WorkbenchError(f"on_progress must be a function taking one Progress, got {self.on_progress!r}")
+        if self.cancel is not None and not callable(getattr(self.cancel, "is_set", None)):
+            raise WorkbenchError(f"cancel must be a threading.Event (anything with is_set()), got {self.cancel!r}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise WorkbenchError(f"seed must be a whole number, got {self.seed!r}")
         if not isinstance(self.rounds, int) or isinstance(self.rounds, bool) or self.rounds < 1:

@@ -6,6 +6,9 @@
 
 Providers: `openai` (any OpenAI-compatible server), `anthropic`, `replay` (a recorded transcript).
 The SDKs are optional dependencies (`pip install 'kernel-workbench[llm]'`), imported when a provider is built.
+Every call runs under a retry policy (`RetryPolicy`: backoff with jitter, Retry-After honoured); a call that
+fails for good raises an `LLMCallError` whose `kind` (rate_limit, server, timeout, context_length, auth, ...)
+comes with advice that fits it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from workbench.llm.base import (
     BaseProvider,
     LLMCallError,
+    LLMCancelled,
     LLMConfigError,
     LLMError,
     LLMReply,
@@ -25,13 +29,16 @@ from workbench.llm.base import (
 )
 from workbench.llm.config import LLMConfig, load_config
 from workbench.llm.extract import NO_CODE_FOUND, Extraction, extract_code
+from workbench.llm.failures import KINDS as FAILURE_KINDS
+from workbench.llm.failures import classify
 from workbench.llm.feedback import FEEDBACK_PRESETS, FeedbackOptions, feedback_options, render_history, render_result
 from workbench.llm.prompts import MUTATIONS, Prompt, generation_prompt, mutation_prompt, refine_prompt
 from workbench.llm.recording import CallRecord, PriceTable, Recorder, ResponseCache, TranscriptWriter, read_transcript
+from workbench.llm.retry import CallControl, RetryPolicy
 
 __all__ = [
     "BaseProvider", "Provider", "LLMRequest", "LLMReply", "LLMError", "LLMConfigError", "LLMCallError",
-    "ReplayMissError", "get_provider", "providers", "register_provider", "LLMConfig", "load_config",
+    "ReplayMissError", "LLMCancelled", "RetryPolicy", "CallControl", "FAILURE_KINDS", "classify", "get_provider", "providers", "register_provider", "LLMConfig", "load_config",
     "NO_CODE_FOUND", "Extraction", "extract_code", "FeedbackOptions", "FEEDBACK_PRESETS", "feedback_options",
     "render_result", "render_history", "Prompt", "MUTATIONS", "generation_prompt", "refine_prompt",
     "mutation_prompt", "CallRecord", "PriceTable", "Recorder", "ResponseCache", "TranscriptWriter",

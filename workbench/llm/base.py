@@ -7,6 +7,8 @@ engine pattern: the base class does the try/finally, the plug-in does the one th
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
 import time
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from workbench.errors import UnknownNameError, WorkbenchError
+from workbench.llm.retry import CallControl, RetryPolicy
 
 
 class LLMError(WorkbenchError):
@@ -34,7 +37,34 @@ class LLMConfigError(LLMError):
 
 
 class LLMCallError(LLMError):
-    """The provider's API call failed (network, HTTP status, malformed reply)."""
+    """The provider's API call failed (network, HTTP status, malformed reply).
+
+    `kind` is one of workbench.llm.failures.KINDS (rate_limit, server, timeout, context_length, auth, ...);
+    `retryable` says whether another attempt could pass, `fatal` whether every later call would fail too;
+    `attempts` is how many were made, `status` the HTTP status when there was one.
+    """
+
+    def __init__(self, message: str, provider: str | None = None, model: str | None = None, *,
+                 kind: str = "bad_request", status: int | None = None, retry_after: float | None = None,
+                 attempts: int = 1):
+        self.kind, self.status, self.retry_after, self.attempts = kind, status, retry_after, attempts
+        super().__init__(message, provider, model)
+
+    @property
+    def retryable(self) -> bool:
+        from workbench.llm.failures import RETRYABLE
+
+        return self.kind in RETRYABLE
+
+    @property
+    def fatal(self) -> bool:
+        from workbench.llm.failures import FATAL
+
+        return self.kind in FATAL
+
+
+class LLMCancelled(LLMError):
+    """The call was cancelled before its reply settled (Stop, Ctrl-C, or the run ended around it)."""
 
 
 class ReplayMissError(LLMError):
@@ -92,9 +122,18 @@ class LLMRequest:
         return "\n\n".join(parts)
 
 
+#: finish_reason / stop_reason values that mean "cut at the output-token limit" (OpenAI, vLLM, Anthropic).
+TRUNCATED_REASONS = frozenset({"length", "max_tokens", "max_output_tokens", "model_context_window_exceeded"})
+
+
 @dataclass
 class LLMReply:
-    """A model's answer plus what it cost. `cached` is True when no API call was made for it."""
+    """A model's answer plus what it cost. `cached` is True when no API call was made for it.
+
+    `finish_reason` is the provider's own word (OpenAI `finish_reason`, Anthropic `stop_reason`); `truncated`
+    says whether it means the reply was cut at the token limit. `reasoning` is the reasoning text that
+    reasoning models return beside the answer (kept for the transcript, never searched for code).
+    """
 
     text: str
     tokens_in: int = 0
@@ -105,6 +144,15 @@ class LLMReply:
     latency_s: float = 0.0
     cost_usd: float | None = None
     request_hash: str = ""
+    reasoning: str = ""
+    #: Attempts the call took (1 when the first one answered).
+    attempts: int = 1
+    #: Continuation requests appended to this reply after it was cut at the token limit.
+    continued: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason in TRUNCATED_REASONS
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -124,15 +172,22 @@ class Provider(Protocol):
 
 
 class BaseProvider:
-    """Bookkeeping shared by all providers: cache lookup, call record, transcript line, cost estimate.
+    """Bookkeeping shared by all providers: cache lookup, retries, call records, transcript line, cost.
 
-    Subclasses implement `_send(request) -> LLMReply` (text and token counts only).
+    Subclasses implement `_send(request) -> LLMReply` (text, token counts, finish reason, reasoning) for
+    one attempt; `complete` wraps it in the retry policy (workbench.llm.retry) and turns SDK exceptions
+    into classified `LLMCallError`s (workbench.llm.failures).
     """
 
     name = "base"
+    #: Whether the API takes a `seed` (OpenAI-compatible servers do, Anthropic does not).
+    accepts_seed = False
+    #: Calls this provider may have in flight at once (None: as many as the run asks for).
+    max_concurrency: int | None = None
 
     def __init__(self, model: str, *, temperature: float | None = None, max_tokens: int = 4096,
-                 endpoint: str = "", recorder: Any = None):
+                 endpoint: str = "", recorder: Any = None, timeout: float | None = None,
+                 retry: RetryPolicy | None = None):
         from workbench.llm.recording import Recorder
 
         self.model = model
@@ -141,6 +196,8 @@ class BaseProvider:
         #: Where requests go (base URL); part of the cache key so two servers' "same" model never mix.
         self.endpoint = endpoint
         self.recorder = recorder if recorder is not None else Recorder()
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
 
     def request(self, messages: list[dict[str, str]], *, system: str = "", sample: int = 0,
                 temperature: float | None = None, max_tokens: int | None = None, **params: Any) -> LLMRequest:
@@ -159,40 +216,107 @@ class BaseProvider:
         blob = _canonical({"provider": self.name, "endpoint": self.endpoint, "request": request.key()})
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
-    def complete(self, request: LLMRequest) -> LLMReply:
+    def settings(self) -> dict[str, Any]:
+        """What rebuilds this provider later (`get_provider(**settings)`), the API key left out."""
+        out = {"provider": self.name, "model": self.model, "temperature": self.temperature,
+               "max_tokens": self.max_tokens, "timeout": self.timeout, "max_retries": self.retry.max_retries,
+               "retry_base_delay": self.retry.base_delay, "retry_max_delay": self.retry.max_delay}
+        base_url = getattr(self, "base_url", None)
+        if base_url:
+            out["base_url"] = base_url
+        return out
+
+    def with_model(self, model: str) -> BaseProvider:
+        """The same provider (endpoint, key, client, recorder, limits) asking another model."""
+        clone = copy.copy(self)
+        clone.model = model
+        return clone
+
+    def continuation(self, request: LLMRequest, partial: LLMReply) -> LLMRequest:
+        """The request that asks the model to go on with a reply cut at the token limit."""
+        messages = list(request.messages) + [
+            {"role": "assistant", "content": partial.text},
+            {"role": "user", "content": CONTINUE_PROMPT},
+        ]
+        return dataclasses.replace(request, messages=tuple(messages))
+
+    def join_continuation(self, partial: str, more: str) -> str:
+        """The cut reply and its continuation as one text. A continuation that opens a new code block while
+        the cut one is still open most likely starts over: the cut block is closed, so extraction (which
+        takes the last block defining the entry class) finds the whole new one."""
+        if _open_fence(partial) and more.lstrip().startswith(("```", "~~~")):
+            return partial.rstrip("\n") + "\n```\n" + more.lstrip("\n")
+        return partial + more
+
+    # -- one call, with retries
+    def complete(self, request: LLMRequest, *, control: CallControl | None = None) -> LLMReply:
+        """The reply to `request`: from the cache when allowed, else from the API under the retry policy.
+
+        Raises a classified `LLMCallError` when every attempt failed (or a failure no retry can fix), and
+        `LLMCancelled` when `control` was cancelled first (nothing is recorded then: the canceller does).
+        """
         recorder = self.recorder
         cache_key = self.cache_key(request)
-        cached = recorder.cache.get(cache_key) if recorder.cache is not None else None
+        use_cache = recorder.cache is not None and recorder.caches(request)
+        cached = recorder.cache.get(cache_key) if use_cache else None
         if cached is not None:
-            reply = LLMReply(**{**cached, "cached": True, "latency_s": 0.0})
+            known = set(LLMReply.__dataclass_fields__)
+            reply = LLMReply(**{**{k: v for k, v in cached.items() if k in known}, "cached": True, "latency_s": 0.0})
             reply.request_hash = request.key()
             recorder.record(self, request, reply, cache_key=cache_key)
             return reply
-        started = time.perf_counter()
-        try:
-            reply = self._send(request)
-        except LLMError as exc:
-            recorder.record(self, request, None, cache_key=cache_key, error=str(exc),
-                            latency_s=time.perf_counter() - started)
-            raise
-        except Exception as exc:  # SDK errors: network, HTTP status, schema
-            err = LLMCallError(
-                f"{self.name} call to model {self.model!r} at {self.endpoint or 'the default endpoint'} failed: "
-                f"{type(exc).__name__}: {exc}. Check the base URL, the API key and that the model name exists.",
-                self.name, self.model,
-            )
-            recorder.record(self, request, None, cache_key=cache_key, error=str(err),
-                            latency_s=time.perf_counter() - started)
-            raise err from exc
-        reply.latency_s = time.perf_counter() - started
-        reply.request_hash = request.key()
-        reply.model = reply.model or self.model
-        reply.cost_usd = recorder.prices.cost(self.model, reply.tokens_in, reply.tokens_out)
-        if recorder.cache is not None:
-            recorder.cache.put(cache_key, {k: v for k, v in reply.to_dict().items()
-                                           if k not in ("cached", "latency_s", "request_hash")})
-        recorder.record(self, request, reply, cache_key=cache_key)
-        return reply
+        policy = self.retry
+        for attempt in range(1, policy.attempts + 1):
+            if control is not None and control.cancelled:
+                raise LLMCancelled(control.reason or "cancelled", self.name, self.model)
+            started = time.perf_counter()
+            try:
+                reply = self._send(request)
+            except LLMError as exc:
+                recorder.record(self, request, None, cache_key=cache_key, error=str(exc),
+                                latency_s=time.perf_counter() - started, attempt=attempt)
+                raise
+            except Exception as exc:  # SDK errors: network, HTTP status, schema
+                error = self._call_error(exc, attempt)
+                if control is not None and control.cancelled:
+                    raise LLMCancelled(control.reason or "cancelled", self.name, self.model) from exc
+                recorder.record(self, request, None, cache_key=cache_key, error=str(error),
+                                latency_s=time.perf_counter() - started, attempt=attempt, error_kind=error.kind)
+                wait = policy.delay(attempt, error.retry_after) if error.retryable and attempt < policy.attempts \
+                    else None
+                if wait is None:
+                    raise error from exc
+                if control is not None and control.wait(wait):
+                    raise LLMCancelled(control.reason or "cancelled", self.name, self.model) from exc
+                if control is None:
+                    time.sleep(wait)
+                continue
+            if control is not None and not control.settle():
+                raise LLMCancelled(control.reason or "cancelled", self.name, self.model)
+            reply.latency_s = time.perf_counter() - started
+            reply.request_hash = request.key()
+            reply.model = reply.model or self.model
+            reply.attempts = attempt
+            reply.cost_usd = recorder.prices.cost(self.model, reply.tokens_in, reply.tokens_out)
+            if use_cache and not reply.truncated:  # a cut reply is not an answer worth keeping
+                recorder.cache.put(cache_key, {k: v for k, v in reply.to_dict().items()
+                                               if k not in ("cached", "latency_s", "request_hash", "attempts")})
+            recorder.record(self, request, reply, cache_key=cache_key, attempt=attempt)
+            return reply
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _call_error(self, exc: Exception, attempt: int) -> LLMCallError:
+        from workbench.llm.failures import advice, classify
+
+        failure = classify(exc)
+        where = self.endpoint or "the default endpoint"
+        hint = advice(failure, provider=self.name, endpoint=where, timeout=self.timeout, attempts=attempt,
+                      max_retries=self.retry.max_retries)
+        status = f"HTTP {failure.status}, " if failure.status else ""
+        message = (f"{self.name} call to model {self.model!r} at {where} failed ({status}{failure.kind}): "
+                   f"{type(exc).__name__}: {failure.detail}. {hint}")
+        return LLMCallError(message, self.name, self.model, kind=failure.kind, status=failure.status,
+                            retry_after=failure.retry_after, attempts=attempt)
 
     def _send(self, request: LLMRequest) -> LLMReply:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -200,6 +324,17 @@ class BaseProvider:
     def __repr__(self) -> str:
         where = f", endpoint={self.endpoint!r}" if self.endpoint else ""
         return f"{type(self).__name__}(model={self.model!r}{where})"
+
+
+def _open_fence(text: str) -> bool:
+    """Whether `text` ends inside a fenced code block (an odd number of fence lines)."""
+    fences = [line for line in text.splitlines() if line.lstrip().startswith(("```", "~~~"))]
+    return len(fences) % 2 == 1
+
+
+#: What a continuation request says after the cut reply (providers with assistant prefill need no words).
+CONTINUE_PROMPT = ("Your reply was cut off at the output-token limit. Continue exactly where it stopped: no "
+                   "repetition, no preamble, and close any open code block.")
 
 
 # ---- registry ----------------------------------------------------------------------------------------

@@ -12,6 +12,15 @@ overrides them for that provider; `[prices]` extends the price table::
     model = "claude-sonnet-4-5"
     [prices]
     "qwen2.5-coder" = { input = 0.0, output = 0.0 }
+    [token_params]                             # output-limit parameter by model-name prefix
+    "my-reasoner" = "max_completion_tokens"
+
+Besides model/base_url/temperature: `max_tokens` (the reply limit), `max_completion_tokens` (the same limit
+sent under that name, as OpenAI's reasoning models want it), `token_param` (the name to send the limit under,
+whatever the model), `timeout` (seconds per attempt), `max_retries`, `retry_base_delay`, `retry_max_delay`,
+`max_retry_after` (the retry policy, workbench.llm.retry), `send_seed` (OpenAI-compatible servers get the
+sample's seed unless false), `cache_policy` ("deterministic": the disk cache answers temperature-0 requests
+only; "always").
 
 API keys belong in the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY); `api_key` in the file also works.
 """
@@ -37,6 +46,10 @@ ENV = {
     "temperature": "KWB_LLM_TEMPERATURE",
     "max_tokens": "KWB_LLM_MAX_TOKENS",
     "timeout": "KWB_LLM_TIMEOUT",
+    "max_retries": "KWB_LLM_MAX_RETRIES",
+    "max_completion_tokens": "KWB_LLM_MAX_COMPLETION_TOKENS",
+    "token_param": "KWB_LLM_TOKEN_PARAM",
+    "cache_policy": "KWB_LLM_CACHE_POLICY",
     "cache_dir": "KWB_LLM_CACHE",
     "transcript": "KWB_LLM_TRANSCRIPT",
 }
@@ -47,6 +60,11 @@ PROVIDER_ENV = {
     "anthropic": {"api_key": "ANTHROPIC_API_KEY", "base_url": "ANTHROPIC_BASE_URL", "model": "ANTHROPIC_MODEL"},
     "replay": {},
 }
+
+#: Models that take the reply limit as `max_completion_tokens` (OpenAI's reasoning models), by name prefix;
+#: everything else gets `max_tokens`. Extend or override with `[token_params]` in llm.toml.
+DEFAULT_TOKEN_PARAMS = {"o1": "max_completion_tokens", "o3": "max_completion_tokens",
+                        "o4": "max_completion_tokens", "gpt-5": "max_completion_tokens"}
 
 #: Values of KWB_LLM_CACHE that turn the disk cache off.
 _OFF = {"", "0", "off", "none", "false", "no"}
@@ -99,8 +117,20 @@ class LLMConfig:
     api_key: str | None = field(default=None, repr=False)
     temperature: float | None = None
     max_tokens: int = 4096
+    #: The reply limit under the name reasoning models want; set, it wins over max_tokens and names the parameter.
+    max_completion_tokens: int | None = None
+    #: The parameter name the reply limit is sent under; None: by model name (token_params, DEFAULT_TOKEN_PARAMS).
+    token_param: str | None = None
+    token_params: dict[str, str] = field(default_factory=dict)
+    #: Seconds one attempt may take.
     timeout: float = 120.0
-    max_retries: int = 2
+    max_retries: int = 4
+    retry_base_delay: float = 1.0
+    retry_max_delay: float = 30.0
+    max_retry_after: float = 120.0
+    #: Send each sample's seed to providers that take one.
+    send_seed: bool = True
+    cache_policy: str = "deterministic"
     #: Disk cache directory; None turns caching off.
     cache_dir: str | None = None
     #: Transcript file: where calls are written; for the replay provider, the file it answers from.
@@ -122,6 +152,27 @@ class LLMConfig:
             )
         return value
 
+    def reply_limit(self) -> int:
+        """The output-token limit: max_completion_tokens when set, else max_tokens."""
+        return int(self.max_completion_tokens or self.max_tokens)
+
+    def token_param_for(self, model: str) -> str:
+        """The name the reply limit is sent under for `model` (see DEFAULT_TOKEN_PARAMS)."""
+        if self.token_param:
+            return self.token_param
+        if self.max_completion_tokens:
+            return "max_completion_tokens"
+        table = {**DEFAULT_TOKEN_PARAMS, **self.token_params}
+        name = model.split("/")[-1]
+        matches = [prefix for prefix in table if name.startswith(prefix) or model.startswith(prefix)]
+        return table[max(matches, key=len)] if matches else "max_tokens"
+
+    def retry_policy(self):
+        from workbench.llm.retry import RetryPolicy
+
+        return RetryPolicy(max_retries=self.max_retries, base_delay=self.retry_base_delay,
+                           max_delay=self.retry_max_delay, max_retry_after=self.max_retry_after)
+
     def price_table(self):
         from workbench.llm.recording import PriceTable
 
@@ -131,7 +182,8 @@ class LLMConfig:
         from workbench.llm.recording import Recorder
 
         transcript = self.transcript if self.provider != "replay" else None
-        return Recorder(cache=self.cache_dir, transcript=transcript, prices=self.price_table())
+        return Recorder(cache=self.cache_dir, transcript=transcript, prices=self.price_table(),
+                        cache_policy=self.cache_policy)
 
 
 def _default_file() -> Path:
@@ -150,8 +202,8 @@ def sdk_settings(config: LLMConfig) -> tuple[str, dict]:
         if not is_loopback(config.base_url):
             config.require("api_key")
         key = LOCAL_KEY
-    return model, dict(base_url=config.base_url, api_key=key, timeout=config.timeout, max_retries=config.max_retries,
-                       temperature=config.temperature, max_tokens=config.max_tokens, recorder=config.recorder())
+    return model, dict(base_url=config.base_url, api_key=key, timeout=config.timeout, retry=config.retry_policy(),
+                       temperature=config.temperature, max_tokens=config.reply_limit(), recorder=config.recorder())
 
 
 def is_loopback(url: str | None) -> bool:
@@ -167,14 +219,29 @@ def is_loopback(url: str | None) -> bool:
         return False
 
 
+_FLOAT_SETTINGS = ("temperature", "timeout", "retry_base_delay", "retry_max_delay", "max_retry_after")
+_INT_SETTINGS = ("max_tokens", "max_retries", "max_completion_tokens")
+
+
 def _coerce(name: str, value: Any, origin: str) -> Any:
     try:
-        if name in ("temperature", "timeout"):
+        if name in _FLOAT_SETTINGS:
             return None if value in (None, "") else float(value)
-        if name in ("max_tokens", "max_retries"):
-            return int(value)
+        if name in _INT_SETTINGS:
+            if name == "max_completion_tokens" and value in (None, "", 0, "0"):
+                return None
+            number = float(value)
+            if number != int(number) or isinstance(value, bool):
+                raise ValueError(value)
+            return int(number)
     except (TypeError, ValueError) as exc:
-        raise LLMConfigError(f"setting `{name}` from {origin} must be a number, got {value!r}", setting=name) from exc
+        raise LLMConfigError(f"setting `{name}` from {origin} must be a{' whole' if name in _INT_SETTINGS else ''} "
+                             f"number, got {value!r}", setting=name) from exc
+    if name == "send_seed" and isinstance(value, str):
+        return value.strip().lower() not in _OFF
+    if name == "token_params" and not isinstance(value, dict):
+        raise LLMConfigError(f"`token_params` from {origin} must be a table of model prefix = parameter name, "
+                             f"got {value!r}", setting=name)
     return value
 
 
@@ -193,6 +260,8 @@ def load_config(provider: str | None = None, *, path: str | os.PathLike | None =
     def put(name: str, value: Any, origin: str) -> None:
         if name == "prices":
             cfg.prices.update(value or {})
+        elif name == "token_params":
+            cfg.token_params.update(_coerce(name, value or {}, origin))
         else:
             setattr(cfg, name, _coerce(name, value, origin))
         cfg.source[name] = origin

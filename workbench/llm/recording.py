@@ -109,11 +109,14 @@ class TranscriptWriter:
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True, ensure_ascii=False, default=str)
         with self._lock:
+            if self._fh.closed:  # a call abandoned by a stopped run answering late: the run's record is closed
+                return
             self._fh.write(line + "\n")
             self._fh.flush()
 
     def close(self) -> None:
-        self._fh.close()
+        with self._lock:
+            self._fh.close()
 
     def __enter__(self) -> TranscriptWriter:
         return self
@@ -156,6 +159,11 @@ class CallRecord:
     cost_usd: float | None = None
     cached: bool = False
     error: str = ""
+    #: Which attempt of the call this was (retries record one line each), and the failure's kind.
+    attempt: int = 1
+    error_kind: str = ""
+    #: Reasoning text returned beside the answer (reasoning models); never searched for code.
+    reasoning: str = ""
     timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     #: The agent run that made the call (lets one transcript hold several runs).
     run_id: str = ""
@@ -170,20 +178,42 @@ class CallRecord:
         return 0.0 if self.cached or self.cost_usd is None else self.cost_usd
 
 
+#: When the disk cache answers: "deterministic" (default) only requests at temperature 0, whose reply a
+#: researcher expects to be the same; "always" every request (a sampled rerun then returns its old draws).
+CACHE_POLICIES = ("deterministic", "always")
+
+
 class Recorder:
-    """Collects a provider's call records; optional disk cache and transcript."""
+    """Collects a provider's call records; optional disk cache and transcript.
+
+    The cache answers by `cache_policy`: a sampled request (temperature above 0, or the provider's default)
+    is a new draw each time unless the policy is "always". Its key holds the sample index, which the agent
+    derives from the run's seed, so even under "always" a rerun with another seed draws anew.
+    """
 
     def __init__(self, *, cache: ResponseCache | str | os.PathLike | None = None,
-                 transcript: TranscriptWriter | str | os.PathLike | None = None, prices: PriceTable | None = None):
+                 transcript: TranscriptWriter | str | os.PathLike | None = None, prices: PriceTable | None = None,
+                 cache_policy: str = "deterministic"):
+        from workbench.llm.base import LLMConfigError
+
+        if cache_policy not in CACHE_POLICIES:
+            raise LLMConfigError(f"cache_policy must be one of {', '.join(CACHE_POLICIES)}, got {cache_policy!r}",
+                                 setting="cache_policy", env="KWB_LLM_CACHE_POLICY")
         self.cache = ResponseCache(cache) if isinstance(cache, (str, os.PathLike)) else cache
         self.transcript = TranscriptWriter(transcript) if isinstance(transcript, (str, os.PathLike)) else transcript
         self.prices = prices or PriceTable()
+        self.cache_policy = cache_policy
         self.calls: list[CallRecord] = []
+        self._lock = threading.Lock()
         #: Set by the agent while a run is in progress; stamped on every record.
         self.run_id = ""
 
+    def caches(self, request: Any) -> bool:
+        """Whether the disk cache may answer (and keep) this request under the policy."""
+        return self.cache_policy == "always" or request.temperature == 0
+
     def record(self, provider: Any, request: Any, reply: Any, *, cache_key: str, error: str = "",
-               latency_s: float | None = None) -> CallRecord:
+               latency_s: float | None = None, attempt: int = 1, error_kind: str = "") -> CallRecord:
         rec = CallRecord(
             request_hash=request.key(), cache_key=cache_key, provider=provider.name, model=provider.model,
             endpoint=getattr(provider, "endpoint", ""), request=request.to_dict(),
@@ -194,8 +224,10 @@ class Recorder:
             latency_s=reply.latency_s if reply is not None else float(latency_s or 0.0),
             cost_usd=reply.cost_usd if reply is not None else None,
             cached=bool(reply.cached) if reply is not None else False, error=error, run_id=self.run_id,
+            attempt=attempt, error_kind=error_kind, reasoning=getattr(reply, "reasoning", "") if reply else "",
         )
-        self.calls.append(rec)
+        with self._lock:
+            self.calls.append(rec)
         if self.transcript is not None:
             self.transcript.write(rec.to_dict())
         return rec

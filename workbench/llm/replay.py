@@ -18,15 +18,26 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from workbench.llm.base import BaseProvider, LLMConfigError, LLMReply, LLMRequest, ReplayMissError, register_provider
+from workbench.llm.base import (
+    BaseProvider,
+    LLMCallError,
+    LLMConfigError,
+    LLMReply,
+    LLMRequest,
+    ReplayMissError,
+    register_provider,
+)
 from workbench.llm.config import LLMConfig
 from workbench.llm.recording import Recorder, read_transcript
+from workbench.llm.retry import RetryPolicy
 
 MATCHES = ("auto", "hash", "order")
 
 
 class ReplayProvider(BaseProvider):
     name = "replay"
+    #: Replies come from a file at once; one call at a time keeps the recorded order (match "order"/"auto").
+    max_concurrency = 1
 
     def __init__(self, transcript: str | os.PathLike, *, match: str = "auto", model: str | None = None,
                  run_id: str | None = None, recorder: Recorder | None = None, **kw: Any):
@@ -39,14 +50,13 @@ class ReplayProvider(BaseProvider):
             raise LLMConfigError(f"replay match must be one of {', '.join(MATCHES)}, got {match!r}", setting="match")
         self.path = path
         self.match = match
-        records = [r for r in read_transcript(path) if r.get("kind") == "call" and r.get("reply") is not None]
-        if run_id is not None:
-            records = [r for r in records if r.get("run_id") == run_id]
+        records = _entries(read_transcript(path), run_id)
         if not records:
             which = f" for run {run_id!r}" if run_id is not None else ""
-            raise LLMConfigError(f"replay transcript {path} holds no answered calls{which}", setting="transcript",
+            raise LLMConfigError(f"replay transcript {path} holds no recorded calls{which}", setting="transcript",
                                  provider="replay")
         self.records = records
+        kw.setdefault("retry", RetryPolicy(max_retries=0))  # a recorded failure is replayed once, as it ended
         super().__init__(model or records[0].get("model") or "replay", endpoint=f"replay:{path.name}",
                          recorder=recorder if recorder is not None else Recorder(), **kw)
         self._by_hash: dict[str, list[int]] = defaultdict(list)
@@ -57,6 +67,9 @@ class ReplayProvider(BaseProvider):
         self.served = 0
         #: (call number, request hash, recorded hash) for every reply served out of hash order ("auto").
         self.divergences: list[tuple[int, str, str]] = []
+
+    def settings(self) -> dict[str, Any]:
+        return {"provider": self.name, "model": self.model, "transcript": str(self.path)}
 
     @property
     def remaining(self) -> int:
@@ -94,9 +107,33 @@ class ReplayProvider(BaseProvider):
         self._used[index] = True
         self.served += 1
         rec = self.records[index]
+        if rec.get("reply") is None:  # a step that failed for good when recorded fails the same way here
+            raise LLMCallError(rec.get("error") or "recorded failure", "replay", self.model,
+                               kind=rec.get("error_kind") or "bad_request", attempts=int(rec.get("attempt") or 1))
         return LLMReply(text=rec["reply"], tokens_in=int(rec.get("tokens_in") or 0),
                         tokens_out=int(rec.get("tokens_out") or 0), model=rec.get("model") or self.model,
-                        finish_reason=rec.get("finish_reason") or "", cached=True)
+                        finish_reason=rec.get("finish_reason") or "", cached=True,
+                        reasoning=rec.get("reasoning") or "")
+
+
+def _entries(records: list[dict[str, Any]], run_id: str | None) -> list[dict[str, Any]]:
+    """What a replay serves, in recorded order: each answered call, and for each step that failed for good (a node
+    with status llm_error) its last failed attempt, so a replay reproduces the failure at that step."""
+    if run_id is not None:
+        records = [r for r in records if r.get("run_id") == run_id]
+    last_failure: dict[str, dict[str, Any]] = {}
+    out = []
+    for rec in records:
+        if rec.get("kind") == "call":
+            if rec.get("reply") is not None:
+                out.append(rec)
+            elif rec.get("error") and rec.get("error_kind") not in ("cancelled", "interrupted"):
+                last_failure[rec.get("request_hash", "")] = rec
+        elif rec.get("kind") == "node" and rec.get("status") == "llm_error":
+            failed = last_failure.get(rec.get("request_hash", ""))
+            if failed is not None:
+                out.append(failed)
+    return out
 
 
 def _from_config(config: LLMConfig) -> ReplayProvider:

@@ -7,7 +7,6 @@ transcript -- needs none of the machinery that makes them.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,11 +53,34 @@ class AgentSettings:
     instructions: str = ""
     #: Replaces the generated first prompt's text (what a user typed in the prompt box).
     initial_prompt: str | None = None
+    # concurrency: how many candidates are in progress at once (asked, awaiting or under evaluation)
+    #: Refine: drafts asked from the same node per round (best-of-n asks n, evolutionary its population).
+    samples_per_round: int = 1
+    #: Candidates in progress at once: LLM calls in flight plus replies waiting for or under evaluation.
+    #: 1 is the strictly serial loop; more overlaps generation with evaluation.
+    concurrency: int = 4
+    #: Stop (cleanly: calls in flight finish and are judged) once this much USD is spent.
+    max_cost_usd: float | None = None
+    #: Failed LLM steps (every retry spent) the run tolerates before it stops; None: no limit.
+    max_failed_steps: int | None = 3
+    #: Ask a reply cut at the token limit to go on, up to this many times (0: report it as truncated).
+    continue_truncated: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "feedback", feedback_options(self.feedback))
-        if self.max_turns < 1:
-            raise AgentError(f"max_turns must be at least 1, got {self.max_turns}")
+        for name in ("max_turns", "samples_per_round", "concurrency", "population"):
+            if int(getattr(self, name)) < 1:
+                raise AgentError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("max_failed_steps", "n"):
+            value = getattr(self, name)
+            if value is not None and int(value) < 1:
+                raise AgentError(f"{name} must be at least 1 (or None), got {value}")
+        if self.continue_truncated < 0:
+            raise AgentError(f"continue_truncated must be 0 or more, got {self.continue_truncated}")
+        for name in ("max_cost_usd", "max_seconds", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise AgentError(f"{name} must be positive (or None), got {value}")
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -75,6 +97,12 @@ class AgentSettings:
 
 
 # ---- nodes and runs ----------------------------------------------------------------------------------------
+
+#: Statuses of steps that produced no kernel to judge: every retry failed (`llm_error`), or the reply was cut at
+#: the token limit (`truncated`). The evaluation's own statuses are workbench.result.STATUSES.
+LLM_ERROR = "llm_error"
+TRUNCATED = "truncated"
+LLM_STATUSES = (LLM_ERROR, TRUNCATED)
 
 #: Columns of `AgentRun.table()`: what a replay must reproduce exactly (no timings, no prompt hashes).
 TABLE_COLUMNS = ("turn", "node", "parent", "role", "candidate_id", "status", "flags", "outcome")
@@ -118,12 +146,28 @@ class Node:
     feedback: dict[str, Any] = field(default_factory=dict)
     feedback_text: str = ""
     duplicate_of: str | None = None
+    # the LLM call behind the node
+    finish_reason: str = ""
+    latency_s: float | None = None
+    temperature: float | None = None
+    #: The seed sent with the request (None when the provider takes none).
+    seed: int | None = None
+    #: Attempts the call took, continuations appended to a cut reply, and the failure's kind (llm_error).
+    attempts: int = 0
+    continued: int = 0
+    error_kind: str = ""
+    reasoning: str = field(default="", repr=False)
     source: str = field(default="", repr=False)
     result: Result | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def answered(self) -> bool:
+        """Whether the model replied at all (a failed call leaves nothing to refine)."""
+        return self.status != LLM_ERROR
 
     @property
     def key(self) -> str:
@@ -204,6 +248,15 @@ class AgentRun:
     #: The node a fork started from (another run's), shown as this run's root's parent.
     forked_from: Node | None = None
     error: str = ""
+    #: Nodes this run had before this session (a resumed run); they are part of `nodes` too.
+    resumed: int = 0
+    #: What rebuilds the provider (`BaseProvider.settings()`, no key): fork and resume use it.
+    provider_settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[Node]:
+        """Steps whose LLM call failed for good (status llm_error), with their cause in `message`."""
+        return [n for n in self.nodes if n.status == LLM_ERROR]
 
     @property
     def best(self) -> Node | None:
@@ -348,82 +401,3 @@ class Lineage:
 
     def __repr__(self) -> str:
         return f"Lineage({self.run_id!r}, {len(self.nodes)} nodes)\n{self.to_text()}"
-
-
-# ---- reading nodes back from a store -------------------------------------------------------------------------
-
-def nodes_from_store(store: Any, run_id: str) -> list[Node]:
-    frame = store.frame(run_id=run_id)
-    nodes = []
-    for row in frame.to_dict("records"):
-        meta = _row_metadata(row)
-        if "node_id" not in meta:
-            continue
-        result = None
-        getter = getattr(store, "get", None)
-        if getter is not None and not _is_missing(row.get("id")):
-            result = getter(int(row["id"]))  # the exact Result as added: timings and log included
-        nodes.append(Node(
-            run_id=run_id, node_id=meta["node_id"], turn=int(meta.get("turn", 0)), parent=meta.get("parent_node"),
-            parent_run=meta.get("parent_run"), role=meta.get("role", ""), strategy=meta.get("strategy", ""),
-            candidate_id=str(row.get("candidate_id", "")), status=str(row.get("status", "")),
-            flags=_flags(row.get("flags")), message=str(row.get("message") or "")[:300],
-            outcome=meta.get("outcome", "ok"), prompt_id=meta.get("prompt_id", ""), template=meta.get("template", ""),
-            author=meta.get("author", ""), time_ms=_row_time(row, result),
-            speedup=_num(row.get("speedup")), sol_fraction=_num(row.get("sol_fraction")), bound=row.get("bound"),
-            max_abs_err=_num(row.get("max_abs_err")), request_hash=meta.get("request_hash", ""),
-            feedback=meta["feedback"] if isinstance(meta.get("feedback"), dict) else {}, feedback_text=meta.get("feedback_text", ""),
-            duplicate_of=meta.get("duplicate_of"), source=str(row.get("source") or ""), result=result,
-        ))
-    nodes.sort(key=lambda n: n.turn)
-    return nodes
-
-
-def _row_time(row: dict[str, Any], result: Result | None) -> float | None:
-    for key in ("time_ms", "time_median_ms", "median_ms"):
-        if key in row and not _is_missing(row[key]):
-            return float(row[key])
-    return result.time_ms if result is not None else None
-
-
-def _is_missing(value: Any) -> bool:
-    try:
-        return value is None or (isinstance(value, float) and value != value)
-    except Exception:
-        return False
-
-
-def _num(value: Any) -> float | None:
-    return None if _is_missing(value) else float(value)
-
-
-def _flags(value: Any) -> list[str]:
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    if _is_missing(value) or value == "":
-        return []
-    text = str(value)
-    if text.startswith("["):
-        try:
-            return [str(v) for v in json.loads(text)]
-        except json.JSONDecodeError:
-            pass
-    return [f for f in text.split(",") if f]
-
-
-def _row_metadata(row: dict[str, Any]) -> dict[str, Any]:
-    """The agent's metadata from a store row, wherever the store keeps it (a dict or JSON column, or columns)."""
-    meta: dict[str, Any] = {}
-    raw = row.get("metadata")
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
-            raw = None
-    if isinstance(raw, dict):
-        meta.update(raw)
-    for key in ("node_id", "parent_node", "parent_run", "turn", "role", "strategy", "prompt_id", "author",
-                "outcome", "template", "request_hash", "duplicate_of"):
-        if key not in meta and key in row and not _is_missing(row[key]):
-            meta[key] = row[key]
-    return meta

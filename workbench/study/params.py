@@ -112,7 +112,7 @@ def _check_type(notebook: str, name: str, value: Any, default: Any, source: str)
     if default is _UNSET or default is None:
         return
     if isinstance(default, (list, tuple, dict)):
-        json_parameter(name, value)  # text that looks like JSON must parse; the notebook would fail later
+        _check_container(notebook, name, json_parameter(name, value), default, source)
         return
     if isinstance(default, bool):
         ok, want = isinstance(value, bool), "true or false"
@@ -123,6 +123,18 @@ def _check_type(notebook: str, name: str, value: Any, default: Any, source: str)
     if not ok:
         raise StudyInputError(f"{notebook}: parameter {name} ({source}) must be {want} like its default "
                               f"{json.dumps(default)}, not {json.dumps(value, default=str)}")
+
+
+def _check_container(notebook: str, name: str, value: Any, default: Any, source: str) -> None:
+    """A list parameter must arrive as a list (or JSON text of one), a dict one as a dict: `-p block_sizes
+    notjson` would otherwise reach the notebook as a string and fail there, far from the typo."""
+    want = dict if isinstance(default, dict) else (list, tuple)
+    if value is None or isinstance(value, want):
+        return
+    kind = "a JSON object" if want is dict else "a JSON list"
+    example = json.dumps(default, separators=(",", ":"))
+    raise StudyInputError(f"{notebook}: parameter {name} ({source}) must be {kind} like its default {example}, "
+                          f"not {json.dumps(value, default=str)}; e.g. -p {name} '{example}'")
 
 
 def json_parameter(name: str, value: Any) -> Any:

@@ -399,18 +399,22 @@ def sweep_row(config: dict[str, Any], result: Any) -> dict[str, Any]:
             "candidate": result.candidate_name}
 
 
-def run_sweep(task: Any, sweep: Sweep, *, device: str | None = None, size: Any = None,
+def run_sweep(task: Any, sweep: Sweep, *, options: Any = None, device: str | None = None, size: Any = None,
               record: Callable[[Any], Any] | None = None, progress: bool = True, **evaluate_kw: Any):
-    """Evaluate every config; one tidy row per config (its knobs as columns). `record(result)` stores each."""
+    """Evaluate every config; one tidy row per config (its knobs as columns). `record(result)` stores each.
+    `options`: an `EvalOptions` for every config; `device`, `size` and other keywords override it."""
     import pandas as pd
     from tqdm.auto import tqdm
 
     from workbench.eval.evaluate import evaluate
+    from workbench.eval.options import EvalOptions
 
     sweep.check()
+    given = {"device": device, "size": size}
+    opts = (options or EvalOptions()).replace(**{k: v for k, v in given.items() if v is not None}, **evaluate_kw)
     rows = []
     for config in tqdm(sweep.configs(), desc=sweep.name, disable=not progress, unit="config"):
-        result = evaluate(task, sweep.candidate(config), device=device, size=size, **evaluate_kw)
+        result = evaluate(task, sweep.candidate(config), options=opts)
         if record is not None:
             record(result)
         rows.append(sweep_row(config, result))

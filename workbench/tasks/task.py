@@ -15,10 +15,17 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import TaskError, UnknownNameError
+from workbench.seeding import seed_all
 from workbench.tasks.precision import IEEE, PrecisionPolicy
+
+if TYPE_CHECKING:
+    import ast
+
+    from workbench.candidate import Candidate
 
 #: Input distributions the correctness protocol can draw from (CHEATS.md row 11).
 #: "default" keeps the task's own generator; the others replace every floating input tensor.
@@ -88,10 +95,15 @@ class Task:
 
     # ---- sizes -------------------------------------------------------------------------------------
     def size(self, preset: str | dict[str, Any] | None = None, device: str = "cpu") -> dict[str, Any]:
-        """Resolve a preset name (or an explicit dict) to a size dict; None picks the device's preset."""
+        """Resolve a preset name or a dict to the size an evaluation runs; None picks the device's preset.
+
+        A dict may be partial (`{"dim": 64}`): it is checked (workbench.tasks.sizes.SizeError for an unknown name,
+        a wrong type or a dimension below 1) and the names it leaves out keep the device's preset."""
         if isinstance(preset, dict):
-            return dict(preset)
-        key = preset or ("gpu" if device.startswith("cuda") else "cpu")
+            from workbench.tasks.sizes import complete_size
+
+            return complete_size(self, preset, device)
+        key = preset or ("gpu" if str(device).startswith("cuda") else "cpu")
         if key in self.sizes:
             return dict(self.sizes[key])
         if not self.sizes:
@@ -105,7 +117,7 @@ class Task:
         extra = [s for s in self.sweep.get(kind, []) if s != main]
         return [main] + extra[: max(limit - 1, 0)]
 
-    def solution_candidate(self):
+    def solution_candidate(self) -> Candidate:
         """The task's honest reference solution as a Candidate (`solution` may hold source text or a path)."""
         from workbench.candidate import Candidate
 
@@ -179,7 +191,7 @@ class Task:
 _REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
 
-def import_source(source: str, module_name: str, directory: str | None = None):
+def import_source(source: str, module_name: str, directory: str | None = None) -> ModuleType:
     """Write source to a real .py file and import it (compiled Triton rejects exec'd code)."""
     directory = directory or tempfile.mkdtemp(prefix="kwb_src_")
     path = Path(directory) / f"{module_name}.py"
@@ -222,7 +234,7 @@ def validate_reference_source(source: str, name: str, sizes: dict[str, Any]) -> 
         )
 
 
-def module_constants(tree) -> set[str]:
+def module_constants(tree: ast.Module) -> set[str]:
     import ast
 
     names: set[str] = set()
@@ -293,7 +305,7 @@ class LoadedReference:
 
         self.apply_size(size)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            seed_all(seed)
             return list(self.module.get_init_inputs())
 
     def make_inputs(self, size: dict[str, Any], seed: int, device: str = "cpu", dist: str = "default") -> list:
@@ -305,7 +317,7 @@ class LoadedReference:
         self.apply_size(size)
         on_gpu = str(device).startswith("cuda")
         with torch.random.fork_rng(devices=[torch.device(device)] if on_gpu else []):
-            torch.manual_seed(seed)
+            seed_all(seed)
             # Generate on the target device: GPU-size inputs drawn on the CPU and copied take seconds.
             with torch.device(device):
                 inputs = list(self.module.get_inputs())

@@ -1,9 +1,9 @@
-"""The caller's side: one judge process per device mode (`python -m workbench.eval.judge.main`), JSON lines over pipes,
-reused while healthy.
+"""The caller's side: one judge process per device mode (`python -m workbench.eval.judge.main`), typed messages
+over pipes (`wire/judge_messages.py`), reused while healthy.
 
 The judge is trusted but still a separate process: the notebook never imports a reference or a candidate, and a
 judge that dies (or is killed to cancel a run) takes its fork server and the candidate's runner with it. Candidate
-code never runs in the judge either: each candidate gets a fresh sandboxed runner (`runner_process.py`). The
+code never runs in the judge either: each candidate gets a fresh sandboxed runner (`judge/runner_handle.py`). The
 judge's environment has secrets removed; a runner's is built from an allow-list.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import json
 import os
 import re
 import select
@@ -22,12 +21,15 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from workbench.errors import WorkerError
+from workbench.eval.caller.progress import CancelToken, ProgressRelay
+from workbench.eval.wire import judge_messages as wire
 from workbench.eval.wire.process_env import apply_timing_env
 
-#: Environment variables never passed to a worker: API keys, tokens, secrets, passwords, cloud and model-hub
+#: Environment variables never passed to a judge: API keys, tokens, secrets, passwords, cloud and model-hub
 #: credentials. Matched on the upper-cased name.
 _SECRET = re.compile(
     r"(_API_KEY|_APIKEY|_TOKEN|_CREDENTIALS?)$|SECRET|PASSWORD|PASSWD|_PRIVATE_KEY|"
@@ -35,20 +37,22 @@ _SECRET = re.compile(
     r"GOOGLE_APPLICATION_CREDENTIALS|AZURE_OPENAI_)",
 )
 
-#: Seconds a candidate's runner may take for any one step after loading (evaluate(timeout=...) overrides).
+#: Seconds a candidate's runner may take for any one step after loading (EvalOptions.timeout overrides).
 DEFAULT_TIMEOUT = {"cpu": 120.0, "cuda": 60.0}
-#: Seconds for loading a candidate, CUDA compilation included (evaluate(compile_timeout=...) overrides).
+#: Seconds for loading a candidate, CUDA compilation included (EvalOptions.compile_timeout overrides).
 DEFAULT_COMPILE_TIMEOUT = 600.0
-#: Seconds a fresh worker may take to import torch and triton before it counts as broken.
+#: Seconds a fresh judge may take to import torch and triton before it counts as broken.
 STARTUP_TIMEOUT = 180.0
 #: Default address-space cap for CPU runners (KWB_WORKER_MEMORY_GB overrides; 0 = no cap): a huge allocation
 #: becomes a clean "out of memory" status instead of swapping the machine.
 DEFAULT_CPU_MEMORY_GB = 8.0
-#: A worker is replaced after this many evaluations, so module and kernel caches of old candidates cannot grow
-#: without bound.
-MAX_JOBS_PER_WORKER = 200
-#: Lines of the worker's stderr kept for messages (the candidate's prints and tracebacks land there).
+#: A judge is replaced after this many evaluations, so module and kernel caches of old tasks cannot grow without
+#: bound.
+MAX_JOBS_PER_JUDGE = 200
+#: Lines of the judge's stderr kept for messages.
 LOG_LINES = 50
+#: Seconds between checks of the cancel token (and progress ticks) while waiting for the judge.
+POLL_SECONDS = 0.2
 
 
 def cpu_memory_bytes() -> int | None:
@@ -58,7 +62,7 @@ def cpu_memory_bytes() -> int | None:
 
 
 def scrubbed_env(device: str) -> dict[str, str]:
-    """The worker's environment: the caller's, minus secrets, with the device mode's Triton setting."""
+    """The judge's environment: the caller's, minus secrets, with the device mode's Triton setting."""
     env = {k: v for k, v in os.environ.items() if not _SECRET.search(k.upper())}
     if device.startswith("cuda"):
         env.pop("TRITON_INTERPRET", None)
@@ -66,10 +70,10 @@ def scrubbed_env(device: str) -> dict[str, str]:
         env["TRITON_INTERPRET"] = "1"
         env.setdefault("CUDA_VISIBLE_DEVICES", "")
     env["PYTHONUNBUFFERED"] = "1"
-    apply_timing_env(env)  # the same OpenMP and malloc behaviour as the runners (process_env.py)
-    # A segfault then prints the Python stack (with the candidate's file and line) to stderr before dying.
+    apply_timing_env(env)  # the same OpenMP and malloc behaviour as the runners (wire/process_env.py)
+    # A segfault then prints the Python stack to stderr before dying.
     env["PYTHONFAULTHANDLER"] = "1"
-    # The worker must import this very package, also when it runs from a source checkout.
+    # The judge must import this very package, also when it runs from a source checkout.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
@@ -82,37 +86,26 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-class WorkerDied(Exception):
-    """The worker process ended or was killed; `kind` is "timeout" or "crashed"."""
+class JudgeDied(Exception):
+    """The judge process ended, hung or broke its channel; `kind` is "timeout" or "crashed"."""
 
     def __init__(self, kind: str, detail: str, log: str):
         self.kind, self.detail, self.log = kind, detail, log
         super().__init__(detail)
 
 
-def _decode(line: bytes) -> dict[str, Any]:
-    try:
-        message = json.loads(line)
-    except ValueError:
-        message = None
-    if not isinstance(message, dict):
-        raise WorkerDied("crashed", "the worker wrote an unreadable reply on its protocol channel "
-                                    f"({line[:120]!r})", "")
-    return message
+class Judge:
+    """One judge subprocess. `request(job)` sends a Job and waits for its Reply (relaying Progress on the way).
 
-
-class Worker:
-    """One worker subprocess. `request()` sends a JSON job and waits for the JSON reply or the deadline.
-
-    The worker announces itself with a `{"ready": ...}` line once torch and triton are imported; the
-    evaluation's deadline starts then, so a slow start-up never eats into a candidate's time.
+    The judge announces itself with `Ready` once torch and triton are imported; a job's deadline starts then, so
+    a slow start-up never eats into a candidate's time.
     """
 
     def __init__(self, device: str):
         self.device = device
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
-        # Candidate and reference modules are written here (real .py files); removed with the worker.
-        self.workdir = tempfile.mkdtemp(prefix="kwb_worker_")
+        # Reference modules are written here (real .py files); removed with the judge.
+        self.workdir = tempfile.mkdtemp(prefix="kwb_judge_")
         env = scrubbed_env(device)
         env["KWB_WORKDIR"] = self.workdir
         self.proc = subprocess.Popen(
@@ -123,9 +116,12 @@ class Worker:
         self._reader = threading.Thread(target=self._drain_stderr, daemon=True)
         self._reader.start()
         self._buffer = b""
-        self.ready = False
-        self.info: dict[str, Any] = {}
+        self.info: wire.Ready | None = None
         self.jobs = 0
+
+    @property
+    def ready(self) -> bool:
+        return self.info is not None
 
     def _drain_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -142,21 +138,22 @@ class Worker:
     def log_tail(self, lines: int = LOG_LINES) -> str:
         return "\n".join(list(self.stderr_tail)[-lines:])
 
-    def _died(self) -> WorkerDied:
+    def _died(self) -> JudgeDied:
         code = self.proc.wait(timeout=10)
         self._reader.join(timeout=2)  # the last lines (a fault handler's stack) arrive just before EOF
         why = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
-        return WorkerDied("crashed", f"worker process {why}", self.log_tail())
+        return JudgeDied("crashed", f"judge process {why}", self.log_tail())
 
-    def _read_line(self, deadline: float) -> bytes | None:
-        """The next protocol line, or None at the deadline; raises WorkerDied when the process ends."""
+    def _read_line(self, deadline: float, waiting: Callable[[], None]) -> bytes | None:
+        """The next channel line, or None at the deadline; raises JudgeDied when the process ends. `waiting()` is
+        called between polls (it may raise to stop waiting: a cancel)."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
+            ready, _, _ = select.select([fd], [], [], min(remaining, POLL_SECONDS))
             if ready:
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
@@ -164,44 +161,56 @@ class Worker:
                 self._buffer += chunk
             elif not self.alive():
                 raise self._died()
+            else:
+                waiting()
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line
 
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """Block until the judge has imported its libraries (raises WorkerDied if it cannot)."""
+    def _decode(self, line: bytes, job: str, allowed: frozenset[str]) -> Any:
+        try:
+            return wire.decode_line(line, job=job, allowed=allowed)
+        except wire.ChannelError as exc:
+            self.kill()
+            raise JudgeDied("crashed", f"the judge broke its channel: {exc}", self.log_tail()) from None
+
+    def wait_ready(self, timeout: float | None = None, waiting: Callable[[], None] = lambda: None) -> None:
+        """Block until the judge has imported its libraries (raises JudgeDied if it cannot)."""
         timeout = STARTUP_TIMEOUT if timeout is None else timeout
         deadline = time.monotonic() + timeout
-        while not self.ready:
-            line = self._read_line(deadline)
+        while self.info is None:
+            line = self._read_line(deadline, waiting)
             if line is None:
                 self.kill()
-                raise WorkerDied("crashed", f"the worker did not start within {timeout:.0f} s", self.log_tail())
-            message = _decode(line)
-            if "ready" in message:
-                self.ready, self.info = True, message
+                raise JudgeDied("crashed", f"the judge did not start within {timeout:.0f} s", self.log_tail())
+            self.info = self._decode(line, "", frozenset({"ready"}))
 
-    def request(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def request(self, job: wire.Job, timeout: float, relay: ProgressRelay | None = None) -> wire.Reply:
+        """Send `job` and wait up to `timeout` seconds (after the judge is ready) for its Reply."""
+        relay = relay or ProgressRelay(None)
         if not self.alive():
             raise self._died()
         assert self.proc.stdin is not None
-        self.wait_ready()
+        relay.check_cancel()
+        self.wait_ready(waiting=lambda: relay.waiting("startup"))
         self.stderr_tail.clear()
         self.jobs += 1
+        job_id = wire.new_job_id()
         try:
-            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.write(wire.encode_line(job, job_id))
             self.proc.stdin.flush()
         except BrokenPipeError as exc:
             raise self._died() from exc
-        line = self._read_line(time.monotonic() + timeout)
-        if line is None:
-            self.kill()
-            self._reader.join(timeout=2)
-            raise WorkerDied("timeout", f"no answer within {timeout:g} s", self.log_tail())
-        try:
-            return _decode(line)
-        except WorkerDied:
-            self.kill()
-            raise
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._read_line(deadline, relay.waiting)
+            if line is None:
+                self.kill()
+                self._reader.join(timeout=2)
+                raise JudgeDied("timeout", f"no answer within {timeout:g} s", self.log_tail())
+            message = self._decode(line, job_id, frozenset({"progress", "reply"}))
+            if isinstance(message, wire.Reply):
+                return message
+            relay.deliver(message)
 
     def kill(self) -> None:
         if self.alive():
@@ -226,7 +235,7 @@ class Worker:
         self.kill()
 
 
-_POOL: dict[str, Worker] = {}
+_POOL: dict[str, Judge] = {}
 _LOCK = threading.Lock()
 
 
@@ -234,60 +243,75 @@ def _key(device: str) -> str:
     return "cuda" if device.startswith("cuda") else "cpu"
 
 
-def get_worker(device: str) -> Worker:
-    """The pooled worker for this device mode, started (or replaced) as needed."""
+def get_judge(device: str) -> Judge:
+    """The pooled judge for this device mode, started (or replaced) as needed."""
     key = _key(device)
-    worker = _POOL.get(key)
-    if worker is None or not worker.alive():
+    judge = _POOL.get(key)
+    if judge is None or not judge.alive():
         try:
-            worker = Worker(device)
+            judge = Judge(device)
         except OSError as exc:  # pragma: no cover
-            raise WorkerError(f"could not start an evaluation worker: {exc}") from exc
-        _POOL[key] = worker
-    return worker
+            raise WorkerError(f"could not start an evaluation judge: {exc}") from exc
+        _POOL[key] = judge
+    return judge
 
 
-def discard_worker(device: str) -> None:
-    """Kill and forget the pooled worker (after a crash, a timeout or a poisoned CUDA context)."""
-    worker = _POOL.pop(_key(device), None)
-    if worker is not None:
-        worker.kill()
+def discard_judge(device: str) -> None:
+    """Kill and forget the pooled judge (after a crash, a timeout, a cancel or a poisoned CUDA context)."""
+    judge = _POOL.pop(_key(device), None)
+    if judge is not None:
+        judge.kill()
 
 
 def _replace(device: str) -> None:
-    """Discard the device's worker and start its successor now: its imports overlap the caller's own work,
-    so the next evaluation after a crash does not wait for torch and triton to load."""
-    discard_worker(device)
+    """Discard the device's judge and start its successor now: its imports overlap the caller's own work, so the
+    next evaluation after a crash or a cancel does not wait for torch and triton to load."""
+    discard_judge(device)
     try:
-        _POOL[_key(device)] = Worker(device)
-    except OSError:  # pragma: no cover - get_worker retries and reports
+        _POOL[_key(device)] = Judge(device)
+    except OSError:  # pragma: no cover - get_judge retries and reports
         pass
 
 
-def run_job(job: dict[str, Any], device: str, timeout: float) -> dict[str, Any]:
-    """Send one job to the device's worker; a dead or hung worker becomes a "timeout"/"crashed" reply."""
+def run_job(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,
+            cancel: CancelToken | None = None) -> wire.Reply:
+    """Run one job on the judge of its device. A dead or hung judge becomes a "timeout"/"crashed" Reply; a set
+    `cancel` token raises `Cancelled`, and anything raised while waiting (Ctrl-C, an `on_progress` that raised)
+    propagates; either way the judge, busy with the job, is ended (and, except after Ctrl-C, a fresh one started
+    at once)."""
+    device = job.device
+    relay = ProgressRelay(on_progress, cancel)
     with _LOCK:
-        worker = get_worker(device)
+        judge = get_judge(device)
         try:
-            reply = worker.request(job, timeout)
-        except WorkerDied as died:
-            if not worker.ready:  # no candidate code ran: the environment is broken, not the kernel
-                discard_worker(device)
+            reply = judge.request(job, timeout, relay)
+        except JudgeDied as died:
+            if not judge.ready:  # no candidate code ran: the environment is broken, not the kernel
+                discard_judge(device)
                 raise WorkerError(
-                    f"the evaluation worker could not start ({died.detail}). Run `kwb doctor`, and check that "
-                    f"`{sys.executable} -m workbench.eval.judge.main` imports torch and triton.\nLast worker output:\n{died.log}") from None
+                    f"the evaluation judge could not start ({died.detail}). Run `kwb doctor`, and check that "
+                    f"`{sys.executable} -m workbench.eval.judge.main` imports torch and triton.\n"
+                    f"Last judge output:\n{died.log}") from None
             _replace(device)
-            return {"status": died.kind, "died": died.detail, "log": died.log, "worker_pid": worker.pid}
-        reply["worker_pid"] = worker.pid
-        if worker.jobs >= MAX_JOBS_PER_WORKER:
+            return wire.Reply(status=died.kind, died=died.detail, log=died.log, judge_pid=judge.pid)
+        except KeyboardInterrupt:  # the user is stopping: end the busy judge; the next evaluation starts one
+            discard_judge(device)
+            raise
+        except BaseException:
+            _replace(device)
+            raise
+        if judge.jobs >= MAX_JOBS_PER_JUDGE:
             _replace(device)
         return reply
 
 
-def shutdown_workers() -> None:
+def shutdown_judges() -> None:
     for key in list(_POOL):
-        worker = _POOL.pop(key)
-        worker.close()
+        judge = _POOL.pop(key)
+        judge.close()
 
 
-atexit.register(shutdown_workers)
+#: Names from before the judge was called a judge, kept for the callers and tests that use them.
+discard_worker, shutdown_workers = discard_judge, shutdown_judges
+
+atexit.register(shutdown_judges)

@@ -243,6 +243,7 @@ class CandidateSession:
         refs = tuple(self.share_arg(x)[0] for x in inputs)
         reply = self._expect(protocol.Profile(call=self._next_call, model=model, inputs=refs), "profiled",
                              stage="profile")
+        self.kernel_tracer = reply.tracer
         self.profiled = (dict(reply.kernels), tuple(reply.tampered))
         return dict(reply.kernels)
 

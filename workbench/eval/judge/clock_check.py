@@ -106,17 +106,21 @@ class ClockVerdict:
     judge: float
     reported: float
     standard_error: float
+    #: The reports fell further below J than the slack allows, where that is not flagged (CPU).
+    disagreed: bool = False
 
     def to_dict(self) -> dict[str, float | bool]:
         return {"verified": self.verified, "judge_ms": self.judge * 1e3, "reported_ms": self.reported * 1e3,
-                "standard_error_ms": self.standard_error * 1e3}
+                "standard_error_ms": self.standard_error * 1e3, "disagreed": self.disagreed}
 
 
-def judge(batches: list[Batch], null: NullFit) -> ClockVerdict:
+def judge(batches: list[Batch], null: NullFit, flag_deficit: bool = True) -> ClockVerdict:
     """`timer-patch` when the runner's reports cannot be what the judge's clock saw: more time reported than the
     whole bracket in any batch (a hard bound), or, over all batches, a reported mean further below J than the
     launch overhead, RELATIVE_SLACK and three standard errors allow. `verified` when the reports agree and J is
-    precise enough to have told (module doc)."""
+    precise enough to have told (module doc). Without `flag_deficit` (the CPU, where a loaded host delays a
+    runner's wake-up by milliseconds per batch) a deficit beyond the slack only withholds verification: the
+    judge's clock then times both sides, so a forged clock gains nothing, and an honest runner is not rejected."""
     for b in batches:
         if b.reported_mean * b.calls > b.bracket * 1.02 + 5e-4:
             finding = Finding("timer-patch", f"the runner reported {b.reported_mean * b.calls * 1e3:.3f} ms of work in "
@@ -130,6 +134,8 @@ def judge(batches: list[Batch], null: NullFit) -> ClockVerdict:
     deficit = statistics.median(judge_time(b, null) - b.reported_mean for b in batches)
     se = 1.253 * null.noise / statistics.median(b.calls for b in batches) / len(batches) ** 0.5
     slack = 2 * null.launch + ABSOLUTE_SLACK_S + RELATIVE_SLACK * j + 3 * se
+    if deficit > slack and not flag_deficit:
+        return ClockVerdict([], False, j, e, se, disagreed=True)
     if deficit > slack:
         finding = Finding("timer-patch", f"by the judge's clock a timed call costs {j * 1e3:.4f} ms beyond the "
                                          f"harness, but the runner reported {e * 1e3:.4f} ms (medians over "

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from workbench.eval.judge.progress import ProgressHook
 from workbench.eval.judge.reference_rounds import ReferenceCache
 from workbench.eval.judge.runner_handle import RunnerDied, RunnerProcess, RunnerViolation
 from workbench.tasks.task import LoadedReference, Task
@@ -57,6 +58,30 @@ class Context:
     counted: dict[Any, Any] = field(default_factory=lambda: Recent(64))
     compiled: dict[Any, Any] = field(default_factory=lambda: Recent(4))
     rounds: ReferenceCache = field(default_factory=ReferenceCache)
+    #: `ctx.progress(stage, step=k, steps=n, ...)` reports where the evaluation stands (judge/progress.py).
+    progress: ProgressHook = field(default_factory=ProgressHook)
+    #: What timing learned of each reference (its time per call, whether it draws random numbers, the harness
+    #: calibration with its age), per (task, size, seed, device): `timing_stage.ReferenceProfile`.
+    timing: dict[Any, Any] = field(default_factory=lambda: Recent(16))
+
+    def drop_device_caches(self) -> bool:
+        """Forget every cached reference round, model and compiled model (they may hold GPU memory a larger task
+        needs); True when there was anything to forget."""
+        had = bool(len(self.rounds._entries) or self.models or self.compiled)
+        self.rounds.clear()
+        self.models.clear()
+        self.compiled.clear()
+        import gc
+
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001 - only frees memory
+            pass
+        return had
 
     def reference(self, task: Task) -> LoadedReference:
         key = task_key(task)

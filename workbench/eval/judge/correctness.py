@@ -66,6 +66,7 @@ from workbench.eval.wire.tensors import (
     sync,
 )
 from workbench.eval.wire.timed_loop import seed_rng
+from workbench.seeding import seed_all
 from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 
 __all__ = ["MIN_ROUNDS", "CandidateFailure", "CheckReport", "build_models", "run_correctness"]
@@ -141,7 +142,7 @@ def build_candidate(ref: LoadedReference, ref_model: Any, candidate_cls: Any, si
     if hasattr(candidate_cls, "model") and hasattr(candidate_cls, "runner"):
         return candidate_cls.model(ref_model, copy.deepcopy(init), seed, {**ref.defaults, **size})
     try:
-        torch.manual_seed(seed)
+        seed_all(seed)
         cand_model = candidate_cls(*copy.deepcopy(init))
         if isinstance(cand_model, torch.nn.Module):
             _copy_weights(ref_model, cand_model)

@@ -47,6 +47,11 @@ class Stop(Exception):
         super().__init__(reply.get("status", ""))
 
 
+def _is_out_of_memory(exc: BaseException) -> bool:
+    text = f"{exc} {exc.__cause__ or ''}"
+    return "out of memory" in text.lower() or "cuMemAlloc failed with error 2" in text
+
+
 @dataclass
 class Evaluation:
     job: dict[str, Any]
@@ -80,7 +85,11 @@ class Evaluation:
     def run(self) -> dict[str, Any]:
         # The task's precision policy around every reference computation in the judge (the runner applies it too).
         with precision.applied(self.precision, self.device):
-            return self._run()
+            reply = self._run()
+        if reply.pop("out_of_memory", False) and self.ctx.drop_device_caches():
+            # What the judge kept of earlier tasks (reference rounds, models) took the memory: once more without.
+            return Evaluation(self.job, self.ctx).run()
+        return reply
 
     def _stage(self, name: str, fn: Any, *args: Any) -> Any:
         stages = self.base["stage_seconds"]
@@ -114,13 +123,13 @@ class Evaluation:
                     "message": Finding("protocol-violation", bad.detail).line()}
         except TaskError as exc:
             return {**self.base, "status": "runtime_error", "message": f"the task failed: {exc}",
-                    "log": traceback.format_exc()[-3000:]}
+                    "log": traceback.format_exc()[-3000:], "out_of_memory": _is_out_of_memory(exc)}
         except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
             if not faults.out_of_memory(type(exc).__name__, str(exc)) and "cuMemAlloc failed with error 2" not in \
                     str(exc):
                 raise
             return {**self.base, "status": "runtime_error", "message": self._too_big(exc),
-                    "log": traceback.format_exc()[-3000:]}
+                    "log": traceback.format_exc()[-3000:], "out_of_memory": True}
         finally:
             if self.session is not None:
                 self.session.close()
@@ -184,8 +193,11 @@ class Evaluation:
 
     def _prepare_timing(self) -> None:
         interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
-        self.plan = timing_stage.prepare(self.session, self.reference(), self.reference_model(), self.time_size,
-                                         self.seed, self.device, self.timeout, interpreted)
+        key = (self.key, repr(sorted(self.time_size.items())), self.seed, self.device)
+        self.plan, self.ctx.timing[key] = timing_stage.prepare(
+            self.session, self.reference(), self.reference_model(), self.time_size, self.seed, self.device,
+            self.timeout, interpreted, self.ctx.timing.get(key))
+        self.base["protocol"]["calibration"] = "reused" if self.plan.calibration_reused else "measured"
 
     def reference(self) -> LoadedReference:
         return self.ctx.reference(self.task)
@@ -265,6 +277,7 @@ class Evaluation:
             coverage, found = self._stage("cover", timing_stage.cover, self.session, model.model_id, self.plan,
                                           self.cand["source"], self.policy, result["timing"]["median_ms"])
             result["coverage"] = coverage
+            self.base["protocol"]["kernel_tracer"] = getattr(self.session, "kernel_tracer", "")
             late += found
         status, flags, message = verdict(first_per_flag(late))
         self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, late)]

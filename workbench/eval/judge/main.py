@@ -1,13 +1,16 @@
-"""The judge process: trusted, never imports candidate code. Reads evaluation jobs (JSON lines on stdin) from the
-caller, runs each as an `Evaluation` (one fresh sandboxed runner per candidate, forked by the fork server this
-process owns), and answers one JSON line per job on a private channel.
+"""The judge process: trusted, never imports candidate code. Reads `Job`s from the caller (one JSON line each on
+stdin, `wire/judge_messages.py`), runs each as an `Evaluation` (one fresh sandboxed runner per candidate, forked by
+the fork server this process owns), and answers with `Progress` lines when asked and one `Reply` per job on a
+private channel.
 
 The candidate's prints never reach this channel: they go to the runner's own output pipe, read through a bounded
-buffer. The judge's own stdout is redirected to stderr so nothing a reference prints can corrupt a reply.
+buffer. When the judge starts, its own stdout is redirected to stderr so nothing a reference prints can corrupt a
+message.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -16,27 +19,37 @@ import tempfile
 import threading
 import time
 import traceback
-from typing import Any
+from typing import IO, Any
 
-# The reply channel is a private duplicate of stdout; fd 1 then points at stderr for everything else.
-_REPLIES = os.fdopen(os.dup(1), "w", buffering=1)
-os.dup2(2, 1)
-sys.stdout = sys.stderr
+import torch
 
-import torch  # noqa: E402
+from workbench.eval.judge.ceilings import measured_ceilings
+from workbench.eval.judge.context import Context, probe_transport
+from workbench.eval.judge.evaluation import Evaluation
+from workbench.eval.judge.reply import reply_from_evaluation
+from workbench.eval.judge.runner_handle import ForkServer
+from workbench.eval.wire import judge_messages as wire
+from workbench.eval.wire.timed_loop import cpu_timing_threads
 
-from workbench.eval.judge.context import Context, probe_transport  # noqa: E402
-from workbench.eval.judge.evaluation import Evaluation  # noqa: E402
-from workbench.eval.judge.runner_handle import ForkServer  # noqa: E402
-from workbench.eval.wire.timed_loop import cpu_timing_threads  # noqa: E402
+_WRITE_LOCK = threading.Lock()
+_CHANNEL: IO[bytes] | None = None
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, torch.dtype):
-        return str(obj).removeprefix("torch.")
-    if isinstance(obj, tuple):
-        return list(obj)
-    return str(obj)
+def _open_channel() -> None:
+    """Make the message channel a private duplicate of stdout, and point fd 1 (and sys.stdout) at stderr, so
+    nothing a reference or a library prints can corrupt a message. Done when the judge starts, never on import."""
+    global _CHANNEL
+    _CHANNEL = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
+def _send(message: wire.Job | wire.Progress | wire.Reply | wire.Ready, job: str) -> None:
+    line = wire.encode_line(message, job)
+    with _WRITE_LOCK:
+        assert _CHANNEL is not None
+        _CHANNEL.write(line)
+        _CHANNEL.flush()
 
 
 def _versions() -> dict[str, str]:
@@ -65,54 +78,127 @@ def _die_with_the_caller() -> None:
     threading.Thread(target=watch, daemon=True, name="kwb-caller-watch").start()
 
 
-def _evaluate(job: dict, ctx: Context) -> dict:
+class ReportedEvaluation(Evaluation):
+    """An Evaluation that reports each stage it enters through the context's progress hook (and the enclosing
+    stage again when a nested one, like "calibrate" inside "load", ends)."""
+
+    def _stage(self, name: str, fn: Any, *args: Any) -> Any:
+        outer = getattr(self, "_current_stage", "")
+        self._current_stage = name
+        self.ctx.progress(name)
+        try:
+            return super()._stage(name, fn, *args)
+        finally:
+            self._current_stage = outer
+            if outer:
+                self.ctx.progress(outer)
+
+
+def _evaluate(job: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """One evaluation; with KWB_JUDGE_PROFILE set to a folder, under cProfile with its stats written there (where
     the judge's seconds go, function by function: `python -m pstats FILE`)."""
     folder = os.environ.get("KWB_JUDGE_PROFILE")
     if not folder:
-        return Evaluation(job, ctx).run()
+        return ReportedEvaluation(job, ctx).run()
     import cProfile
 
     profiler = cProfile.Profile()
     try:
-        return profiler.runcall(Evaluation(job, ctx).run)
+        return profiler.runcall(ReportedEvaluation(job, ctx).run)
     finally:
         os.makedirs(folder, exist_ok=True)
         profiler.dump_stats(os.path.join(folder, f"judge-{time.strftime('%H%M%S')}-{os.getpid()}.prof"))
 
 
-def main() -> None:
-    _die_with_the_caller()
-    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+def _warm_counting() -> None:
+    """FlopCounterMode's first use costs seconds (imports, op tables): pay it in a background thread while the judge
+    waits for its first job, not in the first evaluation's count stage."""
+    def warm() -> None:
+        try:
+            from workbench.eval.judge.counting import count_work
+
+            count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
+        except Exception:  # noqa: BLE001 - only a warm-up
+            pass
+
+    threading.Thread(target=warm, name="kwb-warm-counting", daemon=True).start()
+
+
+def _judge_error(exc: BaseException) -> wire.Reply:
+    return wire.Reply(status="runtime_error", message=f"judge error: {type(exc).__name__}: {exc}",
+                      log=traceback.format_exc()[-3000:], judge_pid=os.getpid())
+
+
+def answer(job: wire.Job, job_id: str, ctx: Context) -> wire.Reply:
+    """Run `job` (progress lines sent as it goes when it asked for them) and make its Reply."""
+    ctx.progress.start((lambda message: _send(message, job_id)) if job.progress else None)
+    try:
+        reply = reply_from_evaluation({**_evaluate(_job_dict(job), ctx), "judge_pid": os.getpid()})
+    finally:
+        ctx.progress.stop()
+    clock = reply.timing.clock if reply.timing is not None else None
+    ceilings, why_not = measured_ceilings(job.device, reply.device_name, clock)
+    if ceilings is not None:
+        return dataclasses.replace(reply, ceilings=ceilings)
+    if why_not:
+        return dataclasses.replace(reply, protocol={**reply.protocol, "ceilings": why_not})
+    return reply
+
+
+def _job_dict(job: wire.Job) -> dict[str, Any]:
+    """The job as the dict `Evaluation` reads (the record's fields by name)."""
+    return {f.name: getattr(job, f.name) for f in dataclasses.fields(job)}
+
+
+def _start(device: str) -> tuple[ForkServer, Context]:
     if not device.startswith("cuda"):
         cpu_timing_threads()
-    workdir = tempfile.mkdtemp(prefix="kwb_judge_")
+    else:
+        # Without it a context made through the C++ side leaves torch.cuda.is_initialized() False, and every
+        # torch.manual_seed queues its CUDA half with a formatted stack trace (~1 ms) instead of seeding the device.
+        torch.cuda.init()
+    _warm_counting()
     server = ForkServer(device)
-    ctx = Context(fork_server=server, workdir=workdir)
+    ctx = Context(fork_server=server, workdir=tempfile.mkdtemp(prefix="kwb_judge_"))
     ctx.transport, ctx.share_ipc, ctx.transport_note = probe_transport(server, device)
+    return server, ctx
+
+
+def main() -> None:
+    _open_channel()
+    _die_with_the_caller()
+    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    server, ctx = _start(device)
     gc.freeze()
-    _REPLIES.write(json.dumps({"ready": True, "pid": os.getpid(), "versions": _versions(),
-                               "sandbox": server.sandbox, "sandbox_reason": server.reason,
-                               "transport": ctx.transport, "transport_note": ctx.transport_note}) + "\n")
-    _REPLIES.flush()
+    _send(wire.Ready(pid=os.getpid(), versions=_versions(), sandbox=server.sandbox, sandbox_reason=server.reason,
+                     transport=ctx.transport, transport_note=ctx.transport_note), "")
     try:
         for line in sys.stdin:
             if not line.strip():
                 continue
-            job = json.loads(line)
+            try:
+                job_id, job = wire.decode_job(line)
+            except wire.ChannelError as exc:  # answer on the id it gave, if any, so the caller is not left waiting
+                _send(_judge_error(exc), _loose_job_id(line))
+                continue
             try:
                 if not server.alive():
                     server = ForkServer(device)
                     ctx.fork_server = server
-                reply = _evaluate(job, ctx)
+                reply = answer(job, job_id, ctx)
             except BaseException as exc:  # a reply must always come back
-                reply = {"status": "runtime_error", "message": f"judge error: {type(exc).__name__}: {exc}",
-                         "log": traceback.format_exc()[-3000:]}
-            _REPLIES.write(json.dumps(reply, default=_jsonable) + "\n")
-            _REPLIES.flush()
+                reply = _judge_error(exc)
+            _send(reply, job_id)
             gc.collect()
     finally:
         server.close()
+
+
+def _loose_job_id(line: str) -> str:
+    try:
+        return str(json.loads(line).get("job", ""))
+    except (ValueError, AttributeError):
+        return ""
 
 
 if __name__ == "__main__":

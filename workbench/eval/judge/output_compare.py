@@ -28,23 +28,18 @@ from typing import Any
 
 import torch
 
+from workbench.eval.judge.error_budget import (
+    DEGENERATE_RATIO,
+    ERROR_BUDGET_K,
+    RESOLVABLE_ULPS,
+    STALE_SHARE,
+    budget_entry,
+    native_scale,
+)
 from workbench.eval.judge.output_compare_chunked import CHUNK, compare_large
 from workbench.eval.runner.poison import poison_mask
 from workbench.eval.wire.tensors import as_list, dtype_name, is_plain, real_view, same_bits
 from workbench.tasks.task import Tolerance
-
-#: An output with at least this share of its elements unwritten (or stale) was returned without being computed.
-STALE_SHARE = 0.5
-
-#: degenerate-output: the output's spread is below this fraction of the reference's.
-DEGENERATE_RATIO = 1e-2
-
-#: The reference's variation must exceed this many units in the last place of its dtype to be told apart.
-RESOLVABLE_ULPS = 4
-
-#: The error budget's k: a candidate may be this many times less accurate than the reference run natively
-#: (normwise per output, see the module doc). Chosen from measurements: docs/verdicts.md.
-ERROR_BUDGET_K = 16.0
 
 #: Error maps are max-pooled to at most this many cells per side.
 MAP_CELLS = 64
@@ -69,20 +64,6 @@ class Comparison:
     poisoned: bool = False
     #: How the errors were judged (see `ErrorBudget`); {} when no floating output was compared.
     budget: dict[str, Any] = field(default_factory=dict)
-
-
-def _budget_entry(tol: Tolerance, k: float, native_error: float, worst: float, max_tol_bound: float,
-                  fallback: bool) -> dict[str, Any]:
-    """One output's budget record. `bound` names the term that set the pass bound: "tolerance" (k x native error
-    at most atol: the tolerance is the larger bound everywhere), "k x native" (k x native error above the tolerance
-    at every element), or "both" (elementwise maximum: the tolerance on large elements, the native term on small)."""
-    native_bound = k * native_error
-    kind = "tolerance" if native_bound <= tol.atol else "k x native" if native_bound >= max_tol_bound else "both"
-    entry = {"tolerance": {"atol": tol.atol, "rtol": tol.rtol}, "k": k, "native_error": native_error,
-             "native_bound": native_bound, "bound": kind, "worst_ratio": worst, "norm": "max-abs per output"}
-    if fallback:
-        entry["note"] = "no float64 reference: the native result was the reference, so only the tolerance applies"
-    return entry
 
 
 def merge_budgets(*budgets: dict[str, Any]) -> dict[str, Any]:
@@ -190,7 +171,7 @@ def _compare_floats(cmp: Comparison, i: int, o: torch.Tensor, r64: Any, rn: torc
         cmp.max_rel = max(cmp.max_rel or 0.0, rel_err)
         cmp.worst = max(cmp.worst, float(ratio.max()))
     finite_bounds = tol_bound[expect_finite]
-    cmp.budget.setdefault("outputs", []).append(_budget_entry(
+    cmp.budget.setdefault("outputs", []).append(budget_entry(
         tol, k, native_error, float(ratio.max()) if ratio.numel() else 0.0,
         float(finite_bounds.max()) if finite_bounds.numel() else tol.atol, fallback))
     if cmp.ratio is None and o64.dim() >= 2:
@@ -225,17 +206,6 @@ def _compare_floats(cmp: Comparison, i: int, o: torch.Tensor, r64: Any, rn: torc
     degenerate = _degenerate(o64, exp, expect_finite, rn.dtype)
     if degenerate:
         cmp.flags.append(("degenerate-output", f"{where}{degenerate}"))
-
-def native_scale(n64: torch.Tensor, e64: torch.Tensor) -> float:
-    """E of the module doc: the largest |native - ref64| over elements where both are finite (0.0 when none are, or
-    when the native result is the reference itself)."""
-    if n64 is e64 or not n64.numel():
-        return 0.0
-    finite = torch.isfinite(n64) & torch.isfinite(e64)
-    if not bool(finite.any()):
-        return 0.0
-    return float((n64 - e64).abs()[finite].max())
-
 
 def _degenerate(o64: torch.Tensor, exp: torch.Tensor, finite: torch.Tensor, dtype: torch.dtype) -> str:
     """Non-empty when the output is (nearly) constant while the reference resolvably varies: a zero or constant

@@ -25,6 +25,7 @@ from workbench.eval.judge.output_compare_chunked import CHUNK
 from workbench.eval.judge.reference64 import Float64Reference, nbytes
 from workbench.eval.wire.tensors import all_finite, as_list, clone_inputs, dtype_name, is_plain, same_bits, sync
 from workbench.eval.wire.timed_loop import seed_rng
+from workbench.seeding import seed_all
 from workbench.tasks.task import LoadedReference, Tolerance
 
 MIN_ROUNDS = 5
@@ -65,7 +66,7 @@ def build_reference(ref: LoadedReference, size: dict, device: str, seed: int) ->
     """The reference `Model(*init_inputs)` under `seed`, on `device`, in eval mode (KernelBench's rule)."""
     init = ref.init_inputs(size, seed)
     try:
-        torch.manual_seed(seed)
+        seed_all(seed)
         model = ref.module.Model(*copy.deepcopy(init))
         if isinstance(model, torch.nn.Module):
             model = model.to(device).eval()

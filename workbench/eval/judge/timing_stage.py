@@ -34,6 +34,8 @@ class TimingPlan:
     seconds: float
     #: Whether the reference draws random numbers in forward (then every timed call is seeded, on both sides).
     seeded: bool
+    #: Whether the calibration came from an earlier candidate's runner (`ReferenceProfile`).
+    calibration_reused: bool = False
 
 
 def _estimate_ms(model: Any, inputs: list[Any], device: str) -> float:
@@ -50,21 +52,47 @@ def _estimate_ms(model: Any, inputs: list[Any], device: str) -> float:
     return (time.perf_counter() - t0) / 3 * 1e3
 
 
+#: A harness calibration is reused for later candidates of the same task and size for this long (seconds): it was
+#: measured before any candidate was imported, in a runner like theirs, and the machine does not change faster.
+CALIBRATION_REUSE_S = 120.0
+
+
+@dataclass
+class ReferenceProfile:
+    """What sizing the timing learns of a reference, kept per task and size in the judge (`Context.timing`)."""
+
+    reference_ms: float
+    seeded: bool
+    calibration: Calibration | None = None
+    calibrated_at: float = 0.0
+    pool_sets: int = 0
+
+
 def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dict, seed: int, device: str,
-            timeout: float, interpreted: bool) -> TimingPlan:
+            timeout: float, interpreted: bool, known: ReferenceProfile | None = None) -> tuple[TimingPlan,
+                                                                                              ReferenceProfile]:
     """The input pool and the null calibration, before the candidate is imported (module doc). The pool holds
-    enough sets for a batch of a candidate up to 4x faster than the reference, as many as fit in memory."""
+    enough sets for a batch of a candidate up to 4x faster than the reference, as many as fit in memory. `known`
+    (the same task and size, from an earlier candidate) spares the reference's estimate and, while recent and for
+    the same pool, the calibration."""
     started = time.perf_counter()
     first = reference.make_inputs(size, seed + 101, device, "default")
     with torch.no_grad():
         out = ref_model(*clone_inputs(first))
-    est = _estimate_ms(ref_model, first, device)
-    seeded = draws_random_numbers(ref_model, first, device)
+    if known is None:
+        known = ReferenceProfile(_estimate_ms(ref_model, first, device), draws_random_numbers(ref_model, first, device))
+    est = known.reference_ms
     target = TARGET_BATCH_S["cuda" if device.startswith("cuda") else "cpu"] * 1e3
     wanted = 3 if interpreted else max(2, min(MAX_SETS, math.ceil(4 * target / max(est, 1e-3))))
     pool = InputPool.create(session, reference, size, device, first, out, wanted, random.SystemRandom())
-    calibration = calibrate(session, pool, timeout, seeded)
-    return TimingPlan(pool, calibration, size, est, time.perf_counter() - started, seeded)
+    fresh = known.calibration is not None and known.pool_sets == pool.n and \
+        time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
+    if not fresh:
+        known.calibration = calibrate(session, pool, timeout, known.seeded)
+        known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
+    plan = TimingPlan(pool, known.calibration, size, est, time.perf_counter() - started, known.seeded)
+    plan.calibration_reused = fresh
+    return plan, known
 
 
 def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:

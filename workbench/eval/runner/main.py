@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.profiler
 
-from workbench.eval.runner import launches, seal
+from workbench.eval.runner import kernel_trace, launches, seal
 from workbench.eval.runner.poison import Poison
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire import timed_loop as timing
@@ -47,6 +47,7 @@ from workbench.eval.wire.runner_messages import (
 from workbench.eval.wire.shared_memory import Mapping, dtype_name
 from workbench.eval.wire.timed_loop import cpu_timing_threads
 from workbench.eval.wire.transport import Channel
+from workbench.seeding import seed_all
 
 # The runner's own copies, bound before any candidate is imported: a candidate that replaces these module attributes
 # changes nothing the runner does, and the seal (`runner/seal.py`) reports that it tried.
@@ -54,6 +55,7 @@ _track_launches, _report, _LaunchLog = launches.track_launches, launches.report,
 _kernel_names, _thread_idents = launches.kernel_names, launches.thread_idents
 _encode, _channel_send = protocol.encode, Channel.send
 _profile, _ProfilerActivity = torch.profiler.profile, torch.profiler.ProfilerActivity
+_KernelTracer, _TraceUnavailable = kernel_trace.KernelTracer, kernel_trace.TraceUnavailable
 
 _COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
 
@@ -99,6 +101,8 @@ class Runner:
     def __init__(self, channel: Channel, job: str, nonce: str, device: str):
         self.channel, self.job, self.nonce, self.device = channel, job, nonce, device
         self.cuda = device.startswith("cuda")
+        self.cuda_ready = False
+        self.tracer: Any = None
         self.seq_out = 0
         self.seq_in = 0
         self.mapping = Mapping(device)
@@ -181,7 +185,7 @@ class Runner:
         try:
             init = [self.arg(v) for v in msg.init]
             _apply_sizes(self.module, msg.sizes)
-            torch.manual_seed(msg.seed)
+            seed_all(msg.seed)
             model = self.cls(*init)
             loaded = False
             if isinstance(model, torch.nn.Module):
@@ -298,22 +302,36 @@ class Runner:
     def on_profile(self, msg: Profile) -> None:
         model = self.models[msg.model]
         inputs = [self.arg(v) for v in msg.inputs]
-        kernels: dict[str, float] = {}
         try:
-            torch.cuda.synchronize()
-            with _profile(activities=[_ProfilerActivity.CUDA]) as prof, torch.no_grad():
-                model(*inputs)
-                torch.cuda.synchronize()
-            for evt in prof.events():
-                if "cuda" not in str(getattr(evt, "device_type", "")).lower():
-                    continue
-                us = float(getattr(evt, "device_time", 0.0) or getattr(evt, "cuda_time", 0.0) or 0.0)
-                if us > 0 and not evt.name.startswith(("Memcpy", "Memset", "cudaMem")):
-                    kernels[evt.name] = kernels.get(evt.name, 0.0) + us
+            kernels, how = self._kernels_of(lambda: model(*inputs))
         except BaseException as exc:  # noqa: BLE001
             self.fault("profile", exc, msg.call)
             return
-        self.send(Profiled(call=msg.call, kernels=kernels, tampered=self._broken()))
+        self.send(Profiled(call=msg.call, kernels=kernels, tracer=how, tampered=self._broken()))
+
+    def _kernels_of(self, call: Any) -> tuple[dict[str, float], str]:
+        """{kernel: us} of one call: CUPTI directly (tens of ms), else the torch profiler (seconds on first use)."""
+        with torch.no_grad():
+            try:
+                if self.tracer is None:
+                    self.tracer = _KernelTracer()
+                kernels = self.tracer.trace(call, torch.cuda.synchronize)
+                if kernels:  # none at all: confirmed by the profiler below before anyone is told so
+                    return kernels, "cupti"
+            except _TraceUnavailable:
+                pass
+            kernels: dict[str, float] = {}
+            torch.cuda.synchronize()
+            with _profile(activities=[_ProfilerActivity.CUDA]) as prof:
+                call()
+                torch.cuda.synchronize()
+        for evt in prof.events():
+            if "cuda" not in str(getattr(evt, "device_type", "")).lower():
+                continue
+            us = float(getattr(evt, "device_time", 0.0) or getattr(evt, "cuda_time", 0.0) or 0.0)
+            if us > 0 and not evt.name.startswith(("Memcpy", "Memset", "cudaMem")):
+                kernels[evt.name] = kernels.get(evt.name, 0.0) + us
+        return kernels, "torch-profiler"
 
     def loop(self) -> None:
         handlers = {Load: self.on_load, Build: self.on_build, Call: self.on_call, Time: self.on_time,
@@ -331,20 +349,31 @@ class Runner:
             if isinstance(msg, protocol.Ping):
                 self.send(protocol.Pong(call=msg.call))
                 continue
+            if self.cuda and not self.cuda_ready:
+                _mark_cuda_initialized()
+                self.cuda_ready = True
             handlers[type(msg)](msg)
 
 
 def _seal_hooks() -> seal.Seal:
     """Seal the runner's hook points just before the candidate is imported (after the build cache wrapped the CUDA
     extension loader): the runner's launch accounting, its messages and this module's own bindings, Triton's launch
-    entry points, the profiler and the extension loader (`runner/seal.py`)."""
+    entry points, the kernel tracers (CUPTI's and the profiler) and the extension loader (`runner/seal.py`)."""
     sealed = seal.Seal()
-    for module in (launches, seal, protocol, sys.modules[__name__]):
+    for module in (launches, seal, protocol, kernel_trace, sys.modules[__name__]):
         sealed.add_module(module)
-    sealed.add_class(Runner, f"{__name__}.Runner", *[k for k, v in vars(Runner).items() if callable(v)])
+    for cls in (Runner, kernel_trace.KernelTracer):
+        sealed.add_class(cls, f"{cls.__module__}.{cls.__name__}", *[k for k, v in vars(cls).items() if callable(v)])
     seal.triton_entry_points(sealed)
     seal.torch_entry_points(sealed)
     return sealed
+
+
+def _mark_cuda_initialized() -> None:
+    """Finish torch's own CUDA initialization. A context made through the C++ side (mapping an IPC handle) leaves
+    `torch.cuda.is_initialized()` False, and then every `torch.manual_seed` queues its CUDA half with a formatted
+    stack trace (~1 ms a call) instead of seeding the device: the per-call seeds would not reach the GPU."""
+    torch.cuda.init()
 
 
 def _apply_sizes(module: Any, sizes: dict[str, Any]) -> None:

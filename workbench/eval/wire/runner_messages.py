@@ -263,6 +263,8 @@ class Profiled(Message):
     kind: ClassVar[str] = "profiled"
     call: int
     kernels: dict[str, float]
+    #: How the runner recorded them: "cupti" (the activity API directly) or "torch-profiler".
+    tracer: str = ""
     tampered: tuple[str, ...] = ()
 
 

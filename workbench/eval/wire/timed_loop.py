@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from workbench.seeding import seed_all
+
 _perf_ns = _time.perf_counter_ns
 _sorted, _len, _range = sorted, len, range
 _Event = torch.cuda.Event
@@ -30,7 +32,7 @@ _properties = torch.cuda.get_device_properties
 _empty = torch.empty
 _zero = torch.Tensor.zero_
 _no_grad = torch.no_grad
-_manual_seed = torch.manual_seed
+_manual_seed = seed_all
 #: A callable has side-stream work when, over all its runs, the device finished this much later (median) than
 #: the current stream, plus 10% of the stream time. Single runs are not judged: host wake-up after a
 #: synchronize alone can add tens of microseconds to one run.

@@ -1,0 +1,73 @@
+"""The judge's `Reply` made into the public `Result` (and the Result of a cancelled evaluation), in the caller.
+
+The reply is already typed and checked, so this is a mapping, not a parse: the Result's identity (task, candidate,
+size, seed) comes from what the caller asked, the verdict and its evidence from what the judge decided, and the
+speedup is the ratio of the two medians the judge measured (never a number a candidate could report).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.candidate import Candidate
+from workbench.eval.wire.judge_messages import Job, Reply
+from workbench.result import Result
+from workbench.tasks.task import Task
+
+#: Reply fields copied into the Result under the same name.
+_SAME_NAME = ("device_name", "max_abs_err", "max_rel_err", "timing", "reference_timing", "compiled_reference_timing",
+              "judge_clock_timing", "coverage", "kernel_policy", "precision", "sandbox", "speedup_verdict",
+              "speedup_basis", "speedup_ci", "log")
+#: Reply fields that are dicts, copied so the Result owns its own.
+_DICTS = ("versions", "details", "error_budget", "protocol", "telemetry", "stage_seconds", "evidence")
+
+
+def _identity(task: Task, cand: Candidate, job: Job) -> dict[str, Any]:
+    """The Result's fields that say what was evaluated, from the caller's own request."""
+    size = dict(job.size)
+    return dict(task=task.name, candidate_id=cand.id, candidate_name=cand.name or cand.id[:8],
+                language=cand.language or "", size=size,
+                dtype=str(size.get("dtype", task.dtypes[0] if task.dtypes else "")), device=job.device,
+                source_hash=cand.id, task_hash=task.source_hash, source=cand.source, seed=job.seed)
+
+
+def _metadata(cand: Candidate, judge_pid: int) -> dict[str, Any]:
+    # `worker_pid` is the judge's PID under the name results were stored with before the judge had its own name.
+    return {"author": cand.author, "parent_id": cand.parent_id, "prompt_id": cand.prompt_id,
+            "judge_pid": judge_pid or None, "worker_pid": judge_pid or None, **cand.metadata}
+
+
+def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Result:
+    """The Result of `job` as the judge answered it."""
+    message = reply.message
+    if not message and reply.status in ("timeout", "crashed") and reply.died:
+        message = _judge_died_message(reply, cand, job)
+    fields: dict[str, Any] = {**_identity(task, cand, job), **{name: getattr(reply, name) for name in _SAME_NAME},
+                              **{name: dict(getattr(reply, name)) for name in _DICTS}}
+    result = Result(status=reply.status, message=message, flags=list(reply.flags),
+                    warnings=list(dict.fromkeys(reply.warnings)), metadata=_metadata(cand, reply.judge_pid), **fields)
+    if reply.sandbox_reason:
+        result.protocol["sandbox_reason"] = reply.sandbox_reason
+    if result.timing and result.reference_timing and result.timing.clock != "interpreter":
+        result.speedup = result.reference_timing.median_ms / result.timing.median_ms
+        if result.compiled_reference_timing:
+            result.speedup_vs_compile = result.compiled_reference_timing.median_ms / result.timing.median_ms
+    if result.status == "ok" and not result.message:
+        notes = result.details.get("notes") or []
+        result.message = "all checks passed" + (f" ({'; '.join(notes)})" if notes else "")
+    return result
+
+
+def _judge_died_message(reply: Reply, cand: Candidate, job: Job) -> str:
+    """The judge itself died or stopped answering (not the candidate's runner, whose faults the judge reports)."""
+    from workbench.eval.judge.fault_messages import died_message
+
+    return "the evaluation's judge process " + died_message(reply.status, reply.died, reply.log, cand.source,
+                                                            cand.language or "", job.device, job.timeout)
+
+
+def cancelled_result(task: Task, cand: Candidate, job: Job, seconds: float) -> Result:
+    """What a cancelled evaluation returns: status "cancelled", nothing judged."""
+    return Result(status="cancelled", metadata=_metadata(cand, 0), **_identity(task, cand, job),
+                  message=f"cancelled after {seconds:.1f} s: the evaluation was stopped and its judge ended; "
+                          "nothing was judged or stored. Evaluate again for a verdict.")

@@ -1,0 +1,187 @@
+"""The caller/judge channel: typed, versioned messages, one JSON line each (DESIGN.md section 3).
+
+Every line is `{"v": [major, minor], "kind", "job", "body"}`. The caller sends a `Job`; the judge answers with
+`Progress` lines (only when the job asks for them) and then exactly one `Reply`, each echoing the job's id. Before
+its first job the judge announces itself with `Ready`. `decode_line` checks the version, the kind, the job id and
+every field of the body against its record (`records.py`): a line that is not exactly one of these messages is a
+`ChannelError`, never a reply read with defaults. Both ends are trusted and run the same package; the checks catch
+a stray write on the channel and a judge and a caller of different versions, which would otherwise disagree
+silently about what a field means.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from workbench.eval.wire.records import RecordError, from_json, to_json
+from workbench.result import Timing
+
+CHANNEL_VERSION = (1, 0)
+
+
+class ChannelError(Exception):
+    """A line on the caller/judge channel that is not the message expected there."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One evaluation the caller asks of the judge. `task` and `candidate` are `Task.to_spec()` and
+    `Candidate.to_spec()`; `size` the resolved timing size, `check_sizes` the sizes of the correctness rounds.
+    Limits in seconds (`timeout` per step after loading, `compile_timeout` for loading) and bytes (the CPU runner's
+    address space; None: no cap). `reps`: a fixed count of timed reps (None: until the CI target). `progress`:
+    send Progress lines while working."""
+
+    kind: ClassVar[str] = "job"
+    task: dict[str, Any]
+    candidate: dict[str, Any]
+    device: str
+    size: dict[str, Any]
+    check_sizes: tuple[dict[str, Any], ...]
+    timeout: float
+    compile_timeout: float
+    memory_bytes: int | None = None
+    seed: int = 0
+    rounds: int = 5
+    time_it: bool = True
+    compile_reference: bool = True
+    reps: int | None = None
+    progress: bool = False
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where one evaluation stands: its stage (scan, load, calibrate, check, count, time, cover; "startup" while the
+    caller waits for a judge to start), step k of n in
+    it when the stage counts (correctness rounds, timed batches; 0 when it does not), seconds since the judge
+    began the job, and for timing the samples so far and the current relative width of the 95% CI (None before
+    there is one)."""
+
+    kind: ClassVar[str] = "progress"
+    stage: str
+    elapsed: float
+    step: int = 0
+    steps: int = 0
+    samples: int = 0
+    ci_width: float | None = None
+    note: str = ""
+
+    def describe(self) -> str:
+        """One short line for a status bar: "time · batch 3 of 8 · 412 samples · CI ±4.1% · 12.3 s"."""
+        parts = [self.stage]
+        if self.steps:
+            unit = {"check": "round", "time": "batch"}.get(self.stage, "step")
+            parts.append(f"{unit} {self.step} of {self.steps}")
+        elif self.step:
+            parts.append(f"step {self.step}")
+        if self.samples:
+            parts.append(f"{self.samples} samples")
+        if self.ci_width is not None:
+            parts.append(f"CI ±{50 * self.ci_width:.1f}%")
+        if self.note:
+            parts.append(self.note)
+        parts.append(f"{self.elapsed:.1f} s")
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the judge decided about one candidate; `evaluate()` makes the Result from it. `died`: set when the
+    candidate's runner (or, filled in by the caller, the judge itself) died, with how. `counted`: FLOPs and bytes
+    of the reference at the timed size. `ceilings`: the device's measured roofline ceilings where the verdict needs
+    them (the CPU, a GPU without a datasheet entry), measured and cached by the judge."""
+
+    kind: ClassVar[str] = "reply"
+    status: str
+    message: str = ""
+    flags: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    log: str = ""
+    died: str = ""
+    judge_pid: int = 0
+    device_name: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    sandbox: str = ""
+    sandbox_reason: str = ""
+    kernel_policy: str = ""
+    precision: str = ""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    error_budget: dict[str, Any] = field(default_factory=dict)
+    timing: Timing | None = None
+    reference_timing: Timing | None = None
+    compiled_reference_timing: Timing | None = None
+    judge_clock_timing: Timing | None = None
+    coverage: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    speedup_verdict: str | None = None
+    speedup_basis: str = ""
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    protocol: dict[str, Any] = field(default_factory=dict)
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    #: What each verdict input rests on (`checks/evidence.py`): {"outputs", "time", "launches", "coverage"} -> level.
+    evidence: dict[str, str] = field(default_factory=dict)
+    counted: dict[str, Any] | None = None
+    ceilings: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The judge has imported its libraries and started its fork server; its first job may come."""
+
+    kind: ClassVar[str] = "ready"
+    pid: int
+    versions: dict[str, str]
+    sandbox: str
+    sandbox_reason: str = ""
+    transport: str = ""
+    transport_note: str = ""
+
+
+_KINDS: dict[str, type] = {m.kind: m for m in (Job, Progress, Reply, Ready)}
+
+
+def new_job_id() -> str:
+    return secrets.token_hex(8)
+
+
+def encode_line(message: Job | Progress | Reply | Ready, job: str) -> bytes:
+    """One message as one JSON line (NaN and infinities allowed: error figures may be either)."""
+    frame = {"v": list(CHANNEL_VERSION), "kind": message.kind, "job": job, "body": to_json(message)}
+    return (json.dumps(frame, separators=(",", ":")) + "\n").encode()
+
+
+def _frame(line: bytes | str, allowed: frozenset[str]) -> tuple[str, Job | Progress | Reply | Ready]:
+    try:
+        frame = json.loads(line)
+    except ValueError:
+        raise ChannelError(f"not a JSON line: {line[:120]!r}") from None
+    if not isinstance(frame, dict) or set(frame) != {"v", "kind", "job", "body"} or not isinstance(frame["job"], str):
+        raise ChannelError(f"not a channel frame: {str(frame)[:120]}")
+    if frame["v"] != list(CHANNEL_VERSION):
+        raise ChannelError(f"channel version {frame['v']!r}, expected {list(CHANNEL_VERSION)}: the judge and the "
+                           "caller come from different versions of the package")
+    if frame["kind"] not in allowed:
+        raise ChannelError(f"unexpected message kind {frame['kind']!r} (expected {' or '.join(sorted(allowed))})")
+    try:
+        return frame["job"], from_json(_KINDS[frame["kind"]], frame["body"])
+    except RecordError as exc:
+        raise ChannelError(str(exc)) from None
+
+
+def decode_line(line: bytes | str, *, job: str, allowed: frozenset[str]) -> Job | Progress | Reply | Ready:
+    """The message on `line`, checked (module doc): kind among `allowed`, for the job `job`."""
+    got, message = _frame(line, allowed)
+    if got != job:
+        raise ChannelError(f"message for job {got!r} while job {job!r} is running")
+    return message
+
+
+def decode_job(line: bytes | str) -> tuple[str, Job]:
+    """(job id, Job) of the caller's next line, checked like every other message."""
+    job_id, message = _frame(line, frozenset({"job"}))
+    assert isinstance(message, Job)
+    return job_id, message

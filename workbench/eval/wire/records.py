@@ -1,0 +1,128 @@
+"""Strict JSON codec for frozen dataclass records: what a typed channel sends is its fields as JSON, and what it
+receives is rebuilt field by field against the class's type hints.
+
+`to_json(record)` gives plain JSON values (nested records become objects, tuples become lists). `from_json(cls,
+data)` raises `RecordError` naming the field on anything the class does not declare: an unknown or missing field,
+a value of another type (a bool is not an int, a string is not a float), a nested record that is not an object.
+Fields typed `Any` (or `dict[str, Any]`) carry JSON as it came; every other hint is checked, and nested records,
+tuples and optional values are rebuilt from their hints, so a decoded record is the record that was encoded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class RecordError(ValueError):
+    """A JSON value that is not the record it should be; the message names the field and what was wrong."""
+
+
+def to_json(value: Any) -> Any:
+    """`value` as JSON values: dataclass records as objects of their fields, tuples as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    return value
+
+
+_SCHEMAS: dict[type, tuple[dict[str, Any], tuple[dataclasses.Field, ...]]] = {}
+
+
+def _schema(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field, ...]]:
+    """Resolved type hints and fields of a record class, once per class (resolving compiles string hints)."""
+    if cls not in _SCHEMAS:
+        _SCHEMAS[cls] = typing.get_type_hints(cls), dataclasses.fields(cls)
+    return _SCHEMAS[cls]
+
+
+def from_json(cls: type[T], data: Any, where: str = "") -> T:
+    """The record `cls` rebuilt from `data` (module doc); raises RecordError on anything it does not declare."""
+    where = where or cls.__name__
+    if not isinstance(data, dict):
+        raise RecordError(f"{where}: expected an object, got {type(data).__name__}")
+    hints, fields = _schema(cls)
+    unknown = sorted(set(data) - {f.name for f in fields})
+    if unknown:
+        raise RecordError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")
+    values = {}
+    for f in fields:
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise RecordError(f"{where}: missing field {f.name!r}")
+            continue
+        values[f.name] = _value(data[f.name], hints[f.name], f"{where}.{f.name}")
+    return cls(**values)
+
+
+def _value(value: Any, hint: Any, where: str) -> Any:
+    """`value` checked against `hint` (and rebuilt where the hint is a record, a tuple or a union of them)."""
+    if hint is Any:
+        return value
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return _union(value, args, where)
+    if hint is type(None):
+        if value is not None:
+            raise RecordError(f"{where}: expected null, got {type(value).__name__}")
+        return None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return from_json(hint, value, where)
+    if origin in (tuple, list):
+        return _sequence(value, origin, args, where)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise RecordError(f"{where}: expected an object, got {type(value).__name__}")
+        key_hint, value_hint = args or (Any, Any)
+        return {_value(k, key_hint, where): _value(v, value_hint, f"{where}[{k!r}]") for k, v in value.items()}
+    return _scalar(value, hint, where)
+
+
+def _union(value: Any, arms: tuple[Any, ...], where: str) -> Any:
+    if value is None and type(None) in arms:
+        return None
+    errors = []
+    for arm in arms:
+        if arm is type(None):
+            continue
+        try:
+            return _value(value, arm, where)
+        except RecordError as exc:
+            errors.append(str(exc))
+    raise RecordError(errors[0] if len(errors) == 1 else f"{where}: {type(value).__name__} matches none of "
+                                                          f"{' | '.join(getattr(a, '__name__', str(a)) for a in arms)}")
+
+
+def _sequence(value: Any, origin: type, args: tuple[Any, ...], where: str) -> Any:
+    if not isinstance(value, (list, tuple)):
+        raise RecordError(f"{where}: expected a list, got {type(value).__name__}")
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis or origin is list:
+        item = args[0] if args else Any
+        items = [_value(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    else:
+        if len(args) != len(value):
+            raise RecordError(f"{where}: expected {len(args)} items, got {len(value)}")
+        items = [_value(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True))]
+    return tuple(items) if origin is tuple else items
+
+
+def _scalar(value: Any, hint: Any, where: str) -> Any:
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(hint, type):
+        if isinstance(value, hint):
+            return value
+    else:
+        raise RecordError(f"{where}: cannot check a value against {hint!r}")
+    raise RecordError(f"{where}: expected {hint.__name__}, got {type(value).__name__} {str(value)[:40]!r}")
