@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests|engine|roofline|studies|compare|aa|dask
+#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,10 @@ fi
 [ -d /tmp/site ] && export PYTHONPATH="$PYTHONPATH:/tmp/site" PATH="/tmp/site/bin:$PATH"
 phase=${1:-tests}
 case "$phase" in
+  tests-fast)
+    # The GPU tests without the slow ones (nvcc builds, the whole gallery): about 3 minutes on an H100.
+    timeout 540 python3 -m pytest tests/gpu -m "gpu and not slow" -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests_fast.log" | tail -40
+    ;;
   tests)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"

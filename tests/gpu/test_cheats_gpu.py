@@ -24,6 +24,7 @@ def _flag_text(flag) -> str:
     return " or ".join(flag) if isinstance(flag, list) else (flag or "-")
 
 
+@pytest.mark.slow  # nvcc or the whole gallery: outside the 5-minute fast GPU subset
 def test_whole_gallery_on_cuda():
     rows, failures = [], []
     try:

@@ -51,6 +51,7 @@ def test_illegal_memory_access_is_reported_and_the_worker_replaced():
     assert ok.status == "ok", ok.message
 
 
+@pytest.mark.slow  # nvcc or the whole gallery: outside the 5-minute fast GPU subset
 def test_cuda_candidate_compiles_and_passes():
     res = wb.evaluate(softmax_task(), wb.Candidate.from_file(FAULTS / "cuda_kernel.py"), device="cuda", timeout=300)
     assert res.status == "ok", res.message

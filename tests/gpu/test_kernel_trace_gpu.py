@@ -47,8 +47,13 @@ def _profiler_kernels() -> dict[str, float]:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _PROFILED], capture_output=True, text=True, timeout=300)
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("KERNELS "))
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:  # triton.jit reads its source
+        script.write(_PROFILED)
+    out = subprocess.run([sys.executable, script.name], capture_output=True, text=True, timeout=300)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("KERNELS ")), None)
+    assert line is not None, out.stderr[-2000:]
     return json.loads(line[len("KERNELS "):])
 
 

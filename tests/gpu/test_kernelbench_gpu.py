@@ -86,6 +86,7 @@ class ModelNew(nn.Module):
 '''
 
 
+@pytest.mark.slow  # nvcc or the whole gallery: outside the 5-minute fast GPU subset
 def test_cuda_load_inline_kernel_is_ok_and_compiled_once(tmp_path, monkeypatch):
     from workbench.eval.caller.judges import shutdown_workers
 
@@ -104,6 +105,7 @@ def test_cuda_load_inline_kernel_is_ok_and_compiled_once(tmp_path, monkeypatch):
                                                                                           again.protocol)
 
 
+@pytest.mark.slow  # nvcc or the whole gallery: outside the 5-minute fast GPU subset
 def test_cuda_epilogue_after_cudnn_conv_is_ok_under_partial():
     task = wb.load_kernelbench(KB / "level2" / "1_Conv2d_BiasAdd_ReLU.py")
     assert task.kernel_policy == "partial"
