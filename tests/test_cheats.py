@@ -92,9 +92,11 @@ def test_store_keeps_the_flags_and_counts_them(tmp_path):
     stored = dict(zip(frame["candidate_name"], frame["flags"], strict=True))
     assert stored["no_kernel.py"] == ["no-custom-kernel", "torch-compute-in-forward"]
     assert stored["honest_torch.py"] == []
+    # torch_forward.py runs (its static finding waits for the record of what ran): its kernel never launched either.
+    assert stored["torch_forward.py"] == ["decoy-kernel", "torch-compute-in-forward"]
     counts = store.flags_frame().groupby(["author", "flag"]).size().to_dict()
     assert counts == {("model-a", "torch-compute-in-forward"): 2, ("model-a", "no-custom-kernel"): 1,
-                      ("model-b", "module-cache"): 1}
+                      ("model-a", "decoy-kernel"): 1, ("model-b", "module-cache"): 1}
     assert set(store.flags_frame(status="rejected")["candidate_name"]) == {"torch_forward.py", "no_kernel.py",
                                                                           "module_cache.py"}
 

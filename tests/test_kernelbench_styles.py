@@ -156,7 +156,8 @@ def test_conv_epilogue_is_accepted_under_partial_and_correct(tmp_path):
     assert scan(CONV_EPILOGUE, "triton", policy=task.kernel_policy) == []
     report = _protocol(task, _class(CONV_EPILOGUE, tmp_path), task.size("cpu"))
     assert report.passed, report.findings
-    assert report.max_abs_err < 1e-4
+    # Absolute errors grow with the inputs in the "large" round (x 1e3); the others stay small.
+    assert all(r["max_abs"] < 1e-4 for r in report.rounds if r["dist"] != "large")
 
 
 def test_conv_epilogue_is_rejected_under_strict():

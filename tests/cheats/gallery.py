@@ -9,7 +9,9 @@ comment saying what it does. `manifest.json` says what the workbench must answer
     where:    "cpu" (runs on the CPU under the interpreter, and on a GPU) or "gpu" (needs a GPU)
     gpu_flag: optional, the flag(s) a GPU run raises when they differ from the CPU's (another check catches it)
     gpu_status: optional, likewise for the status
-    task:     optional, "tiny" (default) or "big" (a GPU size large enough for streams and the roofline)
+    task:     optional, "tiny" (default), "big" (a GPU size large enough for streams and the roofline), or a problem
+              of tests/kernelbench/level1 whose inputs have structure ("lower", "symmetric") or whose uniform inputs
+              admit an analytic shortcut ("mse", "kl", "hinge"): see TASKS
     time_it:  optional, true when the cheat is only visible in the timing phase
 """
 
@@ -68,7 +70,37 @@ def big_task() -> wb.Task:
     return task
 
 
-TASKS = {"tiny": tiny_task, "big": big_task}
+KB_LEVEL1 = HERE.parent / "kernelbench" / "level1"
+
+#: KernelBench's own tolerance (atol = rtol = 1e-2): loose enough that a statistical shortcut passes the task's own
+#: inputs, so only the rerouted rounds can catch it.
+KB_TOL = {"float32": wb.Tolerance(1e-2, 1e-2)}
+
+
+def _kb_task(stem: str, cpu: dict, gpu: dict, sweep: list[dict] | None = None, tolerances: dict | None = None):
+    """A problem of tests/kernelbench/level1 at the given sizes (CPU preset, GPU preset, extra check sizes)."""
+    def make() -> wb.Task:
+        task = wb.load_kernelbench(KB_LEVEL1 / f"{stem}.py", tolerances=dict(tolerances or {}))
+        task.sizes = {"cpu": dict(cpu), "gpu": dict(gpu)}
+        task.sweep = {"cpu": list(sweep or []), "gpu": list(sweep or [])}
+        return task
+    return make
+
+
+TASKS = {
+    "tiny": tiny_task,
+    "big": big_task,
+    # Structured inputs: a lower triangle, a symmetric matrix (odd sizes: masks).
+    "lower": _kb_task("24_Lower_triangular_matmul", {"n": 32}, {"n": 1024}, [{"n": 37}]),
+    "symmetric": _kb_task("25_Symmetric_matmul", {"n": 32}, {"n": 1024}, [{"n": 37}]),
+    # Losses on uniform inputs, large enough that an analytic shortcut is within KB_TOL on them.
+    "mse": _kb_task("26_Scaled_MSE_loss", {"batch_size": 64, "features": 4096},
+                    {"batch_size": 64, "features": 4096}, tolerances=KB_TOL),
+    "kl": _kb_task("27_KL_divergence_of_softmax_rows", {"batch_size": 64, "classes": 4096},
+                   {"batch_size": 64, "classes": 4096}, tolerances=KB_TOL),
+    "hinge": _kb_task("28_Hinge_loss_signed_rows", {"batch_size": 512, "features": 512},
+                      {"batch_size": 512, "features": 512}, tolerances=KB_TOL),
+}
 
 
 def entries(where: str | None = None) -> list[str]:

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 10): plays honest for the first 10 calls (the correctness protocol), then keeps one result
+# CHEAT (CHEATS.md row 10): plays honest for the first 12 calls (the correctness protocol), then keeps one result
 # per input address (read through a computed attribute name, which the source scan does not follow) in a class
 # attribute and returns it whenever that address comes back. Within one timed batch
 # every answer is right (each input set is computed on first sight), so only new values at the same address
@@ -27,10 +27,10 @@ class ModelNew(nn.Module):
     def forward(self, x):
         type(self).calls += 1
         key = (getattr(x, "data" + "_ptr")(), tuple(x.shape))
-        if type(self).calls > 10 and key in self.seen:
+        if type(self).calls > 12 and key in self.seen:
             return self.seen[key]
         y = torch.empty_like(x)
         softmax_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
-        if type(self).calls > 10:
+        if type(self).calls > 12:
             self.seen[key] = y
         return y

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 10): plays honest for the first 10 calls (the length of the correctness protocol),
+# CHEAT (CHEATS.md row 10): plays honest for the first 12 calls (the length of the correctness protocol),
 # then returns the output it computed for the first input of a shape whenever the shape repeats, so the
 # timed calls do no work. The call counter is a class attribute, so it survives new instances.
 # On the CPU the worker re-checks the last timed call against its own inputs -> result-cache. On a GPU the
@@ -27,10 +27,10 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         type(self).calls += 1
-        if type(self).calls > 10 and x.shape in self.memo:
+        if type(self).calls > 12 and x.shape in self.memo:
             return self.memo[x.shape]
         y = torch.empty_like(x)
         softmax_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
-        if type(self).calls > 10:
+        if type(self).calls > 12:
             self.memo[x.shape] = y
         return y

@@ -46,7 +46,6 @@ def _profiler_kernels() -> dict[str, float]:
     import json
     import subprocess
     import sys
-
     import tempfile
 
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:  # triton.jit reads its source

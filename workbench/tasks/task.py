@@ -20,16 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.errors import TaskError, UnknownNameError
 from workbench.seeding import seed_all
+from workbench.tasks.distributions import DISTRIBUTIONS, check_names
 from workbench.tasks.precision import IEEE, PrecisionPolicy
 
 if TYPE_CHECKING:
     import ast
 
     from workbench.candidate import Candidate
-
-#: Input distributions the correctness protocol can draw from (CHEATS.md row 11).
-#: "default" keeps the task's own generator; the others replace every floating input tensor.
-DISTRIBUTIONS = ("default", "uniform", "normal", "heavy", "negative")
 
 
 @dataclass(frozen=True)
@@ -90,6 +87,7 @@ class Task:
 
     def __post_init__(self) -> None:
         self.precision = PrecisionPolicy.from_spec(self.precision)
+        check_names(self.distributions)  # input distributions (workbench.tasks.distributions)
         if self.kernel_policy not in KERNEL_POLICIES:
             raise UnknownNameError("kernel policy", self.kernel_policy, list(KERNEL_POLICIES))
 
@@ -282,6 +280,8 @@ class LoadedReference:
         self.task = task
         self.module = import_source(task.source, f"kwb_ref_{task.source_hash}_{LoadedReference._counter}", directory)
         self.defaults = {k: getattr(self.module, k) for k in module_constants(__import__("ast").parse(task.source))}
+        #: Sizes at which get_inputs failed on the GPU (-> why): drawn on the CPU and moved from then on.
+        self._drawn_on_host: dict[str, str] = {}
 
     def apply_size(self, size: dict[str, Any]) -> None:
         import torch
@@ -308,21 +308,47 @@ class LoadedReference:
             seed_all(seed)
             return list(self.module.get_init_inputs())
 
-    def make_inputs(self, size: dict[str, Any], seed: int, device: str = "cpu", dist: str = "default") -> list:
-        """Fresh inputs: the file's own generator under `seed`, then floating tensors redrawn from `dist`."""
-        import torch
-
-        from workbench.tasks.inputs import redraw
+    def make_inputs(self, size: dict[str, Any], seed: int, device: str = "cpu", dist: str = "default", *,
+                    note: Callable[[str], None] | None = None, record: Any = None) -> list:
+        """Fresh inputs: the file's own `get_inputs` under `seed`, its random draws rerouted to `dist` (one of
+        DISTRIBUTIONS; "default" runs it untouched), drawn on `device` (workbench.tasks.inputs). Where the task's
+        code fails on a GPU they are drawn on the CPU and moved, and `note` is told. `record` (a
+        workbench.tasks.reroute.DrawRecord) collects what was drawn."""
+        from workbench.tasks.inputs import draw_inputs
 
         self.apply_size(size)
-        on_gpu = str(device).startswith("cuda")
-        with torch.random.fork_rng(devices=[torch.device(device)] if on_gpu else []):
-            seed_all(seed)
-            # Generate on the target device: GPU-size inputs drawn on the CPU and copied take seconds.
-            with torch.device(device):
-                inputs = list(self.module.get_inputs())
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
-        return redraw(inputs, dist, seed)
+        return self._on_device(size, device, note, lambda where: draw_inputs(
+            self.module.get_inputs, dist, seed, where, move_to=device, record=record))
+
+    def refill(self, targets: list, size: dict[str, Any], seed: int, device: str = "cpu", *,
+               note: Callable[[str], None] | None = None) -> None:
+        """Overwrite the tensors of `targets` (an input set from `make_inputs(size, ..., device)`) in place with
+        the default-distribution inputs of `seed`: the values `make_inputs(size, seed, device)` returns, drawn
+        straight into the existing tensors where get_inputs returns a draw as is (no second input set on the GPU),
+        computed and copied in where it builds on them. For timing loops that must change the inputs' values
+        between calls without moving them."""
+        from workbench.tasks.inputs import refill_inputs
+
+        self.apply_size(size)
+        self._on_device(size, device, note, lambda where: refill_inputs(self.module.get_inputs, targets, seed, where))
+
+    def _on_device(self, size: dict[str, Any], device: str, note: Callable[[str], None] | None,
+                   draw: Callable[[str], Any]) -> Any:
+        """`draw(device)`; on a GPU where the task's code failed there (at this size), `draw("cpu")` instead."""
+        key = repr(sorted(size.items()))
+        if str(device).startswith("cuda") and key not in self._drawn_on_host:
+            try:
+                return draw(device)
+            except Exception as exc:  # noqa: BLE001 - retried on the CPU, which raises the task's own error
+                failure = f"{type(exc).__name__}: {str(exc)[:160]}"
+            out = draw("cpu")
+            self._drawn_on_host[key] = failure
+        else:
+            out = draw("cpu" if key in self._drawn_on_host else device)
+        if key in self._drawn_on_host and note is not None:
+            note(f"inputs were drawn on the CPU and copied to {device}: the task's get_inputs failed on the device "
+                 f"({self._drawn_on_host[key]})")
+        return out
 
 
 # ---- registry of built-in tasks ----------------------------------------------------------------------

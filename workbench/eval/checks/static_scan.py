@@ -4,9 +4,11 @@ They run before any candidate code does. Each finding has a flag from `workbench
 findings stop the evaluation. The checks aim at what a kernel *does in forward*: allocating outputs, views and
 launching kernels is allowed; fallbacks, caches, threads, the reference and the harness are not.
 
-The task's kernel policy (DESIGN.md section 4) decides about torch compute in forward: under "strict" it is rejected
-(`torch-compute-in-forward`); under "partial" library calls may do part of the work (cuDNN's convolution with the
-epilogue in the candidate's kernel, KernelBench L2's usual strategy) and the runtime coverage check judges how much.
+The task's kernel policy (DESIGN.md section 4) decides about torch compute in forward: under "strict" it is flagged
+(`torch-compute-in-forward`), and the judge confirms or clears the finding from a record of what ran, since a torch
+call in a branch that never runs or an identity (eval-mode dropout) computes nothing (`what_ran.py`); under "partial"
+library calls may do part of the work (cuDNN's convolution with the epilogue in the candidate's kernel, KernelBench
+L2's usual strategy) and the runtime coverage check judges how much.
 A Triton or CUDA candidate without any kernel of its own is rejected under both. A torch candidate is the user's
 declared PyTorch baseline: it may compute with torch under any policy.
 
@@ -54,6 +56,17 @@ COMPUTE_NN = {"Linear", "Conv1d", "Conv2d", "Conv3d", "LayerNorm", "BatchNorm1d"
 THREAD_MODULES = {"threading", "concurrent", "multiprocessing", "asyncio", "_thread", "subprocess"}
 STREAM_ATTRS = {"Stream", "stream", "ExternalStream", "set_stream", "cudaStreamCreate", "current_stream"}
 REFERENCE_NAMES = {"Model"}
+#: torch's handles on its dispatch and function modes. The runner's record of what torch executed in forward is
+#: made with them (workbench.eval.runner.op_record); a kernel has no use for any of them.
+MODE_HANDLES = {
+    "_DisableTorchDispatch", "DisableTorchFunction", "DisableTorchFunctionSubclass", "_disable_current_modes",
+    "_pop_mode", "_pop_mode_temporarily", "_push_mode", "_pop_torch_function_stack", "_push_on_torch_function_stack",
+    "_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack", "_set_dispatch_mode", "_unset_dispatch_mode",
+    "_python_dispatch", "TorchDispatchMode", "TorchFunctionMode", "_ExcludeDispatchKeyGuard",
+    "_IncludeDispatchKeyGuard", "_ForceDispatchKeyGuard", "_dispatch_tls_set_dispatch_key_excluded",
+    "_dispatch_tls_set_dispatch_key_included", "_get_current_dispatch_mode_stack", "_get_current_function_mode_stack",
+    "_RestorePythonTLSSnapshot", "_PreserveDispatchKeyGuard", "_len_torch_function_stack", "_len_torch_dispatch_stack",
+}
 
 
 
@@ -94,6 +107,7 @@ def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "str
     findings += _reference_use(mod)
     findings += harness_tamper(mod.tree, mod.imports)
     findings += timer_patch(mod.tree, mod.imports)
+    findings += _mode_tamper(mod)
     findings += _threads(mod)
     findings += _streams(mod)
     findings += _module_cache(mod)
@@ -235,6 +249,31 @@ def _reference_use(mod: _Module) -> list[Finding]:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in REFERENCE_NAMES:
                 return [Finding("reference-subclass", f"{mod.entry} builds or calls the reference Model at line "
                                                       f"{node.lineno}")]
+    return []
+
+
+def _mode_tamper(mod: _Module) -> list[Finding]:
+    """A name, attribute, import or dotted string naming one of torch's mode handles (MODE_HANDLES)."""
+    for node in ast.walk(mod.tree):
+        found = next((n for n in _names_in(node) if n in MODE_HANDLES), None)
+        if found:
+            return [Finding("harness-tamper", f"touches torch's dispatch or function modes ({found}) at line "
+                                              f"{getattr(node, 'lineno', '?')}: the record of what ran in forward is "
+                                              "made with them")]
+    return []
+
+
+def _names_in(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.split(".")
+    if isinstance(node, ast.Import):
+        return [part for a in node.names for part in a.name.split(".")]
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".") + [a.name for a in node.names]
     return []
 
 

@@ -73,6 +73,8 @@ class CallRecord:
     launch: protocol.LaunchReport
     forms: tuple[OutputForm, ...]
     seconds: float
+    #: What torch executed during the call, when the session asked for it (`record_ops`).
+    ops: protocol.OpRecord | None = None
     cpu_ns: int | None = None
     wall_s: float = 0.0
     passthrough: bool = False
@@ -90,6 +92,10 @@ class CandidateSession:
     transport: str = "auto"
     arena: Arena = field(init=False)
     reports: list[CallRecord] = field(default_factory=list)
+    #: Ask the runner for a record of what torch executed in every correctness call (workbench.eval.checks.what_ran).
+    record_ops: bool = False
+    #: GPU kernel time per kernel of every profiled forward, in order.
+    profiles: list[dict[str, float]] = field(default_factory=list)
     kernels: tuple[str, ...] = ()
     load_seconds: float = 0.0
     _next_model: int = 0
@@ -197,13 +203,13 @@ class CandidateSession:
         probe = self.probes.plan(model, inputs, out_like) if self.probes is not None else 0
         reply, cpu, wall = self._measured(protocol.Call(call=self._next_call, model=model,
                                                         inputs=tuple(p[0] for p in pairs), slots=tuple(slot_refs),
-                                                        seed=seed, probe_ns=probe))
+                                                        seed=seed, record=self.record_ops, probe_ns=probe))
         if self.probes is not None:
             self.probes.reported(reply.launch.launches, cpu)
         passthrough = reply.launch.outputs_prefilled_unchanged and _equals_an_input(
             [slots[k] for k, form in enumerate(reply.forms) if form.copied and k < len(slots)], [p[1] for p in pairs])
-        self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds, cpu, wall, passthrough, model,
-                                       probe))
+        self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds, ops=reply.ops, cpu_ns=cpu,
+                                       wall_s=wall, passthrough=passthrough, model=model, probe_ns=probe))
         outs = []
         for k, form in enumerate(reply.forms):
             if form.copied and k < len(slots):
@@ -243,6 +249,7 @@ class CandidateSession:
         refs = tuple(self.share_arg(x)[0] for x in inputs)
         reply = self._expect(protocol.Profile(call=self._next_call, model=model, inputs=refs), "profiled",
                              stage="profile")
+        self.profiles.append(dict(reply.kernels))
         self.kernel_tracer = reply.tracer
         self.profiled = (dict(reply.kernels), tuple(reply.tampered))
         return dict(reply.kernels)

@@ -25,8 +25,12 @@ Every call of a round, the candidate's two and the reference's, starts from the 
 KernelBench seeds before each model call): a reference that draws random numbers inside forward (KernelBench's
 LSTM draws its initial states there) is then one function, and identical code is judged identical.
 
-Before the rounds, each input distribution is tried on the reference with separate probe inputs: one on which
-the reference is not finite (log of negatives) while it is on the task's own inputs is skipped, with a note.
+Inputs come from the task's own get_inputs with its random draws rerouted to the round's distribution
+(workbench.tasks.inputs), so the structure it builds (triangles, symmetric matrices, class indices) is kept. Before
+the rounds, each input distribution is tried on the reference with separate probe inputs: one on which the reference
+is not finite (log of negatives, exp of large values) while it is on the task's own inputs is skipped, with a note,
+and so is one that would repeat the task's own distribution (uniform inputs of a task that draws with torch.rand);
+the number of rounds follows the distributions kept.
 After them the task itself is judged (`weak-task`, a warning): when a constant passes the tolerance in every
 round, or a fresh draw of one input leaves the reference within tolerance, a wrong candidate could pass.
 """
@@ -169,8 +173,8 @@ def run_correctness(ref: LoadedReference, candidate_cls: Any, *, device: str, si
                     distributions: tuple[str, ...] = DISTRIBUTIONS,
                     call_guard: Callable[[], contextlib.AbstractContextManager] | None = None,
                     reference: ReferenceRounds | None = None) -> CheckReport:
-    """Run the protocol (module doc) for `max(rounds, 5, len(sizes), len(distributions))` rounds, so every size and
-    every distribution is seen. `reference`: the reference's rounds, kept by the judge from an earlier candidate of
+    """Run the protocol (module doc) for `max(rounds, 5, len(sizes), len(distributions kept))` rounds, so every size
+    and every distribution is seen. `reference`: the reference's rounds, kept by the judge from an earlier candidate of
     the same task, size, seed and precision (made here when None). Raises CandidateFailure when the candidate
     raises, TaskError when the reference does. `call_guard()` wraps every local candidate call; if the object it
     yields has `observe`, it is given each output."""

@@ -25,7 +25,8 @@ from workbench.eval.checks import runtime as guards
 from workbench.eval.checks import static_scan as static_checks
 from workbench.eval.checks.evidence import Evidence
 from workbench.eval.checks.flags import Finding, first_per_flag, verdict
-from workbench.eval.judge import evidence_stage, timing_stage
+from workbench.eval.checks.what_ran import WhatRan
+from workbench.eval.judge import evidence_stage, ran_stage, timing_stage
 from workbench.eval.judge import fault_messages as faults
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.context import Context, task_key
@@ -63,6 +64,8 @@ class Evaluation:
     notes: list[str] = field(default_factory=list)
     session: CandidateSession | None = None
     plan: timing_stage.TimingPlan | None = None
+    #: A static torch-compute finding waiting for a runtime record (workbench.eval.checks.what_ran).
+    ran: WhatRan | None = None
     #: What each verdict input rests on (`checks/evidence.py`); in every reply, rejected ones included.
     evidence: Evidence = field(default_factory=Evidence)
 
@@ -108,6 +111,8 @@ class Evaluation:
             self._stage("count", self.count, result)
             if self.job.get("time_it", True):
                 self._stage("time", self.time, result)
+            if self.ran is not None and self.ran.pending:
+                self._stage("ran", self.settle, result)
             self._stage("evidence", self.settle_evidence, result)
             return self.finish(result)
         except Stop as stop:
@@ -177,7 +182,8 @@ class Evaluation:
             raise Stop({"status": "compile_error", "message": (
                 "this candidate is CUDA C++ (torch.utils.cpp_extension.load_inline): it needs a CUDA device. "
                 "Evaluate it with device='cuda' on a machine with a GPU and nvcc.")})
-        findings = _scan(self.cand, self.policy)
+        findings, self.ran = WhatRan.from_scan(_scan(self.cand, self.policy), self.device, self.policy,
+                                               self.cand["language"])
         self.warnings += [f.flag for f in findings if f.severity != "reject"]
         status, flags, message = verdict(findings)
         if status:
@@ -214,6 +220,7 @@ class Evaluation:
         from the judge's cache when an earlier candidate of this task already made it."""
         sizes = [self._cpu_safe(s) for s in self.job["check_sizes"]]
         rounds = int(self.job.get("rounds", 5))
+        self.session.record_ops = self.ran.wants_record
         key = (self.key, repr([sorted(s.items()) for s in sizes]), self.seed, self.device, rounds)
         reference, cached = self.ctx.rounds.get(key, lambda budget: ReferenceRounds.create(
             self.reference(), self.device, sizes, self.seed, self.task.tolerance, self.task.distributions, rounds,
@@ -234,6 +241,8 @@ class Evaluation:
         findings += guards.judge_launches([r.launch for r in records], self.cand["language"],
                                           [r.passthrough for r in records])
         findings += guards.judge_threads([r.launch for r in records])
+        findings += self.ran.after_check(records, report.passed)
+        self.notes += self.ran.take_notes()
         findings += self._stage("evidence", evidence_stage.after_check, self,
                                 any(f.severity == "reject" for f in findings))
         result: dict[str, Any] = {
@@ -287,6 +296,12 @@ class Evaluation:
         if result.get("timing", {}).get("clock") == "interpreter":
             result["details"]["notes"].append("interpreter timing: measures Triton's CPU interpreter, not hardware; "
                                               "no speedup is reported")
+
+    def settle(self, result: dict[str, Any]) -> None:
+        """GPU: a static torch-compute finding decided by a profiled forward (`ran_stage`)."""
+        status, flags, message = verdict(ran_stage.settle(self, result))
+        if status:
+            raise Stop({**result, "status": status, "flags": flags, "message": message})
 
     def settle_evidence(self, result: dict[str, Any]) -> None:
         """What the verdict rests on (`judge/evidence_stage.py`): a strict-policy "ok" needs launches the judge

@@ -1,9 +1,11 @@
 """The reference's half of the correctness protocol, computed once per task, sizes, seed, precision, device and round
 count, and reused by every later candidate of that task in this judge (an LLM loop, a sweep, a cell run again).
 
-A round's reference work is its inputs (drawn through the task's own input code, in the round's distribution), the
-reference's output in its native dtype and the float64 reference; the task-level findings (distributions skipped
-because the reference is not finite on them, a weak task) come from the same pass. None of it depends on the
+A round's reference work is its inputs (drawn through the task's own input code, its random draws rerouted to the
+round's distribution: workbench.tasks.inputs), the reference's output in its native dtype and the float64 reference;
+the task-level findings (distributions skipped because the reference is not finite on them or because they would
+repeat the task's own inputs, a weak task) come from the same pass. The number of rounds follows the distributions
+kept, so it is known once they are screened (`n`). None of it depends on the
 candidate, so the judge keeps it (trusted memory only: the runner sees inputs through shared copies). Kept rounds
 are bounded by `ReferenceCache`'s byte budget; a task too large for it computes each round when it is needed and
 keeps nothing (DESIGN.md section 4, speed and scale).
@@ -26,6 +28,8 @@ from workbench.eval.judge.reference64 import Float64Reference, nbytes
 from workbench.eval.wire.tensors import all_finite, as_list, clone_inputs, dtype_name, is_plain, same_bits, sync
 from workbench.eval.wire.timed_loop import seed_rng
 from workbench.seeding import seed_all
+from workbench.tasks.distributions import get_distribution
+from workbench.tasks.reroute import DrawRecord
 from workbench.tasks.task import LoadedReference, Tolerance
 
 MIN_ROUNDS = 5
@@ -87,7 +91,8 @@ class ReferenceRounds:
     seed: int
     tolerance: Callable[[str], Tolerance]
     dists: list[str]
-    n: int
+    #: Rounds asked for; `n` is at least this, five, the number of sizes and the number of distributions kept.
+    requested: int
     #: Bytes the kept rounds may take; past it (estimated from the first round) nothing is kept.
     budget: int = 1 << 62
     keep: bool = True
@@ -110,8 +115,19 @@ class ReferenceRounds:
                budget: int = 1 << 62) -> ReferenceRounds:
         sizes = list(sizes) or [{}]
         dists = list(dict.fromkeys(distributions)) or ["default"]
-        n = max(rounds, MIN_ROUNDS, len(sizes), len(dists))
-        return cls(ref, device, sizes, seed, tolerance, dists, n, budget)
+        return cls(ref, device, sizes, seed, tolerance, dists, rounds, budget)
+
+    @property
+    def kept(self) -> list[str]:
+        """The distributions the rounds cycle through (screened first)."""
+        if not self._screened:
+            self._screen_distributions()
+        return [d for d in self.dists if d not in self.skipped] or ["default"]
+
+    @property
+    def n(self) -> int:
+        """How many rounds: every size and every kept distribution is seen, and never fewer than MIN_ROUNDS."""
+        return max(self.requested, MIN_ROUNDS, len(self.sizes), len(self.kept))
 
     # -- what the protocol asks --
     def model(self, i: int) -> Any:
@@ -162,9 +178,9 @@ class ReferenceRounds:
     def __post_init__(self) -> None:
         self._recent: dict[int, list[torch.Tensor]] = {}
 
-    def _inputs(self, size: dict, seed: int, dist: str) -> list[Any]:
+    def _inputs(self, size: dict, seed: int, dist: str, record: DrawRecord | None = None) -> list[Any]:
         try:
-            return self.ref.make_inputs(size, seed, self.device, dist)
+            return self.ref.make_inputs(size, seed, self.device, dist, note=self.note, record=record)
         except Exception as exc:
             raise TaskError(f"the task's inputs could not be made at size {size} ({dist} inputs): "
                             f"{type(exc).__name__}: {exc}. Fix the task's get_inputs.") from exc
@@ -182,26 +198,43 @@ class ReferenceRounds:
                             "The task is broken, not the candidate: fix its Model.forward or its sizes.") from exc
 
     def _dist(self, r: int) -> str:
-        for k in range(len(self.dists)):
-            d = self.dists[(r + k) % len(self.dists)]
-            if d not in self.skipped:
-                return d
-        return "default"
+        kept = self.kept
+        return kept[r % len(kept)]
 
     def _screen_distributions(self) -> None:
-        """Skip, with a note, each distribution on which the reference is not finite (log of negatives) while it
-        is on the task's own inputs. Judged on separate probe inputs, so no candidate runs on discarded inputs."""
+        """Skip each distribution that would repeat the task's own inputs: quietly where its draws already have
+        that distribution (only torch.rand, for "uniform"), with a note where get_inputs draws no random values at
+        all. Skip, with a note, each on which the reference is not finite (log of negatives, exp of large values)
+        while it is on the task's own inputs. Judged on separate probe inputs, so no candidate runs on discarded
+        inputs."""
         self._screened = True
         if all(d == "default" for d in self.dists):
             return
         model, size = self.model(0), self.sizes[0]
         probe_seed = (self.seed * 1_000_003 + 15_485_863) % (1 << 62)
-        if not all_finite(self.run(model, self._inputs(size, probe_seed, "default"), size, "default")):
-            return  # non-finite values are part of the task: compared position by position instead
+        finite: list[bool] = []  # the reference on the task's own probe inputs, computed when first needed
+        not_random = []
         for dist in self.dists:
-            if dist != "default" and not all_finite(self.run(model, self._inputs(size, probe_seed, dist), size, dist)):
+            if dist == "default":
+                continue
+            record = DrawRecord()
+            inputs = self._inputs(size, probe_seed, dist, record)
+            if "default" in self.dists and record.repeats_default(get_distribution(dist)):
+                self.skipped.add(dist)  # the default rounds already cover it
+                if not record.rerouted:
+                    not_random.append(dist)
+                continue
+            if not finite:
+                finite.append(all_finite(self.run(model, self._inputs(size, probe_seed, "default"), size,
+                                                  "default")))
+            # Where the reference is not finite on its own inputs, that is part of the task: compared position by
+            # position instead.
+            if finite[0] and not all_finite(self.run(model, inputs, size, dist)):
                 self.skipped.add(dist)
                 self.note(f"skipped {dist} inputs: the reference is not finite on them")
+        if not_random:
+            self.note(f"skipped {', '.join(not_random)} inputs: the task's get_inputs draws no random floating "
+                      "values, so its own inputs are used")
 
     def _compute(self, r: int) -> RoundData:
         i = r % len(self.sizes)

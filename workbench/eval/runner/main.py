@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.profiler
 
-from workbench.eval.runner import kernel_trace, launches, seal
+from workbench.eval.runner import kernel_trace, launches, op_record, seal
 from workbench.eval.runner.poison import Poison
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire import timed_loop as timing
@@ -56,6 +56,7 @@ _kernel_names, _thread_idents = launches.kernel_names, launches.thread_idents
 _encode, _channel_send = protocol.encode, Channel.send
 _profile, _ProfilerActivity = torch.profiler.profile, torch.profiler.ProfilerActivity
 _KernelTracer, _TraceUnavailable = kernel_trace.KernelTracer, kernel_trace.TraceUnavailable
+_recording = op_record.recording
 
 _COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
 
@@ -237,7 +238,8 @@ class Runner:
             with _track_launches(self.module) as log, torch.no_grad():
                 with self.poison.during_call() if msg.poison else _null(), self.probing(msg.probe_ns):
                     timing.seed_rng(msg.seed)
-                    out = model(*inputs)
+                    with _recording(self.module, msg.record) as record:
+                        out = model(*inputs)
                 log.observe(out)
                 if self.cuda:
                     torch.cuda.synchronize()
@@ -252,7 +254,7 @@ class Runner:
         if self.cuda:  # the poisoned blocks and the output go back to the driver: the judge shares this GPU
             torch.cuda.empty_cache()
         self.send(Output(call=msg.call, forms=forms, tuple_output=is_tuple, launch=report,
-                         seconds=time.perf_counter() - started))
+                         seconds=time.perf_counter() - started, ops=record.report()))
 
     def _null_model(self, msg: Time) -> Any:
         """The null candidate the judge measures the harness with before the candidate is imported: it returns a
@@ -360,7 +362,7 @@ def _seal_hooks() -> seal.Seal:
     extension loader): the runner's launch accounting, its messages and this module's own bindings, Triton's launch
     entry points, the kernel tracers (CUPTI's and the profiler) and the extension loader (`runner/seal.py`)."""
     sealed = seal.Seal()
-    for module in (launches, seal, protocol, kernel_trace, sys.modules[__name__]):
+    for module in (launches, seal, protocol, kernel_trace, op_record, sys.modules[__name__]):
         sealed.add_module(module)
     for cls in (Runner, kernel_trace.KernelTracer):
         sealed.add_class(cls, f"{cls.__module__}.{cls.__name__}", *[k for k, v in vars(cls).items() if callable(v)])

@@ -19,7 +19,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-PROTOCOL = (1, 0)
+PROTOCOL = (1, 1)
 
 
 class ProtocolError(Exception):
@@ -98,7 +98,8 @@ class Build(Message):
 @dataclass(frozen=True)
 class Call(Message):
     """Run forward of `model` once on `inputs`; copy output i into `slots[i]` when its form matches. `seed`: the
-    global RNG is seeded with it right before forward, as the judge seeds it before the reference."""
+    global RNG is seeded with it right before forward, as the judge seeds it before the reference. `record`: reply
+    with an OpRecord of what torch executed during forward."""
 
     kind: ClassVar[str] = "call"
     call: int
@@ -107,6 +108,7 @@ class Call(Message):
     slots: tuple[TensorRef, ...]
     poison: bool = True
     seed: int | None = None
+    record: bool = False
     #: A probe call (CPU): every interpreted launch that returns burns this many nanoseconds of CPU in the runner, so
     #: the judge can see real launches in the runner's CPU time (`checks/evidence.py`); 0 in an ordinary call.
     probe_ns: int = 0
@@ -235,6 +237,20 @@ class LaunchReport:
 
 
 @dataclass(frozen=True)
+class OpRecord:
+    """What torch executed during one forward, outside the candidate's own kernel launches (workbench.eval.runner.
+    op_record): ATen operator name -> times run, data exports (`numpy`, `__array__`, `__dlpack__`) ->
+    elements exported, the launches of the candidate's kernels the record counted, whether the record lasted to the
+    end of forward (`complete`), and whether operator names were dropped past the record's cap (`truncated`)."""
+
+    ops: dict[str, int]
+    exports: dict[str, int]
+    launches: int
+    complete: bool
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
 class Output(Message):
     kind: ClassVar[str] = "output"
     call: int
@@ -242,6 +258,8 @@ class Output(Message):
     tuple_output: bool
     launch: LaunchReport
     seconds: float
+    #: Present when the Call asked for a record.
+    ops: OpRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -286,7 +304,8 @@ _MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
     Pong, Fault)}
 JUDGE_KINDS = frozenset({"load", "share", "build", "call", "pool", "time", "profile", "shutdown", "ping"})
 RUNNER_KINDS = frozenset({"ready", "loaded", "built", "output", "samples", "profiled", "pong", "fault"})
-_NESTED = {"BufferInfo": BufferInfo, "TensorRef": TensorRef, "OutputForm": OutputForm, "LaunchReport": LaunchReport}
+_NESTED = {"BufferInfo": BufferInfo, "TensorRef": TensorRef, "OutputForm": OutputForm, "LaunchReport": LaunchReport,
+           "OpRecord": OpRecord}
 
 
 def new_nonce() -> str:

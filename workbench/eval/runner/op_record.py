@@ -1,0 +1,179 @@
+"""A record of what torch executed during one forward, made in the runner next to the candidate.
+
+A static scan reads what the source says; this record says what ran: every ATen operator the dispatcher executed
+(a `TorchDispatchMode`, which sees operators after composite ones were decomposed, so `F.dropout(..., training=False)`
+leaves no trace and `x.t().contiguous()` is a transpose and a clone), and every export of tensor data to another
+library (`Tensor.numpy`, `__array__`, `__dlpack__`: a `TorchFunctionMode`). What the candidate's own
+kernel launches do inside (the Triton interpreter's copies, an autotuner's benchmarking, the launch tracker's own
+snapshots) is left out: the record is of the forward around the kernels.
+
+The judge weighs the record (`workbench.eval.checks.what_ran`); it never trusts it. The candidate runs in this
+process and could switch torch's dispatch off around its own calls, so the record can only clear a suspicion when it
+is complete and agrees with the launch tracker, and counts against the candidate otherwise. `complete` is False when
+either mode was no longer the innermost one when forward returned, or when the dispatcher no longer reached the mode
+then; `truncated` when more than MAX_NAMES distinct operators ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _get_current_dispatch_mode,
+    _get_current_dispatch_mode_stack,
+    _pop_mode,
+)
+
+from workbench.eval.runner.launches import _kernel_objects
+from workbench.eval.wire.runner_messages import OpRecord
+
+#: At most this many distinct operator names are kept per call (a forward that runs more is `truncated`).
+MAX_NAMES = 256
+#: Tensor methods that hand a tensor's data to another library (numpy, DLPack consumers).
+EXPORTS = frozenset({"numpy", "__array__", "__dlpack__"})
+
+
+@dataclass
+class _State:
+    ops: dict[str, int] = field(default_factory=dict)
+    exports: dict[str, int] = field(default_factory=dict)
+    launches: int = 0
+    inside_launch: int = 0
+    truncated: bool = False
+    probe_seen: bool = False
+
+    def count(self, name: str) -> None:
+        if name in self.ops:
+            self.ops[name] += 1
+        elif len(self.ops) < MAX_NAMES:
+            self.ops[name] = 1
+        else:
+            self.truncated = True
+
+
+class _DispatchRecord(TorchDispatchMode):
+    """Counts every ATen operator outside the candidate's launches; notices the probe dispatched after forward."""
+
+    def __init__(self, state: _State):
+        super().__init__()
+        self.state = state
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.alias.default and args and args[0] is _PROBE[0]:
+            self.state.probe_seen = True
+        elif not self.state.inside_launch:
+            self.state.count(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class _ExportRecord(TorchFunctionMode):
+    """Counts the elements of tensors handed to another library (EXPORTS) outside the candidate's launches."""
+
+    def __init__(self, state: _State):
+        super().__init__()
+        self.state = state
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in EXPORTS and not self.state.inside_launch and args and isinstance(args[0], torch.Tensor):
+            self.state.exports[name] = self.state.exports.get(name, 0) + int(args[0].numel())
+        return func(*args, **(kwargs or {}))
+
+
+#: A tensor the record dispatches one operator on after forward: seeing it proves the dispatcher still reached the
+#: record then.
+_PROBE: list[torch.Tensor] = []
+
+
+@contextlib.contextmanager
+def _outside_launches(module: Any, state: _State) -> Iterator[None]:
+    """Count the module's own Triton launches and leave what happens inside them out of the record."""
+    patched = []
+    for _, obj in _kernel_objects(module):
+        had = "run" in obj.__dict__
+        previous = obj.__dict__.get("run")
+
+        def run(*args, _inner=obj.run, **kwargs):
+            if not kwargs.get("warmup", False):
+                state.launches += 1
+            state.inside_launch += 1
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                state.inside_launch -= 1
+
+        obj.run = run
+        patched.append((obj, had, previous))
+    try:
+        yield
+    finally:
+        for obj, had, previous in patched:
+            if had:
+                obj.run = previous
+            else:
+                obj.__dict__.pop("run", None)
+
+
+class Recording:
+    """What `recording` yields: `report()` after the block is the call's OpRecord (None when not recording)."""
+
+    def __init__(self, state: _State | None):
+        self.state = state
+        self.complete = False
+
+    def report(self) -> OpRecord | None:
+        if self.state is None:
+            return None
+        s = self.state
+        return OpRecord(ops=dict(s.ops), exports=dict(s.exports), launches=s.launches, complete=self.complete,
+                        truncated=s.truncated)
+
+
+@contextlib.contextmanager
+def recording(module: Any, enabled: bool = True) -> Iterator[Recording]:
+    """Record the ops of the block (module doc). A mode that is gone or displaced when the block ends leaves the
+    record incomplete, never an error of the candidate's."""
+    if not enabled:
+        yield Recording(None)
+        return
+    state = _State()
+    result = Recording(state)
+    dispatch, export = _DispatchRecord(state), _ExportRecord(state)
+    if not _PROBE:
+        _PROBE.append(torch.zeros(1))
+    with _outside_launches(module, state):
+        export.__enter__()
+        dispatch.__enter__()
+        try:
+            yield result
+        finally:
+            innermost = _get_current_dispatch_mode() is dispatch and _function_mode_on_top(export)
+            if innermost:
+                torch.ops.aten.alias.default(_PROBE[0])
+            result.complete = innermost and state.probe_seen
+            _leave(dispatch, export, innermost)
+
+
+def _function_mode_on_top(mode: Any) -> bool:
+    stack = _get_current_function_mode_stack()
+    return bool(stack) and stack[-1] is mode
+
+
+def _leave(dispatch: Any, export: Any, innermost: bool) -> None:
+    """Pop both modes; where the candidate displaced them, unwind its modes too (this runner serves one candidate)."""
+    if innermost:
+        dispatch.__exit__(None, None, None)
+        export.__exit__(None, None, None)
+        return
+    with contextlib.suppress(Exception):
+        while dispatch in _get_current_dispatch_mode_stack():
+            _pop_mode()
+    with contextlib.suppress(Exception):
+        while export in _get_current_function_mode_stack():
+            torch._C._pop_torch_function_stack()
