@@ -103,6 +103,39 @@ def last_level_cache_bytes(default: int = 32 << 20) -> int:
     return max(sizes) if sizes else default
 
 
+#: Cache sizes assumed where sysfs does not give them: generous, since a bigger level puts more working sets under a
+#: faster roof (a lower floor), never a stricter one.
+DEFAULT_CPU_CACHES = ((1, 64 << 10), (2, 4 << 20), (3, 256 << 20))
+
+
+def cpu_cache_levels() -> list[tuple[int, int]]:
+    """(level, bytes) of the CPU's data caches, smallest first (Linux sysfs; `DEFAULT_CPU_CACHES` elsewhere)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    sizes: dict[int, int] = {}
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((index / "level").read_text())
+            m = re.fullmatch(r"(\d+)([KMG]?)", (index / "size").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if m:
+            sizes[level] = max(sizes.get(level, 0), int(m.group(1)) * units[m.group(2)])
+    return sorted(sizes.items()) or list(DEFAULT_CPU_CACHES)
+
+
+def cpu_max_clock_hz() -> float:
+    """The highest clock the kernel reports for any core (sysfs cpufreq), 0 where it does not say."""
+    best = 0.0
+    for path in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/cpuinfo_max_freq"):
+        try:
+            best = max(best, float(path.read_text()) * 1e3)
+        except (OSError, ValueError):
+            continue
+    return best
+
+
 def device_identity(device: str | None = None) -> dict[str, str]:
     """Name, driver and library versions of `device`: what the cached ceilings are keyed by."""
     import torch
@@ -250,6 +283,8 @@ def measure(device: str | None = None, dtypes: tuple[str, ...] | None = None, pr
                "method": "median of CUDA-event-timed runs" if gpu else "median of wall-clock runs"}
     if not gpu:
         details["last_level_cache_bytes"] = last_level_cache_bytes()
+        details["cache_levels"] = [list(level) for level in cpu_cache_levels()]
+        details["max_clock_hz"] = cpu_max_clock_hz()
         details["threads"] = torch.get_num_threads()
     return Ceilings(name, bandwidth, flops, key, time.strftime("%Y-%m-%dT%H:%M:%S"), details,
                     "cuda" if gpu else "cpu", {k: ident[k] for k in ("driver", "torch", "triton")})

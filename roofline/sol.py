@@ -28,10 +28,16 @@ hardware has
 higher), and the margin absorbs boost clocks and timer noise. A GPU missing from the datasheet table is judged
 on its measured ceilings, with `MEASURED_HEADROOM` more bandwidth than the copy reached (a read-mostly kernel
 beats a copy by a few percent, and copies typically reach 85-95% of the datasheet bandwidth) and the fastest
-measured matmul rate as the compute limit. On the CPU the roofs are measured (no datasheet gives a usable CPU
-FLOP/s), the timing does not flush caches, and the shared cores make the measurement vary,
-so only a time below `CPU_PHYSICS_MARGIN` x floor is flagged and the memory term only counts when the working
-set exceeds the last-level cache. Triton-interpreter times are not hardware: no SOL, no verdict.
+measured matmul rate as the compute limit.
+
+On the CPU the compute roof is measured (no datasheet gives a usable CPU FLOP/s) and the timing does not flush
+caches, so the memory term counts the bytes at the bandwidth of the cache level the working set fits in: L1, L2,
+the last-level cache (sizes from sysfs), else DRAM (the measured copy with `MEASURED_HEADROOM`). No datasheet gives
+cache bandwidths either, so those roofs are upper bounds by construction: `CPU_BYTES_PER_CYCLE` per level (more than
+any shipping core moves per cycle) at the highest clock any core reports, and never less than `CPU_CLOCK_HZ`. The
+candidate is timed on one core (more is `thread-use`), so these are per-core figures. Since every CPU roof is a
+generous bound, a time below `CPU_PHYSICS_MARGIN` x floor is out of reach; a busy host only makes times longer.
+Triton-interpreter times are not hardware: no SOL, no verdict.
 """
 
 from __future__ import annotations
@@ -47,8 +53,13 @@ from workbench.tasks.task import Task
 
 #: A GPU time below floor x this margin is impossible (boost clocks and timer noise stay above it).
 PHYSICS_MARGIN = 0.9
-#: The same on a CPU, whose roofs are measured on shared cores: only a 10x miss is conclusive there.
-CPU_PHYSICS_MARGIN = 0.1
+#: The same on a CPU, whose roofs are generous upper bounds per cache level (module doc).
+CPU_PHYSICS_MARGIN = 0.5
+#: Bytes one core can move per cycle at most, per cache level (loads plus stores): shipping cores load two or three
+#: and store one or two 64-byte vectors per cycle from L1, fill 64 bytes per cycle from L2, less from the LLC.
+CPU_BYTES_PER_CYCLE = {1: 256, 2: 128, 3: 64}
+#: The clock those are counted at: the highest any core reports, x 1.1, and at least this.
+CPU_CLOCK_HZ = 6.5e9
 #: On measured roofs the physics check allows this much more bandwidth than the measured copy reached.
 MEASURED_HEADROOM = 1.15
 
@@ -56,7 +67,8 @@ MEASURED_HEADROOM = 1.15
 @dataclass(frozen=True)
 class Roof:
     """The ceilings a point is judged against. `peak_flops`/`bandwidth` give the SOL floor; `limit_*` (default:
-    the same) the faster-than-physics floor; bytes at or below `cache_bytes` may never reach memory (CPU)."""
+    the same) the faster-than-physics floor; `cache_levels` (CPU): (name, bytes, bandwidth) smallest first, the
+    bandwidth the physics floor uses for a working set that fits in that level."""
 
     name: str
     peak_flops: float
@@ -65,7 +77,7 @@ class Roof:
     limit_flops: float | None = None
     limit_bandwidth: float | None = None
     margin: float = PHYSICS_MARGIN
-    cache_bytes: int = 0
+    cache_levels: tuple[tuple[str, int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,8 @@ class SOL:
     compute_s: float = 0.0
     memory_s: float = 0.0
     physics_floor_s: float = 0.0
+    #: Where the physics floor's bytes come from: a cache level ("L2") or "memory".
+    physics_level: str = "memory"
 
 
 def _pos(x: Any) -> float:
@@ -99,14 +113,23 @@ def floor_time(flops: float | None, nbytes: float | None, roof: Roof) -> tuple[f
     return max(compute, memory), ("compute" if compute > memory else "memory")
 
 
+def memory_level(nbytes: float, roof: Roof) -> tuple[str, float]:
+    """(level, bandwidth) the physics floor moves `nbytes` at: the smallest cache level they fit in (never slower than
+    memory), else memory."""
+    bandwidth = roof.limit_bandwidth or roof.bandwidth
+    for name, capacity, level_bandwidth in roof.cache_levels:
+        if nbytes <= capacity:
+            return name, max(bandwidth, level_bandwidth)
+    return "memory", bandwidth
+
+
 def physics_floor(min_flops: float | None, nbytes: float | None, roof: Roof) -> float:
     """The least time physically possible: true lower bounds only (minimal bytes; `min_flops`, the FLOPs any correct
-    implementation needs, never the reference's count), the most generous rates, and no memory term for a working
-    set that fits in a cache the timing does not flush."""
+    implementation needs, never the reference's count), the most generous rates, and the bytes at the bandwidth of
+    the cache level they fit in (CPU: the timing does not flush caches)."""
     compute = _pos(min_flops) / (roof.limit_flops or roof.peak_flops)
     nbytes = _pos(nbytes)
-    memory = nbytes / (roof.limit_bandwidth or roof.bandwidth) if nbytes > roof.cache_bytes else 0.0
-    return max(compute, memory)
+    return max(compute, nbytes / memory_level(nbytes, roof)[1])
 
 
 def sol(flops: float | None, nbytes: float | None, seconds: float | None, roof: Roof, *,
@@ -117,12 +140,13 @@ def sol(flops: float | None, nbytes: float | None, seconds: float | None, roof: 
     compute, memory = _pos(flops) / roof.peak_flops, _pos(nbytes) / roof.bandwidth
     floor, bound = floor_time(flops, nbytes, roof)
     hard = physics_floor(min_flops, nbytes, roof)
+    level = memory_level(_pos(nbytes), roof)[0]
     intensity = _pos(flops) / _pos(nbytes) if _pos(flops) and _pos(nbytes) else None
     t = _pos(seconds)
     if not t:
-        return SOL(floor, None, bound, intensity, None, None, False, compute, memory, hard)
+        return SOL(floor, None, bound, intensity, None, None, False, compute, memory, hard, level)
     return SOL(floor, floor / t, bound, intensity, _pos(flops) / t or None, _pos(nbytes) / t or None,
-               t < hard * roof.margin, compute, memory, hard)
+               t < hard * roof.margin, compute, memory, hard, level)
 
 
 def sol_score(t_ref: float | None, t_cand: float | None, floor: float) -> float | None:
@@ -156,19 +180,32 @@ def roof_for(spec: Any, dtype: object) -> Roof:
 
     if isinstance(spec, Ceilings):
         cpu = spec.device == "cpu" or spec.device_name.startswith("cpu")
-        return _measured_roof(spec.device_name, spec.peak(dtype), spec.copy_bandwidth, spec.matmul_flops, cpu,
-                              int(spec.details.get("last_level_cache_bytes", 0)))
+        return _measured_roof(spec.device_name, spec.peak(dtype), spec.copy_bandwidth, spec.matmul_flops,
+                              cpu_cache_roofs(spec.details) if cpu else ())
     if spec.measured:
         cpu = spec.name == "cpu"
-        return _measured_roof(spec.name, spec.peak(dtype), spec.memory_bandwidth, spec.peaks, cpu, spec.l2_bytes)
+        return _measured_roof(spec.name, spec.peak(dtype), spec.memory_bandwidth, spec.peaks,
+                              cpu_cache_roofs({}) if cpu else ())
     return Roof(spec.name, spec.peak(dtype), spec.memory_bandwidth, "datasheet", spec.limit(dtype))
 
 
-def _measured_roof(name: str, peak: float, bandwidth: float, rates: dict[str, float], cpu: bool,
-                   cache_bytes: int) -> Roof:
-    """SOL against what was measured; the physics check against the fastest measured path plus headroom."""
+def cpu_cache_roofs(details: dict[str, Any]) -> tuple[tuple[str, int, float], ...]:
+    """(name, bytes, bandwidth) per CPU cache level, from the ceilings' `details` (levels and the highest clock, as
+    measured) or this machine's sysfs (module doc)."""
+    from roofline.ceilings import cpu_cache_levels, cpu_max_clock_hz
+
+    levels = details.get("cache_levels") or cpu_cache_levels()
+    clock = max(CPU_CLOCK_HZ, 1.1 * float(details.get("max_clock_hz") or cpu_max_clock_hz()))
+    return tuple((f"L{int(level)}", int(size), CPU_BYTES_PER_CYCLE.get(int(level), min(CPU_BYTES_PER_CYCLE.values()))
+                  * clock) for level, size in sorted(levels))
+
+
+def _measured_roof(name: str, peak: float, bandwidth: float, rates: dict[str, float],
+                   cache_levels: tuple[tuple[str, int, float], ...]) -> Roof:
+    """SOL against what was measured; the physics check against the fastest measured path plus headroom (and, on a
+    CPU, the cache levels' roofs)."""
     return Roof(name, peak, bandwidth, "measured", max([peak, *rates.values()]), bandwidth * MEASURED_HEADROOM,
-                CPU_PHYSICS_MARGIN if cpu else PHYSICS_MARGIN, cache_bytes if cpu else 0)
+                CPU_PHYSICS_MARGIN if cache_levels else PHYSICS_MARGIN, cache_levels)
 
 
 def _with_datasheet_limits(roof: Roof, spec: DeviceSpec | None, dtype: object) -> Roof:
@@ -177,7 +214,7 @@ def _with_datasheet_limits(roof: Roof, spec: DeviceSpec | None, dtype: object) -
         return roof
     return Roof(roof.name, roof.peak_flops, roof.bandwidth, roof.source,
                 max(roof.limit_flops or roof.peak_flops, spec.limit(dtype)),
-                max(roof.limit_bandwidth or roof.bandwidth, spec.memory_bandwidth), roof.margin, roof.cache_bytes)
+                max(roof.limit_bandwidth or roof.bandwidth, spec.memory_bandwidth), roof.margin, roof.cache_levels)
 
 
 def roof_for_result(result: Result, ceilings: Any = None) -> Roof | None:
@@ -282,7 +319,8 @@ def annotate_result(result: Result, task: Task, counted: dict[str, Any] | None =
     result.sol_fraction = point.fraction
     result.bound = point.bound
     result.metadata.update(floor_ms=point.floor_s * 1e3, physics_floor_ms=point.physics_floor_s * 1e3,
-                           intensity=point.intensity, roof=roof.name, roof_source=roof.source,
+                           physics_level=point.physics_level, intensity=point.intensity, roof=roof.name,
+                           roof_source=roof.source,
                            sol_score_baseline="eager PyTorch reference")
     if result.reference_timing:
         t_ref = result.reference_timing.median_ms / 1e3
@@ -297,7 +335,8 @@ def annotate_result(result: Result, task: Task, counted: dict[str, Any] | None =
         result.status = "rejected"
         if "faster-than-physics" not in result.flags:
             result.flags.append("faster-than-physics")
+        where = f", bytes from {point.physics_level}" if roof.cache_levels else ""
         result.message = (f"[faster-than-physics] {info.why} (measured {result.timing.median_ms:.4g} ms, floor "
-                          f"{point.physics_floor_s * 1e3:.4g} ms on {roof.name} {roof.source}; a time below "
+                          f"{point.physics_floor_s * 1e3:.4g} ms on {roof.name} {roof.source}{where}; a time below "
                           f"{roof.margin:g} x floor is impossible). Fix: {info.fix}")
     return result

@@ -109,15 +109,19 @@ def _module(name: str, source: str):
 
 def _run_tracked(module, *inputs_list):
     """Call ModelNew once per input set under the launch tracker, as the runner does, and judge each call's report
-    as the judge does."""
+    as the judge does (with whether the output equals an input, which the judge sees)."""
+    from workbench.eval.judge.candidate_session import _equals_an_input
+
     model = module.ModelNew()
-    logs = []
+    logs, passthrough = [], []
     for inputs in inputs_list:
         with launches.track_launches(module) as log:
             log.observe(model(*inputs))
         logs.append(log)
+        passthrough.append(_equals_an_input(list(launches._outputs(log.outputs[0])), list(inputs)))
     threads = launches.thread_idents()
-    return logs, [guards.judge_launches([launches.report(log, threads)], "triton") for log in logs]
+    return logs, [guards.judge_launches([launches.report(log, threads)], "triton", [through])
+                  for log, through in zip(logs, passthrough, strict=True)]
 
 
 def test_tensors_given_to_launches_stay_alive_until_the_call_ends():
@@ -164,8 +168,11 @@ def test_honest_in_place_kernel_on_a_clone_is_not_a_decoy_when_an_input_leaves_i
     module = _module("relu", RELU_IN_PLACE)
     positive, mixed = torch.rand(4, 32) + 0.1, torch.randn(4, 32)
     logs, findings = _run_tracked(module, [positive], [mixed])
-    assert logs[0].written == set()  # ReLU of positive data changes nothing...
-    assert findings == [[], []]  # ...but the same kernel rewrote its output on other inputs
+    # ReLU of positive data changes nothing, so the clone it returns holds content no launch produced...
+    assert launches._storage(logs[0].outputs[0]) in logs[0].foreign
+    assert launches._storage(logs[1].outputs[0]) not in logs[1].foreign
+    # ...but it equals the call's input, which the judge sees: an in-place kernel on a clone, not a decoy.
+    assert findings == [[], []]
 
 
 def test_stray_threads_are_reported_by_the_runner_and_flagged_by_the_judge():

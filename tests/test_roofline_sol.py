@@ -212,14 +212,22 @@ def test_measured_ceilings_set_sol_but_never_a_stricter_physics_check():
 
 
 def test_cpu_wall_clock_uses_measured_ceilings_with_cache_and_noise_allowances(cache):
+    from roofline.sol import CPU_BYTES_PER_CYCLE, CPU_CLOCK_HZ
+
     task = softmax_task()
     cpu = Ceilings("cpu: test", copy_bandwidth=10e9, matmul_flops={"fp32": 100e9}, device="cpu",
-                   details={"last_level_cache_bytes": 32 << 20})
-    small = {"rows": 256, "cols": 256}  # 512 KiB working set: may live in cache on a CPU
-    floor_small = 2 * 256 * 256 * 4 / 10e9 * 1e3
-    cached = annotate_result(result(floor_small / 100, clock="wall", device="cpu", device_name="", size=small), task,
+                   details={"last_level_cache_bytes": 32 << 20, "cache_levels": [[1, 32 << 10], [2, 1 << 20],
+                                                                                [3, 32 << 20]], "max_clock_hz": 3e9})
+    small = {"rows": 256, "cols": 256}  # 512 KiB working set: may live in L2 on a CPU, which timing does not flush
+    l2 = CPU_BYTES_PER_CYCLE[2] * CPU_CLOCK_HZ
+    floor_small = 2 * 256 * 256 * 4 / l2 * 1e3
+    cached = annotate_result(result(floor_small * 0.6, clock="wall", device="cpu", device_name="", size=small), task,
                              ceilings=cpu)
-    assert cached.status == "ok" and cached.sol_fraction == pytest.approx(100)
+    assert cached.status == "ok" and cached.metadata["physics_level"] == "L2"
+    assert cached.metadata["physics_floor_ms"] == pytest.approx(floor_small)
+    forged = annotate_result(result(floor_small / 10, clock="wall", device="cpu", device_name="", size=small), task,
+                             ceilings=cpu)
+    assert forged.status == "rejected" and "bytes from L2" in forged.message  # 10x under the floor never passes
     floor_big = BYTES / 10e9 * 1e3  # 512 MiB: must stream from DRAM
     slow_box = annotate_result(result(floor_big * 0.5, clock="wall", device="cpu", device_name=""), task, ceilings=cpu)
     assert slow_box.status == "ok"  # 2x the measured copy rate: shared cores measure low, not a cheat

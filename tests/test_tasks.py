@@ -374,10 +374,10 @@ def test_gelu_is_the_erf_form_not_tanh():
 
 # ---- task policies and fields --------------------------------------------------------------------------------
 
-def test_task_policy_fields_default_to_strict_ieee_and_no_flop_bound():
+def test_task_policy_fields_default_to_strict_ieee_and_builtins_declare_a_flop_bound():
     for name in BUILTIN:
         task = wb.get_task(name)
-        assert task.kernel_policy == "strict" and task.precision.name == "ieee" and task.min_flops is None
+        assert task.kernel_policy == "strict" and task.precision.name == "ieee" and task.min_flops is not None
     src = wb.get_task("softmax").source
     with pytest.raises(UnknownNameError, match="kernel policy 'some'"):
         Task(name="x", source=src, kernel_policy="some")

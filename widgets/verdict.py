@@ -266,6 +266,8 @@ def stats_rows(result: Result) -> list[tuple[str, str]]:
               f"sandbox {result.sandbox}" if result.sandbox and result.sandbox != "none" else ""]
     if any(policy):
         rows.append(("protocol", ", ".join(p for p in policy if p)))
+    if result.evidence:
+        rows.append(("evidence", result.evidence_text()))
     if interpreted:
         rows.append(("note", "Triton interpreter time: correctness only, not comparable with compiled code (so no "
                              "reference time or speedup is shown)"))

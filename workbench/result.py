@@ -97,6 +97,11 @@ class Result:
     #: syscall filter), "landlock+seccomp" (no namespaces: writes confined, no network, the filter), or "none";
     #: a missing part is named in protocol["sandbox_reason"] (workbench/eval/runner/confinement.py).
     sandbox: str = ""
+    #: What each verdict input rests on: {"outputs", "time", "launches", "coverage"} -> "judge" (measured by the judge),
+    #: "corroborated" (reported by the runner, checked against what the judge measured), "unverified" (the runner's
+    #: word only), "contradicted" or "n/a"; `protocol["evidence"]` says how each was established
+    #: (workbench/eval/checks/evidence.py). A strict-policy "ok" has its launches corroborated.
+    evidence: dict[str, str] = field(default_factory=dict)
     #: Clocks, power and throttle reasons sampled around timed batches (NVML; empty where unavailable).
     telemetry: dict[str, Any] = field(default_factory=dict)
     #: Protocol decisions that depend on the machine: input copies rotated, where the float64 reference ran,
@@ -144,6 +149,12 @@ class Result:
             data["speedup_ci"] = tuple(data["speedup_ci"])
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    def evidence_text(self) -> str:
+        """'outputs judge · time judge · launches corroborated', or "" for a result without evidence levels."""
+        from workbench.eval.checks.evidence import summary
+
+        return summary(self.evidence) if self.evidence else ""
 
     def summary(self) -> str:
         """One line for logs and the CLI."""

@@ -108,6 +108,8 @@ def format_result(result, stored: str | None = None, projection_gpu: str | None 
         if reason and not result.sandbox.startswith("namespaces"):
             reason = f"not isolated: {reason}"
         rows.append(("sandbox", result.sandbox + (f" ({reason})" if reason else "")))
+    if getattr(result, "evidence", None):
+        rows.append(("evidence", result.evidence_text()))
     if result.warnings:
         rows.append(("warnings", "; ".join(result.warnings)))
     if stored:

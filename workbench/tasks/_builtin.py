@@ -82,12 +82,14 @@ def builtin_task(
     tolerances: dict[str, tuple[float, float]] | None = None,
     flops: Formula | None = None,
     bytes: Formula | None = None,  # noqa: A002 - mirrors Task.bytes
+    min_flops: Formula | None = None,
     notes: tuple[str, ...] = (),
 ) -> Task:
     """A Task whose source is the text of `file`.
 
-    `flops`/`bytes` take a namespace of the module's constants overridden by the size dict, with `dtype`
-    as a name and `itemsize` in bytes, so `lambda s: 2 * s.M * s.N * s.K` works for any partial size.
+    `flops`/`bytes`/`min_flops` take a namespace of the module's constants overridden by the size dict, with `dtype`
+    as a name and `itemsize` in bytes, so `lambda s: 2 * s.M * s.N * s.K` works for any partial size. `min_flops`
+    is a true lower bound (faster-than-physics uses it), never the reference's own count.
     `Task.solution` holds the reference solution's source text (see `solution_path` for its file).
     """
     path = Path(file)
@@ -105,6 +107,7 @@ def builtin_task(
         tolerances={k: Tolerance(*v) for k, v in (tolerances or {}).items()},
         flops=_wrap(flops, defaults),
         bytes=_wrap(bytes, defaults),
+        min_flops=_wrap(min_flops, defaults),
         solution=sol.read_text() if sol.exists() else None,
         description=description,
         path=str(path),

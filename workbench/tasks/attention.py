@@ -70,4 +70,6 @@ def task():
         # few operations per score are left out, as is customary for attention FLOP counts.
         flops=lambda s: 4 * s.batch_heads * s.head_dim * s.seq_len * (s.seq_len + 1) // 2,
         bytes=lambda s: 4 * s.batch_heads * s.seq_len * s.head_dim * s.itemsize,
+        # A quarter of the two causal matmuls (q k^T and p v over the lower triangle), as for matmul.
+        min_flops=lambda s: s.batch_heads * s.head_dim * s.seq_len * (s.seq_len + 1) // 2,
     )

@@ -58,6 +58,11 @@ def task():
         outputs = s.batch_size * s.out_channels * _out(s.height, s) * _out(s.width, s)
         return 2 * outputs * s.in_channels * s.kernel_size**2 + outputs  # multiply-adds, then the bias
 
+    def min_flops(s) -> float:
+        """Half a multiply per output and input channel: Winograd's and FFT convolutions approach one multiply per
+        output and input channel for large tiles, and a fast matmul over the channels halves that at most."""
+        return s.batch_size * s.out_channels * _out(s.height, s) * _out(s.width, s) * s.in_channels / 2
+
     def nbytes(s) -> int:
         image = s.batch_size * s.in_channels * s.height * s.width
         weight = s.out_channels * s.in_channels * s.kernel_size**2 + s.out_channels
@@ -95,6 +100,7 @@ def task():
         tolerances={"float32": (5e-4, 1e-5)},
         flops=flops,
         bytes=nbytes,
+        min_flops=min_flops,
         notes=("On a GPU the eager fp32 reference may use TF32 in cuDNN (torch.backends.cudnn.allow_tf32 is on "
                "by default); correctness is always judged against a float64 reference.",),
     )

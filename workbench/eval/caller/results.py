@@ -19,7 +19,7 @@ _SAME_NAME = ("device_name", "max_abs_err", "max_rel_err", "timing", "reference_
               "judge_clock_timing", "coverage", "kernel_policy", "precision", "sandbox", "speedup_verdict",
               "speedup_basis", "speedup_ci", "log")
 #: Reply fields that are dicts, copied so the Result owns its own.
-_DICTS = ("versions", "details", "error_budget", "protocol", "telemetry", "stage_seconds")
+_DICTS = ("versions", "details", "error_budget", "protocol", "telemetry", "stage_seconds", "evidence")
 
 
 def _identity(task: Task, cand: Candidate, job: Job) -> dict[str, Any]:

@@ -115,6 +115,10 @@ _FLAG_LIST = [
              "kernels", "compute in your kernels; copy nothing in from the host"),
     FlagInfo("faster-than-physics", REJECT, "measured time is below the roofline floor for this device",
              "the measurement or the kernel is wrong: a kernel cannot beat bytes/bandwidth or FLOPs/peak"),
+    # evidence the runner made (issue 22)
+    FlagInfo("unverified-evidence", REJECT, "the verdict would rest on launch evidence only the candidate's runner "
+             "made, and what the judge measured does not corroborate it",
+             "launch your own kernels in forward and leave the runner alone; on a GPU, let the profiler see them"),
 ]
 
 FLAGS: dict[str, FlagInfo] = {f.name: f for f in _FLAG_LIST}

@@ -56,22 +56,41 @@ def is_own(kernel: str, names: Iterable[str]) -> bool:
     return _base_name(kernel) in set(names)
 
 
-def judge_launches(reports: list[LaunchReport], language: str) -> list[Finding]:
-    """A Triton candidate must launch one of its own kernels in every call, and return what they wrote."""
+def judge_launches(reports: list[LaunchReport], language: str,
+                   passthrough: list[bool] | None = None) -> list[Finding]:
+    """A Triton candidate must launch one of its own kernels in every call, and return what they wrote.
+
+    `passthrough[i]`: the judge saw call i return a tensor equal to one of that call's inputs. An output holding
+    content no launch produced is then an in-place kernel on a clone of that input which these values leave alone
+    (ReLU on positive data), not a result computed elsewhere; without it, it is a decoy."""
     if language != "triton" or not reports:
         return []
     for r in reports:
         if r.launches == 0:
             defined = ", ".join(r.kernels) or "none found"
             return [Finding("decoy-kernel", f"forward launched none of the candidate's Triton kernels ({defined})")]
-    for r in reports:
+    for i, r in enumerate(reports):
         if not r.outputs_launched:
             return [Finding("decoy-kernel", "the returned tensor was not passed to any of the candidate's kernel "
                                             "launches, so the kernels did not produce it")]
-        if r.outputs_prefilled_unchanged:
+        if r.outputs_changed_after_launch:
+            return [Finding("decoy-kernel", "the returned tensor was changed after the candidate's last kernel launch "
+                                            "on it, by code outside its kernels")]
+        if r.outputs_prefilled_unchanged and not (passthrough and i < len(passthrough) and passthrough[i]):
             return [Finding("decoy-kernel", "the returned tensor already held its values before the candidate's "
                                             "kernels got it, and no launch changed it: it was computed elsewhere")]
     return []
+
+
+def judge_tamper(tampered: Iterable[str]) -> list[Finding]:
+    """Hook points the runner sealed before the candidate was imported and found replaced afterwards (its launch
+    accounting, its messages, Triton's launch path, the profiler, the extension loader: `runner/seal.py`)."""
+    names = list(dict.fromkeys(tampered))
+    if not names:
+        return []
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return [Finding("harness-tamper", f"the runner's sealed hook points were replaced while the candidate ran: "
+                                      f"{shown}")]
 
 
 def judge_threads(reports: list[LaunchReport]) -> list[Finding]:

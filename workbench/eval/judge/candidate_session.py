@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from workbench.eval.judge.correctness import CandidateFailure
+from workbench.eval.judge.launch_probe import ProbePlanner
 from workbench.eval.judge.runner_handle import RunnerProcess
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire.runner_messages import OutputForm, TensorRef
@@ -64,13 +65,21 @@ def _standin(form: OutputForm, device: str) -> Any:
 
 @dataclass
 class CallRecord:
-    """One candidate call as the runner reported it."""
+    """One candidate call as the runner reported it (`launch`, `forms`, `seconds`), and as the judge measured it: the
+    runner's CPU nanoseconds during the call from /proc (None where /proc does not say), the judge's wall-clock
+    bracket, whether an output equals one of the call's inputs (`checks.runtime.judge_launches`), the model called,
+    and the CPU a probe call had its runner burn per interpreted launch (`launch_probe.py`; 0 in other calls)."""
 
     launch: protocol.LaunchReport
     forms: tuple[OutputForm, ...]
     seconds: float
     #: What torch executed during the call, when the session asked for it (`record_ops`).
     ops: protocol.OpRecord | None = None
+    cpu_ns: int | None = None
+    wall_s: float = 0.0
+    passthrough: bool = False
+    model: int = 0
+    probe_ns: int = 0
 
 
 @dataclass
@@ -94,9 +103,15 @@ class CandidateSession:
     _next_pool: int = 0
     _free: dict[Any, list[Any]] = field(default_factory=dict)
     _lent: list[Any] = field(default_factory=list)
+    #: Probe calls among the correctness calls (CPU, Triton: `probes` is set by the evaluation).
+    probes: ProbePlanner | None = None
+    #: The last profiled forward: (kernel microseconds by name, the runner's hook points found replaced).
+    profiled: tuple[dict[str, float], tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         self.arena = Arena(self.device, transport=self.transport)
+        if not self.device.startswith("cuda"):
+            self.probes = ProbePlanner()
 
     # -- plumbing --
     def _announce(self) -> None:
@@ -185,9 +200,16 @@ class CandidateSession:
             t, ref = self._buffer(tuple(like.shape), like.dtype, pooled=True)
             slots.append(t)
             slot_refs.append(ref)
-        reply = self._expect(protocol.Call(call=self._next_call, model=model, inputs=tuple(p[0] for p in pairs),
-                                           slots=tuple(slot_refs), seed=seed, record=self.record_ops), "output")
-        self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds, reply.ops))
+        probe = self.probes.plan(model, inputs, out_like) if self.probes is not None else 0
+        reply, cpu, wall = self._measured(protocol.Call(call=self._next_call, model=model,
+                                                        inputs=tuple(p[0] for p in pairs), slots=tuple(slot_refs),
+                                                        seed=seed, record=self.record_ops, probe_ns=probe))
+        if self.probes is not None:
+            self.probes.reported(reply.launch.launches, cpu)
+        passthrough = reply.launch.outputs_prefilled_unchanged and _equals_an_input(
+            [slots[k] for k, form in enumerate(reply.forms) if form.copied and k < len(slots)], [p[1] for p in pairs])
+        self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds, ops=reply.ops, cpu_ns=cpu,
+                                       wall_s=wall, passthrough=passthrough, model=model, probe_ns=probe))
         outs = []
         for k, form in enumerate(reply.forms):
             if form.copied and k < len(slots):
@@ -201,6 +223,27 @@ class CandidateSession:
         result = tuple(outs) if reply.tuple_output else (outs[0] if outs else None)
         return result, [p[1] for p in pairs]
 
+    def _measured(self, message: protocol.Call) -> tuple[Any, int | None, float]:
+        """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it); new
+        buffers are announced first, so mapping them is not part of the measured call."""
+        from workbench.eval.judge.runner_cpu import cpu_ns
+
+        self._announce()
+        before, started = cpu_ns(self.runner.inner_pid), time.perf_counter()
+        reply = self._expect(message, "output")
+        wall, after = time.perf_counter() - started, cpu_ns(self.runner.inner_pid)
+        return reply, (after - before if before is not None and after is not None else None), wall
+
+    def probe_pair(self) -> None:
+        """Repeat the last call twice, so that an ordinary call and a probe call on the same inputs follow each other
+        (`launch_probe.py`): for evaluations whose correctness calls made no usable pair."""
+        planner = self.probes
+        if planner is None or planner.last_inputs is None or planner.last_model is None:
+            return
+        model, inputs, out_like = planner.last_model, planner.last_inputs, planner.last_out_like or []
+        for _ in range(2):
+            self.call(model, inputs, out_like)
+
     def profile(self, model: int, inputs: list[Any]) -> dict[str, float]:
         self._next_call += 1
         refs = tuple(self.share_arg(x)[0] for x in inputs)
@@ -208,6 +251,7 @@ class CandidateSession:
                              stage="profile")
         self.profiles.append(dict(reply.kernels))
         self.kernel_tracer = reply.tracer
+        self.profiled = (dict(reply.kernels), tuple(reply.tampered))
         return dict(reply.kernels)
 
     def register_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef], timeout: float) -> int:
@@ -243,6 +287,16 @@ class CandidateSession:
     def close(self) -> None:
         self.runner.close()
         self.arena.close()
+
+
+def _equals_an_input(outputs: list[torch.Tensor], inputs: list[Any]) -> bool:
+    """Whether some output holds exactly the bytes of an input of the same shape and dtype (NaN payloads and signed
+    zeros included)."""
+    from workbench.eval.wire.tensors import bytes_per_element
+
+    flat = [x for x in as_list(inputs) if isinstance(x, torch.Tensor)]
+    return any(x.shape == out.shape and x.dtype == out.dtype and
+               torch.equal(bytes_per_element(out), bytes_per_element(x.to(out.device))) for out in outputs for x in flat)
 
 
 def _plain_sizes(sizes: dict[str, Any]) -> dict[str, Any]:

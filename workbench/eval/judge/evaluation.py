@@ -23,10 +23,11 @@ import torch
 from workbench.errors import TaskError
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks import static_scan as static_checks
+from workbench.eval.checks.evidence import Evidence
 from workbench.eval.checks.flags import Finding, first_per_flag, verdict
 from workbench.eval.checks.what_ran import WhatRan
+from workbench.eval.judge import evidence_stage, ran_stage, timing_stage
 from workbench.eval.judge import fault_messages as faults
-from workbench.eval.judge import ran_stage, timing_stage
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness import CandidateFailure, run_correctness
@@ -65,6 +66,8 @@ class Evaluation:
     plan: timing_stage.TimingPlan | None = None
     #: A static torch-compute finding waiting for a runtime record (workbench.eval.checks.what_ran).
     ran: WhatRan | None = None
+    #: What each verdict input rests on (`checks/evidence.py`); in every reply, rejected ones included.
+    evidence: Evidence = field(default_factory=Evidence)
 
     def __post_init__(self) -> None:
         self.task = Task.from_spec(self.job["task"])
@@ -78,7 +81,8 @@ class Evaluation:
         self.time_size = self._cpu_safe(self.job["size"])
         self.base = {"versions": {}, "device_name": "", "sandbox": self.ctx.fork_server.sandbox,
                      "kernel_policy": self.policy, "precision": self.precision.name, "protocol": {},
-                     "stage_seconds": {}}
+                     "stage_seconds": {}, "evidence": self.evidence.levels}
+        self.base["protocol"]["evidence"] = self.evidence.how
 
     # ---- driver ---------------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -109,6 +113,7 @@ class Evaluation:
                 self._stage("time", self.time, result)
             if self.ran is not None and self.ran.pending:
                 self._stage("ran", self.settle, result)
+            self._stage("evidence", self.settle_evidence, result)
             return self.finish(result)
         except Stop as stop:
             return {**self.base, "warnings": self.warnings, **stop.reply}
@@ -232,10 +237,14 @@ class Evaluation:
         """Correctness findings, plus what the runner's reports show: no own kernel launched, output not produced by
         one, threads left running."""
         findings = list(report.findings)
-        findings += guards.judge_launches([r.launch for r in self.session.reports], self.cand["language"])
-        findings += guards.judge_threads([r.launch for r in self.session.reports])
-        findings += self.ran.after_check(self.session.reports, report.passed)
+        records = self.session.reports
+        findings += guards.judge_launches([r.launch for r in records], self.cand["language"],
+                                          [r.passthrough for r in records])
+        findings += guards.judge_threads([r.launch for r in records])
+        findings += self.ran.after_check(records, report.passed)
         self.notes += self.ran.take_notes()
+        findings += self._stage("evidence", evidence_stage.after_check, self,
+                                any(f.severity == "reject" for f in findings))
         result: dict[str, Any] = {
             "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
             "details": {"rounds": report.rounds, "error_map": report.error_map, "notes": report.notes + self.notes},
@@ -293,6 +302,16 @@ class Evaluation:
         status, flags, message = verdict(ran_stage.settle(self, result))
         if status:
             raise Stop({**result, "status": status, "flags": flags, "message": message})
+
+    def settle_evidence(self, result: dict[str, Any]) -> None:
+        """What the verdict rests on (`judge/evidence_stage.py`): a strict-policy "ok" needs launches the judge
+        corroborated."""
+        found = evidence_stage.before_verdict(self, result)
+        status, flags, message = verdict(first_per_flag(found))
+        self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, found)]
+        if status:
+            raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, found)],
+                        "message": message})
 
     def _compiled(self, ref_model: Any) -> Any:
         """`torch.compile` of the reference on a GPU when asked, compiled once per task, size and seed in this judge

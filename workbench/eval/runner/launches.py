@@ -1,9 +1,20 @@
 """Launch tracking in the runner: which of the candidate's own Triton kernels ran during a call, which tensors they
-were given, and (on the CPU, where no profiler sees kernels) whether a launch changed the output it was given.
+were given, and (on the CPU, where no profiler sees kernels) whether the returned output holds what a launch left
+in it.
 
-This runs in the untrusted runner next to candidate code, so what it reports is data for the judge, not a verdict:
-a candidate that tampers with it can only make its own report wrong, and the judge also checks coverage, outputs
-and times on its own side. The judge's reading of a report is `guards.judge_launches`.
+This runs in the untrusted runner next to candidate code, so what it reports is data for the judge, not a verdict.
+Everything it calls is bound here at import, before any candidate module exists (the runner imports this module
+first), so replacing `torch.equal`, `launches.report` or a builtin by module attribute does not change what it does;
+`seal.py` records what the hook points held at that moment, and the report names every one that changed since
+(`harness-tamper` in the judge). A candidate that walks frames can still rewrite a report, so the judge corroborates
+launches with what it measures itself (`workbench.eval.checks.evidence`). The judge's reading of a report is
+`checks.runtime.judge_launches`.
+
+On the CPU every tensor a launch gets is copied before and after the launch. Content a launch did not produce is
+"foreign": an output that already held varied data when a launch first got it, or that changed between launches or
+after the last one. An output still foreign when forward returns was computed elsewhere and passed through; the
+judge excuses it only where the output equals one of the call's inputs (an in-place kernel on a clone that these
+inputs leave unchanged, ReLU on positive data).
 """
 
 from __future__ import annotations
@@ -11,12 +22,33 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-import weakref
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
+import torch
+
 from workbench.eval.wire.runner_messages import LaunchReport
+
+# Bound at import, before any candidate (module doc).
+_Tensor = torch.Tensor
+_equal = torch.equal
+_clone = torch.Tensor.clone
+_detach = torch.Tensor.detach
+_view = torch.Tensor.view
+_reshape = torch.Tensor.reshape
+_all = torch.Tensor.all
+_untyped_storage = torch.Tensor.untyped_storage
+_storage_ptr = torch.UntypedStorage.data_ptr
+_tensor_ptr = torch.Tensor.data_ptr
+_numel = torch.Tensor.numel
+_element_size = torch.Tensor.element_size
+_threads = threading.enumerate
+_thread_time_ns = time.thread_time_ns
+_isinstance, _type, _list, _len, _bool, _tuple, _getattr = isinstance, type, list, len, bool, tuple, getattr
+_INT_OF_SIZE = MappingProxyType({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64})
 
 
 @dataclass
@@ -30,23 +62,29 @@ class LaunchLog:
     #: Tensors given to launches, held until the call ends: a freed scratch buffer's address cannot be handed
     #: to the output, which would make an output the kernels never saw look launched-on.
     alive: list[Any] = field(default_factory=list)
-    #: CPU storages whose bytes some launch changed, and those that held varied data before the first launch
-    #: that got them (an output computed elsewhere, then passed to a kernel that leaves it alone).
-    written: set[int] = field(default_factory=set)
-    prefilled: set[int] = field(default_factory=set)
-    #: Shared by every call of one candidate module: calls whose prefilled output a launch did change. An honest
-    #: kernel may leave a prefilled output unchanged on some inputs (ReLU in place on a clone of all-positive
-    #: data), never on all of them.
-    history: dict[str, int] = field(default_factory=dict)
+    #: CPU storage -> {view key: (view, its bytes right after the last launch that got this storage)}.
+    after: dict[int, dict[tuple, tuple[Any, Any]]] = field(default_factory=dict)
+    #: CPU storages whose current content no launch produced (module doc).
+    foreign: set[int] = field(default_factory=set)
+    #: Storages changed after the last launch that got them (by code outside the candidate's kernels).
+    changed_after: set[int] = field(default_factory=set)
+    #: Hook points found replaced when the call ended (the wrappers this tracker installed).
+    tampered: list[str] = field(default_factory=list)
 
     def observe(self, out: Any) -> None:
-        import torch
-
+        """Record what forward returned; on the CPU, compare its launched storages with what the last launch left."""
         self.outputs.append(out)
-        for t in out if isinstance(out, (tuple, list)) else [out]:
-            ptr = _storage(t) if type(t) is torch.Tensor else None  # a subclass would run code on access
-            if ptr is not None and ptr in self.prefilled and ptr in self.written:
-                self.history["rewritten"] = self.history.get("rewritten", 0) + 1
+        for t in _outputs(out):
+            ptr = _storage(t)
+            if ptr is not None and ptr in self.after and _changed_since_launch(self, ptr):
+                self.changed_after.add(ptr)
+                self.foreign.add(ptr)
+
+
+def _outputs(out: Any) -> list[Any]:
+    """The plain tensors of an output (a subclass would run code on access)."""
+    items = out if _isinstance(out, (tuple, list)) else [out]
+    return [t for t in items if _type(t) is _Tensor]
 
 
 def _kernel_objects(module: Any) -> list[tuple[str, Any]]:
@@ -68,80 +106,107 @@ def _kernel_objects(module: Any) -> list[tuple[str, Any]]:
 
 def _storage(t: Any) -> int | None:
     try:
-        return t.untyped_storage().data_ptr()
+        return _storage_ptr(_untyped_storage(t))
     except Exception:
         return None
 
 
-#: Per candidate module: see LaunchLog.history.
-_HISTORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-
-
 def _bits(t: Any) -> Any:
     """The tensor's elements reinterpreted as integers, so NaN payloads compare equal and -0.0 != 0.0."""
-    import torch
-
-    kind = _BITS.get(t.element_size())
-    return t.view(getattr(torch, kind)) if kind and t.dtype != getattr(torch, kind) else t
+    kind = _INT_OF_SIZE.get(_element_size(t))
+    return _view(t, kind) if kind is not None and t.dtype != kind else t
 
 
 def _varied(t: Any) -> bool:
-    b = _bits(t.detach()).reshape(-1)
-    return b.numel() > 1 and not bool((b == b[0]).all())
+    b = _reshape(_bits(_detach(t)), -1)
+    return _numel(b) > 1 and not _bool(_all(b == b[0]))
 
 
-def _snapshot_cpu(tensors: list[Any], log: LaunchLog) -> list[tuple[int, Any, Any]]:
-    """(storage, tensor, copy) of the CPU tensors a launch gets; on the CPU the copies are cheap (interpreter
-    sizes) and the profiler that checks GPU launches does not exist, so writes are checked by content."""
-    snaps = []
+def _view_key(t: Any) -> tuple:
+    return (_tensor_ptr(t), _tuple(t.shape), _tuple(t.stride()), t.dtype)
+
+
+def _changed_since_launch(log: LaunchLog, ptr: int) -> bool:
+    """Whether any recorded view of storage `ptr` differs from its bytes after the last launch that got it."""
+    return any(not _equal(_bits(before), _bits(_detach(view))) for view, before in log.after.get(ptr, {}).values())
+
+
+def _cpu_tensors(tensors: list[Any]) -> list[tuple[int, Any]]:
+    out = []
     for t in tensors:
         ptr = _storage(t)
-        if ptr is None or t.device.type != "cpu" or not t.numel():
-            continue
-        if ptr not in log.storages and _varied(t):
-            log.prefilled.add(ptr)
-        snaps.append((ptr, t, t.detach().clone()))
+        if ptr is not None and t.device.type == "cpu" and _numel(t):
+            out.append((ptr, t))
+    return out
+
+
+def _before_launch(tensors: list[tuple[int, Any]], log: LaunchLog) -> dict[int, list[tuple[Any, Any]]]:
+    """Content checks before a launch (CPU): a storage no launch got yet is foreign when it holds varied data; one
+    a launch got before is foreign when it changed since. Returns, per storage, (view, copy) of every view of it seen
+    so far and given now, for `_after_launch`."""
+    snaps: dict[int, list[tuple[Any, Any]]] = {}
+    for ptr, t in tensors:
+        if ptr not in snaps:
+            if ptr not in log.storages:
+                if _varied(t):
+                    log.foreign.add(ptr)
+            elif _changed_since_launch(log, ptr):
+                log.foreign.add(ptr)
+            snaps[ptr] = [(view, _clone(_detach(view))) for view, _ in log.after.get(ptr, {}).values()]
+        snaps[ptr].append((t, _clone(_detach(t))))
     return snaps
+
+
+def _after_launch(snaps: dict[int, list[tuple[Any, Any]]], log: LaunchLog) -> None:
+    """A storage this launch changed holds the launch's content now; every view of it is recorded afresh."""
+    for ptr, views in snaps.items():
+        if any(not _equal(_bits(before), _bits(_detach(view))) for view, before in views):
+            log.foreign.discard(ptr)
+        recorded = log.after.setdefault(ptr, {})
+        for view, _ in views:
+            recorded[_view_key(view)] = (view, _clone(_detach(view)))
+
+
+def _launch_wrapper(obj: Any, name: str, log: LaunchLog) -> Any:
+    def run(*args, _orig=obj.run, _name=name, _log=log, **kwargs):
+        if kwargs.get("warmup", False):
+            return _orig(*args, **kwargs)
+        _log.launches.append(_name)
+        tensors = [a for a in _list(args) + _list(kwargs.values()) if _isinstance(a, _Tensor)]
+        snaps = _before_launch(_cpu_tensors(tensors), _log)
+        for a in tensors:
+            ptr = _storage(a)
+            if ptr is not None:
+                _log.storages.add(ptr)
+                _log.alive.append(a)
+        result = _orig(*args, **kwargs)
+        _after_launch(snaps, _log)
+        return result
+
+    return run
 
 
 @contextlib.contextmanager
 def track_launches(module: Any) -> Iterator[LaunchLog]:
     """Count launches of the module's own Triton kernels (compiled or interpreted) and record their tensors."""
-    import torch
-
-    log = LaunchLog(history=_HISTORY.setdefault(module, {}))
-    patched = []
+    log = LaunchLog()
+    installed = []
     for name, obj in _kernel_objects(module):
         log.kernels_found.append(name)
         original = obj.__dict__.get("run")
-
-        def run(*args, _orig=obj.run, _name=name, **kwargs):
-            if kwargs.get("warmup", False):
-                return _orig(*args, **kwargs)
-            log.launches.append(_name)
-            tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
-            snaps = _snapshot_cpu(tensors, log)
-            for a in tensors:
-                ptr = _storage(a)
-                if ptr is not None:
-                    log.storages.add(ptr)
-                    log.alive.append(a)
-            result = _orig(*args, **kwargs)
-            for ptr, t, before in snaps:
-                if ptr not in log.written and not torch.equal(_bits(before), _bits(t.detach())):
-                    log.written.add(ptr)
-            return result
-
-        obj.run = run
-        patched.append((obj, original))
+        wrapper = _launch_wrapper(obj, name, log)
+        obj.run = wrapper
+        installed.append((obj, name, original, wrapper, wrapper.__code__, wrapper.__defaults__))
     try:
         yield log
     finally:
         log.alive.clear()
-        for obj, original in patched:
+        log.after.clear()
+        for obj, name, original, wrapper, code, defaults in installed:
+            now = obj.__dict__.get("run")
+            if now is not wrapper or _getattr(now, "__code__", None) is not code or \
+                    _getattr(now, "__defaults__", None) is not defaults:
+                log.tampered.append(f"{name}.run (the launch counter)")
             if original is None:
                 obj.__dict__.pop("run", None)
             else:
@@ -160,26 +225,64 @@ def kernel_names(module: Any, source: str) -> set[str]:
     return {n for n in names if n}
 
 
-def report(log: LaunchLog, baseline_threads: set[int]) -> LaunchReport:
-    """What one call showed: launches, kernels defined, whether every returned tensor was given to a launch, and
-    whether a prefilled output came back unchanged by every launch (computed elsewhere, then passed through)."""
-    import torch
-
+def report(log: LaunchLog, baseline_threads: set[int], tampered: tuple[str, ...] = ()) -> LaunchReport:
+    """What one call showed: launches, kernels defined, whether every returned tensor was given to a launch, whether
+    one holds content no launch produced (CPU), and which sealed hook points were found replaced (`tampered`: the
+    caller's seal check, plus the launch counters this call's tracker found replaced)."""
     launched = True
-    prefilled_unchanged = False
+    foreign = changed_after = False
     for out in log.outputs:
-        for t in (out if isinstance(out, (tuple, list)) else [out]):
-            if type(t) is not torch.Tensor:
-                continue
+        for t in _outputs(out):
             ptr = _storage(t)
-            if ptr is not None and t.numel() and ptr not in log.storages:
+            if ptr is not None and _numel(t) and ptr not in log.storages:
                 launched = False
-            if ptr in log.prefilled and ptr not in log.written and not log.history.get("rewritten"):
-                prefilled_unchanged = True
-    threads = tuple(t.name for t in threading.enumerate() if t.ident not in baseline_threads)
-    return LaunchReport(launches=len(log.launches), kernels=tuple(log.kernels_found), outputs_launched=launched,
-                        outputs_prefilled_unchanged=prefilled_unchanged, threads_left=threads)
+            if ptr in log.foreign:
+                foreign = True
+            if ptr in log.changed_after:
+                changed_after = True
+    threads = _tuple(t.name for t in _threads() if t.ident not in baseline_threads)
+    return LaunchReport(launches=_len(log.launches), kernels=_tuple(log.kernels_found), outputs_launched=launched,
+                        outputs_prefilled_unchanged=foreign, threads_left=threads,
+                        outputs_changed_after_launch=changed_after,
+                        tampered=_tuple(dict.fromkeys([*tampered, *log.tampered])))
+
+
+def no_probe(ns: int) -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext()
+
+
+def interpreter_probe() -> Callable[[int], contextlib.AbstractContextManager]:
+    """Wrap Triton's interpreted launch (`GridExecutor.__call__`) so that, during a probe call, every launch that
+    returns then burns the call's budget of CPU nanoseconds; returns `probing(ns)`, which sets the budget for one
+    call. The judge times a probe call against the same call without the budget from the runner's CPU time in /proc
+    (`checks/evidence.py`): launches that never went through Triton's interpreter burn nothing. Installed before the
+    seal, so the seal guards the wrapper."""
+    try:
+        from triton.runtime import interpreter
+    except Exception:  # pragma: no cover - no interpreter in this triton
+        return no_probe
+    original = interpreter.GridExecutor.__call__
+    budget = [0]
+
+    def __call__(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        if budget[0]:
+            end = _thread_time_ns() + budget[0]
+            while _thread_time_ns() < end:
+                pass
+        return result
+
+    @contextlib.contextmanager
+    def probing(ns: int) -> Iterator[None]:
+        budget[0] = ns
+        try:
+            yield
+        finally:
+            budget[0] = 0
+
+    interpreter.GridExecutor.__call__ = __call__
+    return probing
 
 
 def thread_idents() -> set[int]:
-    return {t.ident for t in threading.enumerate() if t.ident is not None}
+    return {t.ident for t in _threads() if t.ident is not None}

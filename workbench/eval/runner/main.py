@@ -20,8 +20,9 @@ import traceback
 from typing import Any
 
 import torch
+import torch.profiler
 
-from workbench.eval.runner import launches, op_record
+from workbench.eval.runner import kernel_trace, launches, op_record, seal
 from workbench.eval.runner.poison import Poison
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire import timed_loop as timing
@@ -47,6 +48,15 @@ from workbench.eval.wire.shared_memory import Mapping, dtype_name
 from workbench.eval.wire.timed_loop import cpu_timing_threads
 from workbench.eval.wire.transport import Channel
 from workbench.seeding import seed_all
+
+# The runner's own copies, bound before any candidate is imported: a candidate that replaces these module attributes
+# changes nothing the runner does, and the seal (`runner/seal.py`) reports that it tried.
+_track_launches, _report, _LaunchLog = launches.track_launches, launches.report, launches.LaunchLog
+_kernel_names, _thread_idents = launches.kernel_names, launches.thread_idents
+_encode, _channel_send = protocol.encode, Channel.send
+_profile, _ProfilerActivity = torch.profiler.profile, torch.profiler.ProfilerActivity
+_KernelTracer, _TraceUnavailable = kernel_trace.KernelTracer, kernel_trace.TraceUnavailable
+_recording = op_record.recording
 
 _COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
 
@@ -103,12 +113,16 @@ class Runner:
         self.models: dict[int, Any] = {}
         self.pools: dict[int, tuple[list[list[Any]], list[Any]]] = {}
         self.poison = Poison(device)
-        self.threads = launches.thread_idents()
+        self.threads = _thread_idents()
+        #: What the hook points held just before the candidate was imported (`on_load`).
+        self.seal: seal.Seal | None = None
+        #: Sets a call's probe budget (`protocol.Call.probe_ns`); a no-op until the interpreter is wrapped.
+        self.probing = launches.no_probe
 
     # -- messages --
     def send(self, message: protocol.Message) -> None:
         self.seq_out += 1
-        self.channel.send(protocol.encode(message, self.job, self.nonce, self.seq_out))
+        _channel_send(self.channel, _encode(message, self.job, self.nonce, self.seq_out))
 
     def receive(self) -> tuple[protocol.Message, list[int]]:
         frame, fds = self.channel.recv()
@@ -153,6 +167,9 @@ class Runner:
             install_load_inline_cache(builds)
         spec = {"source": msg.source, "language": msg.language, "entry": msg.entry}
         self.language = msg.language
+        if not self.cuda and msg.language == "triton":
+            self.probing = launches.interpreter_probe()
+        self.seal = _seal_hooks()
         try:
             self.module, self.cls = load_candidate(spec, self.device, os.environ.get("KWB_WORKDIR", "/tmp/work"))
             if self.cuda:
@@ -161,7 +178,7 @@ class Runner:
             log = getattr(exc, "log", "")
             self.send(Fault(stage="load", exc_type=type(exc).__name__, message=str(exc)[:4000], log=log[-4000:]))
             return
-        kernels = tuple(sorted(launches.kernel_names(self.module, msg.source)))
+        kernels = tuple(sorted(_kernel_names(self.module, msg.source)))
         self.send(Loaded(kernels=kernels, seconds=time.perf_counter() - started,
                          build_dir=os.environ.get("TORCH_EXTENSIONS_DIR", "")))
 
@@ -207,6 +224,9 @@ class Runner:
             forms.append(form)
         return tuple(forms), isinstance(out, (tuple, list))
 
+    def _broken(self) -> tuple[str, ...]:
+        return self.seal.broken() if self.seal is not None else ()
+
     def on_call(self, msg: Call) -> None:
         model = self.models[msg.model]
         inputs = [self.arg(v) for v in msg.inputs]
@@ -215,10 +235,10 @@ class Runner:
         try:
             if msg.poison:
                 self.poison.prepare(like)
-            with launches.track_launches(self.module) as log, torch.no_grad():
-                with self.poison.during_call() if msg.poison else _null():
+            with _track_launches(self.module) as log, torch.no_grad():
+                with self.poison.during_call() if msg.poison else _null(), self.probing(msg.probe_ns):
                     timing.seed_rng(msg.seed)
-                    with op_record.recording(self.module, msg.record) as record:
+                    with _recording(self.module, msg.record) as record:
                         out = model(*inputs)
                 log.observe(out)
                 if self.cuda:
@@ -229,7 +249,7 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001
             self.fault("forward", exc, msg.call)
             return
-        report = launches.report(log, self.threads)
+        report = _report(log, self.threads, self._broken())
         del out
         if self.cuda:  # the poisoned blocks and the output go back to the driver: the judge shares this GPU
             torch.cuda.empty_cache()
@@ -278,7 +298,7 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001
             self.fault("timing", exc, msg.call)
             return
-        threads = tuple(t for t in launches.report(launches.LaunchLog(), self.threads).threads_left)
+        threads = tuple(t for t in _report(_LaunchLog(), self.threads).threads_left)
         self.send(Samples(call=msg.call, stream_ms=tuple(stream), device_ms=tuple(device), threads_left=threads))
 
     def on_profile(self, msg: Profile) -> None:
@@ -289,26 +309,22 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001
             self.fault("profile", exc, msg.call)
             return
-        self.send(Profiled(call=msg.call, kernels=kernels, tracer=how))
+        self.send(Profiled(call=msg.call, kernels=kernels, tracer=how, tampered=self._broken()))
 
     def _kernels_of(self, call: Any) -> tuple[dict[str, float], str]:
         """{kernel: us} of one call: CUPTI directly (tens of ms), else the torch profiler (seconds on first use)."""
-        from workbench.eval.runner.kernel_trace import KernelTracer, TraceUnavailable
-
         with torch.no_grad():
             try:
                 if self.tracer is None:
-                    self.tracer = KernelTracer()
+                    self.tracer = _KernelTracer()
                 kernels = self.tracer.trace(call, torch.cuda.synchronize)
                 if kernels:  # none at all: confirmed by the profiler below before anyone is told so
                     return kernels, "cupti"
-            except TraceUnavailable:
+            except _TraceUnavailable:
                 pass
-            from torch.profiler import ProfilerActivity, profile
-
             kernels: dict[str, float] = {}
             torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            with _profile(activities=[_ProfilerActivity.CUDA]) as prof:
                 call()
                 torch.cuda.synchronize()
         for evt in prof.events():
@@ -339,6 +355,20 @@ class Runner:
                 _mark_cuda_initialized()
                 self.cuda_ready = True
             handlers[type(msg)](msg)
+
+
+def _seal_hooks() -> seal.Seal:
+    """Seal the runner's hook points just before the candidate is imported (after the build cache wrapped the CUDA
+    extension loader): the runner's launch accounting, its messages and this module's own bindings, Triton's launch
+    entry points, the kernel tracers (CUPTI's and the profiler) and the extension loader (`runner/seal.py`)."""
+    sealed = seal.Seal()
+    for module in (launches, seal, protocol, kernel_trace, op_record, sys.modules[__name__]):
+        sealed.add_module(module)
+    for cls in (Runner, kernel_trace.KernelTracer):
+        sealed.add_class(cls, f"{cls.__module__}.{cls.__name__}", *[k for k, v in vars(cls).items() if callable(v)])
+    seal.triton_entry_points(sealed)
+    seal.torch_entry_points(sealed)
+    return sealed
 
 
 def _mark_cuda_initialized() -> None:

@@ -122,6 +122,8 @@ class Reply:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     protocol: dict[str, Any] = field(default_factory=dict)
     telemetry: dict[str, Any] = field(default_factory=dict)
+    #: What each verdict input rests on (`checks/evidence.py`): {"outputs", "time", "launches", "coverage"} -> level.
+    evidence: dict[str, str] = field(default_factory=dict)
     counted: dict[str, Any] | None = None
     ceilings: dict[str, Any] | None = None
 

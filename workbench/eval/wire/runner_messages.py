@@ -109,6 +109,9 @@ class Call(Message):
     poison: bool = True
     seed: int | None = None
     record: bool = False
+    #: A probe call (CPU): every interpreted launch that returns burns this many nanoseconds of CPU in the runner, so
+    #: the judge can see real launches in the runner's CPU time (`checks/evidence.py`); 0 in an ordinary call.
+    probe_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -220,13 +223,17 @@ class OutputForm:
 @dataclass(frozen=True)
 class LaunchReport:
     """The candidate's own Triton launches during one call: how many, the kernels defined, whether every output
-    was a tensor passed to a launch, and (CPU) whether a launch changed an output that already held data."""
+    was a tensor passed to a launch, (CPU) whether an output holds content no launch produced (it held data before
+    a launch got it, or changed after the last one: `outputs_changed_after_launch`), and the runner's hook points
+    found replaced (`runner/seal.py`). Runner-made evidence: the judge corroborates it (`checks/evidence.py`)."""
 
     launches: int
     kernels: tuple[str, ...]
     outputs_launched: bool
     outputs_prefilled_unchanged: bool = False
     threads_left: tuple[str, ...] = ()
+    outputs_changed_after_launch: bool = False
+    tampered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -268,13 +275,15 @@ class Samples(Message):
 
 @dataclass(frozen=True)
 class Profiled(Message):
-    """GPU kernel time per kernel name in one forward (microseconds)."""
+    """GPU kernel time per kernel name in one forward (microseconds), and the runner's hook points found replaced
+    when it was made (`runner/seal.py`)."""
 
     kind: ClassVar[str] = "profiled"
     call: int
     kernels: dict[str, float]
     #: How the runner recorded them: "cupti" (the activity API directly) or "torch-profiler".
     tracer: str = ""
+    tampered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

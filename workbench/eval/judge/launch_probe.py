@@ -1,0 +1,76 @@
+"""Which correctness calls are probe calls (CPU, Triton): the second of two calls of one model on the same input
+contents, back to back, as every correctness round makes them. In a probe call the runner burns a budget of CPU per
+interpreted launch (`runner/launches.interpreter_probe`); the judge reads the runner's CPU time around both calls
+from /proc, and the difference says how many launches really went through Triton's interpreter
+(`checks/evidence.py`). Two calls on the same inputs cost the same but for the budget, so the difference stands far
+above the noise between unrelated calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.eval.wire.tensors import bytes_per_element
+
+#: CPU a probe call burns in all, spread over the launches the previous call reported: the previous call's own CPU
+#: time, and at least PROBE_CALL_NS (the noise between two identical calls grows with what they cost, the budget with
+#: it), and at least PROBE_LAUNCH_MIN_NS per launch.
+PROBE_CALL_NS = 4_000_000
+PROBE_LAUNCH_MIN_NS = 500_000
+#: Probe calls per evaluation: each costs about one more call.
+MAX_PROBES = 3
+
+
+def _copy(inputs: list[Any]) -> list[Any]:
+    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if isinstance(x, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype or \
+                    not torch.equal(bytes_per_element(x), bytes_per_element(y.to(x.device))):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@dataclass
+class ProbePlanner:
+    """Decides each call's probe budget from the calls before it (module doc) and keeps the last call's arguments,
+    so that a pair can also be made on purpose (`CandidateSession.probe_pair`). A model's first call pays for
+    warming the interpreter up, so it is never the ordinary half of a pair."""
+
+    last_model: int | None = None
+    last_inputs: list[Any] | None = None
+    last_out_like: list[Any] | None = None
+    last_probe: bool = False
+    last_launches: int = 0
+    last_cpu_ns: int = 0
+    last_was_first: bool = False
+    probes: int = 0
+    models: set[int] = field(default_factory=set)
+
+    def plan(self, model: int, inputs: list[Any], out_like: list[Any]) -> int:
+        """Nanoseconds per launch for this call (0: an ordinary call)."""
+        same = self.last_model == model and self.last_inputs is not None and _same(self.last_inputs, inputs)
+        probe = same and not (self.last_probe or self.last_was_first) and self.last_launches > 0 and \
+            self.probes < MAX_PROBES
+        self.last_model, self.last_inputs, self.last_out_like = model, _copy(inputs), list(out_like)
+        self.last_probe, self.last_was_first = probe, model not in self.models
+        self.models.add(model)
+        self.probes += probe
+        budget = max(PROBE_CALL_NS, self.last_cpu_ns)
+        return max(budget // max(self.last_launches, 1), PROBE_LAUNCH_MIN_NS) if probe else 0
+
+    def reported(self, launches: int, cpu_ns: int | None) -> None:
+        """What the call just made reported (launches) and cost the runner (CPU nanoseconds, from /proc)."""
+        self.last_launches, self.last_cpu_ns = launches, cpu_ns or 0
