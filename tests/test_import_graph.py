@@ -21,8 +21,13 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"workbench.tasks.inputs", "workbench.tasks.task"}):
         "workbench/tasks (inputs): task.py imports inputs.py, which imports task.py's DISTRIBUTIONS back",
     frozenset({"workbench.llm", "workbench.llm.anthropic_provider", "workbench.llm.base", "workbench.llm.config",
-               "workbench.llm.openai_provider", "workbench.llm.recording", "workbench.llm.replay"}):
+               "workbench.llm.openai_provider", "workbench.llm.recording", "workbench.llm.replay",
+               "workbench.llm.retry"}):
         "workbench/llm (llm): base.py imports the providers to register them (and config), and they import base back",
+    frozenset({"workbench.llm.agent", "workbench.llm.reruns"}):
+        "workbench/llm (llm): agent.py imports reruns, which imports agent's loop back",
+    frozenset({"workbench.tasks.sizes", "workbench.tasks.task"}):
+        "workbench/tasks (ux): Task.size completes sizes with sizes.py, which reads Task's presets",
     frozenset({"workbench.eval.judge.evaluation", "workbench.eval.judge.runner_start"}):
         "workbench/eval/judge (lead): runner_start imports evaluation's Stop, evaluation imports runner_start",
 }

@@ -154,7 +154,7 @@ class CellVerdict(StaticMixin, w.VBox):
 
     def __init__(self, what: str = "", **kwargs: Any):
         self.result: Result | None = None
-        self._state = state_html("running", f"evaluating {what + ' ' if what else ''}in a worker process: compile, "
+        self._state = state_html("running", f"evaluating {what + ' ' if what else ''}in a judge process: compile, "
                                             "check, time…")
         self._panel = w.HTML(self._state)
         self._panel.add_class("kwb-result-panel")
@@ -206,7 +206,8 @@ def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] 
         except (WorkbenchError, OSError) as exc:
             raise MagicUsageError(f"--store {args.store!r}: {exc}") from None
     dtype = None if "dtype" in full else (task.dtypes[0] if task.dtypes else None)
-    card = CellVerdict(f"{task.name} ({size_label(full, dtype) or 'the file defaults'})")
+    what = f"{task.name} ({size_label(full, dtype) or 'the file defaults'})"
+    card = CellVerdict(what)
     handle = display(card, display_id=True) if display is not None else None
 
     def refresh() -> None:
@@ -219,7 +220,7 @@ def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] 
 
     def stage(progress: Any) -> None:
         # The card says where the evaluation stands; the saved output is refreshed only when the stage changes.
-        card.state("running", f"evaluating in a judge process: {progress.describe()}")
+        card.state("running", f"evaluating {what} in a judge process: {progress.describe()}")
         if progress.stage != shown_stage[0]:
             shown_stage[0] = progress.stage
             refresh()

@@ -33,10 +33,17 @@ def without_namespaces(writable_dirs: list[str], device: str) -> tuple[str, str]
         sandbox.drop_privileges(keep=sandbox.FILE_CAPABILITIES)
     except sandbox.SandboxError as exc:
         notes.append(f"capabilities not dropped: {exc}")
-    outcome = landlock.restrict(writable_dirs, device)
+    cuda = device.startswith("cuda")
+    if cuda:
+        # The CUDA driver fails to start (error 304, an OS call refused) under the Landlock ruleset and the
+        # AF_UNIX-only socket filter: on a GPU this tier keeps the plain syscall filter, as the namespaces tier does.
+        outcome = landlock.Outcome(0, "Landlock and the socket filter are not applied on a CUDA device (the driver "
+                                      "does not start under them)")
+    else:
+        outcome = landlock.restrict(writable_dirs, device)
     if outcome.note:
         notes.append(outcome.note)
-    refused = syscall_filter.install(deny_sockets=True)
+    refused = syscall_filter.install(deny_sockets=not cuda)
     if refused is not None:
         notes.append(f"no syscall filter: {refused}")
     tier = "+".join(name for name, held in (("landlock", outcome.abi > 0), ("seccomp", refused is None)) if held)
