@@ -105,13 +105,25 @@ def test_an_honest_batch_agrees_with_the_judges_clock_even_for_a_launch_bound_op
     assert clock_check.check(_batches(40, 30e-6, 22e-6), _null(launch=5e-6)) == []
 
 
-@pytest.mark.parametrize("factor", [1 / 25, 1 / 4, 1 / 2])
+@pytest.mark.parametrize("factor", [1 / 25, 1 / 8, 1 / 2.5])
 def test_a_runner_reporting_a_fraction_of_its_time_is_timer_patch(factor):
     from workbench.eval.judge import clock_check
 
     found = clock_check.check(_batches(20, 180e-6, 180e-6 * factor), _null())
     assert [f.flag for f in found] == ["timer-patch"]
     assert "judge's clock" in found[0].detail
+
+
+@pytest.mark.parametrize("factor", [0.84, 0.6])
+def test_a_moderate_deficit_puts_both_sides_on_the_judges_clock_instead_of_rejecting(factor):
+    """A null harness that does not fit the candidate (measured on an H100: an honest reference 16% under J) is not
+    a forgery; the runner's figures are just not used."""
+    from workbench.eval.judge import clock_check
+
+    verdict = clock_check.judge(_batches(20, 900e-6, 900e-6 * factor), _null())
+    assert verdict.findings == [] and verdict.disagreed and not verdict.verified
+    on_cpu = clock_check.judge(_batches(20, 900e-6, 900e-6 / 3), _null(), clock_check.GROSS_SHORTFALL["cpu"])
+    assert on_cpu.findings == [] and on_cpu.disagreed
 
 
 def test_reporting_more_than_the_whole_bracket_is_timer_patch():

@@ -193,6 +193,11 @@ class WhatRan:
                     + (" and copies or fills" if total > mine else ""))
         return []
 
+    def after_failure(self, how: str) -> Finding:
+        """The pending finding, decided: the candidate failed after its correctness rounds passed, so no profile
+        can clear it (a forward that pops the record's mode and then raises outside the record, say)."""
+        return self._decided(f"the static finding stands: {how}")
+
     def take_notes(self) -> list[str]:
         notes, self.notes = self.notes, []
         return notes

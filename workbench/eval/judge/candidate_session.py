@@ -10,6 +10,7 @@ a type name and a text, never an object of the candidate's.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,6 +211,7 @@ class CandidateSession:
             [slots[k] for k, form in enumerate(reply.forms) if form.copied and k < len(slots)], [p[1] for p in pairs])
         self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds, ops=reply.ops, cpu_ns=cpu,
                                        wall_s=wall, passthrough=passthrough, model=model, probe_ns=probe))
+        _log_call(self._next_call, model, wall, reply.seconds, probe)
         outs = []
         for k, form in enumerate(reply.forms):
             if form.copied and k < len(slots):
@@ -327,3 +329,15 @@ class RemoteModel:
 
 def output_like(native: Any) -> list[torch.Tensor]:
     return [torch.empty_like(t, device="meta") for t in as_list(native) if is_plain(t)]
+
+
+def _log_call(call: int, model: int, wall_s: float, runner_s: float, probe_ns: int) -> None:
+    """With KWB_JUDGE_PROFILE set (benchmarks/eval_profile.py), one line per correctness call in its folder: the
+    judge's wall-clock seconds around the call against the runner's own seconds inside it, which tells time lost in
+    the channel and the buffers from time in the call."""
+    folder = os.environ.get("KWB_JUDGE_PROFILE")
+    if not folder:
+        return
+    with open(os.path.join(folder, f"calls-{os.getpid()}.txt"), "a") as f:
+        f.write(f"call {call} model {model} judge {1e3 * wall_s:.1f} ms runner {1e3 * runner_s:.1f} ms "
+                f"probe {probe_ns / 1e6:.1f} ms\n")

@@ -15,10 +15,14 @@ or speed it up: null batches of several sizes give `fixed + per_call * calls` an
     judge's time per call   J = (bracket - fixed - per_call * calls) / calls
 
 over all batches together, and the runner's reported mean per call E must agree with it: E may fall below J only
-by the per-call launch overhead measured on a null kernel, plus noise. More is `timer-patch` (a slowed or rewritten
-clock, forged frames, or work done where the runner's clock does not look: in the copy-out of its outputs, in a
-thread). Work moved from one call to another (every input set precomputed in a batch's first call) changes
-nothing: it is inside the same bracket, and the samples are batch means.
+by the per-call launch overhead measured on a null kernel, plus noise. A larger deficit means the runner's clock
+missed something (a slowed or rewritten clock, forged frames, or work done where the runner's clock does not look:
+in the copy-out of its outputs, in a thread), or that the null model of the harness does not fit this candidate
+(on a GPU the host's share of the harness overlaps a long kernel and not a null one; measured on an H100: honest
+KernelBench references with E 16% under J). Either way the runner's figures are not verified and the judge's
+clock times both sides, so a forged clock gains nothing; a report under J / GROSS_SHORTFALL, which no harness
+misfit explains, is `timer-patch`. Work moved from one call to another (every input set precomputed in a batch's
+first call) changes nothing: it is inside the same bracket, and the samples are batch means.
 
 `judge` returns whether the runner's figures were *verified*: only when the judge's clock is precise enough to
 bound them (its standard error a small share of J) may they stand as the candidate's times; otherwise (a busy
@@ -93,9 +97,10 @@ def judge_time(batch: Batch, null: NullFit) -> float:
     return max(0.0, (batch.bracket - null.overhead(batch.calls)) / batch.calls)
 
 
-#: Where a deficit is not flagged (CPU), a report this many times under J still is: no load seen on a shared host
-#: (2.1x at worst) explains it.
-GROSS_SHORTFALL = 4.0
+#: A report this many times under J is `timer-patch`; a smaller deficit only withholds verification. On the CPU a
+#: loaded host delays a runner's wake-up by milliseconds per batch (2.1x at worst seen); on a GPU the harness misfit
+#: stays under 1.2x (module doc).
+GROSS_SHORTFALL = {"cpu": 4.0, "cuda": 2.0}
 
 #: The runner's figures are verified when three standard errors of the judge's J are at most this share of J.
 VERIFIABLE_SHARE = 0.25
@@ -118,14 +123,12 @@ class ClockVerdict:
                 "standard_error_ms": self.standard_error * 1e3, "disagreed": self.disagreed}
 
 
-def judge(batches: list[Batch], null: NullFit, flag_deficit: bool = True) -> ClockVerdict:
+def judge(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SHORTFALL["cuda"]) -> ClockVerdict:
     """`timer-patch` when the runner's reports cannot be what the judge's clock saw: more time reported than the
-    whole bracket in any batch (a hard bound), or, over all batches, a reported mean further below J than the
-    launch overhead, RELATIVE_SLACK and three standard errors allow. `verified` when the reports agree and J is
-    precise enough to have told (module doc). Without `flag_deficit` (the CPU, where a loaded host delays a
-    runner's wake-up by milliseconds per batch) a deficit beyond the slack only withholds verification: the
-    judge's clock then times both sides, so a forged clock gains nothing, and an honest runner is not rejected;
-    a report GROSS_SHORTFALL times under J is still `timer-patch`."""
+    whole bracket in any batch (a hard bound), or, over all batches, a reported mean `gross_shortfall` times under J
+    (beyond the slack). A smaller deficit beyond the launch overhead, RELATIVE_SLACK and three standard errors only
+    withholds verification (`disagreed`): the judge's clock then times both sides. `verified` when the reports agree
+    and J is precise enough to have told (module doc)."""
     for b in batches:
         if b.reported_mean * b.calls > b.bracket * 1.02 + 5e-4:
             finding = Finding("timer-patch", f"the runner reported {b.reported_mean * b.calls * 1e3:.3f} ms of work in "
@@ -139,7 +142,7 @@ def judge(batches: list[Batch], null: NullFit, flag_deficit: bool = True) -> Clo
     deficit = statistics.median(judge_time(b, null) - b.reported_mean for b in batches)
     se = 1.253 * null.noise / statistics.median(b.calls for b in batches) / len(batches) ** 0.5
     slack = 2 * null.launch + ABSOLUTE_SLACK_S + RELATIVE_SLACK * j + 3 * se
-    if deficit > slack and not flag_deficit and e * GROSS_SHORTFALL >= j - slack:
+    if deficit > slack and e * gross_shortfall >= j - slack:
         return ClockVerdict([], False, j, e, se, disagreed=True)
     if deficit > slack:
         finding = Finding("timer-patch", f"by the judge's clock a timed call costs {j * 1e3:.4f} ms beyond the "
@@ -149,6 +152,6 @@ def judge(batches: list[Batch], null: NullFit, flag_deficit: bool = True) -> Clo
     return ClockVerdict([], 3 * se <= VERIFIABLE_SHARE * max(j, e), j, e, se)
 
 
-def check(batches: list[Batch], null: NullFit) -> list[Finding]:
+def check(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SHORTFALL["cuda"]) -> list[Finding]:
     """The findings of `judge`."""
-    return judge(batches, null).findings
+    return judge(batches, null, gross_shortfall).findings

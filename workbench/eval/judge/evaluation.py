@@ -118,6 +118,13 @@ class Evaluation:
         except Stop as stop:
             return {**self.base, "warnings": self.warnings, **stop.reply}
         except CandidateFailure as exc:
+            if self.ran is not None and self.ran.pending:
+                # Correctness passed, a static torch-compute finding waited for a GPU profile, and the candidate
+                # raised in a later stage: no profile will clear the finding now, so it stands.
+                status, flags, message = verdict([self.ran.after_failure(
+                    f"the candidate raised in the {exc.stage} stage ({str(exc)[:300]}) before a GPU profile could "
+                    "show what ran")])
+                return {**self.base, "warnings": self.warnings, "status": status, "flags": flags, "message": message}
             return {**self.base, "warnings": self.warnings, **self._candidate_failure(exc)}
         except RunnerDied as died:
             return {**self.base, "status": died.kind, "died": died.detail, "log": died.log,
@@ -160,13 +167,6 @@ class Evaluation:
         return (f"the task does not fit in {where} memory at this size{need}: the judge keeps the inputs, a float64 "
                 f"reference and the candidate's outputs, and ran out ({type(exc).__name__}: {str(exc)[:200]}). "
                 "Evaluate a smaller size (size={...}) or on a device with more memory.")
-
-    def _candidate_failure(self, exc: CandidateFailure) -> dict[str, Any]:
-        original = exc.original
-        if isinstance(original, RemoteError):
-            f = original.fault
-            return faults.failure_reply(f.exc_type, f.message, exc.stage, f.candidate_line, f.log)
-        return faults.failure_reply(type(original).__name__, str(original), exc.stage, "", exc.traceback_text)
 
     def _candidate_failure(self, exc: CandidateFailure) -> dict[str, Any]:
         original = exc.original

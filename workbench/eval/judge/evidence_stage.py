@@ -87,7 +87,11 @@ def _profiled(evaluation: Any, result: dict[str, Any]) -> list[Finding]:
                                                 evaluation.policy)
         result["coverage"] = coverage
     kernels, tampered = session.profiled
-    judge_ms = (result.get("judge_clock_timing") or {}).get("median_ms")
+    # The call's cost as the verdict has it (at least the judge's clock, never under what the device measured): the
+    # raw judge clock alone can come out near 0 for a short kernel where the harness's host work overlaps it, and a
+    # runner gains nothing by raising its own time to make a forged profile look plausible.
+    timed = [t.get("median_ms") for t in (result.get("judge_clock_timing"), result.get("timing")) if t]
+    judge_ms = max((v for v in timed if v is not None), default=None)
     level, how = ev.profiled_launches(kernels, guards.own_kernel_names(evaluation.cand["source"]), tampered, judge_ms)
     evaluation.evidence.set("launches", level, how)
     evaluation.evidence.set("coverage", level, how)

@@ -414,9 +414,10 @@ class PairTimer:
     def _outcome(self, reasons: dict[str, str]) -> TimingOutcome:
         """Timings from the batch means: the runner's own clock where the judge's clock verified it, else the
         judge's clock on both sides (clock_check module doc)."""
-        # On the CPU a loaded host makes honest clocks disagree by more than any fair slack: there a disagreement
-        # only puts both sides on the judge's clock (clock_check.judge).
-        verdict = clock_check.judge(self.batches, self.null, flag_deficit=self.cuda)
+        # A loaded host (CPU) or a harness misfit (GPU) makes honest clocks disagree by more than any fair slack: a
+        # disagreement short of a gross one only puts both sides on the judge's clock (clock_check.judge).
+        gross = clock_check.GROSS_SHORTFALL["cuda" if self.cuda else "cpu"]
+        verdict = clock_check.judge(self.batches, self.null, gross)
         timings: dict[str, Timing] = {}
         calls = sum(b.calls for b in self.batches)
         for name in self.names:

@@ -295,6 +295,21 @@ def serve_requests(channel: Channel, kind: str, reason: str) -> None:
             return
 
 
+def _warm_triton_key() -> None:
+    """Triton keys its compile cache with a hash of its own sources and of libtriton (hundreds of MB), computed
+    once per process: done here, every runner inherits it instead of spending ~0.5 s in its first launch (measured
+    on an H100: the first correctness call took 537 ms with a warm cache). Reads files only; no CUDA call."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return
+    for where in ("triton.runtime.cache", "triton.compiler.compiler"):
+        try:
+            module = __import__(where, fromlist=["triton_key"])
+            module.triton_key()
+            return
+        except Exception:  # noqa: BLE001 - an optimization: any Triton version without it starts as before
+            continue
+
+
 def main() -> None:
     sandbox.die_with_parent()  # the judge that owns this server; its runners die with the server in turn
     channel = Channel(socket.socket(fileno=int(sys.argv[1])))
@@ -307,6 +322,7 @@ def main() -> None:
     import workbench.eval.runner.main  # noqa: F401
     from workbench.eval.runner import loading  # noqa: F401
 
+    _warm_triton_key()
     gc.freeze()  # what every runner inherits stays out of its collector's passes
     probe = sandbox.probe()
     channel.send(messages.encode(messages.Hello(sandbox=probe.kind, reason=probe.reason, pid=os.getpid())))
