@@ -11,27 +11,8 @@ import ast
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("workbench", "roofline", "widgets")
-
-#: Circles still open, each with whose files it runs through; a circle found must lie inside one of these.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"workbench.tasks.inputs", "workbench.tasks.task"}):
-        "workbench/tasks (inputs): task.py imports inputs.py, which imports task.py's DISTRIBUTIONS back",
-    frozenset({"workbench.llm", "workbench.llm.anthropic_provider", "workbench.llm.base", "workbench.llm.config",
-               "workbench.llm.openai_provider", "workbench.llm.recording", "workbench.llm.replay",
-               "workbench.llm.retry"}):
-        "workbench/llm (llm): base.py imports the providers to register them (and config), and they import base back",
-    frozenset({"workbench.llm.agent", "workbench.llm.reruns"}):
-        "workbench/llm (llm): agent.py imports reruns, which imports agent's loop back",
-    frozenset({"workbench.tasks.sizes", "workbench.tasks.task"}):
-        "workbench/tasks (ux): Task.size completes sizes with sizes.py, which reads Task's presets",
-    frozenset({"workbench.eval.judge.evaluation", "workbench.eval.judge.runner_start"}):
-        "workbench/eval/judge (lead): runner_start imports evaluation's Stop, evaluation imports runner_start",
-}
-
 
 def _modules() -> dict[str, Path]:
     """Dotted name -> file for every module of the project's packages (and of studies/'s helper modules)."""
@@ -131,11 +112,6 @@ def test_the_cycle_finder_finds_a_lazy_circle_and_ignores_type_checking(tmp_path
     assert {"x.shown", "pkg.sub.sibling", "pkg.up.thing"} <= names and "x.hidden" not in names
 
 
-def test_no_import_circle_beyond_the_known_ones():
-    new = [sorted(c) for c in cycles(import_graph()) if not any(c <= known for known in KNOWN_CYCLES)]
-    assert not new, f"import circles: {new}"
-
-
-@pytest.mark.xfail(strict=True, reason="open circles, each in another's files: " + "; ".join(KNOWN_CYCLES.values()))
-def test_no_import_circle_at_all():
-    assert cycles(import_graph()) == []
+def test_no_import_circle():
+    found = [sorted(c) for c in cycles(import_graph())]
+    assert not found, f"import circles: {found}"

@@ -20,9 +20,10 @@ from typing import Any
 
 from workbench.errors import require
 from workbench.llm.agent import AgentRun, AgentSettings, Lineage, Node, run_agent, strategies
-from workbench.llm.base import Provider, get_provider, providers
+from workbench.llm.base import Provider
 from workbench.llm.feedback import FEEDBACK_PRESETS
 from workbench.llm.prompts import generation_prompt
+from workbench.llm.registry import get_provider, providers
 from workbench.tasks.task import Task, get_task
 
 w = require("ipywidgets", "lab", "the prompt panel")

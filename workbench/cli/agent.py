@@ -159,7 +159,8 @@ def provider_changes(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _provider(name: str | None, settings: dict[str, Any]):
-    from workbench.llm.base import LLMConfigError, get_provider
+    from workbench.llm.errors import LLMConfigError
+    from workbench.llm.registry import get_provider
 
     try:
         return get_provider(name, **settings)

@@ -23,9 +23,6 @@ from workbench.llm.base import (
     LLMRequest,
     Provider,
     ReplayMissError,
-    get_provider,
-    providers,
-    register_provider,
 )
 from workbench.llm.config import LLMConfig, load_config
 from workbench.llm.extract import NO_CODE_FOUND, Extraction, extract_code
@@ -34,6 +31,7 @@ from workbench.llm.failures import classify
 from workbench.llm.feedback import FEEDBACK_PRESETS, FeedbackOptions, feedback_options, render_history, render_result
 from workbench.llm.prompts import MUTATIONS, Prompt, generation_prompt, mutation_prompt, refine_prompt
 from workbench.llm.recording import CallRecord, PriceTable, Recorder, ResponseCache, TranscriptWriter, read_transcript
+from workbench.llm.registry import get_provider, providers, register_provider
 from workbench.llm.retry import CallControl, RetryPolicy
 
 __all__ = [

@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from workbench.errors import require
-from workbench.llm.base import BaseProvider, LLMReply, LLMRequest, register_provider
+from workbench.llm.base import BaseProvider, LLMReply, LLMRequest
 from workbench.llm.config import LLMConfig, sdk_settings
 
 
@@ -62,9 +62,7 @@ class AnthropicProvider(BaseProvider):
         )
 
 
-def _from_config(config: LLMConfig) -> AnthropicProvider:
+def from_config(config: LLMConfig) -> AnthropicProvider:
+    """What `get_provider("anthropic")` builds (workbench.llm.registry names this factory)."""
     model, kwargs = sdk_settings(config)
     return AnthropicProvider(model, **kwargs)
-
-
-register_provider("anthropic", _from_config)

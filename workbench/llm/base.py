@@ -1,8 +1,12 @@
-"""Provider protocol, request/reply records and the provider registry.
+"""Provider protocol and request/reply records.
 
 A provider turns one `LLMRequest` into one `LLMReply`. `BaseProvider` owns the bookkeeping every provider
 needs (disk cache, call records, transcript, cost) so a new backend writes only `_send` (papermill's
 engine pattern: the base class does the try/finally, the plug-in does the one thing it knows).
+
+The providers build on this module, so it imports none of them: which names build which provider is
+workbench.llm.registry (above the providers), and the errors are workbench.llm.errors (below everything), both
+re-exported by workbench.llm. The errors are re-exported here too, for code that imports them from base.
 """
 
 from __future__ import annotations
@@ -12,67 +16,16 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from workbench.errors import UnknownNameError, WorkbenchError
+from workbench.llm.errors import LLMCallError, LLMCancelled, LLMConfigError, LLMError, ReplayMissError
+from workbench.llm.failures import advice, classify
+from workbench.llm.recording import Recorder
 from workbench.llm.retry import CallControl, RetryPolicy
 
-
-class LLMError(WorkbenchError):
-    """An LLM provider failed or is misconfigured; carries the provider and model names."""
-
-    def __init__(self, message: str, provider: str | None = None, model: str | None = None):
-        self.provider, self.model = provider, model
-        super().__init__(message)
-
-
-class LLMConfigError(LLMError):
-    """A required setting is missing or invalid; `setting` names it, `env` is the variable that sets it."""
-
-    def __init__(self, message: str, setting: str, env: str | None = None, provider: str | None = None):
-        self.setting, self.env = setting, env
-        super().__init__(message, provider)
-
-
-class LLMCallError(LLMError):
-    """The provider's API call failed (network, HTTP status, malformed reply).
-
-    `kind` is one of workbench.llm.failures.KINDS (rate_limit, server, timeout, context_length, auth, ...);
-    `retryable` says whether another attempt could pass, `fatal` whether every later call would fail too;
-    `attempts` is how many were made, `status` the HTTP status when there was one.
-    """
-
-    def __init__(self, message: str, provider: str | None = None, model: str | None = None, *,
-                 kind: str = "bad_request", status: int | None = None, retry_after: float | None = None,
-                 attempts: int = 1):
-        self.kind, self.status, self.retry_after, self.attempts = kind, status, retry_after, attempts
-        super().__init__(message, provider, model)
-
-    @property
-    def retryable(self) -> bool:
-        from workbench.llm.failures import RETRYABLE
-
-        return self.kind in RETRYABLE
-
-    @property
-    def fatal(self) -> bool:
-        from workbench.llm.failures import FATAL
-
-        return self.kind in FATAL
-
-
-class LLMCancelled(LLMError):
-    """The call was cancelled before its reply settled (Stop, Ctrl-C, or the run ended around it)."""
-
-
-class ReplayMissError(LLMError):
-    """A replayed run asked for a request the transcript does not hold."""
-
-    def __init__(self, message: str, request_hash: str):
-        self.request_hash = request_hash
-        super().__init__(message, "replay")
+__all__ = ["LLMError", "LLMConfigError", "LLMCallError", "LLMCancelled", "ReplayMissError", "LLMRequest",
+           "LLMReply", "Provider", "BaseProvider", "TRUNCATED_REASONS", "CONTINUE_PROMPT"]
 
 
 def _canonical(obj: Any) -> str:
@@ -188,8 +141,6 @@ class BaseProvider:
     def __init__(self, model: str, *, temperature: float | None = None, max_tokens: int = 4096,
                  endpoint: str = "", recorder: Any = None, timeout: float | None = None,
                  retry: RetryPolicy | None = None):
-        from workbench.llm.recording import Recorder
-
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -306,8 +257,6 @@ class BaseProvider:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _call_error(self, exc: Exception, attempt: int) -> LLMCallError:
-        from workbench.llm.failures import advice, classify
-
         failure = classify(exc)
         where = self.endpoint or "the default endpoint"
         hint = advice(failure, provider=self.name, endpoint=where, timeout=self.timeout, attempts=attempt,
@@ -335,37 +284,3 @@ def _open_fence(text: str) -> bool:
 #: What a continuation request says after the cut reply (providers with assistant prefill need no words).
 CONTINUE_PROMPT = ("Your reply was cut off at the output-token limit. Continue exactly where it stopped: no "
                    "repetition, no preamble, and close any open code block.")
-
-
-# ---- registry ----------------------------------------------------------------------------------------
-
-_PROVIDERS: dict[str, Callable[..., Provider]] = {}
-
-
-def register_provider(name: str, factory: Callable[..., Provider]) -> None:
-    """Register a provider factory: called with an `LLMConfig` and keyword overrides."""
-    _PROVIDERS[name] = factory
-
-
-def _ensure_builtins() -> None:
-    from workbench.llm import anthropic_provider, openai_provider, replay  # noqa: F401 (register on import)
-
-
-def providers() -> list[str]:
-    """Names of the registered providers."""
-    _ensure_builtins()
-    return sorted(_PROVIDERS)
-
-
-def get_provider(name: str | None = None, **settings: Any) -> Provider:
-    """Build a provider from the config file + env vars, with `settings` taking precedence.
-
-    `get_provider()` uses KWB_LLM_PROVIDER; `get_provider("openai", model="...", base_url="...")` is explicit.
-    """
-    from workbench.llm.config import load_config
-
-    _ensure_builtins()
-    config = load_config(provider=name, **settings)
-    if config.provider not in _PROVIDERS:
-        raise UnknownNameError("LLM provider", config.provider, list(_PROVIDERS))
-    return _PROVIDERS[config.provider](config)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from workbench.llm.base import LLMConfigError
+from workbench.llm.errors import LLMConfigError
 
 #: Generic variables (any provider). Provider-specific ones are in PROVIDER_ENV.
 ENV = {

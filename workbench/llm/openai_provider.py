@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.errors import require
-from workbench.llm.base import BaseProvider, LLMReply, LLMRequest, register_provider
+from workbench.llm.base import BaseProvider, LLMReply, LLMRequest
 from workbench.llm.config import LLMConfig, sdk_settings
 
 #: Message fields that OpenAI-compatible servers use for reasoning text.
@@ -75,9 +75,7 @@ def _reasoning(message: Any) -> str:
     return ""
 
 
-def _from_config(config: LLMConfig) -> OpenAIProvider:
+def from_config(config: LLMConfig) -> OpenAIProvider:
+    """What `get_provider("openai")` builds: the reply limit's name and the seed follow the model (see module doc)."""
     model, kwargs = sdk_settings(config)
     return OpenAIProvider(model, token_param=config.token_param_for(model), send_seed=config.send_seed, **kwargs)
-
-
-register_provider("openai", _from_config)

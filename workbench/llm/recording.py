@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.llm.errors import LLMConfigError
+
 #: USD per million tokens (input, output) by model-name prefix, as listed publicly when written. Estimates
 #: only: override or extend with the `[prices]` table of llm.toml (see workbench.llm.config).
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
@@ -54,8 +56,6 @@ class PriceTable:
 
 
 def _price_pair(model: str, value: Any) -> tuple[float, float]:
-    from workbench.llm.base import LLMConfigError
-
     if isinstance(value, dict) and {"input", "output"} <= set(value):
         return float(value["input"]), float(value["output"])
     if isinstance(value, (list, tuple)) and len(value) == 2:
@@ -194,8 +194,6 @@ class Recorder:
     def __init__(self, *, cache: ResponseCache | str | os.PathLike | None = None,
                  transcript: TranscriptWriter | str | os.PathLike | None = None, prices: PriceTable | None = None,
                  cache_policy: str = "deterministic"):
-        from workbench.llm.base import LLMConfigError
-
         if cache_policy not in CACHE_POLICIES:
             raise LLMConfigError(f"cache_policy must be one of {', '.join(CACHE_POLICIES)}, got {cache_policy!r}",
                                  setting="cache_policy", env="KWB_LLM_CACHE_POLICY")

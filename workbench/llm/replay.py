@@ -25,7 +25,6 @@ from workbench.llm.base import (
     LLMReply,
     LLMRequest,
     ReplayMissError,
-    register_provider,
 )
 from workbench.llm.config import LLMConfig
 from workbench.llm.recording import Recorder, read_transcript
@@ -136,12 +135,10 @@ def _entries(records: list[dict[str, Any]], run_id: str | None) -> list[dict[str
     return out
 
 
-def _from_config(config: LLMConfig) -> ReplayProvider:
+def from_config(config: LLMConfig) -> ReplayProvider:
+    """What `get_provider("replay", transcript=...)` builds (workbench.llm.registry names this factory)."""
     path = config.require("transcript")
     # The model comes from the transcript unless asked for explicitly (an env default must not break hashes).
     model = config.model if config.source.get("model") == "argument" else None
     # A replay spends nothing, so it needs no cache; a fresh recorder keeps its own call records.
     return ReplayProvider(path, model=model, recorder=Recorder(prices=config.price_table()))
-
-
-register_provider("replay", _from_config)

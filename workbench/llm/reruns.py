@@ -3,6 +3,9 @@
 A fork keeps what the earlier run was: its settings (from the run's journal in the store, or the run in
 memory) unless changed, and its earlier attempts as the history its prompts show. A replay reruns a
 transcript with the replies it recorded, re-judging every candidate.
+
+These start their runs through workbench.llm.execution (`run_agent`), the layer below, which never imports this
+module; workbench.llm.agent re-exports both.
 """
 
 from __future__ import annotations
@@ -14,39 +17,13 @@ from typing import Any
 from workbench.candidate import Candidate
 from workbench.errors import UnknownNameError
 from workbench.llm.base import Provider
+from workbench.llm.execution import _RUNS, open_store, provider_from_settings, run_agent, task_from_spec
 from workbench.llm.feedback import feedback_options
 from workbench.llm.recording import read_transcript
 from workbench.llm.runs import TABLE_COLUMNS, AgentError, AgentRun, AgentSettings, Lineage, Node, frame_of, table_row
 from workbench.llm.stored import nodes_from_store
 from workbench.result import Result
 from workbench.tasks.task import Task
-
-#: Runs of this process by id, so `lineage(run_id)` works without a store right after a run.
-_RUNS: dict[str, AgentRun] = {}
-
-
-def open_store(store: Any) -> Any:
-    if store is None or not isinstance(store, (str, Path)):
-        return store
-    from workbench.store import Store
-
-    return Store(str(store))
-
-
-def _fork_record(node: Node) -> dict[str, Any]:
-    return {"node": node.to_dict(), "result": node.result.to_dict() if node.result is not None else None}
-
-
-def task_from_spec(name: str, source_hash: str, spec: dict[str, Any]) -> Task:
-    """The registered task when it is the same one (it keeps flops/bytes formulas a spec cannot carry)."""
-    from workbench.tasks.task import get_task, tasks
-
-    if name in tasks():
-        registered = get_task(name)
-        if registered.source_hash == source_hash:
-            return registered
-    return Task.from_spec(spec)
-
 
 # ---- lineage --------------------------------------------------------------------------------------------------
 
@@ -113,8 +90,6 @@ def fork(source: AgentRun | str, node_id: str, provider: Provider | None = None,
     lineage shows the node as an external root. `provider` defaults to the earlier run's (rebuilt from the
     store's journal).
     """
-    from workbench.llm.agent import provider_from_settings, run_agent
-
     store = open_store(store)
     seed, settings, task, nodes, recorded_provider = _origin(source, node_id, store, task)
     if seed.result is None:
@@ -173,7 +148,6 @@ def replay(transcript: str | Path, *, run_id: str | None = None, task: Task | No
     Candidates are re-evaluated, so `replay(...).table()` equals `recorded_table(...)` when evaluation is
     deterministic. `changes` override settings (e.g. device="cuda" to re-judge recorded replies on a GPU).
     """
-    from workbench.llm.agent import run_agent
     from workbench.llm.replay import ReplayProvider
 
     records = read_transcript(transcript)

@@ -13,6 +13,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from workbench.llm.errors import LLMConfigError
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -31,8 +33,6 @@ class RetryPolicy:
     max_retry_after: float = 120.0
 
     def __post_init__(self) -> None:
-        from workbench.llm.base import LLMConfigError
-
         if self.max_retries < 0:
             raise LLMConfigError(f"max_retries must be 0 or more, got {self.max_retries}", setting="max_retries")
         if self.base_delay < 0 or self.max_delay < 0:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
-from workbench.tasks.task import top_level_assignments
+from workbench.tasks.assignments import top_level_assignments
 
 #: Parameters every study notebook receives from the runner (its parameters cell defines the defaults).
 RUNNER_PARAMETERS = ("store_path", "run_id", "point_id", "device")

@@ -23,6 +23,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from workbench.errors import TaskError
+from workbench.tasks.assignments import top_level_assignments
 
 if TYPE_CHECKING:
     from workbench.tasks.task import Task
@@ -78,8 +79,6 @@ def constant_value(node: ast.AST, env: dict[str, Any]) -> Any:
 
 @functools.lru_cache(maxsize=256)
 def _defaults(source: str) -> tuple[tuple[str, Any], ...]:
-    from workbench.tasks.task import top_level_assignments
-
     return tuple(top_level_assignments(source, constant_value).items())
 
 

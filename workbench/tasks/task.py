@@ -7,6 +7,7 @@ exact same task in a fresh process, and makes every KernelBench file a task with
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import importlib.util
@@ -20,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.errors import TaskError, UnknownNameError
 from workbench.seeding import seed_all
+from workbench.tasks.assignments import module_constants
 from workbench.tasks.distributions import DISTRIBUTIONS, check_names
 from workbench.tasks.precision import IEEE, PrecisionPolicy
+from workbench.tasks.sizes import complete_size
 
 if TYPE_CHECKING:
-    import ast
-
     from workbench.candidate import Candidate
 
 
@@ -98,8 +99,6 @@ class Task:
         A dict may be partial (`{"dim": 64}`): it is checked (workbench.tasks.sizes.SizeError for an unknown name,
         a wrong type or a dimension below 1) and the names it leaves out keep the device's preset."""
         if isinstance(preset, dict):
-            from workbench.tasks.sizes import complete_size
-
             return complete_size(self, preset, device)
         key = preset or ("gpu" if str(device).startswith("cuda") else "cpu")
         if key in self.sizes:
@@ -208,8 +207,6 @@ def import_source(source: str, module_name: str, directory: str | None = None) -
 
 def validate_reference_source(source: str, name: str, sizes: dict[str, Any]) -> None:
     """Cheap static validation so a bad file fails at load time with a clear message."""
-    import ast
-
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -232,44 +229,6 @@ def validate_reference_source(source: str, name: str, sizes: dict[str, Any]) -> 
         )
 
 
-def module_constants(tree: ast.Module) -> set[str]:
-    import ast
-
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    names.add(t.id)
-                elif isinstance(t, ast.Tuple):
-                    names.update(e.id for e in t.elts if isinstance(e, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-    return names
-
-
-def top_level_assignments(source: str, evaluate: Callable[[Any, dict[str, Any]], Any]) -> dict[str, Any]:
-    """`name = value` at a module's top level (plain and annotated), each value as `evaluate(node, so_far)`
-    returns it, None where it raises or there is no value; {} for a source that does not parse."""
-    import ast
-
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return {}
-    out: dict[str, Any] = {}
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        value = getattr(node, "value", None)
-        for target in targets:
-            if isinstance(target, ast.Name):
-                try:
-                    out[target.id] = evaluate(value, out) if value is not None else None
-                except (ValueError, TypeError, SyntaxError, ArithmeticError, MemoryError, RecursionError):
-                    out[target.id] = None
-    return out
-
-
 class LoadedReference:
     """A task's reference imported as a module, with size overrides applied per call."""
 
@@ -279,7 +238,7 @@ class LoadedReference:
         LoadedReference._counter += 1
         self.task = task
         self.module = import_source(task.source, f"kwb_ref_{task.source_hash}_{LoadedReference._counter}", directory)
-        self.defaults = {k: getattr(self.module, k) for k in module_constants(__import__("ast").parse(task.source))}
+        self.defaults = {k: getattr(self.module, k) for k in module_constants(ast.parse(task.source))}
         #: Sizes at which get_inputs failed on the GPU (-> why): drawn on the CPU and moved from then on.
         self._drawn_on_host: dict[str, str] = {}
 

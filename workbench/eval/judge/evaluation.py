@@ -33,19 +33,12 @@ from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness import CandidateFailure, run_correctness
 from workbench.eval.judge.counting import count_work
 from workbench.eval.judge.reference_rounds import ReferenceRounds, build_reference
+from workbench.eval.judge.reply import Stop
 from workbench.eval.judge.runner_handle import RunnerDied, RunnerViolation
 from workbench.eval.judge.runner_start import load_candidate, start_runner
 from workbench.eval.judge.timing import ReferenceSide
 from workbench.tasks import precision
 from workbench.tasks.task import LoadedReference, Task
-
-
-class Stop(Exception):
-    """A stage ended the evaluation; `reply` is what the caller gets."""
-
-    def __init__(self, reply: dict[str, Any]):
-        self.reply = reply
-        super().__init__(reply.get("status", ""))
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:

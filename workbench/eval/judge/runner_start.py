@@ -18,6 +18,7 @@ from typing import Any
 from workbench.eval.judge import build_cache
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.correctness import CandidateFailure
+from workbench.eval.judge.reply import Stop
 from workbench.eval.judge.runner_handle import Limits, RunnerDied, RunnerProcess
 
 #: Seconds for loading a candidate, CUDA compilation included (evaluate(compile_timeout=...) overrides).
@@ -59,8 +60,6 @@ def start_runner(ev: Any) -> CandidateSession:
 
 def load_candidate(ev: Any) -> None:
     """Import the candidate in its runner within the compile budget; store a CUDA build the judge may reuse."""
-    from workbench.eval.judge.evaluation import Stop
-
     session, cand = ev.session, ev.cand
     budget = float(ev.job.get("compile_timeout") or DEFAULT_COMPILE_TIMEOUT)
     try:
