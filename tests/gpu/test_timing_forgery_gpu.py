@@ -63,6 +63,11 @@ def honest() -> wb.Result:
 ], ids=["event-clock", "channel-frames", "frame-walk-events", "precompute-batch", "copy-out", "sampled-cache"])
 def test_a_forged_or_hidden_time_fools_nothing_on_a_gpu(prelude, forward, honest):
     res = evaluate(cpu_forms.candidate(prelude, forward))
+    if prelude is cpu_forms.SAMPLED_VALUE_CACHE and res.status == "runtime_error":
+        # Never a hit, so the cache keeps a 64 MiB output per timed call until the GPU is full (seen on an H100):
+        # the attack ends itself, gaining nothing.
+        assert "out of memory" in res.message, res.message
+        return
     cpu_forms.caught_or_no_faster(res, honest, {"timer-patch", "result-cache", "lazy-output", "module-cache"})
     print(f"{res.status} {res.flags} speedup {res.speedup} (honest {honest.speedup:.2f})")
 

@@ -1,5 +1,5 @@
-import sys
 
 from workbench.cli import main
+from workbench.cli.main import exit_with
 
-sys.exit(main())
+exit_with(main())

@@ -87,5 +87,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(code or 0)
 
 
+def exit_with(code: int) -> None:
+    """Leave with `code`. After Ctrl-C (130) everything is already recorded (store, transcript, journal), so the
+    process leaves at once instead of waiting at interpreter shutdown for what the user just stopped: an abandoned
+    LLM call hanging on its server, a judge still importing torch (judges die with their caller)."""
+    if code == 130:
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main())
