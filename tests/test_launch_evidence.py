@@ -259,11 +259,11 @@ def test_probe_pairs_corroborate_or_contradict_the_reported_launches():
 def test_a_profile_corroborates_launches_only_with_own_kernels_an_intact_seal_and_the_judges_clock():
     own = {"softmax_kernel"}
     kernels = {"softmax_kernel": 80.0, "void at::native::vectorized_elementwise_kernel<4>(...)": 20.0}
-    assert ev.profiled_launches(kernels, own, (), judge_ms=0.2)[0] == ev.CORROBORATED
+    assert ev.profiled_launches(kernels, own, (), call_ms=0.2)[0] == ev.CORROBORATED
     assert ev.profiled_launches(None, own, (), None)[0] == ev.UNVERIFIED
     assert ev.profiled_launches(kernels, own, ("torch.profiler.profile.__exit__",), 0.2)[0] == ev.CONTRADICTED
     assert ev.profiled_launches({"ampere_sgemm": 50.0}, own, (), 0.2)[0] == ev.CONTRADICTED
-    level, how = ev.profiled_launches({"softmax_kernel": 5000.0}, own, (), judge_ms=1.0)
+    level, how = ev.profiled_launches({"softmax_kernel": 5000.0}, own, (), call_ms=1.0)
     assert level == ev.CONTRADICTED and "judge's clock" in how
 
 

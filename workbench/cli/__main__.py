@@ -1,4 +1,3 @@
-
 from workbench.cli import main
 from workbench.cli.main import exit_with
 

@@ -95,8 +95,9 @@ def interpreted_launches(pairs: list[ProbePair], basis: str) -> tuple[str, str]:
 
 
 def profiled_launches(kernels: dict[str, float] | None, own: set[str], tampered: tuple[str, ...],
-                      judge_ms: float | None) -> tuple[str, str]:
-    """(level, how) for the candidate's launches on a GPU from one profiled forward (module doc)."""
+                      call_ms: float | None) -> tuple[str, str]:
+    """(level, how) for the candidate's launches on a GPU from one profiled forward (module doc); `call_ms` is the
+    call's time as the verdict has it, never under the judge's clock."""
     if kernels is None:
         return UNVERIFIED, "no profiled forward"
     if tampered:
@@ -105,9 +106,9 @@ def profiled_launches(kernels: dict[str, float] | None, own: set[str], tampered:
     mine = sum(us for name, us in kernels.items() if is_own(name, own))
     if mine <= 0:
         return CONTRADICTED, "the profiled forward ran none of the candidate's own kernels"
-    if judge_ms is not None and total / 1e3 > PROFILE_MULTIPLE * judge_ms + PROFILE_SLACK_MS:
-        return CONTRADICTED, (f"the profiled kernels took {total / 1e3:.3f} ms, more than the whole call takes by the "
-                              f"judge's clock ({judge_ms:.3f} ms)")
+    if call_ms is not None and total / 1e3 > PROFILE_MULTIPLE * call_ms + PROFILE_SLACK_MS:
+        return CONTRADICTED, (f"the profiled kernels took {total / 1e3:.3f} ms, more than the whole call takes "
+                              f"({call_ms:.3f} ms, at least the judge's clock)")
     return CORROBORATED, (f"profiler: {100 * mine / total:.0f}% of {total:.0f} us of GPU kernel time in the "
                           "candidate's own kernels (names parsed from its source by the judge)")
 

@@ -91,8 +91,8 @@ def _profiled(evaluation: Any, result: dict[str, Any]) -> list[Finding]:
     # raw judge clock alone can come out near 0 for a short kernel where the harness's host work overlaps it, and a
     # runner gains nothing by raising its own time to make a forged profile look plausible.
     timed = [t.get("median_ms") for t in (result.get("judge_clock_timing"), result.get("timing")) if t]
-    judge_ms = max((v for v in timed if v is not None), default=None)
-    level, how = ev.profiled_launches(kernels, guards.own_kernel_names(evaluation.cand["source"]), tampered, judge_ms)
+    call_ms = max((v for v in timed if v is not None), default=None)
+    level, how = ev.profiled_launches(kernels, guards.own_kernel_names(evaluation.cand["source"]), tampered, call_ms)
     evaluation.evidence.set("launches", level, how)
     evaluation.evidence.set("coverage", level, how)
     return found + guards.judge_tamper(tampered)
