@@ -57,6 +57,25 @@ PY
     timeout 580 python3 benchmarks/kernelbench_aa.py --levels "${KB_LEVELS:-1,2,3}" --start "${KB_START:-0}" \
       --deadline 500 --out "$OUT/aa.json" 2>&1 | tee "$OUT/aa.log" | tail -40
     ;;
+  baseline)
+    # The evaluation path's figures: overhead against the pre-sandbox engine (a checkout in .pre), then throughput.
+    timeout 200 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --before .pre 2>&1 | tee "$OUT/eval_overhead.log" | tail -25
+    timeout 330 python3 benchmarks/eval_throughput.py 2>&1 | tee "$OUT/eval_throughput.log" | tail -12
+    ;;
+  speed)
+    # Overlap on the GPU: candidates per minute with 1, 2 and 3 judges in one run, then the overhead figure.
+    timeout 330 python3 benchmarks/eval_throughput.py --judges "${KB_JUDGES:-1,2,3}" 2>&1 | tee "$OUT/eval_throughput.log" | grep -v "^\[" | tail -30
+    timeout 220 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --before .pre 2>&1 | tee "$OUT/eval_overhead.log" | tail -25
+    ;;
+  oom)
+    # Real-size problems that fill the GPU, one after another, with stacks of a problem that runs past 45 s and the
+    # GPU's memory every 5 s.
+    nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -l 5 > "$OUT/nvsmi.csv" 2>&1 &
+    smi=$!
+    timeout 560 python3 benchmarks/kernelbench_aa.py --levels 1 --sample "${KB_SAMPLE:-1:12}" --seed 0 \
+      --timeout 60 --deadline 420 --stacks 45 --stacks-file "$OUT/stacks.txt" --out "$OUT/oom.json" 2>&1 | tee "$OUT/oom.log" | tail -30
+    kill $smi
+    ;;
   dask)
     timeout 500 python3 benchmarks/study_throughput.py --out "$OUT" 2>&1 | tail -20
     ;;

@@ -30,7 +30,7 @@ if sys.argv[1] != "cpu":
 import workbench as wb
 task = wb.get_task("softmax")
 cand = task.solution_candidate()
-times, statuses, sandbox, stages, speedups, why = [], [], None, [], [], []
+times, statuses, sandbox, stages, speedups, why, phases = [], [], None, [], [], [], []
 for i in range(int(sys.argv[2]) + 1):
     t0 = time.perf_counter()
     r = wb.evaluate(task, cand, device=sys.argv[1])
@@ -40,10 +40,12 @@ for i in range(int(sys.argv[2]) + 1):
     sandbox = getattr(r, "sandbox", None)
     stages.append(getattr(r, "stage_seconds", None) or (getattr(r, "protocol", None) or {}).get("stage_seconds"))
     speedups.append(r.speedup)
+    p = getattr(r, "protocol", None) or {}
+    phases.append({**p.get("timing_phases", {}), "batches": p.get("timed_batches"), "calls": p.get("calls_per_batch")})
     if r.status != "ok":
         why.append(f"{r.status}: {getattr(r, 'flags', '')} {r.message[:300]} evidence={getattr(r, 'evidence', '')}")
 print("RESULT " + json.dumps({"times": times, "statuses": statuses, "sandbox": sandbox, "stages": stages,
-                              "speedups": speedups, "why": why}))
+                              "speedups": speedups, "why": why, "phases": phases}))
 """
 
 
@@ -92,6 +94,8 @@ def main() -> None:
           f"{sorted(set(after['statuses']))}, sandbox {after['sandbox']}, speedups {_fmt(after['speedups'])})")
     for i, stage in enumerate(after["stages"]):
         print(f"  stages, evaluation {i}: " + ", ".join(f"{k} {v:.2f}s" for k, v in (stage or {}).items()))
+    for i, phase in enumerate(after.get("phases", [])):
+        print(f"  timing, evaluation {i}: " + ", ".join(f"{k} {v}" for k, v in (phase or {}).items()))
     for line in dict.fromkeys(after.get("why", [])):
         print(f"  not ok: {line}")
     for path in args.before:

@@ -4,6 +4,7 @@ to back, first as fresh sources (never compiled before: each carries this run's 
 
     python benchmarks/eval_throughput.py                       # GPU: softmax at its GPU preset
     python benchmarks/eval_throughput.py --device cpu --task softmax
+    python benchmarks/eval_throughput.py --judges 1,2,3           # serial against overlapped, in one run
 
 Prints one line per evaluation (status, time, stage seconds), then candidates per minute for each pass, the
 median stage seconds, and the targets (30/min fresh, 60/min repeated on one H100).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import secrets
 import statistics
 import sys
@@ -40,15 +42,21 @@ def variants(task: wb.Task, nonce: str) -> list[wb.Candidate]:
 
 
 def run_pass(label: str, task: wb.Task, cands: list[wb.Candidate], device: str) -> tuple[float, list[wb.Result]]:
+    """Evaluate `cands` back to back as `evaluate_many` does (overlapped over the device's judges); candidates per
+    minute and the results."""
+    from workbench.eval.evaluate import evaluate_all
+    from workbench.eval.options import EvalOptions
+
     started = time.perf_counter()
-    results = []
-    for i, cand in enumerate(cands, 1):
-        t0 = time.perf_counter()
-        res = wb.evaluate(task, cand, device=device)
-        results.append(res)
+    count = [0]
+
+    def done(_: int, res: wb.Result) -> None:
+        count[0] += 1
         t = f"{res.timing.median_ms:.4f} ms" if res.timing else "-"
-        print(f"[{label} {i}/{len(cands)}] {cand.name:24s} {res.status:10s} {t:>12s} {time.perf_counter() - t0:5.2f} s "
-              f"{res.stage_seconds} {','.join(res.flags)}", flush=True)
+        print(f"[{label} {count[0]}/{len(cands)}] {res.candidate_name:24s} {res.status:10s} {t:>12s} "
+              f"{res.metadata.get('eval_seconds', 0):5.2f} s {res.stage_seconds} {','.join(res.flags)}", flush=True)
+
+    results = evaluate_all(task, cands, EvalOptions(device=device), done)
     return len(cands) / ((time.perf_counter() - started) / 60.0), results
 
 
@@ -61,18 +69,34 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="softmax")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--judges", default="",
+                        help="comma-separated judge counts to compare in this run, e.g. 1,2,3 (default: the "
+                        "engine's own, KWB_JUDGES or 2 on a GPU)")
     args = parser.parse_args(argv)
     task = wb.get_task(args.task)
-    warm = wb.evaluate(task, task.solution_candidate(), device=args.device)  # judge start-up, first-use costs
-    print(f"warm-up: {warm.status} {warm.stage_seconds}", flush=True)
-    cands = variants(task, secrets.token_hex(4))
-    fresh, fresh_results = run_pass("fresh", task, cands, args.device)
-    repeated, repeated_results = run_pass("repeated", task, cands, args.device)
-    print(f"\nmedian stage seconds, fresh:    {median_stages(fresh_results)}")
-    print(f"median stage seconds, repeated: {median_stages(repeated_results)}")
-    bad = [r for r in fresh_results + repeated_results if r.status not in ("ok", "rejected", "incorrect")]
-    for name, rate in (("fresh", fresh), ("repeated", repeated)):
-        print(f"{name:9s} {rate:6.1f} candidates/min (target {TARGETS[name]:.0f} on one H100)")
+    counts = [int(v) for v in args.judges.split(",") if v.strip()] or [None]
+    rates: list[tuple[str, str, float]] = []
+    bad: list[wb.Result] = []
+    for judges in counts:
+        from workbench.eval.caller.pool import judge_slots, prestart, shutdown_judges
+
+        shutdown_judges()
+        if judges is not None:
+            os.environ["KWB_JUDGES"] = str(judges)
+        n = judge_slots(args.device)
+        prestart(args.device)
+        warm = [wb.evaluate(task, task.solution_candidate(), device=args.device) for _ in range(n)]
+        print(f"\n== {n} judge(s); warm-up: {[w.status for w in warm]} {warm[0].stage_seconds}", flush=True)
+        cands = variants(task, secrets.token_hex(4))
+        fresh, fresh_results = run_pass("fresh", task, cands, args.device)
+        repeated, repeated_results = run_pass("repeated", task, cands, args.device)
+        print(f"median stage seconds, fresh:    {median_stages(fresh_results)}")
+        print(f"median stage seconds, repeated: {median_stages(repeated_results)}")
+        bad += [r for r in fresh_results + repeated_results if r.status not in ("ok", "rejected", "incorrect")]
+        rates += [(f"{n} judge(s)", "fresh", fresh), (f"{n} judge(s)", "repeated", repeated)]
+    print()
+    for judges, name, rate in rates:
+        print(f"{judges:11s} {name:9s} {rate:6.1f} candidates/min (target {TARGETS[name]:.0f} on one H100)")
     if bad:
         print(f"{len(bad)} evaluations failed to run: {sorted({r.status for r in bad})}")
     return 0 if not bad else 1

@@ -202,7 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, help="stop starting new problems after this many seconds")
     parser.add_argument("--sample", help='a seeded sample per level, e.g. "1:12,2:12,3:6"')
     parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
+    parser.add_argument("--stacks", type=float, metavar="SECONDS",
+                        help="when a problem runs longer than this, write the stacks of this process and of the "
+                        "judge every SECONDS (to --stacks-file, or stderr): where a problem that seems stuck is")
+    parser.add_argument("--stacks-file", help="file for --stacks")
     args = parser.parse_args(argv)
+    arm = _watch_stacks(args.stacks, args.stacks_file) if args.stacks else (lambda: None)
     if args.gpus > 1:
         return _fan_out(args, argv if argv is not None else sys.argv[1:])
     if args.extract:
@@ -222,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.deadline and time.perf_counter() - started > args.deadline:
             print(f"deadline reached: {len(chosen) - i + 1} problems not started", flush=True)
             break
+        arm()
         rec = run_problem(level, path, args.device, fit=args.fit, time_it=not args.no_time, timeout=args.timeout,
                           compile_reference=args.compile_reference)
         records.append(rec)
@@ -233,6 +239,19 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps({"records": records, "summary": summary}, indent=1, default=str))
     print(format_summary(summary))
     return 0 if summary["ok"] == summary["total"] else 1
+
+
+def _watch_stacks(seconds: float, path: str | None) -> Any:
+    """Stacks of the judge (KWB_JUDGE_STACKS, read when it starts) and of this process, every `seconds` while one
+    problem runs longer than that; returns the function that re-arms this process's watch (before each problem)."""
+    import faulthandler
+    import os
+
+    os.environ["KWB_JUDGE_STACKS"] = str(seconds)
+    if path:
+        os.environ["KWB_JUDGE_STACKS_FILE"] = path
+    out = open(path, "a") if path else sys.stderr  # noqa: SIM115 - lives as long as the run
+    return lambda: faulthandler.dump_traceback_later(seconds, repeat=True, file=out)
 
 
 def _fan_out(args: argparse.Namespace, argv: list[str]) -> int:

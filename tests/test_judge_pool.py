@@ -10,7 +10,8 @@ import pytest
 from engine_tasks import softmax_task
 
 import workbench as wb
-from workbench.eval.caller import judges as judge_pool
+from workbench.eval.caller import judges as judge_process
+from workbench.eval.caller import pool as judge_pool
 from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
 from workbench.eval.runner import sandbox
 
@@ -40,7 +41,7 @@ def test_the_judge_gets_no_secrets_and_a_runner_gets_only_its_allow_list(monkeyp
     for name in [*secret, "KAGGLE_KEY", "DATABASE_URL", "MY_SETTING"]:
         monkeypatch.setenv(name, "x")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    judge = judge_pool.scrubbed_env("cpu")
+    judge = judge_process.scrubbed_env("cpu")
     assert [n for n in secret if n in judge] == [] and judge["MY_SETTING"] == "x"
     runner = sandbox.runner_env("cpu")
     # An allow-list: what a deny-list misses never arrives either.
@@ -82,7 +83,7 @@ def test_memory_cap_turns_a_large_allocation_into_out_of_memory(monkeypatch):
 
 
 def test_a_judge_that_cannot_start_is_an_error_not_a_candidate_result(monkeypatch, fresh_pool):
-    monkeypatch.setattr(judge_pool, "STARTUP_TIMEOUT", 0.01)
+    monkeypatch.setattr(judge_process, "STARTUP_TIMEOUT", 0.01)
     with pytest.raises(wb.WorkerError, match="could not start"):
         _eval(_torch())
 
@@ -111,11 +112,11 @@ def _cmdline(pid: str) -> str:
 
 def test_the_judge_is_reused_and_recycled_after_many_jobs(monkeypatch):
     a = _eval(_torch())
-    pooled = judge_pool._POOL["cpu"]
+    [pooled] = judge_pool.judges("cpu")
     monkeypatch.setattr(judge_pool, "MAX_JOBS_PER_JUDGE", pooled.jobs + 1)
     b = _eval(_torch())
     assert a.status == b.status == "ok" and a.metadata["judge_pid"] == b.metadata["judge_pid"] == pooled.pid
-    assert judge_pool._POOL["cpu"] is not pooled and not pooled.alive()
+    assert judge_pool.judges("cpu") != [pooled] and not pooled.alive()
 
 
 def test_when_the_caller_dies_its_judge_fork_server_and_runner_die_too(tmp_path):
@@ -172,3 +173,59 @@ def _descendants(pid: int) -> list[int]:
         found += kids
         frontier += kids
     return found
+
+
+OUT_OF_MEMORY_REFERENCE = '''
+import torch
+import torch.nn as nn
+
+n = 16
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+
+def get_inputs():
+    return [torch.randn(n)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_judge_out_of_memory_is_retried_once_without_its_caches_then_reported():
+    # The judge's own out-of-memory (here: the reference's) drops what it keeps of earlier tasks and evaluates once
+    # more; the retry builds this task's models again, so "something was dropped" holds every time, and a retry
+    # that retried would never end.
+    task = wb.Task.from_source(OUT_OF_MEMORY_REFERENCE, name="oom_reference")
+    wb.evaluate(TASK, _torch(), device="cpu", time_it=False)  # something of an earlier task in the judge's caches
+    started = time.monotonic()
+    res = wb.evaluate(task, _torch(), device="cpu", time_it=False)
+    assert res.status == "runtime_error" and "out of memory" in res.message, res.message
+    assert res.protocol.get("out_of_memory_retry"), res.protocol
+    assert time.monotonic() - started < 60
+
+
+def test_with_two_judges_candidates_overlap_and_each_timing_has_the_device_to_itself(monkeypatch, fresh_pool):
+    monkeypatch.setenv("KWB_JUDGES", "2")
+    cands = [_torch(head=f"# variant {k}\n") for k in range(4)]
+    started = time.monotonic()
+    results = wb.evaluate_many(TASK, cands, device="cpu", progress=False)
+    wall = time.monotonic() - started
+    assert [r.status for r in results] == ["ok"] * 4, [r.message for r in results]
+    assert [r.candidate_id for r in results] == [c.id for c in cands]  # in the candidates' order
+    assert len({r.metadata["judge_pid"] for r in results}) == 2
+    # In flight together: the evaluations' own seconds add up to more than the wall clock...
+    assert sum(r.metadata["eval_seconds"] for r in results) > 1.2 * wall
+    # ...and where one judge's stage needed the device while the other timed, it waited (and says so).
+    assert all(r.stage_seconds.get("time", 0) > 0 for r in results)
+    assert any(r.stage_seconds.get("wait", 0) > 0 for r in results), [r.stage_seconds for r in results]
+
+
+def test_kwb_judges_that_is_not_a_number_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("KWB_JUDGES", "two")
+    with pytest.raises(wb.WorkbenchError, match="KWB_JUDGES must be a whole number"):
+        wb.evaluate_many(TASK, [_torch(), _torch(head="# b\n")], device="cpu", progress=False)

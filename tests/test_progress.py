@@ -11,7 +11,7 @@ import pytest
 from engine_tasks import softmax_task
 
 import workbench as wb
-from workbench.eval.caller import judges
+from workbench.eval.caller import pool as judges
 from workbench.eval.caller.progress import ProgressRelay
 from workbench.eval.wire.judge_messages import Job, Progress
 
@@ -63,14 +63,13 @@ def test_no_progress_is_sent_unless_asked():
     relay = ProgressRelay(delivered.append)
     relay.deliver = delivered.append  # what the judge sends, not the once-a-second repeats
     judge = judges.get_judge("cpu")
-    with judges._LOCK:
-        reply = judge.request(job, 120, relay)
+    reply = judge.request(job, 120, relay)
     assert reply.status == "ok" and delivered == []
 
 
 def test_cancel_ends_a_hung_evaluation_quickly_with_a_cancelled_result_and_the_next_one_runs():
     wb.evaluate(TASK, wb.Candidate(source=HONEST), device="cpu", time_it=False)  # a warm judge
-    judge = judges._POOL["cpu"]
+    judge = judges.judges("cpu")[0]
     cancel = threading.Event()
 
     def on_progress(p: Progress) -> None:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from redteam.attacks import evaluate, kernel, softmax_task
-from workbench.eval.caller.judges import shutdown_workers
+from workbench.eval.caller.pool import shutdown_workers
 
 FALLBACK_TIERS = ("landlock+seccomp", "landlock", "seccomp", "none")
 

@@ -138,6 +138,7 @@ class Progress:
     def __init__(self, text: str, stream=None, verbose: bool = False):
         self.text, self.stream, self.verbose = text, stream or sys.stderr, verbose
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.started = 0.0
         self.detail, self._stage, self._width = "", "", 0
@@ -145,8 +146,11 @@ class Progress:
     def update(self, progress: Any) -> None:
         """The evaluation's latest progress (a `workbench.eval.wire.judge_messages.Progress`)."""
         self.detail = progress.describe()
-        if self._thread is None and self.verbose and progress.stage != self._stage:
-            print(f"  {self.detail}", file=self.stream, flush=True)
+        if progress.stage != self._stage:
+            if self._thread is None and self.verbose:
+                print(f"  {self.detail}", file=self.stream, flush=True)
+            elif self._thread is not None:  # a new stage shows at once, not at the next refresh
+                self._refresh()
         self._stage = progress.stage
 
     def _line(self, text: str) -> str:
@@ -165,6 +169,12 @@ class Progress:
 
     def _spin(self) -> None:
         while not self._stop.wait(0.5):
+            self._refresh()
+
+    def _refresh(self) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                return
             detail = self.detail or f"{time.perf_counter() - self.started:.0f} s"
             print("\r" + self._line(f"{self.text} ... {detail}"), end="", file=self.stream, flush=True)
 

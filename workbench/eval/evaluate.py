@@ -4,13 +4,16 @@ a message)."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from workbench.candidate import Candidate
 from workbench.errors import WorkbenchError
-from workbench.eval.caller.judges import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, cpu_memory_bytes, run_job
+from workbench.eval.caller.judges import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, cpu_memory_bytes
+from workbench.eval.caller.pool import judge_slots, prestart, run_job
 from workbench.eval.caller.progress import Cancelled
 from workbench.eval.caller.results import cancelled_result, result_from_reply
 from workbench.eval.options import EvalOptions
@@ -136,13 +139,62 @@ def _annotate(result: Result, task: Task, reply: Reply) -> None:
 def evaluate_many(task: Task | str, candidates: Iterable[Candidate], device: str | None = None, *,
                   options: EvalOptions | None = None, progress: bool = True, store: Any = None,
                   **overrides: Any) -> list[Result]:
-    """Evaluate several candidates one after another (one judge, warm caches), with a progress bar. `options` and
-    `overrides` as for `evaluate`; after a cancel, the remaining candidates come back "cancelled" at once."""
+    """Evaluate several candidates, overlapped: while one is timed the next loads and compiles (`evaluate_all`), with
+    a progress bar; results in the candidates' order. `options` and `overrides` as for `evaluate`; after a cancel,
+    the remaining candidates come back "cancelled" at once."""
     from tqdm.auto import tqdm
 
     opts = resolve_options(options, device, overrides)
     cands = list(candidates)
-    results = []
-    for cand in tqdm(cands, desc="evaluating", disable=not progress, unit="candidate"):
-        results.append(evaluate(task, cand, options=opts, store=store))
-    return results
+    with tqdm(total=len(cands), desc="evaluating", disable=not progress, unit="candidate") as bar:
+        def done(_: int, result: Result) -> None:
+            if store is not None and result.status != "cancelled":
+                store.add(result)
+            bar.update(1)
+
+        return evaluate_all(task, cands, opts, done)
+
+
+class _EitherCancel:
+    """Set when the caller's cancel token is set or when the batch itself is stopped (Ctrl-C, an error)."""
+
+    def __init__(self, caller: Any) -> None:
+        self.caller, self.own = caller, threading.Event()
+
+    def is_set(self) -> bool:
+        return self.own.is_set() or (self.caller is not None and self.caller.is_set())
+
+
+def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOptions,
+                 on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
+    """Evaluate `candidates` with up to `judge_slots(device)` in flight (caller/pool.py: each judge times with the
+    device to itself, so overlap costs no accuracy); `on_result(index, result)` is called in this thread as each one
+    finishes (where to store, update a bar or a table). Results in the candidates' order. Ctrl-C or an error in
+    `on_result` cancels the ones in flight and propagates."""
+    opts = resolve_options(opts, None, {})
+    slots = min(judge_slots(opts.device or default_device()), len(candidates))
+    if slots <= 1:
+        results = []
+        for i, cand in enumerate(candidates):
+            results.append(evaluate(task, cand, options=opts))
+            if on_result is not None:
+                on_result(i, results[-1])
+        return results
+    prestart(opts.device or default_device(), slots)
+    stop = _EitherCancel(opts.cancel)
+    run_opts = opts.replace(cancel=stop)
+    out: list[Result | None] = [None] * len(candidates)
+    with ThreadPoolExecutor(slots, thread_name_prefix="kwb-evaluate") as pool:
+        futures = {pool.submit(evaluate, task, cand, options=run_opts): i for i, cand in enumerate(candidates)}
+        try:
+            for future in as_completed(futures):
+                i = futures[future]
+                out[i] = result = future.result()
+                if on_result is not None:
+                    on_result(i, result)
+        except BaseException:
+            stop.own.set()
+            for future in futures:
+                future.cancel()
+            raise
+    return [r for r in out if r is not None]

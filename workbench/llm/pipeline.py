@@ -1,10 +1,11 @@
-"""Generation overlapped with evaluation: LLM calls in daemon threads, one evaluator thread, one event queue.
+"""Generation overlapped with evaluation: LLM calls in daemon threads, a few evaluator threads, one event queue.
 
 The loop's thread (the caller of `run_agent`) only schedules and records: it submits jobs, waits on the event
 queue in short steps, and turns each event into a node. So
 
-* several calls are in flight at once, and a reply is judged while the next ones are still being written
-  (evaluations are serial anyway: `workbench.evaluate` has one judge per device behind a lock);
+* several calls are in flight at once, and a reply is judged while the next ones are still being written; as many
+  replies are judged at once as the device has judges (`caller/pool.py`: one candidate compiles while another is
+  timed, each timing with the device to itself);
 * Stop (a cancel event) or Ctrl-C (KeyboardInterrupt, which Python delivers to the main thread) reaches the
   loop within a tenth of a second, whatever a call or an evaluation is doing: the loop abandons them.
   Abandoned calls are marked cancelled (`CallControl`), so a reply arriving later is neither recorded nor
@@ -42,18 +43,21 @@ class Job:
 
 
 class Pipeline:
-    """Runs `generate(job)` in a thread per job and `judge(job)` in one evaluator thread; reports on a queue.
+    """Runs `generate(job)` in a thread per job and `judge(job)` in `evaluators` evaluator threads; reports on a
+    queue.
 
     Events (kind, job, payload): ("reply", job, LLMReply), ("failed", job, exception), ("judged", job,
     (Result, duplicate_of)), ("judge_error", job, exception).
     """
 
-    def __init__(self, generate: Callable[[Job], Any], judge: Callable[[Job], Any], cancel: threading.Event):
+    def __init__(self, generate: Callable[[Job], Any], judge: Callable[[Job], Any], cancel: threading.Event,
+                 evaluators: int = 1):
         self._generate, self._judge = generate, judge
         self.cancel = cancel
         self.events: queue.Queue = queue.Queue()
         self._to_judge: queue.Queue = queue.Queue()
-        self._judge_thread: threading.Thread | None = None
+        self.evaluators = max(1, evaluators)
+        self._judge_threads: list[threading.Thread] = []
 
     # -- generation
     def submit(self, job: Job) -> None:
@@ -77,9 +81,11 @@ class Pipeline:
     # -- evaluation
     def judge(self, job: Job) -> None:
         job.state = "evaluating"
-        if self._judge_thread is None:
-            self._judge_thread = threading.Thread(target=self._run_judge, daemon=True, name="llm-evaluator")
-            self._judge_thread.start()
+        if len(self._judge_threads) < self.evaluators:
+            thread = threading.Thread(target=self._run_judge, daemon=True,
+                                      name=f"llm-evaluator-{len(self._judge_threads)}")
+            thread.start()
+            self._judge_threads.append(thread)
         self._to_judge.put(job)
 
     def _run_judge(self) -> None:
@@ -113,5 +119,5 @@ class Pipeline:
         return cancelled
 
     def close(self) -> None:
-        if self._judge_thread is not None:
+        for _ in self._judge_threads:
             self._to_judge.put(None)

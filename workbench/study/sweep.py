@@ -406,18 +406,22 @@ def run_sweep(task: Any, sweep: Sweep, *, options: Any = None, device: str | Non
     import pandas as pd
     from tqdm.auto import tqdm
 
-    from workbench.eval.evaluate import evaluate
+    from workbench.eval.evaluate import evaluate_all
     from workbench.eval.options import EvalOptions
 
     sweep.check()
     given = {"device": device, "size": size}
     opts = (options or EvalOptions()).replace(**{k: v for k, v in given.items() if v is not None}, **evaluate_kw)
-    rows = []
-    for config in tqdm(sweep.configs(), desc=sweep.name, disable=not progress, unit="config"):
-        result = evaluate(task, sweep.candidate(config), options=opts)
-        if record is not None:
-            record(result)
-        rows.append(sweep_row(config, result))
+    configs = list(sweep.configs())
+    with tqdm(total=len(configs), desc=sweep.name, disable=not progress, unit="config") as bar:
+        def done(_: int, result: Any) -> None:
+            if record is not None:
+                record(result)
+            bar.update(1)
+
+        # Overlapped: one config compiles while another is timed (workbench.eval.evaluate.evaluate_all).
+        results = evaluate_all(task, [sweep.candidate(c) for c in configs], opts, done)
+    rows = [sweep_row(config, result) for config, result in zip(configs, results, strict=True)]
     return pd.DataFrame(rows, columns=[*sweep.grid, *RESULT_COLUMNS])
 
 

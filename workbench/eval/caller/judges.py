@@ -1,5 +1,5 @@
-"""The caller's side: one judge process per device mode (`python -m workbench.eval.judge.main`), typed messages
-over pipes (`wire/judge_messages.py`), reused while healthy.
+"""The caller's side of one judge process (`python -m workbench.eval.judge.main`): typed messages over pipes
+(`wire/judge_messages.py`); a judge is reused while healthy (`caller/pool.py` keeps a few per device mode).
 
 The judge is trusted but still a separate process: the notebook never imports a reference or a candidate, and a
 judge that dies (or is killed to cancel a run) takes its fork server and the candidate's runner with it. Candidate
@@ -9,7 +9,6 @@ judge's environment has secrets removed; a runner's is built from an allow-list.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import os
 import re
@@ -24,8 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from workbench.errors import WorkerError
-from workbench.eval.caller.progress import CancelToken, ProgressRelay
+from workbench.eval.caller.progress import ProgressRelay
 from workbench.eval.wire import judge_messages as wire
 from workbench.eval.wire.process_env import apply_timing_env
 
@@ -46,9 +44,6 @@ STARTUP_TIMEOUT = 180.0
 #: Default address-space cap for CPU runners (KWB_WORKER_MEMORY_GB overrides; 0 = no cap): a huge allocation
 #: becomes a clean "out of memory" status instead of swapping the machine.
 DEFAULT_CPU_MEMORY_GB = 8.0
-#: A judge is replaced after this many evaluations, so module and kernel caches of old tasks cannot grow without
-#: bound.
-MAX_JOBS_PER_JUDGE = 200
 #: Lines of the judge's stderr kept for messages.
 LOG_LINES = 50
 #: Seconds between checks of the cancel token (and progress ticks) while waiting for the judge.
@@ -233,85 +228,3 @@ class Judge:
             except Exception:
                 pass
         self.kill()
-
-
-_POOL: dict[str, Judge] = {}
-_LOCK = threading.Lock()
-
-
-def _key(device: str) -> str:
-    return "cuda" if device.startswith("cuda") else "cpu"
-
-
-def get_judge(device: str) -> Judge:
-    """The pooled judge for this device mode, started (or replaced) as needed."""
-    key = _key(device)
-    judge = _POOL.get(key)
-    if judge is None or not judge.alive():
-        try:
-            judge = Judge(device)
-        except OSError as exc:  # pragma: no cover
-            raise WorkerError(f"could not start an evaluation judge: {exc}") from exc
-        _POOL[key] = judge
-    return judge
-
-
-def discard_judge(device: str) -> None:
-    """Kill and forget the pooled judge (after a crash, a timeout, a cancel or a poisoned CUDA context)."""
-    judge = _POOL.pop(_key(device), None)
-    if judge is not None:
-        judge.kill()
-
-
-def _replace(device: str) -> None:
-    """Discard the device's judge and start its successor now: its imports overlap the caller's own work, so the
-    next evaluation after a crash or a cancel does not wait for torch and triton to load."""
-    discard_judge(device)
-    try:
-        _POOL[_key(device)] = Judge(device)
-    except OSError:  # pragma: no cover - get_judge retries and reports
-        pass
-
-
-def run_job(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,
-            cancel: CancelToken | None = None) -> wire.Reply:
-    """Run one job on the judge of its device. A dead or hung judge becomes a "timeout"/"crashed" Reply; a set
-    `cancel` token raises `Cancelled`, and anything raised while waiting (Ctrl-C, an `on_progress` that raised)
-    propagates; either way the judge, busy with the job, is ended (and, except after Ctrl-C, a fresh one started
-    at once)."""
-    device = job.device
-    relay = ProgressRelay(on_progress, cancel)
-    with _LOCK:
-        judge = get_judge(device)
-        try:
-            reply = judge.request(job, timeout, relay)
-        except JudgeDied as died:
-            if not judge.ready:  # no candidate code ran: the environment is broken, not the kernel
-                discard_judge(device)
-                raise WorkerError(
-                    f"the evaluation judge could not start ({died.detail}). Run `kwb doctor`, and check that "
-                    f"`{sys.executable} -m workbench.eval.judge.main` imports torch and triton.\n"
-                    f"Last judge output:\n{died.log}") from None
-            _replace(device)
-            return wire.Reply(status=died.kind, died=died.detail, log=died.log, judge_pid=judge.pid)
-        except KeyboardInterrupt:  # the user is stopping: end the busy judge; the next evaluation starts one
-            discard_judge(device)
-            raise
-        except BaseException:
-            _replace(device)
-            raise
-        if judge.jobs >= MAX_JOBS_PER_JUDGE:
-            _replace(device)
-        return reply
-
-
-def shutdown_judges() -> None:
-    for key in list(_POOL):
-        judge = _POOL.pop(key)
-        judge.close()
-
-
-#: Names from before the judge was called a judge, kept for the callers and tests that use them.
-discard_worker, shutdown_workers = discard_judge, shutdown_judges
-
-atexit.register(shutdown_judges)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from workbench.eval.judge.device_lock import DeviceLock
 from workbench.eval.judge.progress import ProgressHook
 from workbench.eval.judge.reference_rounds import ReferenceCache
 from workbench.eval.judge.runner_handle import RunnerDied, RunnerProcess, RunnerViolation
@@ -63,6 +64,8 @@ class Context:
     #: What timing learned of each reference (its time per call, whether it draws random numbers, the harness
     #: calibration with its age), per (task, size, seed, device): `timing_stage.ReferenceProfile`.
     timing: dict[Any, Any] = field(default_factory=lambda: Recent(16))
+    #: The device lock every judge on this machine shares (`device_lock.py`); None: no lock (a judge alone).
+    device_lock: DeviceLock | None = None
 
     def drop_device_caches(self) -> bool:
         """Forget every cached reference round, model and compiled model (they may hold GPU memory a larger task

@@ -15,6 +15,8 @@ import gc
 import os
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +34,7 @@ from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness import CandidateFailure, run_correctness
 from workbench.eval.judge.counting import count_work
+from workbench.eval.judge.device_lock import EXCLUSIVE, NONE, SHARED
 from workbench.eval.judge.reference_rounds import ReferenceRounds, build_reference
 from workbench.eval.judge.reply import Stop
 from workbench.eval.judge.runner_handle import RunnerDied, RunnerViolation
@@ -39,6 +42,11 @@ from workbench.eval.judge.runner_start import load_candidate, start_runner
 from workbench.eval.judge.timing import ReferenceSide
 from workbench.tasks import precision
 from workbench.tasks.task import LoadedReference, Task
+
+#: The device lock each stage holds (`device_lock.py`): measurements own the device, every other use of it shares
+#: (the candidate's import inside "load" included); starting the next runner and scanning hold none.
+STAGE_LOCKS = {"calibrate": EXCLUSIVE, "time": EXCLUSIVE, "check": SHARED, "evidence": SHARED, "count": SHARED,
+               "ran": SHARED, "cover": SHARED}
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
@@ -78,22 +86,39 @@ class Evaluation:
         self.base["protocol"]["evidence"] = self.evidence.how
 
     # ---- driver ---------------------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self, retry_out_of_memory: bool = True) -> dict[str, Any]:
         # The task's precision policy around every reference computation in the judge (the runner applies it too).
         with precision.applied(self.precision, self.device):
             reply = self._run()
-        if reply.pop("out_of_memory", False) and self.ctx.drop_device_caches():
-            # What the judge kept of earlier tasks (reference rounds, models) took the memory: once more without.
-            return Evaluation(self.job, self.ctx).run()
+        if reply.pop("out_of_memory", False) and retry_out_of_memory and self.ctx.drop_device_caches():
+            # What the judge kept of earlier tasks (reference rounds, models) may have taken the memory: once more
+            # without them, and only once (this evaluation's own models are cached again by the retry).
+            again = type(self)(self.job, self.ctx).run(retry_out_of_memory=False)
+            again.pop("out_of_memory", None)
+            again.setdefault("protocol", {})["out_of_memory_retry"] = "judge caches dropped, evaluated once more"
+            return again
         return reply
 
     def _stage(self, name: str, fn: Any, *args: Any) -> Any:
+        """Run one stage, holding the device lock as the stage needs it (`STAGE_LOCKS`); its seconds, and the
+        seconds spent waiting for the lock ("wait"), go to stage_seconds."""
         stages = self.base["stage_seconds"]
-        started = time.perf_counter()
-        try:
-            return fn(*args)
-        finally:
-            stages[name] = round(stages.get(name, 0.0) + time.perf_counter() - started, 3)
+        with self._device(STAGE_LOCKS.get(name, NONE)):
+            started = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                stages[name] = round(stages.get(name, 0.0) + time.perf_counter() - started, 3)
+
+    @contextmanager
+    def _device(self, mode: int) -> Iterator[None]:
+        """Hold the device lock in `mode` for the block; the seconds spent waiting for it go to stage_seconds."""
+        lock = self.ctx.device_lock
+        with lock.hold(mode) if lock is not None else nullcontext(0.0) as waited:
+            if waited:
+                stages = self.base["stage_seconds"]
+                stages["wait"] = round(stages.get("wait", 0.0) + waited, 3)
+            yield
 
     def _run(self) -> dict[str, Any]:
         try:
@@ -188,7 +213,8 @@ class Evaluation:
         self.session = start_runner(self)
         if self.job.get("time_it", True):
             self._stage("calibrate", self._prepare_timing)
-        load_candidate(self)
+        with self._device(SHARED):  # the candidate's import may already use the device
+            load_candidate(self)
 
     def _prepare_timing(self) -> None:
         interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"

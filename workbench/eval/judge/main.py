@@ -11,6 +11,7 @@ message.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import gc
 import json
 import os
@@ -19,12 +20,14 @@ import tempfile
 import threading
 import time
 import traceback
+from contextlib import nullcontext
 from typing import IO, Any
 
 import torch
 
 from workbench.eval.judge.ceilings import measured_ceilings
 from workbench.eval.judge.context import Context, probe_transport
+from workbench.eval.judge.device_lock import EXCLUSIVE, DeviceLock
 from workbench.eval.judge.evaluation import Evaluation
 from workbench.eval.judge.reply import reply_from_evaluation
 from workbench.eval.judge.runner_handle import ForkServer
@@ -129,15 +132,37 @@ def _judge_error(exc: BaseException) -> wire.Reply:
                       log=traceback.format_exc()[-3000:], judge_pid=os.getpid())
 
 
+def _stack_watch() -> tuple[float, IO[str]] | None:
+    """KWB_JUDGE_STACKS=SECONDS: while one job runs longer than that, every thread's stack is written to stderr
+    (or to the file KWB_JUDGE_STACKS_FILE names) every SECONDS, so a judge that seems stuck shows where it is."""
+    raw = os.environ.get("KWB_JUDGE_STACKS", "")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        return None
+    if seconds <= 0:
+        return None
+    path = os.environ.get("KWB_JUDGE_STACKS_FILE")
+    return seconds, (open(path, "a") if path else sys.stderr)  # noqa: SIM115 - lives as long as the judge
+
+
+_STACKS: tuple[float, IO[str]] | None = None
+
+
 def answer(job: wire.Job, job_id: str, ctx: Context) -> wire.Reply:
     """Run `job` (progress lines sent as it goes when it asked for them) and make its Reply."""
     ctx.progress.start((lambda message: _send(message, job_id)) if job.progress else None)
+    if _STACKS is not None:
+        faulthandler.dump_traceback_later(_STACKS[0], repeat=True, file=_STACKS[1])
     try:
         reply = reply_from_evaluation({**_evaluate(_job_dict(job), ctx), "judge_pid": os.getpid()})
     finally:
+        if _STACKS is not None:
+            faulthandler.cancel_dump_traceback_later()
         ctx.progress.stop()
     clock = reply.timing.clock if reply.timing is not None else None
-    ceilings, why_not = measured_ceilings(job.device, reply.device_name, clock)
+    with ctx.device_lock.hold(EXCLUSIVE) if ctx.device_lock is not None else nullcontext(0.0):
+        ceilings, why_not = measured_ceilings(job.device, reply.device_name, clock)  # measured once per device
     if ceilings is not None:
         return dataclasses.replace(reply, ceilings=ceilings)
     if why_not:
@@ -159,13 +184,15 @@ def _start(device: str) -> tuple[ForkServer, Context]:
         torch.cuda.init()
     _warm_counting()
     server = ForkServer(device)
-    ctx = Context(fork_server=server, workdir=tempfile.mkdtemp(prefix="kwb_judge_"))
+    ctx = Context(fork_server=server, workdir=tempfile.mkdtemp(prefix="kwb_judge_"), device_lock=DeviceLock(device))
     ctx.transport, ctx.share_ipc, ctx.transport_note = probe_transport(server, device)
     return server, ctx
 
 
 def main() -> None:
+    global _STACKS
     _open_channel()
+    _STACKS = _stack_watch()
     _die_with_the_caller()
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     server, ctx = _start(device)

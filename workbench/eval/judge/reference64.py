@@ -79,7 +79,9 @@ class Float64Reference:
     def plan(cls, ref_model: Any, inputs: list[Any], native: Any, device: str, seed: int | None) -> Float64Reference:
         """Decide where the float64 reference of `ref_model` runs, from one input set and its native output."""
         cuda = device.startswith("cuda")
-        need = 2 * (nbytes(inputs) + nbytes(native) + _param_bytes(ref_model))
+        # The float64 copies of inputs, output and parameters, and the native-dtype clone of the inputs that
+        # `_run64` casts from.
+        need = 2 * (nbytes(inputs) + nbytes(native) + _param_bytes(ref_model)) + nbytes(inputs)
         free = _free_bytes(device)
         try:
             if not cuda or need <= DEVICE_SHARE * free:
@@ -108,15 +110,27 @@ class Float64Reference:
                 args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
                 return _run64(self.model64, args, seed), ""
             if self.placement == "device-chunked":
-                rows = _batch_rows(inputs)
-                parts = [_run64(self.model64, _slices(inputs, s, s + self.rows_per_chunk), seed)
-                         for s in range(0, rows, self.rows_per_chunk)]
-                return [torch.cat([p[i] for p in parts]) for i in range(len(parts[0]))], ""
+                return self._chunked(inputs, seed), ""
             return _run64(self.model64, inputs, seed), ""
         except Exception as exc:  # noqa: BLE001
             self.model64 = None
             self.note = _native_note(exc)
             return [to64(o) for o in as_list(native)], self.note
+
+
+    def _chunked(self, inputs: list[Any], seed: int | None) -> list[Any]:
+        """The float64 model a slice of rows at a time, each slice written into outputs allocated once (no list of
+        parts and a concatenated copy: the whole output is held once)."""
+        rows = _batch_rows(inputs)
+        outs: list[torch.Tensor] = []
+        for s in range(0, rows, self.rows_per_chunk):
+            part = _run64(self.model64, _slices(inputs, s, s + self.rows_per_chunk), seed)
+            if not outs:
+                outs = [torch.empty((rows, *p.shape[1:]), dtype=p.dtype, device=p.device) for p in part]
+            for out, p in zip(outs, part, strict=True):
+                out[s:s + p.shape[0]] = p
+            del part
+        return outs
 
 
 def _native_note(exc: BaseException) -> str:

@@ -25,7 +25,16 @@ from workbench.errors import TaskError
 from workbench.eval.judge.output_compare import constant_passes
 from workbench.eval.judge.output_compare_chunked import CHUNK
 from workbench.eval.judge.reference64 import Float64Reference, nbytes
-from workbench.eval.wire.tensors import all_finite, as_list, clone_inputs, dtype_name, is_plain, same_bits, sync
+from workbench.eval.wire.tensors import (
+    all_finite,
+    as_list,
+    clone_inputs,
+    dtype_name,
+    is_plain,
+    release_unused,
+    same_bits,
+    sync,
+)
 from workbench.eval.wire.timed_loop import seed_rng
 from workbench.seeding import seed_all
 from workbench.tasks.distributions import get_distribution
@@ -259,6 +268,7 @@ class ReferenceRounds:
         if not self.keep:
             self._recent = {k: v for k, v in self._recent.items() if k >= r - PRIOR_ROUNDS + 1}
             self._recent[r] = host
+        release_unused(self.device)  # the candidate's runner runs next, in another process
         return rd
 
     # -- the task itself --

@@ -20,7 +20,7 @@ from workbench.eval.judge import stats
 from workbench.eval.judge.candidate_session import CandidateSession
 from workbench.eval.judge.input_pool import MAX_SETS, InputPool
 from workbench.eval.judge.timing import TARGET_BATCH_S, Calibration, PairTimer, ReferenceSide, calibrate, stopping_rule
-from workbench.eval.wire.tensors import clone_inputs
+from workbench.eval.wire.tensors import clone_inputs, release_unused
 
 
 @dataclass
@@ -85,6 +85,8 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
     target = TARGET_BATCH_S["cuda" if device.startswith("cuda") else "cpu"] * 1e3
     wanted = 3 if interpreted else max(2, min(MAX_SETS, math.ceil(4 * target / max(est, 1e-3))))
     pool = InputPool.create(session, reference, size, device, first, out, wanted, random.SystemRandom())
+    del first, out
+    release_unused(device)  # the estimate's temporaries: the candidate's runner needs the memory
     fresh = known.calibration is not None and known.pool_sets == pool.n and \
         time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
     if not fresh:

@@ -1,0 +1,203 @@
+"""The caller's judges: a few per device mode, each busy with one job at a time, so candidates overlap.
+
+One judge evaluates one candidate at a time. With several judges on one device, a candidate loads and compiles in
+its runner (CPU work) while another is timed: `evaluate_many`, sweeps and the LLM loop keep up to `judge_slots`
+evaluations in flight. The judges themselves keep the measurements honest: each holds the device lock
+(`judge/device_lock.py`) shared while it checks and exclusively while it times, so no timed batch ever shares the
+device with another judge's work.
+
+How many judges a device mode gets: `KWB_JUDGES` (a number), else 2 on a GPU (one timing, one loading) and 1 on
+the CPU (where the interpreter's work and the timing share the same cores). A second judge is started only when two
+evaluations are in flight at once; `prestart` starts them ahead of a batch so their imports overlap the first
+candidate.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from workbench.errors import WorkbenchError, WorkerError
+from workbench.eval.caller.judges import Judge, JudgeDied
+from workbench.eval.caller.progress import CancelToken, ProgressRelay
+from workbench.eval.wire import judge_messages as wire
+
+#: A judge is replaced after this many evaluations, so module and kernel caches of old tasks cannot grow without
+#: bound.
+MAX_JOBS_PER_JUDGE = 200
+#: Judges per device mode when KWB_JUDGES is not set.
+DEFAULT_SLOTS = {"cuda": 2, "cpu": 1}
+#: Seconds between looks for a free judge while every one is busy.
+WAIT_STEP = 0.1
+
+_POOL: dict[str, list[Judge]] = {}
+_BUSY: set[Judge] = set()
+_COND = threading.Condition()
+
+
+def _key(device: str) -> str:
+    return "cuda" if device.startswith("cuda") else "cpu"
+
+
+def judge_slots(device: str) -> int:
+    """How many judges the device mode may have (module doc)."""
+    raw = os.environ.get("KWB_JUDGES", "").strip()
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise WorkbenchError(f"KWB_JUDGES must be a whole number of judges (1 or more), not {raw!r}") from None
+        if value < 1:
+            raise WorkbenchError(f"KWB_JUDGES must be 1 or more, not {value}")
+        return value
+    return DEFAULT_SLOTS[_key(device)]
+
+
+def _start(device: str) -> Judge:
+    try:
+        return Judge(device)
+    except OSError as exc:  # pragma: no cover
+        raise WorkerError(f"could not start an evaluation judge: {exc}") from exc
+
+
+def judges(device: str) -> list[Judge]:
+    """The device mode's judges now (busy or not)."""
+    with _COND:
+        return list(_POOL.get(_key(device), []))
+
+
+def get_judge(device: str) -> Judge:
+    """An idle judge of the device mode (started when there is none); not reserved: for callers that drive one
+    judge by hand (tests, diagnostics)."""
+    with _COND:
+        pool = _POOL.setdefault(_key(device), [])
+        pool[:] = [j for j in pool if j.alive() or j in _BUSY]
+        idle = [j for j in pool if j not in _BUSY]
+        if idle:
+            return idle[0]
+        judge = _start(device)
+        pool.append(judge)
+        return judge
+
+
+def prestart(device: str, count: int | None = None) -> int:
+    """Start judges up to `count` (default: the device's slots) without waiting for them; returns how many the device
+    mode has now. Their imports overlap whatever the caller does next."""
+    want = min(judge_slots(device), count if count is not None else judge_slots(device))
+    with _COND:
+        pool = _POOL.setdefault(_key(device), [])
+        pool[:] = [j for j in pool if j.alive() or j in _BUSY]
+        while len(pool) < want:
+            pool.append(_start(device))
+        return len(pool)
+
+
+def _acquire(device: str, relay: ProgressRelay) -> Judge:
+    """Reserve a judge: an idle one (a started one first), a new one while the pool has room, else the first that
+    becomes free. Cancel and Ctrl-C are honoured while waiting."""
+    key = _key(device)
+    slots = judge_slots(device)
+    with _COND:
+        while True:
+            pool = _POOL.setdefault(key, [])
+            pool[:] = [j for j in pool if j.alive() or j in _BUSY]
+            idle = sorted((j for j in pool if j not in _BUSY), key=lambda j: not j.ready)
+            judge = idle[0] if idle else None
+            if judge is None and len(pool) < slots:
+                judge = _start(device)
+                pool.append(judge)
+            if judge is not None:
+                _BUSY.add(judge)
+                return judge
+            _COND.wait(WAIT_STEP)
+            relay.check_cancel()
+
+
+def _release(judge: Judge) -> None:
+    with _COND:
+        _BUSY.discard(judge)
+        _COND.notify_all()
+
+
+def _forget(judge: Judge, successor: bool) -> None:
+    """Kill `judge` and drop it from the pool; with `successor`, start its replacement now, so its imports overlap
+    the caller's own work and the next evaluation after a crash or a cancel does not wait for torch and triton."""
+    judge.kill()
+    with _COND:
+        pool = _POOL.get(_key(judge.device), [])
+        if judge in pool:
+            pool.remove(judge)
+        if successor:
+            try:
+                pool.append(Judge(judge.device))
+            except OSError:  # pragma: no cover - the next _acquire retries and reports
+                pass
+        _BUSY.discard(judge)
+        _COND.notify_all()
+
+
+def discard_judge(device: str) -> None:
+    """Kill and forget the device mode's idle judges (after cheats that patched a judge's world, or to make the
+    next judge see a changed environment). Busy ones finish their job first and are then dropped as well."""
+    with _COND:
+        pool = _POOL.pop(_key(device), [])
+        _BUSY.difference_update(j for j in pool if not j.alive())
+    for judge in pool:
+        judge.kill()
+
+
+def run_job(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,
+            cancel: CancelToken | None = None) -> wire.Reply:
+    """Run one job on a judge of its device. A dead or hung judge becomes a "timeout"/"crashed" Reply; a set
+    `cancel` token raises `Cancelled`, and anything raised while waiting (Ctrl-C, an `on_progress` that raised)
+    propagates; either way the judge, busy with the job, is ended (and, except after Ctrl-C, a fresh one started
+    at once)."""
+    relay = ProgressRelay(on_progress, cancel)
+    judge = _acquire(job.device, relay)
+    try:
+        reply = judge.request(job, timeout, relay)
+    except JudgeDied as died:
+        if not judge.ready:  # no candidate code ran: the environment is broken, not the kernel
+            _forget(judge, successor=False)
+            raise WorkerError(
+                f"the evaluation judge could not start ({died.detail}). Run `kwb doctor`, and check that "
+                f"`{sys.executable} -m workbench.eval.judge.main` imports torch and triton.\n"
+                f"Last judge output:\n{died.log}") from None
+        _forget(judge, successor=True)
+        return wire.Reply(status=died.kind, died=died.detail, log=died.log, judge_pid=judge.pid)
+    except KeyboardInterrupt:  # the user is stopping: end the busy judge; the next evaluation starts one
+        _forget(judge, successor=False)
+        raise
+    except BaseException:
+        _forget(judge, successor=True)
+        raise
+    if judge.jobs >= MAX_JOBS_PER_JUDGE or not _in_pool(judge):
+        _forget(judge, successor=_in_pool(judge))
+    else:
+        _release(judge)
+    return reply
+
+
+def _in_pool(judge: Judge) -> bool:
+    with _COND:
+        return judge in _POOL.get(_key(judge.device), [])
+
+
+def shutdown_judges() -> None:
+    with _COND:
+        pools = list(_POOL.values())
+        _POOL.clear()
+        _BUSY.clear()
+    for pool in pools:
+        for judge in pool:
+            judge.close()
+
+
+#: Names from before the judge was called a judge, kept for the callers and tests that use them.
+discard_worker, shutdown_workers = discard_judge, shutdown_judges
+
+atexit.register(shutdown_judges)

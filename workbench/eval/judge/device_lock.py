@@ -1,0 +1,118 @@
+"""The device lock every judge on a machine shares: timing owns the device, checking shares it.
+
+Several judges may work on one device at once (`caller/pool.py` runs a few so candidates overlap; two notebooks may
+each have one). A measurement is only honest if nothing else runs on the device meanwhile, so a judge holds this
+lock *exclusively* while it times or calibrates, and *shared* while it runs anything else on the device (the
+correctness rounds, counting, profiling). Loading and compiling a candidate takes no lock: that is the work that
+overlaps.
+
+It is an `flock` on a file per device (the GPU's UUID, or the host for the CPU) in a per-user folder, so it holds
+across processes and is released by the kernel when a judge dies. Waiting writers go first: a reader passes a gate
+file that a waiting writer holds, so a stream of overlapping checks cannot starve a timing. Candidate code never
+sees it: runners are forked by the fork server, which was started before any lock file was opened, and the files
+are opened close-on-exec.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+
+#: The modes a stage may need, weakest first.
+NONE, SHARED, EXCLUSIVE = 0, 1, 2
+
+
+def lock_folder() -> str:
+    return os.path.join(tempfile.gettempdir(), f"kwb-device-locks-{os.getuid()}")
+
+
+def device_identity(device: str) -> str:
+    """What two judges on the same device agree on: the GPU's UUID (the same whatever CUDA_VISIBLE_DEVICES makes its
+    index), or the host."""
+    if device.startswith("cuda"):
+        try:
+            import torch
+
+            index = torch.device(device).index or 0
+            return "gpu-" + str(torch.cuda.get_device_properties(index).uuid)
+        except Exception:  # noqa: BLE001 - older torch or no device: the index names it
+            return "gpu-" + os.environ.get("CUDA_VISIBLE_DEVICES", "") + "-" + device
+    return "cpu-" + socket.gethostname()
+
+
+class DeviceLock:
+    """Shared/exclusive, re-entrant within one judge (a nested stage asking for no more than is held passes
+    straight through; asking for more lets go, waits for the stronger lock, and goes back afterwards)."""
+
+    def __init__(self, device: str, folder: str | None = None):
+        self.device = device
+        self.folder = folder or lock_folder()
+        self.name = device_identity(device).replace(os.sep, "_")
+        self._lock_fd: int | None = None
+        self._gate_fd: int | None = None
+        self._held: list[int] = []
+
+    def _open(self) -> None:
+        if self._lock_fd is not None:
+            return
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        self._lock_fd = os.open(os.path.join(self.folder, self.name + ".lock"), flags, 0o600)
+        self._gate_fd = os.open(os.path.join(self.folder, self.name + ".gate"), flags, 0o600)
+
+    @property
+    def mode(self) -> int:
+        return max(self._held, default=NONE)
+
+    def _take(self, mode: int) -> None:
+        assert self._lock_fd is not None and self._gate_fd is not None
+        fcntl.flock(self._gate_fd, fcntl.LOCK_EX)  # behind any writer already waiting
+        try:
+            if mode == EXCLUSIVE:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)  # holding the gate: no new reader gets past meanwhile
+            else:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self._gate_fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def hold(self, mode: int) -> Iterator[float]:
+        """Hold the lock in `mode` (NONE: not at all) for the block; yields the seconds spent waiting for it."""
+        before = self.mode
+        if mode <= before:
+            self._held.append(mode)
+            try:
+                yield 0.0
+            finally:
+                self._held.pop()
+            return
+        self._open()
+        started = time.perf_counter()
+        if before != NONE:
+            # Up from shared: let go first. Two judges converting at once would otherwise deadlock (each holding
+            # its shared lock while waiting, behind the other, for the exclusive one).
+            assert self._lock_fd is not None
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        self._take(mode)
+        waited = time.perf_counter() - started
+        self._held.append(mode)
+        try:
+            yield waited
+        finally:
+            self._held.pop()
+            assert self._lock_fd is not None
+            # Back down without the gate: a writer waiting at it must not wait for this holder, nor this holder
+            # for it.
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN if before == NONE else fcntl.LOCK_SH)
+
+    def close(self) -> None:
+        for fd in (self._lock_fd, self._gate_fd):
+            if fd is not None:
+                os.close(fd)
+        self._lock_fd = self._gate_fd = None
+        self._held.clear()
