@@ -229,3 +229,11 @@ def test_kwb_judges_that_is_not_a_number_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("KWB_JUDGES", "two")
     with pytest.raises(wb.WorkbenchError, match="KWB_JUDGES must be a whole number"):
         wb.evaluate_many(TASK, [_torch(), _torch(head="# b\n")], device="cpu", progress=False)
+
+
+def test_a_judge_out_of_memory_with_nothing_of_other_tasks_kept_is_not_tried_again(fresh_pool):
+    # A fresh judge keeps nothing of other tasks: dropping its caches frees nothing a second try could use.
+    task = wb.Task.from_source(OUT_OF_MEMORY_REFERENCE, name="oom_reference")
+    res = wb.evaluate(task, _torch(), device="cpu", time_it=False)
+    assert res.status == "runtime_error" and "out of memory" in res.message, res.message
+    assert "out_of_memory_retry" not in res.protocol

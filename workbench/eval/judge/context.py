@@ -67,10 +67,12 @@ class Context:
     #: The device lock every judge on this machine shares (`device_lock.py`); None: no lock (a judge alone).
     device_lock: DeviceLock | None = None
 
-    def drop_device_caches(self) -> bool:
+    def drop_device_caches(self, task: str = "") -> bool:
         """Forget every cached reference round, model and compiled model (they may hold GPU memory a larger task
-        needs); True when there was anything to forget."""
-        had = bool(len(self.rounds._entries) or self.models or self.compiled)
+        needs); True when any of them belonged to a task other than `task` (a task key): only then can a second
+        try of `task` find more memory."""
+        keys = [*self.rounds._entries, *self.models, *self.compiled]
+        had = any(not (isinstance(k, tuple) and k and k[0] == task) for k in keys)
         self.rounds.clear()
         self.models.clear()
         self.compiled.clear()

@@ -90,7 +90,7 @@ class Evaluation:
         # The task's precision policy around every reference computation in the judge (the runner applies it too).
         with precision.applied(self.precision, self.device):
             reply = self._run()
-        if reply.pop("out_of_memory", False) and retry_out_of_memory and self.ctx.drop_device_caches():
+        if reply.pop("out_of_memory", False) and retry_out_of_memory and self.ctx.drop_device_caches(self.key):
             # What the judge kept of earlier tasks (reference rounds, models) may have taken the memory: once more
             # without them, and only once (this evaluation's own models are cached again by the retry).
             again = type(self)(self.job, self.ctx).run(retry_out_of_memory=False)
