@@ -172,7 +172,8 @@ def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOption
     finishes (where to store, update a bar or a table). Results in the candidates' order. Ctrl-C or an error in
     `on_result` cancels the ones in flight and propagates."""
     opts = resolve_options(opts, None, {})
-    slots = min(judge_slots(opts.device or default_device()), len(candidates))
+    device = opts.device or default_device()  # resolved above; the fallback only satisfies the type
+    slots = min(judge_slots(device), len(candidates))
     if slots <= 1:
         results = []
         for i, cand in enumerate(candidates):
@@ -180,7 +181,7 @@ def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOption
             if on_result is not None:
                 on_result(i, results[-1])
         return results
-    prestart(opts.device or default_device(), slots)
+    prestart(device, slots)
     stop = _EitherCancel(opts.cancel)
     run_opts = opts.replace(cancel=stop)
     out: list[Result | None] = [None] * len(candidates)

@@ -64,6 +64,14 @@ def _start(device: str) -> Judge:
         raise WorkerError(f"could not start an evaluation judge: {exc}") from exc
 
 
+def _live(key: str) -> list[Judge]:
+    """The pool of a device mode with its dead idle judges dropped (a busy one is dropped by its job). Call with
+    _COND held."""
+    pool = _POOL.setdefault(key, [])
+    pool[:] = [j for j in pool if j.alive() or j in _BUSY]
+    return pool
+
+
 def judges(device: str) -> list[Judge]:
     """The device mode's judges now (busy or not)."""
     with _COND:
@@ -74,8 +82,7 @@ def get_judge(device: str) -> Judge:
     """An idle judge of the device mode (started when there is none); not reserved: for callers that drive one
     judge by hand (tests, diagnostics)."""
     with _COND:
-        pool = _POOL.setdefault(_key(device), [])
-        pool[:] = [j for j in pool if j.alive() or j in _BUSY]
+        pool = _live(_key(device))
         idle = [j for j in pool if j not in _BUSY]
         if idle:
             return idle[0]
@@ -89,8 +96,7 @@ def prestart(device: str, count: int | None = None) -> int:
     mode has now. Their imports overlap whatever the caller does next."""
     want = min(judge_slots(device), count if count is not None else judge_slots(device))
     with _COND:
-        pool = _POOL.setdefault(_key(device), [])
-        pool[:] = [j for j in pool if j.alive() or j in _BUSY]
+        pool = _live(_key(device))
         while len(pool) < want:
             pool.append(_start(device))
         return len(pool)
@@ -103,8 +109,7 @@ def _acquire(device: str, relay: ProgressRelay) -> Judge:
     slots = judge_slots(device)
     with _COND:
         while True:
-            pool = _POOL.setdefault(key, [])
-            pool[:] = [j for j in pool if j.alive() or j in _BUSY]
+            pool = _live(key)
             idle = sorted((j for j in pool if j not in _BUSY), key=lambda j: not j.ready)
             judge = idle[0] if idle else None
             if judge is None and len(pool) < slots:
@@ -145,7 +150,6 @@ def discard_judge(device: str) -> None:
     next judge see a changed environment). Busy ones finish their job first and are then dropped as well."""
     with _COND:
         pool = _POOL.pop(_key(device), [])
-        _BUSY.difference_update(j for j in pool if not j.alive())
     for judge in pool:
         judge.kill()
 
@@ -175,8 +179,9 @@ def run_job(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress]
     except BaseException:
         _forget(judge, successor=True)
         raise
-    if judge.jobs >= MAX_JOBS_PER_JUDGE or not _in_pool(judge):
-        _forget(judge, successor=_in_pool(judge))
+    kept = _in_pool(judge)
+    if judge.jobs >= MAX_JOBS_PER_JUDGE or not kept:
+        _forget(judge, successor=kept)
     else:
         _release(judge)
     return reply
