@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|dask
+#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|baseline|speed|oom|probe|big|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -75,6 +75,22 @@ PY
     timeout 560 python3 benchmarks/kernelbench_aa.py --levels 1 --sample "${KB_SAMPLE:-1:12}" --seed 0 \
       --timeout 60 --deadline 420 --stacks 45 --stacks-file "$OUT/stacks.txt" --out "$OUT/oom.json" 2>&1 | tee "$OUT/oom.log" | tail -30
     kill $smi
+    ;;
+  probe)
+    # Where an A/A bias comes from (judge vs child process, own memory vs the shared slab), then the evaluation.
+    timeout 240 python3 benchmarks/aa_bias_probe.py tests/kernelbench/level1/11_Sum_middle_dim_keepdim.py \
+      tests/kernelbench/level1/12_Mean_last_dim.py tests/kernelbench/level1/14_Argmax_last_dim.py \
+      tests/kernelbench/level2/6_Einops_HeadSplit_Softmax.py .kernelbench/KernelBench/level1/52_Argmin_over_a_dimension.py \
+      2>&1 | tee "$OUT/aa_bias_probe.log" | grep -v "^\[" | tail -20
+    ;;
+  big)
+    # The real-size problems whose inputs take 6-8 GiB, with the GPU's memory every 2 s.
+    nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -l 2 > "$OUT/nvsmi_big.csv" 2>&1 &
+    smi=$!
+    timeout 400 python3 benchmarks/kernelbench_aa.py --levels 1 --ids "${KB_IDS:-1/19,1/34,1/39}" --timeout "${KB_TIMEOUT:-150}" \
+      --out "$OUT/big.json" 2>&1 | tee "$OUT/big.log" | tail -12
+    kill $smi
+    python3 -c "import json,sys; [print(r['problem'], r['status'], r.get('seconds'), r.get('stages'), r.get('memory_gib'), r.get('check_phases')) for r in json.load(open(sys.argv[1]))['records']]" "$OUT/big.json"
     ;;
   dask)
     timeout 500 python3 benchmarks/study_throughput.py --out "$OUT" 2>&1 | tail -20

@@ -76,6 +76,19 @@ def problems(folder: str | Path, levels: list[int], start: int = 0, stop: int | 
     return chosen[:limit] if limit is not None else chosen
 
 
+def only_ids(chosen: list[tuple[int, Path]], spec: str) -> list[tuple[int, Path]]:
+    """The problems named in `spec` ("1/19,2/6": level/number in KernelBench's numbering), in that order."""
+    try:
+        wanted = [tuple(int(v) for v in part.split("/")) for part in spec.split(",") if part.strip()]
+    except ValueError:
+        raise SystemExit(f"--ids takes level/number pairs like 1/19,2/6, not {spec!r}") from None
+    by_id = {(level, _number(path)[0]): (level, path) for level, path in chosen}
+    missing = [f"{lv}/{num}" for lv, num in wanted if (lv, num) not in by_id]
+    if missing:
+        raise SystemExit(f"no such problem(s) among the chosen levels: {', '.join(missing)}")
+    return [by_id[(lv, num)] for lv, num in wanted]
+
+
 def sample(chosen: list[tuple[int, Path]], spec: str, seed: int) -> list[tuple[int, Path]]:
     """A seeded sample: `spec` is "1:12,2:12,3:6" (problems per level), drawn with random.Random(seed)."""
     import random
@@ -112,7 +125,11 @@ def run_problem(level: int, path: Path, device: str, *, fit: str | None = None, 
                       kernel_policy=task.kernel_policy, size=result.size, speedup_ci=result.speedup_ci,
                       speedup_verdict=result.speedup_verdict, stages=result.stage_seconds,
                       stop=result.timing.stop_reason if result.timing else None,
-                      n=result.timing.n if result.timing else None)
+                      n=result.timing.n if result.timing else None,
+                      ms=result.timing.median_ms if result.timing else None,
+                      ref_ms=result.reference_timing.median_ms if result.reference_timing else None,
+                      memory_gib=result.protocol.get("judge_memory_gib"),
+                      check_phases=result.protocol.get("check_phases"))
     record["seconds"] = round(time.perf_counter() - started, 2)
     return record
 
@@ -200,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shard", default="0/1", help="K/N: run every N-th problem starting at K (one GPU each)")
     parser.add_argument("--gpus", type=int, default=1, help="run N shards at once, one per GPU, and merge them")
     parser.add_argument("--deadline", type=float, help="stop starting new problems after this many seconds")
+    parser.add_argument("--ids", help='only these problems, as level/number: "1/19,1/34,2/6"')
     parser.add_argument("--sample", help='a seeded sample per level, e.g. "1:12,2:12,3:6"')
     parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     parser.add_argument("--stacks", type=float, metavar="SECONDS",
@@ -217,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         parser.error(f"--levels takes numbers like 1,2,3, not {args.levels!r}")
     chosen = problems(args.problems, levels, args.start, args.stop, args.limit)
+    if args.ids:
+        chosen = only_ids(chosen, args.ids)
     if args.sample:
         chosen = sample(chosen, args.sample, args.seed)
     k, n = (int(v) for v in args.shard.split("/"))

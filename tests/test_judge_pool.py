@@ -223,6 +223,12 @@ def test_with_two_judges_candidates_overlap_and_each_timing_has_the_device_to_it
     # ...and where one judge's stage needed the device while the other timed, it waited (and says so).
     assert all(r.stage_seconds.get("time", 0) > 0 for r in results)
     assert any(r.stage_seconds.get("wait", 0) > 0 for r in results), [r.stage_seconds for r in results]
+    # Within the check, where its seconds went: reference rounds, the candidate's calls, the comparisons.
+    for r in results:
+        phases = r.protocol["check_phases"]
+        assert {"reference", "calls", "compare"} <= set(phases), phases
+        assert phases["calls"] > 0 and sum(phases.values()) <= r.stage_seconds["check"] + 0.01, (phases,
+                                                                                                r.stage_seconds)
 
 
 def test_kwb_judges_that_is_not_a_number_is_a_clear_error(monkeypatch):

@@ -53,6 +53,13 @@ def test_problem_listing_batches_by_level(tmp_path):
         aa.problems(folder, [7])
     with pytest.raises(SystemExit, match="extract them first"):
         aa.problems(tmp_path / "nowhere", [1])
+    picked = aa.only_ids(everything, "2/6,1/11")
+    assert [(lv, p.name) for lv, p in picked] == [(2, "6_Einops_HeadSplit_Softmax.py"),
+                                                  (1, "11_Sum_middle_dim_keepdim.py")]
+    with pytest.raises(SystemExit, match="no such problem.*1/99"):
+        aa.only_ids(everything, "1/99")
+    with pytest.raises(SystemExit, match="level/number pairs"):
+        aa.only_ids(everything, "one/two")
 
 
 def test_records_and_summary_of_a_handful_of_problems():

@@ -42,3 +42,29 @@ def test_the_placement_counts_the_native_clone_it_casts_from(monkeypatch):
     assert plan.placement == "device-chunked" and plan.rows_per_chunk == 3, plan
     monkeypatch.setattr(reference64, "_free_bytes", lambda device: 5000)
     assert Float64Reference.plan(model, [x, y], model(x, y), "cuda", 0).placement == "device"
+
+
+class RowsWithBatchRounding(torch.nn.Module):
+    """Rows computed alone, but with last-bit rounding that depends on the batch size (as a reduction kernel that
+    splits a row differently at another batch size)."""
+
+    def forward(self, x):
+        return x / x.norm(dim=1, keepdim=True) * (1 + 1e-7 * (x.shape[0] % 5))
+
+
+class CentresTheBatch(torch.nn.Module):
+    def forward(self, x):
+        return x - x.mean(dim=0, keepdim=True)
+
+
+def test_rows_that_differ_only_by_rounding_run_in_slices_and_batch_statistics_do_not(monkeypatch):
+    from workbench.eval.judge import reference64
+
+    monkeypatch.setattr(reference64, "_free_bytes", lambda device: 6000)
+    x = torch.randn(12, 16)
+    rounding = RowsWithBatchRounding()
+    assert not torch.equal(rounding(x[:3]), rounding(x)[:3])  # not bit for bit: the old rule sent it to the host
+    plan = Float64Reference.plan(rounding, [x], rounding(x), "cuda", 0)
+    assert plan.placement == "device-chunked", plan
+    mixing = CentresTheBatch()
+    assert Float64Reference.plan(mixing, [x], mixing(x), "cuda", 0).placement == "host"

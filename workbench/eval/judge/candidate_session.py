@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from workbench.eval.judge.correctness import CandidateFailure
+from workbench.eval.judge.correctness import HOST_WAIT_BYTES, CandidateFailure
 from workbench.eval.judge.launch_probe import ProbePlanner
 from workbench.eval.judge.runner_handle import RunnerProcess
 from workbench.eval.wire import runner_messages as protocol
@@ -81,6 +81,13 @@ class CallRecord:
     passthrough: bool = False
     model: int = 0
     probe_ns: int = 0
+
+
+#: Outputs larger than this are handed to the caller in their shared slot, not as a copy: a copy of an 8 GB
+#: output is 8 GB more than the GPU has beside the protocol's other copies. The slot is lent to the next call, so
+#: the caller judges such an output, or copies it to the host, before it calls again (correctness does, above
+#: the same size).
+LARGE_OUTPUT_BYTES = HOST_WAIT_BYTES
 
 
 @dataclass
@@ -160,6 +167,19 @@ class CandidateSession:
             self._free.setdefault(key, []).append(item)
         self._lent.clear()
 
+    def lend_pool(self, pool: Any) -> None:
+        """Let correctness calls use the timing pool's first input set and output slot as their shared buffers
+        where shapes and dtypes match: a task of 8 GB inputs then holds one shared copy of them, not two. The pool
+        is marked, so timing writes new contents into every set before its first batch (the candidate saw these)."""
+        if not pool.sets:
+            return
+        pairs = [(v, r) for v, r in zip(pool.sets[0], pool.refs[0], strict=False) if isinstance(v, torch.Tensor)]
+        if pool.slots:
+            pairs.append((pool.slots[0], pool.slot_refs[0]))
+        for view, ref in pairs:
+            self._free.setdefault((tuple(view.shape), view.dtype), []).append((view, ref))
+        pool.lent = True
+
     def share_arg(self, value: Any, pooled: bool = False) -> tuple[Any, Any]:
         """(the runner's reference to `value`, the judge-side shared object) for one argument."""
         if isinstance(value, torch.Tensor):
@@ -215,9 +235,14 @@ class CandidateSession:
         outs = []
         for k, form in enumerate(reply.forms):
             if form.copied and k < len(slots):
-                # With host staging the slot is host memory; the output was on the device.
-                outs.append(slots[k].to(form.device) if slots[k].device.type != torch.device(form.device).type
-                            else slots[k].clone())
+                # With host staging the slot is host memory; the output was on the device. A large output is read
+                # in its slot, not copied: the caller judges it before the next call reuses the slot
+                # (`LARGE_OUTPUT_BYTES`).
+                if slots[k].device.type != torch.device(form.device).type:
+                    outs.append(slots[k].to(form.device))
+                else:
+                    big = slots[k].numel() * slots[k].element_size() > LARGE_OUTPUT_BYTES
+                    outs.append(slots[k] if big else slots[k].clone())
             else:
                 outs.append(_standin(form, self.device))
         if self.device.startswith("cuda"):

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,19 +50,18 @@ import torch
 from workbench.eval.checks.flags import REJECT, Finding
 from workbench.eval.judge.output_compare import (
     ERROR_BUDGET_K,
-    STALE_SHARE,
     Comparison,
     compare,
     downsample,
     merge_budgets,
 )
 from workbench.eval.judge.output_compare_chunked import CHUNK
+from workbench.eval.judge.prior_outputs import PriorOutput
 from workbench.eval.judge.reference64 import nbytes as _nbytes
 from workbench.eval.judge.reference_rounds import MIN_ROUNDS, ReferenceRounds, RoundData, build_reference
 from workbench.eval.runner.poison import Poison
 from workbench.eval.wire.tensors import (
     as_list,
-    bytes_per_element,
     clone_inputs,
     dtype_name,
     is_plain,
@@ -75,7 +75,8 @@ from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 
 __all__ = ["MIN_ROUNDS", "CandidateFailure", "CheckReport", "build_models", "run_correctness"]
 
-#: Above this many bytes, the first call's output waits on the host for the two-call comparison.
+#: Above this many bytes, the first call's output waits on the host for the two-call comparison (the runner's
+#: session hands it over in its shared slot, which the second call reuses).
 HOST_WAIT_BYTES = 1 << 30
 
 
@@ -109,6 +110,9 @@ class CheckReport:
     error_budget: dict[str, Any] = field(default_factory=dict)
     #: Whether the reference's side came from the judge's cache (an earlier candidate of the same task).
     reference_cached: bool = False
+    #: Seconds per part of the protocol (reference rounds, candidate calls, comparisons, host copies, the task's
+    #: own judgement): where a long check goes.
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -164,6 +168,10 @@ def _copy_weights(ref_model: Any, cand_model: torch.nn.Module) -> None:
         cand_model.load_state_dict(rs)
 
 
+def _clone(t: Any) -> Any:
+    return t.clone() if isinstance(t, torch.Tensor) and is_plain(t) else t
+
+
 def _to_host(t: Any) -> Any:
     return t.cpu() if isinstance(t, torch.Tensor) and is_plain(t) and t.device.type != "cpu" else t
 
@@ -194,6 +202,8 @@ class _Protocol:
         self.report = CheckReport()
         self.poison = Poison(self.device)
         self.candidates: dict[int, Any] = {}
+        #: Page-locked host buffers for large first outputs (`_to_pinned_host`).
+        self.pinned: dict[Any, torch.Tensor] = {}
         self.failing_map: tuple[float, list[list[float]]] | None = None
         #: The last round's error ratios; made into the Result's map once, at the end (downsampling every round's
         #: output cost ~50 ms a round on a GPU, for a map nobody sees).
@@ -202,9 +212,20 @@ class _Protocol:
             self.report.note("CPU allocator poisoning is unavailable in this torch build: unwritten outputs are "
                              "caught by the two-call comparison only")
 
+    def _lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.report.phases[name] = round(self.report.phases.get(name, 0.0) + now - self._last, 3)
+        self._last = now
+
     def run(self) -> CheckReport:
+        self._last = time.perf_counter()
         for r in range(self.refs.n):
-            self._round(self.refs.round(r))
+            rd = self.refs.round(r)
+            self._lap("reference")
+            self._round(rd)
+            del rd
+        self.refs.finish()
+        self._lap("task")
         for flag, detail in self.refs.task_findings:
             self.report.add(flag, detail)
         for text in self.refs.notes:
@@ -250,19 +271,24 @@ class _Protocol:
         n = self.refs.n
         where = f"round {rd.number + 1} of {n} ({rd.dist} inputs, size {rd.size})"
         like = [x for x in rd.inputs if isinstance(x, torch.Tensor)] + rd.out_like
+        self._lap("candidate model")
         out1, given1 = self._candidate(cand_model, rd.inputs, like, rd.out_like, rd.call_seed)
+        self._lap("calls")
         flags: list[tuple[str, str]] = []
         cmp1 = compare(out1, rd.ref64, rd.native, self.tol)
         flags += [(f, f"{where}, call 1: {d}") for f, d in cmp1.flags]
         flags += self._mutation(given1, rd.inputs, f"{where}, call 1")
-        if _nbytes(as_list(out1)) > HOST_WAIT_BYTES:  # kept for the two-call comparison, on the host
-            out1 = type(out1)(_to_host(o) for o in out1) if isinstance(out1, (tuple, list)) else _to_host(out1)
+        self._lap("compare")
+        out1 = self._keep_first(out1)
+        self._lap("keep first output")
         # Call 2 on fresh copies in re-poisoned memory: a different answer is a race or a read of unwritten memory.
         out2, given2 = self._candidate(cand_model, rd.inputs, like + rd.out_like, rd.out_like, rd.call_seed)
+        self._lap("calls")
         cmp2 = compare(out2, rd.ref64, rd.native, self.tol)
         flags += [(f, f"{where}, call 2: {d}") for f, d in cmp2.flags]
         flags += self._mutation(given2, rd.inputs, f"{where}, call 2")
         flags += self._stale_or_racy(rd, out1, out2, cmp1, cmp2, where)
+        self._lap("compare")
         self.report.error_budget = merge_budgets(self.report.error_budget, cmp1.budget, cmp2.budget)
         for flag, detail in flags:
             self.report.add(flag, detail)
@@ -277,6 +303,30 @@ class _Protocol:
             self.report.max_abs_err = max(self.report.max_abs_err or 0.0, record["max_abs"])
             self.report.max_rel_err = max(self.report.max_rel_err or 0.0, record["max_rel"])
         self._error_map(cmp1, cmp2, record["ok"])
+
+    def _keep_first(self, out1: Any) -> Any:
+        """The first call's output, kept for the two-call comparison where the second call cannot overwrite it. A
+        large one arrives in its shared slot, which the second call reuses: copied on the device while the device has
+        room for it beside the second call (twice its size free), else to the host."""
+        size = _nbytes(as_list(out1))
+        if size <= HOST_WAIT_BYTES:
+            return out1
+        room = self.device.startswith("cuda") and torch.cuda.mem_get_info(torch.device(self.device))[0] > 3 * size
+        move = _clone if room else self._to_pinned_host
+        return type(out1)(move(o) for o in out1) if isinstance(out1, (tuple, list)) else move(out1)
+
+    def _to_pinned_host(self, t: Any) -> Any:
+        """`t` copied into page-locked host memory kept for the whole check (one buffer per shape and dtype): an
+        8 GB output crosses in ~0.3 s each way instead of ~7 s through pageable memory."""
+        if not (isinstance(t, torch.Tensor) and is_plain(t) and t.device.type == "cuda"):
+            return _to_host(t)
+        key = (tuple(t.shape), t.dtype)
+        if key not in self.pinned:
+            try:
+                self.pinned[key] = torch.empty(key[0], dtype=t.dtype, pin_memory=True)
+            except RuntimeError:  # page-locked memory refused: pageable, slower
+                return _to_host(t)
+        return self.pinned[key].copy_(t)
 
     def _mutation(self, given: list[Any], inputs: list[Any], where: str) -> list[tuple[str, str]]:
         changed = [k for k, (a, b) in enumerate(zip(given, inputs, strict=False)) if not same_bits(a, b)]
@@ -349,15 +399,10 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
     return worst
 
 
-def _matches_prior(out: Any, cmp: Comparison, prior: list[torch.Tensor]) -> bool:
+def _matches_prior(out: Any, cmp: Comparison, prior: list[PriorOutput]) -> bool:
     for o, bad in zip(as_list(out), cmp.bad, strict=False):
         if bad is None or not bool(bad.any()):
             continue
-        for old in prior:
-            if old.shape != o.shape or old.dtype != o.dtype:
-                continue
-            old, bad = old.to(o.device), bad.to(o.device)
-            same = (bytes_per_element(o) == bytes_per_element(old)) & (old != 0) & bad
-            if int(same.sum()) >= STALE_SHARE * int(bad.sum()):
-                return True
+        if any(old.matches(o, bad) for old in prior):
+            return True
     return False

@@ -103,12 +103,18 @@ class Evaluation:
         """Run one stage, holding the device lock as the stage needs it (`STAGE_LOCKS`); its seconds, and the
         seconds spent waiting for the lock ("wait"), go to stage_seconds."""
         stages = self.base["stage_seconds"]
+        cuda = self.device.startswith("cuda") and torch.cuda.is_initialized()
         with self._device(STAGE_LOCKS.get(name, NONE)):
             started = time.perf_counter()
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
             try:
                 return fn(*args)
             finally:
                 stages[name] = round(stages.get(name, 0.0) + time.perf_counter() - started, 3)
+                if cuda:  # where the judge's GPU memory goes, as stage_seconds says where the time goes
+                    peaks = self.base["protocol"].setdefault("judge_memory_gib", {})
+                    peaks[name] = round(max(peaks.get(name, 0.0), torch.cuda.max_memory_allocated() / 2**30), 2)
 
     @contextmanager
     def _device(self, mode: int) -> Iterator[None]:
@@ -240,6 +246,8 @@ class Evaluation:
         sizes = [self._cpu_safe(s) for s in self.job["check_sizes"]]
         rounds = int(self.job.get("rounds", 5))
         self.session.record_ops = self.ran.wants_record
+        if self.plan is not None:
+            self.session.lend_pool(self.plan.pool)
         key = (self.key, repr([sorted(s.items()) for s in sizes]), self.seed, self.device, rounds)
         reference, cached = self.ctx.rounds.get(key, lambda budget: ReferenceRounds.create(
             self.reference(), self.device, sizes, self.seed, self.task.tolerance, self.task.distributions, rounds,
@@ -247,6 +255,7 @@ class Evaluation:
         self.base["protocol"]["reference_cache"] = "hit" if cached else "miss"
         report = run_correctness(self.reference(), self.session, device=self.device, sizes=sizes, seed=self.seed,
                                  rounds=rounds, tolerance=self.task.tolerance, reference=reference)
+        self.base["protocol"]["check_phases"] = report.phases
         placement = {f.placement for f in reference._f64.values()}
         if placement:
             self.base["protocol"]["float64_reference"] = "/".join(sorted(placement))

@@ -74,6 +74,9 @@ class InputPool:
     #: Set when the task's inputs do not change with the seed (no random draw): the guarantee of fresh contents
     #: cannot hold, and the Result says so.
     fixed_inputs: bool = False
+    #: Set when the first set and slot were lent to the correctness calls (`CandidateSession.lend_pool`): the
+    #: candidate has seen their contents, so timing refreshes every set before its first batch.
+    lent: bool = False
 
     @classmethod
     def create(cls, session: Any, reference: Any, size: dict, device: str, first: list[Any], out: Any,

@@ -24,6 +24,7 @@ import torch
 from workbench.errors import TaskError
 from workbench.eval.judge.output_compare import constant_passes
 from workbench.eval.judge.output_compare_chunked import CHUNK
+from workbench.eval.judge.prior_outputs import PriorOutput
 from workbench.eval.judge.reference64 import Float64Reference, nbytes
 from workbench.eval.wire.tensors import (
     all_finite,
@@ -67,8 +68,8 @@ class RoundData:
     ref64: list[Any]
     #: Shapes and dtypes of the native output's tensors (meta tensors): the runner's output slots.
     out_like: list[torch.Tensor]
-    #: Host copies of the native output's tensors, for recognising a stale result in later rounds.
-    native_host: list[torch.Tensor]
+    #: What is kept of the native output's tensors, for recognising a stale result in later rounds.
+    native_host: list[PriorOutput]
 
     @property
     def nbytes(self) -> int:
@@ -160,14 +161,19 @@ class ReferenceRounds:
                           "computes them again")
             if self.keep:
                 self._rounds[r] = found
-        if r == self.n - 1 and not self._judged_task:
-            self._judged_task = True
-            self._judge_task()
         return found
 
-    def prior(self, r: int) -> list[torch.Tensor]:
-        """Host copies of the reference outputs of the PRIOR_ROUNDS rounds before r (computed ones only)."""
-        out: list[torch.Tensor] = []
+    def finish(self) -> None:
+        """Judge the task itself (`weak-task`) once every round was computed. Called after the last round was
+        used, not while it is: a task too large to keep its rounds has freed the last one by then, and the probe
+        of ignored inputs needs inputs and outputs of its own."""
+        if not self._judged_task and len(self._constant) >= self.n:
+            self._judged_task = True
+            self._judge_task()
+
+    def prior(self, r: int) -> list[PriorOutput]:
+        """What is kept of the reference outputs of the PRIOR_ROUNDS rounds before r (computed ones only)."""
+        out: list[PriorOutput] = []
         for k in range(max(0, r - PRIOR_ROUNDS), r):
             if k in self._rounds:
                 out += self._rounds[k].native_host
@@ -185,7 +191,7 @@ class ReferenceRounds:
 
     # -- building --
     def __post_init__(self) -> None:
-        self._recent: dict[int, list[torch.Tensor]] = {}
+        self._recent: dict[int, list[PriorOutput]] = {}
 
     def _inputs(self, size: dict, seed: int, dist: str, record: DrawRecord | None = None) -> list[Any]:
         try:
@@ -260,7 +266,7 @@ class ReferenceRounds:
         if note:
             self.note(note)
         sync(self.device)
-        host = [t.detach().cpu().clone() for t in as_list(native) if is_plain(t)]
+        host = [PriorOutput.of(t) for t in as_list(native) if is_plain(t)]
         rd = RoundData(r, i, size, dist, round_seed, call_seed, inputs, native, ref64,
                        [torch.empty_like(t, device="meta") for t in as_list(native) if is_plain(t)], host)
         self._input_numel.setdefault(i, sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)))

@@ -33,13 +33,13 @@ import torch
 from workbench.eval.checks.flags import Finding
 from workbench.eval.judge import clock_check, stats
 from workbench.eval.judge.candidate_session import CandidateSession
-from workbench.eval.judge.clock_check import Batch, NullFit
+from workbench.eval.judge.clock_check import Batch
 from workbench.eval.judge.input_pool import InputPool
 from workbench.eval.judge.output_compare import ERROR_BUDGET_K
 from workbench.eval.judge.stats import StoppingRule
+from workbench.eval.judge.timing_batches import Calibration, copy_out_mirrored, judge_batch
 from workbench.eval.wire import timed_loop
-from workbench.eval.wire.runner_messages import NULL_KERNEL, NULL_MODEL
-from workbench.eval.wire.tensors import as_list, dtype_name, is_plain, release_unused
+from workbench.eval.wire.tensors import dtype_name, release_unused
 from workbench.result import Timing
 
 #: Seconds of calls one timed batch aims at: a round's fixed costs (~5-10 ms on a GPU) and its first call stay a
@@ -47,8 +47,6 @@ from workbench.result import Timing
 TARGET_BATCH_S = {"cuda": 0.02, "cpu": 0.02}
 #: Batches per side before the CI may stop timing (the A/B verdict needs at least stats.MIN_AB_SAMPLES).
 MIN_BATCHES = 10
-#: Null batches per size during calibration (the first of the sizes is also run once untimed).
-NULL_REPEATS = 2
 #: Each side's relative 95% CI width (of its median batch mean) under which a settled A/B verdict stops timing.
 DECIDED_REL_CI = 0.04
 #: Calls checked per round after the first (the first round checks every call).
@@ -85,72 +83,6 @@ def stopping_rule(device: str, interpreted: bool, calls: int | None) -> Stopping
     # The CPU wall clock is advisory (a shared host's scheduling moves it by percents): a cheap, bounded budget.
     return StoppingRule(target_rel_ci=0.05, min_samples=MIN_BATCHES, max_samples=20, time_cap_s=1.5,
                         plateau_batches=0)
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The harness cost of a timed batch on each side: in the runner (`runner`, measured before the candidate was
-    imported) and in the judge (`judge`, the reference's loop). On the CPU both sides are timed by the judge's clock
-    less these; on a GPU the runner's events are checked against `runner` (clock_check)."""
-
-    runner: NullFit
-    judge: NullFit
-
-
-def calibrate(session: CandidateSession, pool: InputPool, timeout: float, seeded: bool = True) -> Calibration:
-    """Null batches of 1 .. pool.n calls on the pool's own sets, in the runner and in the judge (module doc of
-    `clock_check`). Must run before the candidate is imported."""
-    sizes = sorted({1, max(1, pool.n // 4), max(1, pool.n // 2), pool.n})
-    points: list[tuple[int, float]] = []
-    kernel_points: list[tuple[int, float]] = []
-    for model, into in ((NULL_MODEL, points), (NULL_KERNEL, kernel_points)):
-        _null_batch(session, pool, model, sizes[-1], timeout, seeded)  # untimed: maps buffers, warms the loop
-        for _ in range(NULL_REPEATS):
-            for n in sizes:
-                into.append((n, _null_batch(session, pool, model, n, timeout, seeded)))
-    null = NullFit.fit(points)
-    launch = NullFit.fit(kernel_points).per_call - null.per_call if session.device.startswith("cuda") else 0.0
-    runner = NullFit(null.fixed, null.per_call, null.noise, max(0.0, launch), null.points)
-    out = torch.zeros(tuple(pool.out_like.shape), dtype=pool.out_like.dtype, device=pool.device) \
-        if pool.out_like is not None else None
-    scratch = torch.empty_like(out) if out is not None else None
-    judge_points = []
-    for _ in range(NULL_REPEATS + 1):
-        for n in sizes:
-            judge_points.append((n, _judge_batch(lambda xs: out, pool, list(range(n)), seeded, scratch)[2]))
-    return Calibration(runner, NullFit.fit(judge_points[len(sizes):]))
-
-
-def _judge_batch(fn: Any, pool: InputPool, order: list[int], seeds: Any, scratch: torch.Tensor | None,
-                 keep: Any = None) -> tuple[list[float], list[float], float]:
-    """One batch of `fn` in the judge on the pool's sets, every output copied out as the runner's commit does:
-    (stream ms, device ms, the judge's bracket in seconds)."""
-    if seeds is True:
-        seeds = tuple(random.randrange(1 << 62) for _ in order)
-
-    def copy_out(k: int, out: Any) -> None:
-        head = next((t for t in as_list(out) if is_plain(t)), None)
-        if head is None:
-            return
-        if keep is not None and keep(k, head):
-            return
-        if scratch is not None and head.shape == scratch.shape and head.dtype == scratch.dtype:
-            scratch.copy_(head)
-
-    t0 = time.perf_counter()
-    stream, dev = timed_loop.time_batch(fn, pool.sets, order, device=pool.device, after_rep=copy_out,
-                                        seeds=seeds or ())
-    return stream, dev, time.perf_counter() - t0
-
-
-def _null_batch(session: CandidateSession, pool: InputPool, model: int, n: int, timeout: float,
-                seeded: bool) -> float:
-    """One null batch exactly as a timed batch is made (its own sets, slots and RNG seeds), timed by the judge."""
-    order = list(range(n))
-    like = pool.out_like if pool.out_like is not None else torch.empty(0, device="meta")
-    seeds = tuple(random.randrange(1 << 62) for _ in order) if seeded else ()
-    _, bracket = session.time(model, pool.pool_id, order, timeout, seeds, null_like=like)
-    return bracket
 
 
 @dataclass
@@ -262,7 +194,7 @@ class PairTimer:
         self.phases: dict[str, float] = {}
         like = self.pool.out_like
         self.scratch = torch.empty(tuple(like.shape), dtype=like.dtype, device=self.device) \
-            if like is not None else None
+            if copy_out_mirrored(self.pool) else None
 
     def run(self) -> TimingOutcome:
         with _OneCore(self.session, self.cuda):
@@ -336,13 +268,13 @@ class PairTimer:
         clock.lap("telemetry")
         with _Frozen(self.session):
             clock.lap("freeze")
-            if b:
+            if b or pool.lent:
                 pool.refresh(self.rng, n)
                 clock.lap("refresh")
             ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept)
             comp = None
             if self.reference.compiled is not None:
-                comp = _judge_batch(lambda xs: self.reference.compiled(*xs), pool, order, seeds, self.scratch)[:2]
+                comp = judge_batch(lambda xs: self.reference.compiled(*xs), pool, order, seeds, self.scratch)[:2]
             release_unused(self.session.device)
             clock.lap("reference")
         clock.lap("freeze")
@@ -396,7 +328,7 @@ class PairTimer:
             return False
 
         model = self.reference.model
-        return _judge_batch(lambda xs: model(*xs), self.pool, order, seeds, self.scratch, keep)
+        return judge_batch(lambda xs: model(*xs), self.pool, order, seeds, self.scratch, keep)
 
     def _recheck(self, b: int, order: list[int], kept: dict[int, Any]) -> None:
         """The checked calls' committed outputs against the reference's on exactly their inputs (module doc)."""

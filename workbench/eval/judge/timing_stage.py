@@ -19,7 +19,8 @@ from workbench.eval.checks.flags import Finding
 from workbench.eval.judge import stats
 from workbench.eval.judge.candidate_session import CandidateSession
 from workbench.eval.judge.input_pool import MAX_SETS, InputPool
-from workbench.eval.judge.timing import TARGET_BATCH_S, Calibration, PairTimer, ReferenceSide, calibrate, stopping_rule
+from workbench.eval.judge.timing import TARGET_BATCH_S, PairTimer, ReferenceSide, stopping_rule
+from workbench.eval.judge.timing_batches import Calibration, calibrate
 from workbench.eval.wire.tensors import clone_inputs, release_unused
 
 
