@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
-from workbench.eval.judge.correctness import HOST_WAIT_BYTES, CandidateFailure
+from workbench.eval.judge.correctness import CandidateFailure
 from workbench.eval.judge.launch_probe import ProbePlanner
 from workbench.eval.judge.runner_handle import RunnerProcess
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire.runner_messages import OutputForm, TensorRef
 from workbench.eval.wire.shared_memory import Arena, dtype_from_name
-from workbench.eval.wire.tensors import as_list, is_plain
+from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list, is_plain
 from workbench.eval.wire.transport import MAX_FDS
 
 
@@ -81,13 +81,6 @@ class CallRecord:
     passthrough: bool = False
     model: int = 0
     probe_ns: int = 0
-
-
-#: Outputs larger than this are handed to the caller in their shared slot, not as a copy: a copy of an 8 GB
-#: output is 8 GB more than the GPU has beside the protocol's other copies. The slot is lent to the next call, so
-#: the caller judges such an output, or copies it to the host, before it calls again (correctness does, above
-#: the same size).
-LARGE_OUTPUT_BYTES = HOST_WAIT_BYTES
 
 
 @dataclass
@@ -235,9 +228,9 @@ class CandidateSession:
         outs = []
         for k, form in enumerate(reply.forms):
             if form.copied and k < len(slots):
-                # With host staging the slot is host memory; the output was on the device. A large output is read
-                # in its slot, not copied: the caller judges it before the next call reuses the slot
-                # (`LARGE_OUTPUT_BYTES`).
+                # With host staging the slot is host memory; the output was on the device. A large output
+                # (`LARGE_OUTPUT_BYTES`) is read in its slot, not copied: the caller judges it, or keeps a copy,
+                # before its next call reuses the slot.
                 if slots[k].device.type != torch.device(form.device).type:
                     outs.append(slots[k].to(form.device))
                 else:

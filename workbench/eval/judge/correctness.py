@@ -61,6 +61,7 @@ from workbench.eval.judge.reference64 import nbytes as _nbytes
 from workbench.eval.judge.reference_rounds import MIN_ROUNDS, ReferenceRounds, RoundData, build_reference
 from workbench.eval.runner.poison import Poison
 from workbench.eval.wire.tensors import (
+    LARGE_OUTPUT_BYTES,
     as_list,
     clone_inputs,
     dtype_name,
@@ -74,11 +75,6 @@ from workbench.seeding import seed_all
 from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 
 __all__ = ["MIN_ROUNDS", "CandidateFailure", "CheckReport", "build_models", "run_correctness"]
-
-#: Above this many bytes, the first call's output waits on the host for the two-call comparison (the runner's
-#: session hands it over in its shared slot, which the second call reuses).
-HOST_WAIT_BYTES = 1 << 30
-
 
 class CandidateFailure(Exception):
     """The candidate's constructor (`stage="init"`) or forward (`stage="forward"`) raised.
@@ -166,10 +162,6 @@ def _copy_weights(ref_model: Any, cand_model: torch.nn.Module) -> None:
     rs, cs = ref_model.state_dict(), cand_model.state_dict()
     if rs and rs.keys() == cs.keys() and all(rs[k].shape == cs[k].shape for k in rs):
         cand_model.load_state_dict(rs)
-
-
-def _clone(t: Any) -> Any:
-    return t.clone() if isinstance(t, torch.Tensor) and is_plain(t) else t
 
 
 def _to_host(t: Any) -> Any:
@@ -306,14 +298,15 @@ class _Protocol:
 
     def _keep_first(self, out1: Any) -> Any:
         """The first call's output, kept for the two-call comparison where the second call cannot overwrite it. A
-        large one arrives in its shared slot, which the second call reuses: copied on the device while the device has
-        room for it beside the second call (twice its size free), else to the host."""
+        large one (`LARGE_OUTPUT_BYTES`) arrives in its shared slot, which the second call reuses: copied on the
+        device while three times its size is free there (the copy, the second call's output, headroom), else to
+        page-locked host memory."""
         size = _nbytes(as_list(out1))
-        if size <= HOST_WAIT_BYTES:
+        if size <= LARGE_OUTPUT_BYTES:
             return out1
         room = self.device.startswith("cuda") and torch.cuda.mem_get_info(torch.device(self.device))[0] > 3 * size
-        move = _clone if room else self._to_pinned_host
-        return type(out1)(move(o) for o in out1) if isinstance(out1, (tuple, list)) else move(out1)
+        kept = clone_inputs(as_list(out1)) if room else [self._to_pinned_host(o) for o in as_list(out1)]
+        return type(out1)(kept) if isinstance(out1, (tuple, list)) else kept[0]
 
     def _to_pinned_host(self, t: Any) -> Any:
         """`t` copied into page-locked host memory kept for the whole check (one buffer per shape and dtype): an

@@ -173,10 +173,12 @@ SEPARABLE_RTOL = 1e-5
 
 
 def _same_rows(part: torch.Tensor, whole: torch.Tensor) -> bool:
+    """`part` equals `whole` up to SEPARABLE_RTOL (NaN for NaN, infinities in place); integers exactly."""
     if not (part.is_floating_point() or part.is_complex()):
         return bool(torch.equal(part, whole))
     a, b = part.reshape(-1), whole.reshape(-1)
-    scale = float(b[torch.isfinite(b)].abs().max()) if bool(torch.isfinite(b).any()) else 0.0
+    finite = torch.isfinite(b)
+    scale = float(b[finite].abs().max()) if bool(finite.any()) else 0.0
     same_special = (torch.isnan(a) & torch.isnan(b)) | (a == b)
     close = (a - b).abs() <= SEPARABLE_RTOL * b.abs() + SEPARABLE_RTOL * 1e-3 * scale
     return bool((same_special | close).all())

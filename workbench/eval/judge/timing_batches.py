@@ -16,7 +16,7 @@ from workbench.eval.judge.clock_check import NullFit
 from workbench.eval.judge.input_pool import InputPool
 from workbench.eval.wire import timed_loop
 from workbench.eval.wire.runner_messages import NULL_KERNEL, NULL_MODEL
-from workbench.eval.wire.tensors import as_list, is_plain
+from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list, is_plain
 
 #: Null batches per size during calibration (the first of the sizes is also run once untimed).
 NULL_REPEATS = 2
@@ -48,7 +48,7 @@ def calibrate(session: CandidateSession, pool: InputPool, timeout: float, seeded
     runner = NullFit(null.fixed, null.per_call, null.noise, max(0.0, launch), null.points)
     mirrored = copy_out_mirrored(pool)
     out = torch.zeros(tuple(pool.out_like.shape), dtype=pool.out_like.dtype, device=pool.device) \
-        if mirrored else torch.zeros(1, device=pool.device)
+        if mirrored else None
     scratch = torch.empty_like(out) if mirrored else None
     judge_points = []
     for _ in range(NULL_REPEATS + 1):
@@ -57,16 +57,14 @@ def calibrate(session: CandidateSession, pool: InputPool, timeout: float, seeded
     return Calibration(runner, NullFit.fit(judge_points[len(sizes):]))
 
 
-#: Outputs above this size are not copied out on the judge's side: the copy only mirrors, for the judge's clock,
-#: the runner's copy into its slot (outside the GPU-timed window either way), and a scratch output of 8 GB is more
-#: than the GPU has beside the pool, the reference's output and the kept ones. Leaving it out only makes the
-#: reference look faster by the judge's clock, never the candidate.
-MIRROR_COPY_OUT_BYTES = 1 << 30
-
-
 def copy_out_mirrored(pool: InputPool) -> bool:
+    """Whether the judge copies each reference output out as the runner's commit does. Not for a large output
+    (`LARGE_OUTPUT_BYTES`): the copy only mirrors, for the judge's clock, the runner's copy into its slot (outside
+    the GPU-timed window either way), and an 8 GB scratch output is more than the GPU has beside the pool, the
+    reference's output and the kept ones. Leaving it out only makes the reference look faster by the judge's clock,
+    never the candidate."""
     like = pool.out_like
-    return like is not None and like.numel() * like.element_size() <= MIRROR_COPY_OUT_BYTES
+    return like is not None and like.numel() * like.element_size() <= LARGE_OUTPUT_BYTES
 
 
 def judge_batch(fn: Any, pool: InputPool, order: list[int], seeds: Any, scratch: torch.Tensor | None,

@@ -57,6 +57,13 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+#: An output above this size gets no extra copies in the judge: a copy of an 8 GB KernelBench output is 8 GB more
+#: than the GPU has beside the protocol's inputs, float64 reference and the runner. The runner's session hands such
+#: an output over in its shared slot (`CandidateSession.call`), correctness keeps the first call's output where it
+#: has room for it (`_Protocol._keep_first`), and timing does not mirror its copy-out on the judge's side
+#: (`timing_batches.copy_out_mirrored`).
+LARGE_OUTPUT_BYTES = 1 << 30
+
 #: Bytes a process's CUDA caching allocator may hold unused before `release_unused` gives them back.
 UNUSED_CACHE_BYTES = 256 << 20
 
