@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|baseline|speed|oom|probe|big|dask
+#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|baseline|speed|oom|probe|bisect|big|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -82,6 +82,15 @@ PY
       tests/kernelbench/level1/12_Mean_last_dim.py tests/kernelbench/level1/14_Argmax_last_dim.py \
       tests/kernelbench/level2/6_Einops_HeadSplit_Softmax.py .kernelbench/KernelBench/level1/52_Argmin_over_a_dimension.py \
       2>&1 | tee "$OUT/aa_bias_probe.log" | grep -v "^\[" | tail -20
+    ;;
+  bisect)
+    # The A/A bias of a large reduction, step by step: a real runner and no other stage, the same after the
+    # correctness rounds, then the whole evaluation (KB_PROBLEM picks another problem).
+    p=${KB_PROBLEM:-tests/kernelbench/level1/11_Sum_middle_dim_keepdim.py}
+    for mode in bare checked; do
+      timeout 200 python3 benchmarks/aa_bias_probe.py "$p" --runner $mode 2>&1 | grep -v "^\[" | tail -1
+    done
+    timeout 150 python3 benchmarks/aa_bias_probe.py "$p" --only-eval --no-compiled 2>&1 | grep -v "^\[" | tail -1
     ;;
   big)
     # The real-size problems whose inputs take 6-8 GiB, with the GPU's memory every 2 s.

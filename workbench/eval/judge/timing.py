@@ -6,8 +6,9 @@ Then `PairTimer.run`, one round after another:
 
 1. the runner is frozen (SIGSTOP to every process in it) and the judge writes new contents into every input set of
    the pool, in place (`input_pool`): no call ever sees contents an earlier call saw;
-2. the judge times the reference (and `torch.compile` of it, when asked) on those sets, with the loop the runner
-   uses (`wire.timed_loop`), keeping the outputs of the calls it will check, chosen in secret;
+2. the judge times the reference (and `torch.compile` of it when asked, an aside timed in every other round that
+   never holds timing up) on those sets, with the loop the runner uses (`wire.timed_loop`), keeping the outputs of
+   the calls it will check, chosen in secret;
 3. the runner is thawed and times the candidate on the same sets in the same order with the same RNG seeds,
    copying each call's output into a slot; the judge brackets the batch with its own clock;
 4. the checked calls' outputs are compared with the kept reference outputs (`result-cache` when wrong);
@@ -31,7 +32,7 @@ from typing import Any
 import torch
 
 from workbench.eval.checks.flags import Finding
-from workbench.eval.judge import clock_check, stats
+from workbench.eval.judge import clock_check, recheck_compare, stats
 from workbench.eval.judge.candidate_session import CandidateSession
 from workbench.eval.judge.clock_check import Batch
 from workbench.eval.judge.input_pool import InputPool
@@ -51,6 +52,8 @@ MIN_BATCHES = 10
 DECIDED_REL_CI = 0.04
 #: Calls checked per round after the first (the first round checks every call).
 CHECKS_PER_BATCH = 2
+#: The two sides whose medians make the speedup: timing stops on their figures alone.
+PAIR = ("reference", "candidate")
 
 
 @dataclass
@@ -187,6 +190,8 @@ class PairTimer:
         self.cpu_batches: list[tuple[float, float, int]] = []
         self.findings: list[Finding] = []
         self.checked = self.dropped = 0
+        #: Calls of the compiled reference in counted batches (it is timed in every other round).
+        self.compiled_calls = 0
         self.null = self.calibration.runner
         #: Per counted batch, each side's ms per call by the judge's clock (the samples on the CPU).
         self.judged: dict[str, list[float]] = {n: [] for n in self.names}
@@ -204,7 +209,8 @@ class PairTimer:
         first = 1 if self.rule.is_fixed else min(self.pool.n, 2)
         self._round(0, first, count=False)  # compilation, autotuning, first-touch costs
         calls = self._batch_size(self._round(1, first, count=False))
-        stopper = self.rule.start_joint(self.names)
+        # The compiled reference is an aside (speedup_vs_compile): it does not hold timing up.
+        stopper = self.rule.start_joint(PAIR)
         fixed_left = self.rule.max_samples if self.rule.is_fixed else None
         r = 2
         decided = ""
@@ -212,7 +218,7 @@ class PairTimer:
             n = calls if fixed_left is None else max(1, min(calls, (fixed_left + 1) // 2))
             started = time.perf_counter()
             got = self._round(r, n, count=True)
-            samples = {m: ([got[m]] * (n if fixed_left is not None else 1) if got else []) for m in self.names}
+            samples = {m: ([got[m]] * (n if fixed_left is not None else 1) if got else []) for m in PAIR}
             stopper.add(samples, time.perf_counter() - started)
             r += 1
             if fixed_left is None and r % 2 == 0 and self._speedup_decided():
@@ -225,6 +231,8 @@ class PairTimer:
         reasons = stopper.reasons
         if decided:
             reasons = {name: reason or "ci-target" for name, reason in reasons.items()}
+        if "compiled" in self.names:
+            reasons["compiled"] = "with-pair"
         return self._outcome(reasons)
 
     def _speedup_decided(self) -> bool:
@@ -273,7 +281,7 @@ class PairTimer:
                 clock.lap("refresh")
             ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept)
             comp = None
-            if self.reference.compiled is not None:
+            if self.reference.compiled is not None and (b < 2 or b % 2 == 0 or self.rule.is_fixed):
                 comp = judge_batch(lambda xs: self.reference.compiled(*xs), pool, order, seeds, self.scratch)[:2]
             release_unused(self.session.device)
             clock.lap("reference")
@@ -305,6 +313,7 @@ class PairTimer:
         got = {"reference": (ref_stream, ref_dev), "candidate": (cand_stream, cand_dev)}
         if comp is not None:
             got["compiled"] = comp
+            self.compiled_calls += n
         for name, (s, d) in got.items():
             self.stream[name].append(_mean(s))
             self.device_ms[name].append(_mean(d))
@@ -358,7 +367,7 @@ class PairTimer:
             values = self.stream[name]
             if self.cuda and self._side_stream(name):
                 values, side_runs = self.device_ms[name], len(self.device_ms[name])
-            if not verdict.verified and name in self.judged:
+            if not verdict.verified and name in PAIR:
                 # The judge's clock, but never under what was measured on the device: a harness estimate that came
                 # out high (a cold first batch) must not make J ~0. The runner gains nothing by the max: only a
                 # report *under* J would help it.
@@ -367,7 +376,7 @@ class PairTimer:
             values = [max(v, 1e-9) for v in values]
             if values:
                 t = stats.summarize(values, self.clock, side_runs, stop_reason=reasons.get(name, ""))
-                t.n = calls  # calls, not batches: the samples are batch means
+                t.n = calls if name in PAIR else self.compiled_calls  # calls, not batches: samples are batch means
                 timings[name] = t
         if "candidate" not in timings:
             if self._caught():
@@ -406,8 +415,8 @@ class PairTimer:
 def _mismatch(got: torch.Tensor, expected: torch.Tensor, tolerance: Any, native_error: float) -> str:
     """Why `got` is not `expected` within the re-check budget (empty when it is): for floats,
     |got - expected| <= 2 max(atol + rtol |expected|, k x native error), the correctness protocol's bound with the
-    native error on both sides; other dtypes exactly. Computed in float32 for outputs of 32 bits or fewer (float64
-    only for float64 outputs): the bound is relative, and a re-check runs on every timed round."""
+    native error on both sides; other dtypes exactly. One pass on a GPU (`recheck_compare`): a re-check runs on
+    every timed round, while the timing holds the device."""
     if got.shape != expected.shape or got.dtype != expected.dtype:
         return f"shape {tuple(got.shape)} {got.dtype}, expected {tuple(expected.shape)} {expected.dtype}"
     g = got.to(expected.device)
@@ -416,17 +425,8 @@ def _mismatch(got: torch.Tensor, expected: torch.Tensor, tolerance: Any, native_
         return f"{bad} of {g.numel()} elements differ" if bad else ""
     tol = tolerance(dtype_name(expected.dtype)) if tolerance is not None else None
     atol, rtol = (tol.atol, tol.rtol) if tol is not None else (1e-5, 1e-5)
-    wide = torch.float64 if expected.dtype in (torch.float64, torch.complex128) else torch.float32
-    e, g = expected.to(wide), g.to(wide)
-    if e.is_complex():
-        e, g = torch.view_as_real(e), torch.view_as_real(g)
-    bound = torch.clamp_min(atol + rtol * e.abs(), ERROR_BUDGET_K * native_error) * 2
-    err = (g - e).abs()
-    # NaN where either is NaN; an error beyond the bound; an infinity on one side only (both-equal infinities and
-    # NaN against NaN agree).
-    off = (~(err <= bound) | ~torch.isfinite(e)) & ~((g == e) | (torch.isnan(g) & torch.isnan(e)))
-    if not (bad := int(off.sum())):
+    bad = recheck_compare.count_off(g, expected, atol, rtol, ERROR_BUDGET_K * native_error)
+    if not bad:
         return ""
-    finite = err[torch.isfinite(err)]
-    largest = float(finite.max()) if finite.numel() else float("inf")
-    return f"{bad} of {g.numel()} elements off, largest error {largest:.3g}"
+    count = expected.numel() * (2 if expected.is_complex() else 1)
+    return f"{bad} of {count} elements off, largest error {recheck_compare.largest_error(g, expected):.3g}"

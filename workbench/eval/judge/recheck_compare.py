@@ -1,0 +1,106 @@
+"""The re-check of a timed call's output in one pass over the GPU's memory (`timing.PairTimer._recheck`).
+
+Every timed round re-checks a few calls' outputs against the reference's outputs on exactly those inputs, while the
+timing holds the device. Elementwise in torch the rule below took some twenty kernels and as many temporaries the
+size of the output: 3.6 ms for a 8192 x 8192 fp32 softmax, as long as the round's timed batches themselves, and
+five output-sized float32 temporaries (40 GB for an 8 GB output, more than the GPU had beside the pool). A Triton
+kernel reads both outputs once and counts the elements off in registers: no temporary at all.
+
+The rule is the timing module's (`timing._mismatch`): element i is off unless
+    |got_i - expected_i| <= max(2 atol + 2 rtol |expected_i|, 2 k E)  with expected_i finite,
+or got_i equals expected_i (equal infinities), or both are NaN. Arithmetic in float32 for outputs of 32 bits or fewer,
+float64 for float64; complex outputs as their real and imaginary parts.
+
+Where Triton cannot run (the CPU, or an output that is not a floating-point CUDA tensor) `count_off_torch` counts the
+same elements with torch; the tests hold the two to the same counts.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+#: Elements per program of the kernel.
+BLOCK = 4096
+#: Elements per slice when the largest error is measured for a message (only after a mismatch was found).
+MESSAGE_CHUNK = 1 << 26
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def count_off(g_ptr, e_ptr, n, atol2, rtol2, floor2, out_ptr, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        inside = offs < n
+        g = tl.load(g_ptr + offs, mask=inside, other=0).to(WIDE)
+        e = tl.load(e_ptr + offs, mask=inside, other=0).to(WIDE)
+        err = tl.abs(g - e)
+        bound = tl.maximum(atol2 + rtol2 * tl.abs(e), floor2)
+        ok = ((err <= bound) & (tl.abs(e) < float("inf"))) | (g == e) | ((g != g) & (e != e))
+        off = inside & ~ok
+        tl.atomic_add(out_ptr, tl.sum(off.to(tl.int32), axis=0))
+
+    return count_off
+
+
+def _flat_real(t: torch.Tensor) -> torch.Tensor:
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.contiguous().reshape(-1)
+
+
+def _wide(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype in (torch.float64, torch.complex128) else torch.float32
+
+
+def count_off(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
+    """Elements of `got` off `expected` under the module's rule (atol, rtol and floor = k E before doubling).
+    `got` and `expected` have the same shape and a floating or complex dtype."""
+    if not (expected.is_cuda and got.is_cuda) or expected.numel() == 0:
+        return count_off_torch(got, expected, atol, rtol, floor)
+    with torch.cuda.device(expected.device):
+        return count_off_kernel(got, expected, atol, rtol, floor)
+
+
+def count_off_kernel(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
+    """`count_off` by the Triton kernel on whatever device the tensors are on (the interpreter's on the CPU)."""
+    import triton.language as tl
+
+    g, e = _flat_real(got), _flat_real(expected)
+    out = torch.zeros(1, dtype=torch.int32, device=e.device)
+    wide = tl.float64 if _wide(expected.dtype) == torch.float64 else tl.float32
+    grid = (-(-e.numel() // BLOCK),)
+    _kernel()[grid](g, e, e.numel(), 2.0 * atol, 2.0 * rtol, 2.0 * floor, out, BLOCK=BLOCK, WIDE=wide)
+    return int(out.item())
+
+
+def count_off_torch(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
+    """The same count with torch, slice by slice (no temporary larger than MESSAGE_CHUNK elements)."""
+    g, e = _flat_real(got).to(expected.device), _flat_real(expected)
+    wide = _wide(expected.dtype)
+    bad = 0
+    for start in range(0, e.numel(), MESSAGE_CHUNK):
+        es, gs = e[start:start + MESSAGE_CHUNK].to(wide), g[start:start + MESSAGE_CHUNK].to(wide)
+        bound = torch.clamp_min(atol + rtol * es.abs(), floor) * 2
+        err = (gs - es).abs()
+        off = (~(err <= bound) | ~torch.isfinite(es)) & ~((gs == es) | (torch.isnan(gs) & torch.isnan(es)))
+        bad += int(off.sum())
+    return bad
+
+
+def largest_error(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """The largest finite |got - expected|, slice by slice (for the message of a mismatch)."""
+    g, e = _flat_real(got).to(expected.device), _flat_real(expected)
+    wide = _wide(expected.dtype)
+    largest = float("-inf")
+    for start in range(0, e.numel(), MESSAGE_CHUNK):
+        err = (g[start:start + MESSAGE_CHUNK].to(wide) - e[start:start + MESSAGE_CHUNK].to(wide)).abs()
+        finite = err[torch.isfinite(err)]
+        if finite.numel():
+            largest = max(largest, float(finite.max()))
+    return largest if largest != float("-inf") else float("inf")
