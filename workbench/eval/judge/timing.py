@@ -193,8 +193,8 @@ class PairTimer:
         #: Calls of the compiled reference in counted batches (it is timed in every other round).
         self.compiled_calls = 0
         self.null = self.calibration.runner
-        #: Per counted batch, each side's ms per call by the judge's clock (the samples on the CPU).
-        self.judged: dict[str, list[float]] = {n: [] for n in self.names}
+        #: Per counted batch, each side of the pair's ms per call by the judge's clock (the samples on the CPU).
+        self.judged: dict[str, list[float]] = {n: [] for n in PAIR}
         #: Seconds spent in each part of the rounds (protocol `timing_phases`): where the time stage goes.
         self.phases: dict[str, float] = {}
         like = self.pool.out_like

@@ -68,7 +68,7 @@ def copy_out_mirrored(pool: InputPool) -> bool:
 
 
 def judge_batch(fn: Any, pool: InputPool, order: list[int], seeds: Any, scratch: torch.Tensor | None,
-                 keep: Any = None) -> tuple[list[float], list[float], float]:
+                keep: Any = None) -> tuple[list[float], list[float], float]:
     """One batch of `fn` in the judge on the pool's sets, every output copied out as the runner's commit does:
     (stream ms, device ms, the judge's bracket in seconds)."""
     if seeds is True:
