@@ -205,7 +205,7 @@ def alternate(path: str, sets: int, rounds: int, children: int, refresh: bool, f
     return out
 
 
-def runner_rounds(path: str, device: str, check: bool) -> dict:
+def runner_rounds(path: str, device: str, check: bool, keep_cache: bool = False, pin: bool = False) -> dict:
     """The evaluation's timing with a real runner (fork server, sandbox, the candidate loaded as the evaluation loads
     it) but none of the stages an evaluation runs before timing, or with its correctness rounds first (`check`):
     tells a bias that comes with the runner from one that the earlier stages leave behind."""
@@ -239,16 +239,67 @@ def runner_rounds(path: str, device: str, check: bool) -> dict:
                                 tolerance=task.tolerance)
             remote = session.model(model, ref.init_inputs(size, 0), 0, {**ref.defaults, **size})
             clock = "cuda-events" if device.startswith("cuda") else "wall"
+            emptied = _count_empty_cache(keep_cache)
+            if pin:  # the judge's timing thread and the runner on one core, as on the CPU
+                from workbench.eval.judge import timing as timing_module
+
+                real_init = timing_module._OneCore.__init__
+
+                def one_core(self, session, cuda):
+                    real_init(self, session, False)
+
+                timing_module._OneCore.__init__ = one_core
             outcome = PairTimer(session, remote.model_id, ReferenceSide(model, None, task.tolerance, 0.0), plan.pool,
                                 plan.calibration, stopping_rule(device, False, None), device, clock,
                                 seeded=plan.seeded).run()
+            kernels = {"runner": session.profile(remote.model_id, plan.pool.sets[0]),
+                       "judge": _judge_kernels(model, plan.pool.sets[0])} if device.startswith("cuda") else {}
             session.close()
     finally:
         server.close()
     return {"reference": round(outcome.reference.median_ms, 4), "candidate": round(outcome.candidate.median_ms, 4),
             "speedup": round(outcome.reference.median_ms / outcome.candidate.median_ms, 3),
             "basis": outcome.protocol.get("timing_basis"), "batches": outcome.protocol.get("timed_batches"),
-            "calls": outcome.protocol.get("calls_per_batch"), "findings": [f.flag for f in outcome.findings]}
+            "calls": outcome.protocol.get("calls_per_batch"), "findings": [f.flag for f in outcome.findings],
+            "sandbox": runner.sandbox, "judge_empty_cache": emptied[0],
+            "kernels_us": {side: {name[:60]: round(us, 1) for name, us in k.items()} for side, k in kernels.items()}}
+
+
+def _count_empty_cache(keep: bool) -> list[int]:
+    """Counts the judge's `torch.cuda.empty_cache` calls from here on; with `keep` the timing rounds' own
+    `release_unused` does nothing (the cache stays, no memory goes back to the driver between the two sides)."""
+    from workbench.eval.judge import timing
+
+    count = [0]
+    real = torch.cuda.empty_cache
+
+    def counted() -> None:
+        count[0] += 1
+        real()
+
+    torch.cuda.empty_cache = counted
+    if keep:
+        timing.release_unused = lambda device: None
+    return count
+
+
+def _judge_kernels(model, inputs: list) -> dict[str, float]:
+    """{kernel: us} of one reference call in the judge, from the torch profiler: set beside the runner's own
+    trace, it tells a slower kernel (placement, a different launch) from idle time inside the timed window."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        model(*inputs)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            model(*inputs)
+            torch.cuda.synchronize()
+    kernels: dict[str, float] = {}
+    for evt in prof.events():
+        us = float(getattr(evt, "device_time", 0.0) or 0.0)
+        if us > 0 and "cuda" in str(getattr(evt, "device_type", "")).lower():
+            kernels[evt.name] = kernels.get(evt.name, 0.0) + us
+    return kernels
 
 
 def _evaluate(path: str, compile_reference: bool = True) -> dict:
@@ -295,6 +346,10 @@ def main() -> int:
     parser.add_argument("--runner", choices=["", "bare", "checked"], default="",
                         help="time with a real runner and no other stage (bare), or after the correctness rounds")
     parser.add_argument("--device", default="cuda", help="device of --runner")
+    parser.add_argument("--pin", action="store_true",
+                        help="with --runner: the judge's timing thread and the runner's threads on one core")
+    parser.add_argument("--keep-cache", action="store_true",
+                        help="with --runner: the judge keeps its freed GPU memory cached between the two sides")
     parser.add_argument("--fork", action="store_true", help="the child forks as the runner's fork server does")
     parser.add_argument("--no-compiled", action="store_true", help="evaluate without timing torch.compile")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -308,7 +363,7 @@ def main() -> int:
         return 0
     if args.runner:
         for path in args.problem:
-            print(f"{Path(path).stem} ({args.runner}): {runner_rounds(path, args.device, args.runner == 'checked')}",
+            print(f"{Path(path).stem} ({args.runner}): {runner_rounds(path, args.device, args.runner == 'checked', args.keep_cache, args.pin)}",
                   flush=True)
         return 0
     if args.alternate:

@@ -65,6 +65,17 @@ def median_stages(results: list[wb.Result]) -> dict[str, float]:
     return {k: round(statistics.median(r.stage_seconds.get(k, 0.0) for r in results), 3) for k in names}
 
 
+def median_phases(results: list[wb.Result]) -> dict[str, float]:
+    """Median seconds of each part of the timing rounds (protocol `timing_phases`), and of the batches counted."""
+    rows = [r.protocol.get("timing_phases") or {} for r in results]
+    names = sorted({k for row in rows for k in row})
+    out = {k: round(statistics.median(row.get(k, 0.0) for row in rows), 3) for k in names}
+    batches = [r.protocol.get("timed_batches") for r in results if r.protocol.get("timed_batches")]
+    if batches:
+        out["batches"] = statistics.median(batches)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="softmax")
@@ -92,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         repeated, repeated_results = run_pass("repeated", task, cands, args.device)
         print(f"median stage seconds, fresh:    {median_stages(fresh_results)}")
         print(f"median stage seconds, repeated: {median_stages(repeated_results)}")
+        print(f"median timing phases, fresh:    {median_phases(fresh_results)}")
+        print(f"median timing phases, repeated: {median_phases(repeated_results)}")
         bad += [r for r in fresh_results + repeated_results if r.status not in ("ok", "rejected", "incorrect")]
         rates += [(f"{n} judge(s)", "fresh", fresh), (f"{n} judge(s)", "repeated", repeated)]
     print()

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from workbench.errors import TaskError
 from workbench.eval.judge.reference64 import nbytes
 from workbench.eval.wire.runner_messages import TensorRef
 from workbench.eval.wire.tensors import as_list, is_plain
@@ -125,14 +126,22 @@ class InputPool:
         return self.reference.make_inputs(self.size, rng.randrange(1 << 62), self.device, "default")
 
     def refresh(self, rng: random.Random, count: int | None = None) -> None:
-        """New contents in the first `count` sets (all by default), in place, from seeds drawn now."""
+        """New contents in the first `count` sets (all by default), in place, from seeds drawn now.
+
+        Drawn straight into the sets (`refill`), with no set-sized temporary: a fresh 8 GB draw per round, freed
+        and handed back to the driver, left the driver clearing that memory while the runner timed its batch, and
+        an identical memory-bound reduction read 15-25% slower in the runner than in the judge."""
         self.generation += 1
         for k in range(self.n if count is None else min(count, self.n)):
-            fresh = self._draw(rng)
-            for target, value in zip(self.sets[k], fresh, strict=False):
-                if isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor) and \
-                        target.shape == value.shape:
-                    target.copy_(value)
+            seed = rng.randrange(1 << 62)
+            try:
+                self.reference.refill(self.sets[k], self.size, seed, self.device)
+            except TaskError:  # inputs whose shapes move with the seed: a whole draw, copied where it fits
+                for target, value in zip(self.sets[k], self.reference.make_inputs(self.size, seed, self.device),
+                                         strict=False):
+                    if isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor) and \
+                            target.shape == value.shape:
+                        target.copy_(value)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
 

@@ -40,7 +40,7 @@ from workbench.eval.judge.output_compare import ERROR_BUDGET_K
 from workbench.eval.judge.stats import StoppingRule
 from workbench.eval.judge.timing_batches import Calibration, copy_out_mirrored, judge_batch
 from workbench.eval.wire import timed_loop
-from workbench.eval.wire.tensors import dtype_name, release_unused
+from workbench.eval.wire.tensors import dtype_name, release_if_short
 from workbench.result import Timing
 
 #: Seconds of calls one timed batch aims at: a round's fixed costs (~5-10 ms on a GPU) and its first call stay a
@@ -190,6 +190,8 @@ class PairTimer:
         self.cpu_batches: list[tuple[float, float, int]] = []
         self.findings: list[Finding] = []
         self.checked = self.dropped = 0
+        #: Rounds in which the judge gave its cached GPU memory back before the runner's batch (tight memory).
+        self.released = 0
         #: Calls of the compiled reference in counted batches (it is timed in every other round).
         self.compiled_calls = 0
         self.null = self.calibration.runner
@@ -283,7 +285,7 @@ class PairTimer:
             comp = None
             if self.reference.compiled is not None and (b < 2 or b % 2 == 0 or self.rule.is_fixed):
                 comp = judge_batch(lambda xs: self.reference.compiled(*xs), pool, order, seeds, self.scratch)[:2]
-            release_unused(self.session.device)
+            self.released += release_if_short(self.session.device)
             clock.lap("reference")
         clock.lap("freeze")
         cpu_before = self.session.runner.cpu_use() if not self.cuda else None
@@ -396,6 +398,7 @@ class PairTimer:
                                                            "the device synchronize"))
         outcome.protocol.update(timing_input_sets=self.pool.n, checked_timed_calls=self.checked,
                                 dropped_batches=self.dropped, timed_batches=len(self.batches),
+                                memory_released_rounds=self.released,
                                 calls_per_batch=self.batches[-1].calls if self.batches else 0,
                                 harness=self.null.to_dict(), judge_harness=self.calibration.judge.to_dict(),
                                 clock_check=verdict.to_dict(),

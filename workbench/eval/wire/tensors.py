@@ -78,6 +78,28 @@ def release_unused(device: str) -> None:
     if torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) > UNUSED_CACHE_BYTES:
         torch.cuda.empty_cache()
 
+#: Free device memory `release_if_short` wants beside what the judge caches unused before it keeps the cache.
+SHORT_MARGIN_BYTES = 1 << 30
+
+
+def release_if_short(device: str) -> bool:
+    """`release_unused` only where the GPU could not otherwise give the runner as much as the judge caches unused
+    (free memory below that plus SHORT_MARGIN_BYTES); True when it released.
+
+    For the gap between the two sides of a timed round. Memory handed back to the driver is cleared by the GPU
+    while the next work runs: a judge that released its cache right before the runner's batch slowed a
+    memory-bound candidate by 15-25% (identical code timed at 0.80-0.85x), and a judge that releases it only
+    when the runner would run short keeps both sides on a quiet GPU."""
+    if not device.startswith("cuda") or not torch.cuda.is_initialized():
+        return False
+    dev = torch.device(device)
+    unused = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+    if unused <= UNUSED_CACHE_BYTES or torch.cuda.mem_get_info(dev)[0] >= unused + SHORT_MARGIN_BYTES:
+        return False
+    torch.cuda.empty_cache()
+    return True
+
+
 def int_view(t: torch.Tensor) -> torch.Tensor | None:
     kind = {2: torch.int16, 4: torch.int32, 8: torch.int64}.get(t.element_size())
     if kind is None or t.is_complex():
