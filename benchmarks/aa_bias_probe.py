@@ -267,7 +267,7 @@ def runner_rounds(path: str, device: str, check: bool, keep_cache: bool = False,
 
 def _count_empty_cache(keep: bool) -> list[int]:
     """Counts the judge's `torch.cuda.empty_cache` calls from here on; with `keep` the timing rounds' own
-    `release_unused` does nothing (the cache stays, no memory goes back to the driver between the two sides)."""
+    `release_if_short` does nothing (the cache stays, no memory goes back to the driver between the two sides)."""
     from workbench.eval.judge import timing
 
     count = [0]
@@ -279,14 +279,17 @@ def _count_empty_cache(keep: bool) -> list[int]:
 
     torch.cuda.empty_cache = counted
     if keep:
-        timing.release_unused = lambda device: None
+        timing.release_if_short = lambda device: False
     return count
 
 
 def _judge_kernels(model, inputs: list) -> dict[str, float]:
-    """{kernel: us} of one reference call in the judge, from the torch profiler: set beside the runner's own
-    trace, it tells a slower kernel (placement, a different launch) from idle time inside the timed window."""
+    """{kernel: us} of one reference call in the judge, from the torch profiler read as the runner reads it: set
+    beside the runner's own trace, it tells a slower kernel (placement, a different launch) from idle time inside
+    the timed window."""
     from torch.profiler import ProfilerActivity, profile
+
+    from workbench.eval.runner.kernel_trace import profiler_kernels
 
     with torch.no_grad():
         model(*inputs)
@@ -294,12 +297,7 @@ def _judge_kernels(model, inputs: list) -> dict[str, float]:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             model(*inputs)
             torch.cuda.synchronize()
-    kernels: dict[str, float] = {}
-    for evt in prof.events():
-        us = float(getattr(evt, "device_time", 0.0) or 0.0)
-        if us > 0 and "cuda" in str(getattr(evt, "device_type", "")).lower():
-            kernels[evt.name] = kernels.get(evt.name, 0.0) + us
-    return kernels
+    return profiler_kernels(prof.events())
 
 
 def _evaluate(path: str, compile_reference: bool = True) -> dict:

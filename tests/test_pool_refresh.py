@@ -63,14 +63,14 @@ def test_refresh_of_a_task_whose_shapes_move_with_the_seed_copies_what_fits_and_
     assert any(not torch.equal(s[1], w) for s, w in zip(pool.sets, weights, strict=True))
 
 
-def test_release_if_short_keeps_the_cache_off_the_gpu():
+def test_release_if_short_does_nothing_off_the_gpu():
     from workbench.eval.wire.tensors import release_if_short
 
     assert release_if_short("cpu") is False
 
 
 @pytest.mark.parametrize("count", [None, 0])
-def test_refresh_counts_a_generation_even_when_it_writes_nothing(tmp_path, count):
+def test_every_refresh_is_one_generation_whatever_it_writes(tmp_path, count):
     pool, _, _ = _pool(tmp_path, SUM)
     pool.refresh(random.Random(0), count=count)
     assert pool.generation == 1

@@ -80,6 +80,20 @@ def demangle(name: str) -> str:
         return name
 
 
+def profiler_kernels(events: Any) -> dict[str, float]:
+    """{kernel: us} from the torch profiler's events of one call: device-side events only, copies and memsets left
+    out. The runner's fallback where CUPTI cannot be used directly, and the same reading on any other side that
+    compares its kernels with a runner's."""
+    kernels: dict[str, float] = {}
+    for evt in events:
+        if "cuda" not in str(getattr(evt, "device_type", "")).lower():
+            continue
+        us = float(getattr(evt, "device_time", 0.0) or getattr(evt, "cuda_time", 0.0) or 0.0)
+        if us > 0 and not evt.name.startswith(("Memcpy", "Memset", "cudaMem")):
+            kernels[evt.name] = kernels.get(evt.name, 0.0) + us
+    return kernels
+
+
 class KernelTracer:
     """One per runner: `trace(call)` runs `call` with kernel activity recording on and returns
     {kernel name: microseconds summed over its launches}."""

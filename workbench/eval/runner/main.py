@@ -322,18 +322,11 @@ class Runner:
                     return kernels, "cupti"
             except _TraceUnavailable:
                 pass
-            kernels: dict[str, float] = {}
             torch.cuda.synchronize()
             with _profile(activities=[_ProfilerActivity.CUDA]) as prof:
                 call()
                 torch.cuda.synchronize()
-        for evt in prof.events():
-            if "cuda" not in str(getattr(evt, "device_type", "")).lower():
-                continue
-            us = float(getattr(evt, "device_time", 0.0) or getattr(evt, "cuda_time", 0.0) or 0.0)
-            if us > 0 and not evt.name.startswith(("Memcpy", "Memset", "cudaMem")):
-                kernels[evt.name] = kernels.get(evt.name, 0.0) + us
-        return kernels, "torch-profiler"
+        return kernel_trace.profiler_kernels(prof.events()), "torch-profiler"
 
     def loop(self) -> None:
         handlers = {Load: self.on_load, Build: self.on_build, Call: self.on_call, Time: self.on_time,

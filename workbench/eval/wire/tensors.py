@@ -72,11 +72,17 @@ def release_unused(device: str) -> None:
     """Give the GPU memory this process freed but still caches back to the driver, when it is much: the other side
     of the trust boundary is another process, and a real-size task (8 GB tensors) needs every byte the judge's
     temporaries once took. Cheap when there is little to give (two counters read)."""
-    if not device.startswith("cuda") or not torch.cuda.is_initialized():
-        return
-    dev = torch.device(device)
-    if torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) > UNUSED_CACHE_BYTES:
+    if _unused_bytes(device) > UNUSED_CACHE_BYTES:
         torch.cuda.empty_cache()
+
+
+def _unused_bytes(device: str) -> int:
+    """Bytes this process's caching allocator holds on `device` but does not use (0 off a GPU, or before CUDA)."""
+    if not device.startswith("cuda") or not torch.cuda.is_initialized():
+        return 0
+    dev = torch.device(device)
+    return torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+
 
 #: Free device memory `release_if_short` wants beside what the judge caches unused before it keeps the cache.
 SHORT_MARGIN_BYTES = 1 << 30
@@ -90,11 +96,8 @@ def release_if_short(device: str) -> bool:
     while the next work runs: a judge that released its cache right before the runner's batch slowed a
     memory-bound candidate by 15-25% (identical code timed at 0.80-0.85x), and a judge that releases it only
     when the runner would run short keeps both sides on a quiet GPU."""
-    if not device.startswith("cuda") or not torch.cuda.is_initialized():
-        return False
-    dev = torch.device(device)
-    unused = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
-    if unused <= UNUSED_CACHE_BYTES or torch.cuda.mem_get_info(dev)[0] >= unused + SHORT_MARGIN_BYTES:
+    unused = _unused_bytes(device)
+    if unused <= UNUSED_CACHE_BYTES or torch.cuda.mem_get_info(torch.device(device))[0] >= unused + SHORT_MARGIN_BYTES:
         return False
     torch.cuda.empty_cache()
     return True
