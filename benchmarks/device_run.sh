@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|baseline|speed|oom|probe|bisect|big|dask
+#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|baseline|speed|ab|oom|probe|bisect|big|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +66,18 @@ PY
     # Overlap on the GPU: candidates per minute with 1, 2 and 3 judges in one run, then the overhead figure.
     timeout 330 python3 benchmarks/eval_throughput.py --judges "${KB_JUDGES:-1,2,3}" 2>&1 | tee "$OUT/eval_throughput.log" | grep -v "^\[" | tail -30
     timeout 220 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --before .pre 2>&1 | tee "$OUT/eval_overhead.log" | tail -25
+    ;;
+  ab)
+    # A change to the evaluation path, before and after in one run: candidates per minute with the engine in .base
+    # (`git archive <commit before> workbench | tar -x -C .base`; the benchmark script is copied in, so both sides
+    # print the same figures and each imports its own engine), then with this tree, then the fast GPU subset.
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+    mkdir -p .base/benchmarks && cp benchmarks/eval_throughput.py .base/benchmarks/
+    PYTHONPATH="$PWD/.base${PYTHONPATH#$PWD}" timeout 140 python3 .base/benchmarks/eval_throughput.py 2>&1 \
+      | tee "$OUT/throughput_before.log" | grep -v "^\[" | tail -9
+    timeout 140 python3 benchmarks/eval_throughput.py 2>&1 | tee "$OUT/throughput_after.log" | grep -v "^\[" | tail -9
+    timeout 240 python3 -m pytest tests/gpu -m "gpu and not slow" -q -rfE -p no:cacheprovider 2>&1 \
+      | tee "$OUT/gpu_tests_fast.log" | tail -15
     ;;
   oom)
     # Real-size problems that fill the GPU, one after another, with stacks of a problem that runs past 45 s and the

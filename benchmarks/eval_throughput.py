@@ -76,6 +76,18 @@ def median_phases(results: list[wb.Result]) -> dict[str, float]:
     return out
 
 
+def pause_summary(results: list[wb.Result]) -> str:
+    """How many evaluations compiled with the device let go of (protocol `compile_pauses`), and the median seconds
+    compiled that way and spent getting the device back."""
+    logs = [r.protocol.get("compile_pauses") for r in results]
+    logs = [p for p in logs if p]
+    if not logs:
+        return "none"
+    return (f"{len(logs)} of {len(results)} evaluations; median compiling "
+            f"{statistics.median(p['compiling_s'] for p in logs):.3f} s, getting the device back "
+            f"{statistics.median(p['waited_s'] for p in logs):.3f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="softmax")
@@ -105,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"median stage seconds, repeated: {median_stages(repeated_results)}")
         print(f"median timing phases, fresh:    {median_phases(fresh_results)}")
         print(f"median timing phases, repeated: {median_phases(repeated_results)}")
+        print(f"compile pauses, fresh:          {pause_summary(fresh_results)}")
+        print(f"compile pauses, repeated:       {pause_summary(repeated_results)}")
         bad += [r for r in fresh_results + repeated_results if r.status not in ("ok", "rejected", "incorrect")]
         rates += [(f"{n} judge(s)", "fresh", fresh), (f"{n} judge(s)", "repeated", repeated)]
     print()

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from workbench.eval.judge import compile_pause
 from workbench.eval.judge.correctness import CandidateFailure
 from workbench.eval.judge.launch_probe import ProbePlanner
 from workbench.eval.judge.runner_handle import RunnerProcess
@@ -108,6 +110,10 @@ class CandidateSession:
     probes: ProbePlanner | None = None
     #: The last profiled forward: (kernel microseconds by name, the runner's hook points found replaced).
     profiled: tuple[dict[str, float], tuple[str, ...]] | None = None
+    #: Lets go of the judge's shared hold of the device while the candidate compiles (`compile_pause.py`): a
+    #: context manager factory, `DeviceLock.released` as the evaluation binds it; None: nothing to let go of.
+    release_device: Callable[[], Any] | None = None
+    pauses: compile_pause.PauseLog = field(default_factory=compile_pause.PauseLog)
 
     def __post_init__(self) -> None:
         self.arena = Arena(self.device, transport=self.transport)
@@ -137,7 +143,8 @@ class CandidateSession:
 
     def _expect(self, message: protocol.Message, kind: str, timeout: float | None = None, stage: str = "forward"):
         self._announce()
-        reply = self.runner.request(message, {kind}, timeout or self.timeout)
+        self.runner.send(message)
+        reply = compile_pause.reply(self.runner, kind, timeout or self.timeout, self.release_device, self.pauses)
         if isinstance(reply, protocol.Fault):
             raise CandidateFailure(reply.stage if reply.stage in ("init", "compile", "load") else stage,
                                    RemoteError(reply))

@@ -3,8 +3,8 @@
 Several judges may work on one device at once (`caller/pool.py` runs a few so candidates overlap; two notebooks may
 each have one). A measurement is only honest if nothing else runs on the device meanwhile, so a judge holds this
 lock *exclusively* while it times or calibrates, and *shared* while it runs anything else on the device (the
-correctness rounds, counting, profiling). Loading and compiling a candidate takes no lock: that is the work that
-overlaps.
+correctness rounds, counting, profiling, the candidate's import). Starting a runner takes no lock, and a candidate's
+compile lets go of the shared hold (`compile_pause.py`): that is the work that overlaps.
 
 It is an `flock` on a file per device (the GPU's UUID, or the host for the CPU) in a per-user folder, so it holds
 across processes and is released by the kernel when a judge dies. Waiting writers go first: a reader passes a gate
@@ -43,6 +43,14 @@ def device_identity(device: str) -> str:
         except Exception:  # noqa: BLE001 - older torch or no device: the index names it
             return "gpu-" + os.environ.get("CUDA_VISIBLE_DEVICES", "") + "-" + device
     return "cpu-" + socket.gethostname()
+
+
+class Released:
+    """What `DeviceLock.released` yields: whether the hold was let go of, and after the block how long taking it
+    back took."""
+
+    let_go: bool = False
+    waited: float = 0.0
 
 
 class DeviceLock:
@@ -109,6 +117,25 @@ class DeviceLock:
             # Back down without the gate: a writer waiting at it must not wait for this holder, nor this holder
             # for it.
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN if before == NONE else fcntl.LOCK_SH)
+
+    @contextlib.contextmanager
+    def released(self) -> Iterator[Released]:
+        """Let go of a shared hold for the block and take it back afterwards, behind any writer waiting by then
+        (`compile_pause.py`: a candidate compiling needs no device, and a timing may run meanwhile). An exclusive
+        hold is kept: a measurement is never interrupted. The yielded record's `waited` is the seconds it took to
+        get the hold back."""
+        got = Released()
+        if self.mode != SHARED or self._lock_fd is None:
+            yield got
+            return
+        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        got.let_go = True
+        try:
+            yield got
+        finally:
+            started = time.perf_counter()
+            self._take(SHARED)
+            got.waited = time.perf_counter() - started
 
     def close(self) -> None:
         for fd in (self._lock_fd, self._gate_fd):

@@ -44,8 +44,10 @@ from workbench.tasks import precision
 from workbench.tasks.task import LoadedReference, Task
 
 #: The device lock each stage holds (`device_lock.py`): measurements own the device, every other use of it shares
-#: (the candidate's import inside "load" included); starting the next runner and scanning hold none.
-STAGE_LOCKS = {"calibrate": EXCLUSIVE, "time": EXCLUSIVE, "check": SHARED, "evidence": SHARED, "count": SHARED,
+#: (the candidate's import inside "load" included); starting the next runner and scanning hold none. "calibrate"
+#: shares the device while it draws the timing pool and takes it exclusively only for its two measurements
+#: (`timing_stage.prepare`).
+STAGE_LOCKS = {"calibrate": SHARED, "time": EXCLUSIVE, "check": SHARED, "evidence": SHARED, "count": SHARED,
                "ran": SHARED, "cover": SHARED}
 
 
@@ -126,6 +128,18 @@ class Evaluation:
                 stages["wait"] = round(stages.get("wait", 0.0) + waited, 3)
             yield
 
+    @contextmanager
+    def _released(self) -> Iterator[Any]:
+        """The shared hold let go while the candidate compiles (`compile_pause.py`); the seconds spent getting it
+        back go to stage_seconds["wait"]."""
+        lock = self.ctx.device_lock
+        with lock.released() if lock is not None else nullcontext() as got:
+            yield got
+        waited = float(getattr(got, "waited", 0.0) or 0.0)
+        if waited:
+            stages = self.base["stage_seconds"]
+            stages["wait"] = round(stages.get("wait", 0.0) + waited, 3)
+
     def _run(self) -> dict[str, Any]:
         try:
             self._stage("scan", self.scan)
@@ -168,6 +182,8 @@ class Evaluation:
                     "log": traceback.format_exc()[-3000:], "out_of_memory": True}
         finally:
             if self.session is not None:
+                if self.session.pauses.count:
+                    self.base["protocol"]["compile_pauses"] = self.session.pauses.to_dict()
                 self.session.close()
             self.plan = None
             if self.device.startswith("cuda"):
@@ -217,6 +233,7 @@ class Evaluation:
         """A fresh runner for this candidate; before the candidate is imported in it, the timing's input pool and
         the harness calibration (`timing_stage.prepare`), then the candidate (compilation has its own budget)."""
         self.session = start_runner(self)
+        self.session.release_device = self._released
         if self.job.get("time_it", True):
             self._stage("calibrate", self._prepare_timing)
         with self._device(SHARED):  # the candidate's import may already use the device
@@ -224,18 +241,23 @@ class Evaluation:
 
     def _prepare_timing(self) -> None:
         interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
-        key = (self.key, repr(sorted(self.time_size.items())), self.seed, self.device)
+        key = self.timing_key
         self.plan, self.ctx.timing[key] = timing_stage.prepare(
             self.session, self.reference(), self.reference_model(), self.time_size, self.seed, self.device,
-            self.timeout, interpreted, self.ctx.timing.get(key))
+            self.timeout, interpreted, self.ctx.timing.get(key), measuring=lambda: self._device(EXCLUSIVE))
         self.base["protocol"]["calibration"] = "reused" if self.plan.calibration_reused else "measured"
+
+    @property
+    def timing_key(self) -> tuple[Any, ...]:
+        """What the judge keeps per task, timing size and seed (reference model, compiled model, timing profile)."""
+        return (self.key, repr(sorted(self.time_size.items())), self.seed, self.device)
 
     def reference(self) -> LoadedReference:
         return self.ctx.reference(self.task)
 
     def reference_model(self) -> Any:
         """The reference model at the timing size, built once per task, size and seed in this judge."""
-        key = (self.key, repr(sorted(self.time_size.items())), self.seed, self.device)
+        key = self.timing_key
         if key not in self.ctx.models:
             self.ctx.models[key] = build_reference(self.reference(), self.time_size, self.device, self.seed)
         return self.ctx.models[key]
@@ -307,8 +329,9 @@ class Evaluation:
         side = ReferenceSide(ref_model, self._compiled(ref_model), self.task.tolerance,
                              float(result.get("error_budget", {}).get("native_error") or 0.0))
         reps = self.job.get("reps")
+        key = self.timing_key
         late = timing_stage.run(self.session, model.model_id, self.plan, side, self.device, self.cand["language"],
-                                int(reps) if reps is not None else None, result)
+                                int(reps) if reps is not None else None, result, self.ctx.timing.get(key))
         self.base["protocol"].update(result.pop("timing_protocol", {}))
         if self.device.startswith("cuda") and self.cand["language"] != "torch" and "timing" in result:
             coverage, found = self._stage("cover", timing_stage.cover, self.session, model.model_id, self.plan,
@@ -346,7 +369,7 @@ class Evaluation:
         (a compile takes seconds to minutes)."""
         if not (self.device.startswith("cuda") and self.job.get("compile_reference", True)):
             return None
-        key = (self.key, repr(sorted(self.time_size.items())), self.seed, self.device)
+        key = self.timing_key
         if key not in self.ctx.compiled:
             inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
             self.ctx.compiled[key] = _compiled(ref_model, inputs, self.notes)

@@ -5,10 +5,14 @@ harness calibration on a null candidate, which must see nothing of the candidate
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import os
 import random
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,21 +71,39 @@ class ReferenceProfile:
     calibration: Calibration | None = None
     calibrated_at: float = 0.0
     pool_sets: int = 0
+    #: The last timing of `torch.compile` of the reference (`Timing.to_dict()`) and when it was made: the compiled
+    #: line is an aside the verdict never uses, the same for every candidate of the task, so a recent one is
+    #: reused instead of timed again under the exclusive lock for each candidate of a sweep or a loop.
+    compiled: dict[str, Any] | None = None
+    compiled_at: float = 0.0
+
+    def recent_compiled(self) -> dict[str, Any] | None:
+        if self.compiled is None or time.monotonic() - self.compiled_at >= CALIBRATION_REUSE_S:
+            return None
+        return self.compiled
 
 
 def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dict, seed: int, device: str,
-            timeout: float, interpreted: bool, known: ReferenceProfile | None = None) -> tuple[TimingPlan,
-                                                                                              ReferenceProfile]:
+            timeout: float, interpreted: bool, known: ReferenceProfile | None = None,
+            measuring: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext) -> tuple[TimingPlan,
+                                                                                                   ReferenceProfile]:
     """The input pool and the null calibration, before the candidate is imported (module doc). The pool holds
     enough sets for a batch of a candidate up to 4x faster than the reference, as many as fit in memory. `known`
     (the same task and size, from an earlier candidate) spares the reference's estimate and, while recent and for
-    the same pool, the calibration."""
+    the same pool, the calibration.
+
+    Only the two measurements (the reference's estimate and the null calibration) run inside `measuring()`, which
+    the judge makes an exclusive hold of the device: drawing the pool's sets is not a measurement, and keeping it out
+    of the exclusive lock lets another judge's checks go on meanwhile (on a later candidate of the task, nothing
+    here needs the device to itself)."""
     started = time.perf_counter()
     first = reference.make_inputs(size, seed + 101, device, "default")
     with torch.no_grad():
         out = ref_model(*clone_inputs(first))
     if known is None:
-        known = ReferenceProfile(_estimate_ms(ref_model, first, device), draws_random_numbers(ref_model, first, device))
+        with measuring():
+            estimate = _estimate_ms(ref_model, first, device)
+        known = ReferenceProfile(estimate, draws_random_numbers(ref_model, first, device))
     est = known.reference_ms
     target = TARGET_BATCH_S["cuda" if device.startswith("cuda") else "cpu"] * 1e3
     wanted = 3 if interpreted else max(2, min(MAX_SETS, math.ceil(4 * target / max(est, 1e-3))))
@@ -91,7 +113,8 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
     fresh = known.calibration is not None and known.pool_sets == pool.n and \
         time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
     if not fresh:
-        known.calibration = calibrate(session, pool, timeout, known.seeded)
+        with measuring():
+            known.calibration = calibrate(session, pool, timeout, known.seeded)
         known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
     plan = TimingPlan(pool, known.calibration, size, est, time.perf_counter() - started, known.seeded)
     plan.calibration_reused = fresh
@@ -127,9 +150,14 @@ def _telemetry(device: str):
 
 
 def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: ReferenceSide, device: str,
-        candidate_language: str, reps: int | None, result: dict[str, Any]) -> list[Finding]:
+        candidate_language: str, reps: int | None, result: dict[str, Any],
+        known: ReferenceProfile | None = None) -> list[Finding]:
     """Time the pair and fill `result` (timing, reference_timing, compiled_reference_timing, judge_clock_timing,
-    speedup CI and verdict, telemetry); returns the findings of the timing (the clock check, re-checks, threads)."""
+    speedup CI and verdict, telemetry); returns the findings of the timing (the clock check, re-checks, threads).
+    `known` (the task's profile in this judge) lends a recent compiled-reference timing and keeps a new one."""
+    reused = known.recent_compiled() if known is not None and side.compiled is not None else None
+    if reused is not None:
+        side = dataclasses.replace(side, compiled=None)
     interpreted = os.environ.get("TRITON_INTERPRET") == "1" and candidate_language == "triton"
     clock = "cuda-events" if device.startswith("cuda") else ("interpreter" if interpreted else "wall")
     rule = stopping_rule(device, interpreted, reps)
@@ -153,6 +181,13 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
         result["reference_timing"]["clock"] = "wall"
     if outcome.compiled is not None:
         result["compiled_reference_timing"] = outcome.compiled.to_dict()
+        outcome.protocol["compiled_reference"] = "timed"
+        if known is not None:
+            known.compiled, known.compiled_at = dict(result["compiled_reference_timing"]), time.monotonic()
+    elif reused is not None:
+        result["compiled_reference_timing"] = dict(reused)
+        age = time.monotonic() - known.compiled_at if known is not None else 0.0
+        outcome.protocol["compiled_reference"] = f"reused: timed for an earlier candidate of this task {age:.0f} s ago"
     if outcome.judge_clock is not None:
         result["judge_clock_timing"] = outcome.judge_clock.to_dict()
     result.setdefault("details", {}).setdefault("notes", []).extend(outcome.notes)

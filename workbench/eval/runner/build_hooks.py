@@ -8,6 +8,8 @@ import hashlib
 import shutil
 from pathlib import Path
 
+from workbench.eval.runner.compile_pause import paused
+
 #: Where a runner finds its entry inside the sandbox (the judge binds it there read-only).
 MOUNT_POINT = "/kwb-compile-cache"
 
@@ -52,7 +54,8 @@ def install_load_inline_cache(root: str | Path) -> None:
         marker = folder / _MARKER
         if library.is_file() and marker.is_file() and marker.read_text() == key:
             return ext._import_module_from_library(str(name), str(folder), True)
-        module = original(*args, **kwargs)
+        with paused():  # nvcc builds for tens of seconds without the GPU: the judge lets go of it meanwhile
+            module = original(*args, **kwargs)
         if library.is_file():
             marker.write_text(key)
         return module

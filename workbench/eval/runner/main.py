@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.profiler
 
-from workbench.eval.runner import kernel_trace, launches, op_record, seal
+from workbench.eval.runner import compile_pause, kernel_trace, launches, op_record, seal
 from workbench.eval.runner.poison import Poison
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire import timed_loop as timing
@@ -118,6 +118,9 @@ class Runner:
         self.seal: seal.Seal | None = None
         #: Sets a call's probe budget (`protocol.Call.probe_ns`); a no-op until the interpreter is wrapped.
         self.probing = launches.no_probe
+        #: Whether a compile may pause the judge's hold of the device now (`compile_pause.py`): inside a load, build
+        #: or call, never inside a timed batch.
+        self.pausable = False
 
     # -- messages --
     def send(self, message: protocol.Message) -> None:
@@ -129,6 +132,14 @@ class Runner:
         self.seq_in += 1
         return protocol.decode(frame, job=self.job, nonce=self.nonce, seq=self.seq_in,
                                allowed=protocol.JUDGE_KINDS), fds
+
+    def await_proceed(self) -> None:
+        """After a compile pause: the judge's Proceed (it holds the device again) before any GPU work."""
+        msg, fds = self.receive()
+        for fd in fds:
+            os.close(fd)
+        if not isinstance(msg, protocol.Proceed):
+            raise RuntimeError(f"the judge answered a compile pause with {msg.kind!r}")
 
     def fault(self, stage: str, exc: BaseException, call: int = -1) -> None:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -347,7 +358,11 @@ class Runner:
             if self.cuda and not self.cuda_ready:
                 _mark_cuda_initialized()
                 self.cuda_ready = True
-            handlers[type(msg)](msg)
+            self.pausable = type(msg) in (Load, Build, Call)
+            try:
+                handlers[type(msg)](msg)
+            finally:
+                self.pausable = False
 
 
 def _seal_hooks() -> seal.Seal:
@@ -406,6 +421,8 @@ def serve(sock_fd: int, job: str, nonce: str, device: str, sandbox: str, reason:
     if not device.startswith("cuda"):
         cpu_timing_threads()
     runner = Runner(channel, job, nonce, device)
+    compile_pause.bind(runner)
+    compile_pause.install_triton()
     runner.send(Ready(protocol=protocol.PROTOCOL, pid=os.getpid(), versions=_versions(),
                       device_name=_device_name(device), sandbox=sandbox, sandbox_reason=reason))
     runner.loop()

@@ -7,8 +7,8 @@ sequence number, a body with missing or mistyped fields. A runner that sends suc
 `protocol-violation`; nothing it sends is ever a verdict, since runner messages carry data only (outputs live in
 shared memory, times are samples, kernels are names) and the judge decides.
 
-Messages judge -> runner: Load, Share, Build, Call, Pool, Time, Profile, Ping, Shutdown.
-Messages runner -> judge: Ready, Loaded, Built, Output, Samples, Profiled, Pong, Fault.
+Messages judge -> runner: Load, Share, Build, Call, Pool, Time, Profile, Ping, Proceed, Shutdown.
+Messages runner -> judge: Ready, Loaded, Built, Output, Samples, Profiled, Pong, Compiling, Fault.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-PROTOCOL = (1, 1)
+PROTOCOL = (1, 2)
 
 
 class ProtocolError(Exception):
@@ -182,6 +182,22 @@ class Pong(Message):
 
 
 @dataclass(frozen=True)
+class Compiling(Message):
+    """Inside a load, build or call: a kernel of the candidate starts compiling (`done` False) or has compiled
+    (`done` True; the runner then waits for Proceed before any GPU work). `runner/compile_pause.py`."""
+
+    kind: ClassVar[str] = "compiling"
+    done: bool
+
+
+@dataclass(frozen=True)
+class Proceed(Message):
+    """The answer to Compiling(done=True): the judge holds the device again, the runner may go on."""
+
+    kind: ClassVar[str] = "proceed"
+
+
+@dataclass(frozen=True)
 class Ready(Message):
     kind: ClassVar[str] = "ready"
     protocol: tuple[int, int]
@@ -300,10 +316,10 @@ class Fault(Message):
 
 
 _MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
-    Load, Share, Build, Call, Pool, Time, Profile, Shutdown, Ping, Ready, Loaded, Built, Output, Samples, Profiled,
-    Pong, Fault)}
-JUDGE_KINDS = frozenset({"load", "share", "build", "call", "pool", "time", "profile", "shutdown", "ping"})
-RUNNER_KINDS = frozenset({"ready", "loaded", "built", "output", "samples", "profiled", "pong", "fault"})
+    Load, Share, Build, Call, Pool, Time, Profile, Shutdown, Ping, Proceed, Ready, Loaded, Built, Output, Samples,
+    Profiled, Pong, Compiling, Fault)}
+JUDGE_KINDS = frozenset({"load", "share", "build", "call", "pool", "time", "profile", "shutdown", "ping", "proceed"})
+RUNNER_KINDS = frozenset({"ready", "loaded", "built", "output", "samples", "profiled", "pong", "compiling", "fault"})
 _NESTED = {"BufferInfo": BufferInfo, "TensorRef": TensorRef, "OutputForm": OutputForm, "LaunchReport": LaunchReport,
            "OpRecord": OpRecord}
 

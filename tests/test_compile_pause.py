@@ -1,0 +1,208 @@
+"""A candidate's compile lets go of the judge's shared hold of the device (`judge/compile_pause.py`,
+`runner/compile_pause.py`), with a real runner on the CPU and a real device lock: another judge's timing runs during
+the compile, never during the candidate's GPU work, and a runner cannot use the pause to break into a measurement.
+
+On the CPU Triton interprets kernels and never compiles, so these candidates call the runner's wrapped compile step
+(`JITFunction._do_compile`) themselves, with a stand-in kernel whose "compile" takes COMPILE_S.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+import workbench as wb
+from workbench.eval.judge import compile_pause, timing_stage
+from workbench.eval.judge.candidate_session import CandidateSession
+from workbench.eval.judge.device_lock import EXCLUSIVE, SHARED, DeviceLock
+from workbench.eval.judge.reference_rounds import build_reference
+from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess, RunnerViolation
+from workbench.tasks.task import LoadedReference
+
+COMPILE_S = 1.5
+
+_HEADER = f'''
+import time
+import torch
+import triton.runtime.jit as jit
+from workbench.eval.runner import compile_pause
+from workbench.eval.wire.runner_messages import Compiling
+
+
+class _SlowCaches(dict):
+    def __getitem__(self, key):
+        time.sleep({COMPILE_S})
+        raise KeyError(key)
+
+
+class _Kernel:
+    device_caches = _SlowCaches()
+
+
+def compile_once():
+    """What a fresh Triton kernel does in its first call: the runner's compile step, here a slow stand-in."""
+    try:
+        jit.JITFunction._do_compile(_Kernel(), None, None, "cpu", None, None, None, False)
+    except KeyError:
+        pass
+'''
+
+
+def _candidate(forward: str) -> str:
+    return _HEADER + f'''
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+{forward}
+        return torch.softmax(x, dim=-1)
+'''
+
+
+COMPILES = _candidate("        compile_once()")
+#: The same seconds of CPU inside the call, with no compile: the judge keeps its hold.
+WORKS = _candidate(f"        time.sleep({COMPILE_S})")
+#: An honest autotuner compiles one kernel per config; a hundred pauses in one call.
+MANY = _candidate("        for _ in range(100):\n"
+                  "            with compile_pause.paused():\n"
+                  "                pass")
+#: A pause inside a timed batch, forced through the runner's own state (the candidate can reach it).
+IN_TIMING = _candidate("        compile_pause._runner.pausable = True\n"
+                       "        with compile_pause.paused():\n"
+                       "            pass")
+#: An end of a pause that never started, sent through the runner's own channel.
+FORGED_END = _candidate("        compile_pause._runner.send(Compiling(done=True))")
+
+
+@pytest.fixture(scope="module")
+def softmax(tmp_path_factory):
+    task = wb.get_task("softmax")
+    size = task.sizes["cpu"]
+    ref = LoadedReference(task, str(tmp_path_factory.mktemp("ref")))
+    return task, size, ref, build_reference(ref, size, "cpu", 0)
+
+
+@pytest.fixture(scope="module")
+def server():
+    server = ForkServer("cpu")
+    yield server
+    server.close()
+
+
+def _session(server, softmax, source: str, lock: DeviceLock | None):
+    task, size, ref, model = softmax
+    runner = RunnerProcess.start(server, "cpu")
+    session = CandidateSession(runner, "cpu", 60.0)
+    session.release_device = lock.released if lock is not None else None
+    session.load(source, "torch", "ModelNew", task.precision.to_spec(), 60.0)
+    remote = session.model(model, ref.init_inputs(size, 0), 0, {**ref.defaults, **size})
+    x = ref.make_inputs(size, 1, "cpu")
+    return session, remote, x, model
+
+
+class _OtherJudge(threading.Thread):
+    """Another judge on the same device, asking for `mode` while this one works; when it got the lock."""
+
+    def __init__(self, folder: str, mode: int):
+        super().__init__(daemon=True)
+        self.lock, self.mode, self.got_in = DeviceLock("cpu", folder), mode, None
+
+    def run(self) -> None:
+        with self.lock.hold(self.mode):
+            self.got_in = time.monotonic()
+            time.sleep(0.2)
+
+
+def _call_beside(tmp_path, server, softmax, source: str, mode: int = SHARED, other: int = EXCLUSIVE):
+    """One call of `source`'s model while this judge holds the device in `mode` and another judge asks for `other`
+    just after the call starts: (when the call started, when it returned, when the other judge got in, the session's
+    pause log)."""
+    lock = DeviceLock("cpu", str(tmp_path))
+    session, remote, x, model = _session(server, softmax, source, lock)
+    try:
+        with lock.hold(mode):
+            other_judge = _OtherJudge(str(tmp_path), other)
+            started = time.monotonic()
+            other_judge.start()
+            out, _ = remote.call(x, [torch.empty_like(model(*x), device="meta")])
+            returned = time.monotonic()
+        other_judge.join(30)
+        torch.testing.assert_close(out, torch.softmax(x[0], dim=-1))
+        return started, returned, other_judge.got_in, session.pauses
+    finally:
+        session.close()
+
+
+def test_a_timing_runs_while_the_candidate_compiles(tmp_path, server, softmax):
+    started, returned, other_in, pauses = _call_beside(tmp_path, server, softmax, COMPILES)
+    assert other_in is not None and started < other_in < returned - 0.5  # inside the compile, not after the call
+    assert pauses.count == pauses.released == 1
+    assert pauses.compiling_s >= COMPILE_S * 0.9
+
+
+def test_the_hold_stays_through_work_that_is_not_a_compile(tmp_path, server, softmax):
+    started, returned, other_in, pauses = _call_beside(tmp_path, server, softmax, WORKS)
+    assert other_in is not None and other_in >= returned
+    assert pauses.count == 0
+
+
+def test_an_exclusive_hold_is_never_given_up_for_a_compile(tmp_path, server, softmax):
+    started, returned, other_in, pauses = _call_beside(tmp_path, server, softmax, COMPILES, mode=EXCLUSIVE,
+                                                        other=SHARED)
+    assert other_in is not None and other_in >= returned
+    assert pauses.count == 1 and pauses.released == 0
+
+
+def test_a_build_at_import_lets_go_of_the_device_too(tmp_path, server, softmax):
+    """A CUDA candidate's load_inline builds with nvcc while the candidate is imported (the load request): the same
+    pause, here from a compile at import."""
+    task = softmax[0]
+    lock = DeviceLock("cpu", str(tmp_path))
+    with RunnerProcess.start(server, "cpu") as runner:
+        session = CandidateSession(runner, "cpu", 60.0)
+        session.release_device = lock.released
+        with lock.hold(SHARED):
+            other_judge = _OtherJudge(str(tmp_path), EXCLUSIVE)
+            other_judge.start()
+            session.load(COMPILES + "\ncompile_once()\n", "torch", "ModelNew", task.precision.to_spec(), 60.0)
+            returned = time.monotonic()
+        other_judge.join(30)
+        pauses = session.pauses
+        session.close()
+    assert other_judge.got_in is not None and other_judge.got_in < returned - 0.5
+    assert pauses.count == pauses.released == 1
+
+
+def test_pauses_of_one_request_let_go_of_the_device_a_bounded_number_of_times(tmp_path, server, softmax):
+    lock = DeviceLock("cpu", str(tmp_path))
+    session, remote, x, model = _session(server, softmax, MANY, lock)
+    try:
+        with lock.hold(SHARED):
+            out, _ = remote.call(x, [torch.empty_like(model(*x), device="meta")])
+        torch.testing.assert_close(out, torch.softmax(x[0], dim=-1))
+        pauses = session.pauses
+    finally:
+        session.close()
+    assert pauses.count == 100 and pauses.released == compile_pause.MAX_PAUSES
+
+
+def test_a_pause_inside_a_timed_batch_is_a_protocol_violation(server, softmax):
+    task, size, ref, model = softmax
+    session, remote, x, _ = _session(server, softmax, IN_TIMING, None)
+    try:
+        plan, _ = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False)
+        with pytest.raises(RunnerViolation, match="compiling"):
+            session.time(remote.model_id, plan.pool.pool_id, [0], 60.0)
+    finally:
+        session.close()
+
+
+def test_the_end_of_a_pause_that_never_started_is_a_protocol_violation(server, softmax):
+    session, remote, x, model = _session(server, softmax, FORGED_END, None)
+    try:
+        with pytest.raises(RunnerViolation, match="never started"):
+            remote.call(x, [torch.empty_like(model(*x), device="meta")])
+    finally:
+        session.close()

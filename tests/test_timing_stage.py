@@ -1,0 +1,122 @@
+"""The timing stage around the timed rounds (`judge/timing_stage.py`), with a real runner on the CPU: what holds the
+device exclusively while the pool is made, and what a later candidate of the same task reuses."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+
+import workbench as wb
+from workbench.eval.judge import timing_stage
+from workbench.eval.judge.candidate_session import CandidateSession
+from workbench.eval.judge.input_pool import InputPool
+from workbench.eval.judge.reference_rounds import build_reference
+from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
+from workbench.eval.judge.timing import ReferenceSide
+from workbench.tasks.kernelbench import reference_as_candidate
+from workbench.tasks.task import LoadedReference
+
+
+@pytest.fixture
+def softmax(tmp_path):
+    task = wb.get_task("softmax")
+    size = task.sizes["cpu"]
+    ref = LoadedReference(task, str(tmp_path))
+    return task, size, ref, build_reference(ref, size, "cpu", 0)
+
+
+@pytest.fixture
+def server():
+    server = ForkServer("cpu")
+    yield server
+    server.close()
+
+
+class _Exclusive:
+    """Stands for the judge's exclusive hold of the device: counts its holds and whether one is held now."""
+
+    def __init__(self) -> None:
+        self.holds = 0
+        self.held = False
+
+    @contextlib.contextmanager
+    def __call__(self):
+        self.holds += 1
+        self.held = True
+        try:
+            yield
+        finally:
+            self.held = False
+
+
+def test_only_the_measurements_hold_the_device_exclusively(softmax, server, monkeypatch):
+    """The reference's estimate and the null calibration are measurements and run inside the exclusive hold; drawing
+    the pool's sets is not, and runs outside it (another judge's checks go on meanwhile). A later candidate of the
+    task, with a recent calibration for the same pool, needs no exclusive hold at all."""
+    _, size, ref, model = softmax
+    exclusive = _Exclusive()
+    pools_made_inside: list[bool] = []
+    create = InputPool.create.__func__
+
+    def spying_create(cls, *args, **kwargs):
+        pools_made_inside.append(exclusive.held)
+        return create(cls, *args, **kwargs)
+
+    monkeypatch.setattr(InputPool, "create", classmethod(spying_create))
+    profiles = []
+    for _ in range(2):
+        with RunnerProcess.start(server, "cpu") as runner:
+            session = CandidateSession(runner, "cpu", 60.0)
+            plan, known = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False,
+                                               known=profiles[-1] if profiles else None, measuring=exclusive)
+            profiles.append(known)
+            session.close()
+        if len(profiles) == 1:
+            assert exclusive.holds == 2 and not plan.calibration_reused  # the estimate, then the calibration
+    assert plan.calibration_reused and exclusive.holds == 2  # the second candidate measured nothing
+    assert pools_made_inside == [False, False]
+
+
+def _time(session, ref, model, size, task, known, compiled):
+    cand = reference_as_candidate(task)
+    session.load(cand.source, "torch", "ModelNew", task.precision.to_spec(), 60.0)
+    remote = session.model(model, ref.init_inputs(size, 0), 0, {**ref.defaults, **size})
+    result: dict = {}
+    timing_stage.run(session, remote.model_id, known[0], ReferenceSide(model, compiled, task.tolerance), "cpu",
+                     "torch", None, result, known[1])
+    return result
+
+
+def test_a_recent_compiled_reference_timing_is_reused_not_timed_again(softmax, server):
+    """torch.compile of the reference is an aside the same for every candidate of a task: the first candidate times
+    it, a later one within the reuse window gets that timing (said in the protocol) and spends no call on it, and
+    once the window has passed it is timed again."""
+    task, size, ref, model = softmax
+    calls = []
+
+    def compiled(*xs):  # stands for torch.compile of the reference (the judge compiles only on a GPU)
+        calls.append(1)
+        return model(*xs)
+
+    results, known = [], None
+    for age in (None, 0.0, timing_stage.CALIBRATION_REUSE_S + 1):
+        if known is not None:
+            known.compiled_at = time.monotonic() - age
+        before = len(calls)
+        with RunnerProcess.start(server, "cpu") as runner:
+            session = CandidateSession(runner, "cpu", 60.0)
+            plan, known = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False,
+                                               known=known)
+            results.append((_time(session, ref, model, size, task, (plan, known), compiled), len(calls) - before))
+            session.close()
+    (first, first_calls), (second, second_calls), (third, third_calls) = results
+    assert first_calls > 0 and first["timing_protocol"]["compiled_reference"] == "timed"
+    assert second_calls == 0
+    assert second["compiled_reference_timing"] == first["compiled_reference_timing"]
+    assert second["timing_protocol"]["compiled_reference"].startswith("reused")
+    assert third_calls > 0 and third["timing_protocol"]["compiled_reference"] == "timed"
+    assert third["compiled_reference_timing"] == known.compiled
+    for result in (first, second, third):  # the pair itself is timed for every candidate
+        assert result["timing"]["n"] > 0 and result["reference_timing"]["n"] > 0
