@@ -69,15 +69,11 @@ PY
     ;;
   ab)
     # A change to the evaluation path, before and after in one run: candidates per minute with the engine in .base
-    # (`git archive <commit before> workbench | tar -x -C .base`; the benchmark script is copied in, so both sides
-    # print the same figures and each imports its own engine), then with this tree (2 and 3 judges), then the fast
-    # GPU subset.
+    # (`git archive <commit before> workbench | tar -x -C .base`), started from that folder so its judges import it,
+    # then with this tree (2 and 3 judges), then the fast GPU subset.
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-    mkdir -p .base/benchmarks && cp benchmarks/eval_throughput.py .base/benchmarks/
-    PYTHONPATH="$PWD/.base${PYTHONPATH#$PWD}" timeout 130 python3 .base/benchmarks/eval_throughput.py 2>&1 \
-      | tee "$OUT/throughput_before.log" | grep -v "^\[" | tail -9
-    timeout 190 python3 benchmarks/eval_throughput.py --judges "${KB_JUDGES:-2,3}" 2>&1 \
-      | tee "$OUT/throughput_after.log" | grep -v "^\[" | tail -16
+    timeout 330 python3 benchmarks/eval_throughput.py --before .base --judges "${KB_JUDGES:-2,3}" 2>&1 \
+      | tee "$OUT/throughput.log" | grep -v "^\[" | tail -24
     timeout 220 python3 -m pytest tests/gpu -m "gpu and not slow" -q -rfE -p no:cacheprovider 2>&1 \
       | tee "$OUT/gpu_tests_fast.log" | tail -15
     ;;

@@ -5,24 +5,32 @@ to back, first as fresh sources (never compiled before: each carries this run's 
     python benchmarks/eval_throughput.py                       # GPU: softmax at its GPU preset
     python benchmarks/eval_throughput.py --device cpu --task softmax
     python benchmarks/eval_throughput.py --judges 1,2,3           # serial against overlapped, in one run
+    python benchmarks/eval_throughput.py --before .base           # an earlier engine first, then this one
 
 Prints one line per evaluation (status, time, stage seconds), then candidates per minute for each pass, the
-median stage seconds, and the targets (30/min fresh, 60/min repeated on one H100).
+median stage seconds, and the targets (30/min fresh, 60/min repeated on one H100). With `--before DIR` (a folder
+holding an earlier engine's `workbench/`, e.g. `git archive REV workbench | tar -x -C DIR`), the same passes run
+first with that engine, in a child process started in DIR (a judge started with `python -m` imports the package in
+its working directory first), and the table ends with the ratios after/before.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import secrets
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+#: The engine measured: this checkout's, or the one `--before` names (the child process of that run).
+ENGINE = Path(os.environ.get("KWB_BENCH_ENGINE") or ROOT)
+sys.path.insert(0, str(ENGINE))
 
 import workbench as wb  # noqa: E402
 from workbench.study.sweep import with_knobs  # noqa: E402
@@ -88,6 +96,21 @@ def pause_summary(results: list[wb.Result]) -> str:
             f"{statistics.median(p['waited_s'] for p in logs):.3f} s")
 
 
+def measure_before(engine: Path, args: argparse.Namespace) -> dict[tuple[str, str], float]:
+    """The same passes with the engine in `engine`, in a child process started there; its rates by (judges, pass)."""
+    out = engine / "eval_throughput_before.json"
+    env = {**os.environ, "KWB_BENCH_ENGINE": str(engine),
+           "PYTHONPATH": str(engine) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--task", args.task, "--device", args.device,
+           "--judges", args.judges, "--count", str(args.count), "--json", str(out)]
+    print(f"== before: the engine in {engine}", flush=True)
+    subprocess.run(cmd, env=env, cwd=str(engine), check=False)
+    if not out.is_file():
+        print("the run with the earlier engine wrote no figures")
+        return {}
+    return {(judges, name): rate for judges, name, rate in json.loads(out.read_text())["rates"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="softmax")
@@ -95,7 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judges", default="",
                         help="comma-separated judge counts to compare in this run, e.g. 1,2,3 (default: the "
                         "engine's own, KWB_JUDGES or 2 on a GPU)")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="a folder holding an earlier engine's workbench/: measured first, ratios printed")
+    parser.add_argument("--json", type=Path, default=None, help="write the rates here")
+    parser.add_argument("--count", type=int, default=len(GRID["num_warps"]) * len(GRID["num_stages"]),
+                        help="variants per pass (default: all 16)")
     args = parser.parse_args(argv)
+    before = measure_before(args.before.resolve(), args) if args.before is not None else {}
+    print(f"== the engine in {Path(wb.__file__).resolve().parent.parent}", flush=True)
     task = wb.get_task(args.task)
     counts = [int(v) for v in args.judges.split(",") if v.strip()] or [None]
     rates: list[tuple[str, str, float]] = []
@@ -110,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         prestart(args.device)
         warm = [wb.evaluate(task, task.solution_candidate(), device=args.device) for _ in range(n)]
         print(f"\n== {n} judge(s); warm-up: {[w.status for w in warm]} {warm[0].stage_seconds}", flush=True)
-        cands = variants(task, secrets.token_hex(4))
+        cands = variants(task, secrets.token_hex(4))[:args.count]
         fresh, fresh_results = run_pass("fresh", task, cands, args.device)
         repeated, repeated_results = run_pass("repeated", task, cands, args.device)
         print(f"median stage seconds, fresh:    {median_stages(fresh_results)}")
@@ -123,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         rates += [(f"{n} judge(s)", "fresh", fresh), (f"{n} judge(s)", "repeated", repeated)]
     print()
     for judges, name, rate in rates:
-        print(f"{judges:11s} {name:9s} {rate:6.1f} candidates/min (target {TARGETS[name]:.0f} on one H100)")
+        was = before.get((judges, name))
+        ratio = f"   before {was:6.1f}, after/before {rate / was:.2f}x" if was else ""
+        print(f"{judges:11s} {name:9s} {rate:6.1f} candidates/min (target {TARGETS[name]:.0f} on one H100){ratio}")
+    if args.json is not None:
+        args.json.write_text(json.dumps({"rates": rates}))
     if bad:
         print(f"{len(bad)} evaluations failed to run: {sorted({r.status for r in bad})}")
     return 0 if not bad else 1

@@ -88,6 +88,18 @@ def test_a_judge_that_cannot_start_is_an_error_not_a_candidate_result(monkeypatc
         _eval(_torch())
 
 
+def test_the_judge_and_its_runners_run_this_package_whatever_the_working_directory(tmp_path, monkeypatch, fresh_pool):
+    """A folder named `workbench` in the working directory (a user's own project, another checkout of the engine) is
+    not what the judge or its fork server import: `python -m` would have put it first on their path."""
+    impostor = tmp_path / "workbench"
+    for folder in (impostor, impostor / "eval", impostor / "eval" / "judge", impostor / "eval" / "runner"):
+        folder.mkdir()
+        (folder / "__init__.py").write_text("raise ImportError('the package in the working directory was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    res = _eval(_torch())
+    assert res.status == "ok", res.message
+
+
 def test_a_hung_candidate_times_out_and_everything_it_started_dies(tmp_path):
     marker = f"sleep 3{os.getpid() % 1000}7"
     cand = _torch(body=f"        import os\n        os.system('{marker} &')\n"

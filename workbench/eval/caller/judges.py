@@ -16,7 +16,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -25,7 +24,7 @@ from typing import Any
 
 from workbench.eval.caller.progress import ProgressRelay
 from workbench.eval.wire import judge_messages as wire
-from workbench.eval.wire.process_env import apply_timing_env
+from workbench.eval.wire.process_env import apply_timing_env, module_command
 
 #: Environment variables never passed to a judge: API keys, tokens, secrets, passwords, cloud and model-hub
 #: credentials. Matched on the upper-cased name.
@@ -104,7 +103,7 @@ class Judge:
         env = scrubbed_env(device)
         env["KWB_WORKDIR"] = self.workdir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "workbench.eval.judge.main", device],
+            module_command("workbench.eval.judge.main", device),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=env, start_new_session=True, bufsize=0,
         )

@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -22,6 +21,7 @@ from typing import Any
 from workbench.eval.runner import sandbox
 from workbench.eval.wire import forkserver_messages as server_messages
 from workbench.eval.wire import runner_messages as protocol
+from workbench.eval.wire.process_env import module_command
 from workbench.eval.wire.transport import BoundedLog, Channel, ChannelClosed, ChannelTimeout, FrameError
 
 #: Seconds the fork server may take to import torch and triton.
@@ -84,7 +84,7 @@ class ForkServer:
         env["HOME"] = tempfile.gettempdir()
         if os.environ.get("KWB_SANDBOX"):  # e.g. "none": a user's explicit choice reaches the server
             env["KWB_SANDBOX"] = os.environ["KWB_SANDBOX"]
-        self.proc = subprocess.Popen([sys.executable, "-m", "workbench.eval.runner.forkserver", str(theirs.fileno())],
+        self.proc = subprocess.Popen(module_command("workbench.eval.runner.forkserver", str(theirs.fileno())),
                                      pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         theirs.close()
