@@ -329,9 +329,8 @@ class Evaluation:
         side = ReferenceSide(ref_model, self._compiled(ref_model), self.task.tolerance,
                              float(result.get("error_budget", {}).get("native_error") or 0.0))
         reps = self.job.get("reps")
-        key = self.timing_key
         late = timing_stage.run(self.session, model.model_id, self.plan, side, self.device, self.cand["language"],
-                                int(reps) if reps is not None else None, result, self.ctx.timing.get(key))
+                                int(reps) if reps is not None else None, result, self.ctx.timing.get(self.timing_key))
         self.base["protocol"].update(result.pop("timing_protocol", {}))
         if self.device.startswith("cuda") and self.cand["language"] != "torch" and "timing" in result:
             coverage, found = self._stage("cover", timing_stage.cover, self.session, model.model_id, self.plan,

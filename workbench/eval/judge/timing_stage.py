@@ -5,14 +5,13 @@ harness calibration on a null candidate, which must see nothing of the candidate
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
 import random
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +84,7 @@ class ReferenceProfile:
 
 def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dict, seed: int, device: str,
             timeout: float, interpreted: bool, known: ReferenceProfile | None = None,
-            measuring: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext) -> tuple[TimingPlan,
+            measuring: Callable[[], AbstractContextManager[Any]] = nullcontext) -> tuple[TimingPlan,
                                                                                                    ReferenceProfile]:
     """The input pool and the null calibration, before the candidate is imported (module doc). The pool holds
     enough sets for a batch of a candidate up to 4x faster than the reference, as many as fit in memory. `known`
