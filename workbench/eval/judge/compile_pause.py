@@ -63,9 +63,8 @@ def reply(runner: RunnerProcess, kind: str, timeout: float, release: Callable[[]
             if not (isinstance(end, protocol.Compiling) and end.done):
                 raise RunnerViolation(f"the runner sent {end.kind!r} inside a compile pause", runner.log_tail())
             log.compiling_s += time.monotonic() - started
-        waited = float(getattr(held, "waited", 0.0) or 0.0)
         if getattr(held, "let_go", False):
             log.released += 1
-            log.waited_s += waited
-        deadline += waited
+            log.waited_s += held.waited
+            deadline += held.waited
         runner.send(protocol.Proceed())

@@ -22,6 +22,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 #: The modes a stage may need, weakest first.
 NONE, SHARED, EXCLUSIVE = 0, 1, 2
@@ -45,6 +46,7 @@ def device_identity(device: str) -> str:
     return "cpu-" + socket.gethostname()
 
 
+@dataclass
 class Released:
     """What `DeviceLock.released` yields: whether the hold was let go of, and after the block how long taking it
     back took."""

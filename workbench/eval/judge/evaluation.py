@@ -123,10 +123,14 @@ class Evaluation:
         """Hold the device lock in `mode` for the block; the seconds spent waiting for it go to stage_seconds."""
         lock = self.ctx.device_lock
         with lock.hold(mode) if lock is not None else nullcontext(0.0) as waited:
-            if waited:
-                stages = self.base["stage_seconds"]
-                stages["wait"] = round(stages.get("wait", 0.0) + waited, 3)
+            self._add_wait(waited)
             yield
+
+    def _add_wait(self, seconds: float) -> None:
+        """Seconds spent waiting for the device lock, in stage_seconds["wait"]."""
+        if seconds:
+            stages = self.base["stage_seconds"]
+            stages["wait"] = round(stages.get("wait", 0.0) + seconds, 3)
 
     @contextmanager
     def _released(self) -> Iterator[Any]:
@@ -135,10 +139,8 @@ class Evaluation:
         lock = self.ctx.device_lock
         with lock.released() if lock is not None else nullcontext() as got:
             yield got
-        waited = float(getattr(got, "waited", 0.0) or 0.0)
-        if waited:
-            stages = self.base["stage_seconds"]
-            stages["wait"] = round(stages.get("wait", 0.0) + waited, 3)
+        if got is not None:
+            self._add_wait(got.waited)
 
     def _run(self) -> dict[str, Any]:
         try:
