@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|baseline|speed|ab|oom|probe|bisect|big|dask
+#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|sample|baseline|speed|ab|oom|probe|bisect|big|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,8 +49,8 @@ PY
   compare)
     # KernelBench's harness from a git-ignored copy of its src/ (.kernelbench-src), its problems in .kernelbench;
     # pydantic travels as wheels in .whl.
-    timeout 560 python3 benchmarks/eval_vs_kernelbench.py --harness .kernelbench-src/src --level 1 \
-      --ids "${KB_IDS:-1,19,23,40}" 2>&1 | tee "$OUT/eval_vs_kernelbench.log" | tail -30
+    timeout 560 python3 benchmarks/eval_vs_kernelbench.py --harness .kernelbench-src/src \
+      ${KB_IDS:+--ids "$KB_IDS"} 2>&1 | tee "$OUT/eval_vs_kernelbench.log" | tail -30
     ;;
   aa)
     # KernelBench references against themselves, from problem KB_START of each level, for at most 500 s.
@@ -76,6 +76,14 @@ PY
       | tee "$OUT/throughput.log" | grep -v "^\[" | tail -24
     timeout 220 python3 -m pytest tests/gpu -m "gpu and not slow" -q -rfE -p no:cacheprovider 2>&1 \
       | tee "$OUT/gpu_tests_fast.log" | tail -15
+    ;;
+  sample)
+    # The seeded 30-problem sample of issue-sized work (12 L1, 12 L2, 6 L3) at real sizes, one shard per command
+    # (KB_SHARD=0/2 then 1/2 fit 10 minutes each); records in $OUT/sample.<shard>.json.
+    shard=${KB_SHARD:-0/1}
+    timeout 570 python3 benchmarks/kernelbench_aa.py --sample 1:12,2:12,3:6 --seed 0 --shard "$shard" \
+      --timeout 150 --deadline "${KB_DEADLINE:-480}" --out "$OUT/sample.${shard/\//of}.json" 2>&1 \
+      | tee "$OUT/sample.log" | grep -v "^\[judge\|^\[runner" | tail -45
     ;;
   oom)
     # Real-size problems that fill the GPU, one after another, with stacks of a problem that runs past 45 s and the

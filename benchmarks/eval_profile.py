@@ -3,6 +3,10 @@ judge under cProfile (KWB_JUDGE_PROFILE) and prints each evaluation's stage seco
 the judge's most expensive functions in the last (warm) evaluation.
 
     PYTHONPATH=. python benchmarks/eval_profile.py --device cuda --task softmax --reps 3 [--out prof]
+    PYTHONPATH=. python benchmarks/eval_profile.py --device cuda --kernelbench PROBLEM.py [--warm-with softmax]
+
+`--kernelbench` profiles a KernelBench problem's reference judged against itself at its real size; `--warm-with`
+first evaluates a built-in task once, unprofiled, so the judge pool is warm as in a session.
 """
 
 from __future__ import annotations
@@ -47,16 +51,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--task", default="softmax")
+    parser.add_argument("--kernelbench", help="a KernelBench problem file, judged against itself")
+    parser.add_argument("--warm-with", help="a built-in task evaluated once first, outside the profile")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--top", type=int, default=35)
     parser.add_argument("--out", default=None, help="folder for the .prof files (a temporary one by default)")
     args = parser.parse_args()
     folder = args.out or tempfile.mkdtemp(prefix="kwb_prof_")
-    os.environ["KWB_JUDGE_PROFILE"] = folder
+    os.environ["KWB_JUDGE_PROFILE"] = folder  # the judge reads it when it starts
     import workbench as wb
 
-    task = wb.get_task(args.task)
-    cand = task.solution_candidate()
+    if args.warm_with:  # its profile is written too; the one printed is the last evaluation's
+        warm = wb.get_task(args.warm_with)
+        print("warm-up:", wb.evaluate(warm, warm.solution_candidate(), device=args.device).status)
+    if args.kernelbench:
+        from workbench.tasks.kernelbench import reference_as_candidate
+
+        task = wb.load_kernelbench(args.kernelbench)
+        cand = reference_as_candidate(task)
+    else:
+        task = wb.get_task(args.task)
+        cand = task.solution_candidate()
     for i in range(args.reps):
         t0 = time.perf_counter()
         res = wb.evaluate(task, cand, device=args.device)
@@ -65,6 +80,10 @@ def main() -> None:
         print(f"evaluation {i}: {res.status} {wall:.2f}s speedup {res.speedup}")
         print("  stages:", res.stage_seconds)
         print("  timing phases:", phases)
+        proto = res.protocol or {}
+        print("  check phases:", proto.get("check_phases"), "| batches", proto.get("timed_batches"),
+              "x", proto.get("calls_per_batch"), "| compiled reference", proto.get("compiled_reference"),
+              "| stop", res.timing.stop_reason if res.timing else None)
     if args.device.startswith("cuda"):
         print("torch.profiler in a fresh process:", profiler_cost(args.device))
     for calls in sorted(glob.glob(os.path.join(folder, "calls-*.txt"))):

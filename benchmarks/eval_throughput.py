@@ -61,8 +61,13 @@ def run_pass(label: str, task: wb.Task, cands: list[wb.Candidate], device: str) 
     def done(_: int, res: wb.Result) -> None:
         count[0] += 1
         t = f"{res.timing.median_ms:.4f} ms" if res.timing else "-"
+        proto = res.protocol or {}
         print(f"[{label} {count[0]}/{len(cands)}] {res.candidate_name:24s} {res.status:10s} {t:>12s} "
-              f"{res.metadata.get('eval_seconds', 0):5.2f} s {res.stage_seconds} {','.join(res.flags)}", flush=True)
+              f"{res.metadata.get('eval_seconds', 0):5.2f} s {res.stage_seconds} {','.join(res.flags)}\n"
+              f"    judge {res.metadata.get('judge_pid', '-')} batches {proto.get('timed_batches')} x "
+              f"{proto.get('calls_per_batch')} stop {res.timing.stop_reason if res.timing else '-'} "
+              f"compiled {str(proto.get('compiled_reference', '-'))[:20]} phases {proto.get('timing_phases')} "
+              f"check {proto.get('check_phases')}", flush=True)
 
     results = evaluate_all(task, cands, EvalOptions(device=device), done)
     return len(cands) / ((time.perf_counter() - started) / 60.0), results

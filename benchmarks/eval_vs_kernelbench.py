@@ -12,8 +12,11 @@ KernelBench's harness is public code that is never part of this project: copy it
 git-ignored folder and name it (it also needs `pydantic` and `requests`):
 
     git --git-dir=PATH/TO/KernelBench.git archive HEAD src | tar -x -C .kernelbench-src
-    PYTHONPATH=. python benchmarks/eval_vs_kernelbench.py --harness .kernelbench-src/src --level 1 --ids 1,19,23,40
-    PYTHONPATH=. python benchmarks/eval_vs_kernelbench.py --device cpu --fit cpu --ids 1,19   # our side only
+    PYTHONPATH=. python benchmarks/eval_vs_kernelbench.py --harness .kernelbench-src/src
+    PYTHONPATH=. python benchmarks/eval_vs_kernelbench.py --device cpu --fit cpu --ids 1/1,1/19   # our side only
+
+The default problems are KernelBench's usual level-1 examples (1, 19, 23, 40) plus two level-2 problems (a conv
+with an epilogue, a GEMM with an epilogue) and one level-3 network (`--ids` as level/number pairs).
 
 KernelBench's harness needs CUDA; without it (or without `--harness`) only the workbench column is measured,
 and the script says so.
@@ -30,11 +33,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernelbench_aa import DEFAULT_PROBLEMS, problems  # noqa: E402
+from kernelbench_aa import DEFAULT_PROBLEMS, only_ids, problems  # noqa: E402
 
 #: KernelBench's usual settings in its evaluation scripts: 5 correctness trials, 100 timed trials.
 KB_CORRECT_TRIALS = 5
 KB_PERF_TRIALS = 100
+#: KernelBench's level-1 examples, two level-2 problems (conv + epilogue, GEMM + epilogue) and one level-3 network.
+DEFAULT_IDS = "1/1,1/19,1/23,1/40,2/1,2/12,3/1"
 
 
 def workbench_eval(path: Path, device: str, fit: str | None) -> dict[str, Any]:
@@ -47,7 +52,9 @@ def workbench_eval(path: Path, device: str, fit: str | None) -> dict[str, Any]:
     wall = time.perf_counter() - started
     return {"wall": wall, "status": res.status, "speedup": res.speedup,
             "n": res.timing.n if res.timing else 0, "stop": res.timing.stop_reason if res.timing else "",
-            "ci": res.speedup_ci, "stages": dict(res.stage_seconds), "message": res.message}
+            "ci": res.speedup_ci, "stages": dict(res.stage_seconds), "message": res.message,
+            "compile": (res.protocol or {}).get("reference_compile"),
+            "check_phases": (res.protocol or {}).get("check_phases")}
 
 
 def kernelbench_eval(harness: Any, source: str, build_dir: str) -> dict[str, Any]:
@@ -115,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--problems", default=str(DEFAULT_PROBLEMS))
     parser.add_argument("--harness", help="KernelBench's src/ folder (git-ignored copy)")
-    parser.add_argument("--level", type=int, default=1)
-    parser.add_argument("--ids", default="1,19,23,40", help="KernelBench problem numbers within the level")
+    parser.add_argument("--ids", default=DEFAULT_IDS, help=f"level/number pairs (default {DEFAULT_IDS})")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--fit", choices=["cpu"], help="shrink sizes (a CPU dry run of the workbench side)")
     args = parser.parse_args(argv)
@@ -126,10 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: run with --device cpu --fit cpu for the workbench side only")
         return 0
-    wanted = {int(x) for x in args.ids.split(",") if x.strip()}
-    chosen = [p for level, p in problems(args.problems, [args.level]) if int(p.name.split("_")[0]) in wanted]
-    if not chosen:
-        raise SystemExit(f"none of problems {sorted(wanted)} found in level {args.level} of {args.problems}")
+    if "/" not in args.ids:
+        raise SystemExit(f"--ids takes level/number pairs like 1/19,2/6, not {args.ids!r}")
+    levels = sorted({int(part.split("/")[0]) for part in args.ids.split(",") if part.strip()})
+    chosen = [p for _, p in only_ids(problems(args.problems, levels), args.ids)]
     harness, why = load_harness(args.harness, args.device)
     if why:
         print(why)
@@ -151,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         kb = (f" | kernelbench {theirs['wall']:.2f} s {theirs['status']} n={theirs['n']} -> ratio {ratio:.2f}"
               if theirs else "")
         print(f"[{i}/{len(chosen)}] {path.name}: workbench {ours['wall']:.2f} s {ours['status']} n={ours['n']} "
-              f"({ours['stop']}){kb}\n    stages: {_stage_line(ours['stages'])}", flush=True)
+              f"({ours['stop']}){kb}\n    stages: {_stage_line(ours['stages'])}\n    reference compile: "
+              f"{ours.get('compile')}; check phases: {ours.get('check_phases')}", flush=True)
     print("\nproblem                                   wb s    kb s   ratio  wb n  kb n")
     for name, ours, theirs, ratio in rows:
         kb_s = f"{theirs['wall']:7.2f}" if theirs else "      -"

@@ -55,3 +55,39 @@ def test_illegal_memory_access_is_reported_and_the_worker_replaced():
 def test_cuda_candidate_compiles_and_passes():
     res = wb.evaluate(softmax_task(), wb.Candidate.from_file(FAULTS / "cuda_kernel.py"), device="cuda", timeout=300)
     assert res.status == "ok", res.message
+
+
+_SCALED_GELU = '''
+import torch, torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.gelu(x) * {scale}
+
+def get_inputs():
+    return [torch.randn(4096, 4096)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_reference_compiles_beside_the_check_and_the_timing_takes_it():
+    """The first evaluation of a task compiles the reference in the background while the candidate is checked
+    (`reference_compile.py`): the compiled line is there, and the timing stage waited little or nothing for it."""
+    import uuid
+
+    from workbench.tasks.kernelbench import reference_as_candidate
+
+    scale = 1.0 + (uuid.uuid4().int % 1000) / 1e4  # a task no judge has seen: its first compile happens here
+    task = wb.Task.from_source(_SCALED_GELU.format(scale=scale), name="scaled_gelu")
+    res = wb.evaluate(task, reference_as_candidate(task), device="cuda")
+    assert res.status == "ok", res.message
+    made = res.protocol["reference_compile"]
+    print("\nreference compile:", made, res.stage_seconds)
+    assert made["how"] == "made beside the check" and made["seconds"] > 0
+    assert res.compiled_reference_timing is not None and res.compiled_reference_timing.median_ms > 0
+    assert res.stage_seconds["compile"] <= made["waited"] + 0.5
+    again = wb.evaluate(task, reference_as_candidate(task), device="cuda")
+    assert again.status == "ok", again.message
+    assert again.protocol["reference_compile"]["how"] in ("made earlier in this judge", "made beside the check")

@@ -75,6 +75,16 @@ class DeviceLock:
         self._lock_fd = os.open(os.path.join(self.folder, self.name + ".lock"), flags, 0o600)
         self._gate_fd = os.open(os.path.join(self.folder, self.name + ".gate"), flags, 0o600)
 
+    def companion(self) -> DeviceLock:
+        """A lock on the same device with its own file descriptions: `flock` treats it as another holder, so a
+        background thread of this judge (`reference_compile.py`) holds the device apart from the main thread's
+        stages, and a timing waits for it like for another judge."""
+        twin = DeviceLock.__new__(DeviceLock)
+        twin.device, twin.folder, twin.name = self.device, self.folder, self.name
+        twin._lock_fd = twin._gate_fd = None
+        twin._held = []
+        return twin
+
     @property
     def mode(self) -> int:
         return max(self._held, default=NONE)

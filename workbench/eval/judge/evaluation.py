@@ -28,13 +28,14 @@ from workbench.eval.checks import static_scan as static_checks
 from workbench.eval.checks.evidence import Evidence
 from workbench.eval.checks.flags import Finding, first_per_flag, verdict
 from workbench.eval.checks.what_ran import WhatRan
-from workbench.eval.judge import evidence_stage, ran_stage, timing_stage
+from workbench.eval.judge import evidence_stage, ran_stage, reference_compile, timing_stage
 from workbench.eval.judge import fault_messages as faults
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness import CandidateFailure, run_correctness
 from workbench.eval.judge.counting import count_work
 from workbench.eval.judge.device_lock import EXCLUSIVE, NONE, SHARED
+from workbench.eval.judge.input_pool import free_bytes
 from workbench.eval.judge.reference_rounds import ReferenceRounds, build_reference
 from workbench.eval.judge.reply import Stop
 from workbench.eval.judge.runner_handle import RunnerDied, RunnerViolation
@@ -48,7 +49,7 @@ from workbench.tasks.task import LoadedReference, Task
 #: shares the device while it draws the timing pool and takes it exclusively only for its two measurements
 #: (`timing_stage.prepare`).
 STAGE_LOCKS = {"calibrate": SHARED, "time": EXCLUSIVE, "check": SHARED, "evidence": SHARED, "count": SHARED,
-               "ran": SHARED, "cover": SHARED}
+               "ran": SHARED, "cover": SHARED, "compile": SHARED}
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
@@ -71,6 +72,8 @@ class Evaluation:
     ran: WhatRan | None = None
     #: What each verdict input rests on (`checks/evidence.py`); in every reply, rejected ones included.
     evidence: Evidence = field(default_factory=Evidence)
+    #: The background compile of the reference this evaluation started (`reference_compile`), if any.
+    compile_job: reference_compile.CompileJob | None = None
 
     def __post_init__(self) -> None:
         self.task = Task.from_spec(self.job["task"])
@@ -150,7 +153,8 @@ class Evaluation:
             result = self.assess(report)
             self._stage("count", self.count, result)
             if self.job.get("time_it", True):
-                self._stage("time", self.time, result)
+                compiled = self._stage("compile", self.compiled_reference) if self._wants_compiled() else None
+                self._stage("time", self.time, result, compiled)
             if self.ran is not None and self.ran.pending:
                 self._stage("ran", self.settle, result)
             self._stage("evidence", self.settle_evidence, result)
@@ -183,6 +187,9 @@ class Evaluation:
             return {**self.base, "status": "runtime_error", "message": self._too_big(exc),
                     "log": traceback.format_exc()[-3000:], "out_of_memory": True}
         finally:
+            if self.compile_job is not None and self.compile_job.running:
+                # It compiles under this evaluation's precision policy, which is restored when the run ends.
+                self.compile_job.take()
             if self.session is not None:
                 if self.session.pauses.count:
                     self.base["protocol"]["compile_pauses"] = self.session.pauses.to_dict()
@@ -272,6 +279,7 @@ class Evaluation:
         self.session.record_ops = self.ran.wants_record
         if self.plan is not None:
             self.session.lend_pool(self.plan.pool)
+        self._start_compile()
         key = (self.key, repr([sorted(s.items()) for s in sizes]), self.seed, self.device, rounds)
         reference, cached = self.ctx.rounds.get(key, lambda budget: ReferenceRounds.create(
             self.reference(), self.device, sizes, self.seed, self.task.tolerance, self.task.distributions, rounds,
@@ -321,14 +329,14 @@ class Evaluation:
                 self.ctx.counted[key] = {"flops": None, "bytes": None, "error": str(exc)}
         result["counted"] = self.ctx.counted[key]
 
-    def time(self, result: dict[str, Any]) -> None:
+    def time(self, result: dict[str, Any], compiled: Any = None) -> None:
         """Candidate (runner) and reference (judge) in alternating batches on shared inputs, by the judge's clock
         (`judge/timing.py`); on a GPU, then the coverage of the candidate's own kernels."""
         ref = self.reference()
         ref_model = self.reference_model()
         model = self.session.model(ref_model, ref.init_inputs(self.time_size, self.seed), self.seed,
                                    {**ref.defaults, **self.time_size})
-        side = ReferenceSide(ref_model, self._compiled(ref_model), self.task.tolerance,
+        side = ReferenceSide(ref_model, compiled, self.task.tolerance,
                              float(result.get("error_budget", {}).get("native_error") or 0.0))
         reps = self.job.get("reps")
         late = timing_stage.run(self.session, model.model_id, self.plan, side, self.device, self.cand["language"],
@@ -365,18 +373,44 @@ class Evaluation:
             raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, found)],
                         "message": message})
 
-    def _compiled(self, ref_model: Any) -> Any:
-        """`torch.compile` of the reference on a GPU when asked, compiled once per task, size and seed in this judge
-        (a compile takes seconds to minutes)."""
-        if not (self.device.startswith("cuda") and self.job.get("compile_reference", True)):
-            return None
+    def _wants_compiled(self) -> bool:
+        return self.device.startswith("cuda") and bool(self.job.get("compile_reference", True))
+
+    def _start_compile(self) -> None:
+        """`torch.compile` of the reference in the background while the candidate is checked (`reference_compile`),
+        once per task, size and seed in this judge; not for a reference that draws random numbers in forward (its
+        first call would move the global RNG under the correctness rounds' seeded calls), nor where its first call
+        might not fit beside them (the stage before timing compiles it then)."""
         key = self.timing_key
-        if key not in self.ctx.compiled:
+        if not self._wants_compiled() or self.plan is None or key in self.ctx.compiled or self.plan.seeded:
+            return
+        if not reference_compile.fits_beside(self.plan.pool.set_bytes, free_bytes(self.device)):
+            return
+        inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
+        self.compile_job = reference_compile.start(self.reference_model(), inputs, self.device, self.ctx.device_lock)
+        self.ctx.compiled[key] = self.compile_job
+
+    def compiled_reference(self) -> Any:
+        """The compiled reference for the timing (an aside: None when not asked for or when it failed): the
+        background compile's result, waited for if it still runs, else compiled here (a shared hold: other judges'
+        checks go on meanwhile)."""
+        key = self.timing_key
+        job = self.ctx.compiled.get(key)
+        how = "made beside the check" if job is self.compile_job and job is not None else "made earlier in this judge"
+        if job is None:
+            started = time.perf_counter()
             inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
-            self.ctx.compiled[key] = _compiled(ref_model, inputs, self.notes)
-        elif self.ctx.compiled[key] is None:
-            self.notes.append("torch.compile of the reference failed earlier in this judge; compiled line omitted")
-        return self.ctx.compiled[key]
+            fn, note = reference_compile.compile_reference(self.reference_model(), inputs)
+            job = self.ctx.compiled[key] = reference_compile.CompileJob.finished(fn, note,
+                                                                                 time.perf_counter() - started)
+            how = "made before the timing"
+        fn, note, waited = job.take()
+        if note:
+            self.notes.append(note if job is self.compile_job or how == "made before the timing" else
+                              "torch.compile of the reference failed earlier in this judge; compiled line omitted")
+        self.base["protocol"]["reference_compile"] = {"how": how, "seconds": round(job.seconds, 3),
+                                                      "waited": round(waited, 3)}
+        return fn
 
     def finish(self, result: dict[str, Any]) -> dict[str, Any]:
         result.pop("message", None)
@@ -404,13 +438,4 @@ def _rejects(flag: str, findings: list[Finding]) -> bool:
     return any(f.flag == flag and f.severity == "reject" for f in findings)
 
 
-def _compiled(ref_model: Any, inputs: list[Any], notes: list[str]):
-    try:
-        fn = torch.compile(ref_model)
-        with torch.no_grad():
-            fn(*inputs)
-        return fn
-    except Exception as exc:  # noqa: BLE001
-        notes.append(f"torch.compile of the reference failed ({type(exc).__name__}); compiled line omitted")
-        return None
 

@@ -14,11 +14,15 @@ from typing import Any
 
 import torch
 
+from workbench.eval.judge import output_compare_fused as fused
 from workbench.eval.judge.error_budget import DEGENERATE_RATIO, RESOLVABLE_ULPS, STALE_SHARE, budget_entry, native_scale
 from workbench.tasks.task import Tolerance
 
 #: Elements per slice: about 2 GB of float64 temporaries at a time.
 CHUNK = 1 << 25
+#: "auto": judge a large output on a GPU in one pass with the judge's own kernels (`output_compare_fused`), elsewhere
+#: slice by slice with torch; "always": the kernels under Triton's interpreter too (tests); "never": torch only.
+FUSED = "auto"
 
 
 def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
@@ -32,6 +36,19 @@ def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
 class _Tally:
     """What the slices of one output add up to: counts and first indices per kind of bad element, the largest
     errors, the tightest tolerance bound, and running sums for the output's and the reference's spread."""
+
+    @classmethod
+    def from_fused(cls, got: dict[str, Any], atol: float) -> _Tally:
+        """The tally the one-pass kernels made (`output_compare_fused.tally`); first indices are filled later."""
+        tally = cls.__new__(cls)
+        tally.bad = got["bad"].reshape(-1)
+        tally.counts = dict(got["counts"])
+        tally.first = {"unwritten": None, "nonfinite": None, "rest": None}
+        tally.max_abs, tally.max_rel, tally.worst = got["max_abs"], got["max_rel"], got["worst"]
+        tally.max_tol_bound = max(atol, got["max_tol_bound"])
+        tally.sums = [got["sum_o"], got["sum_o2"], got["sum_e"], got["sum_e2"]]
+        tally.all_finite, tally.max_exp, tally.max_o = got["all_finite"], got["max_exp"], got["max_o"]
+        return tally
 
     def __init__(self, n: int, device: torch.device, atol: float):
         self.bad = torch.empty(n, dtype=torch.bool, device=device)
@@ -61,7 +78,10 @@ class _Tally:
         bad = ratio > 1
         self.bad[s:s + bad.numel()] = bad
         self.max_abs = max(self.max_abs, float(err.max()))
-        self.max_rel = max(self.max_rel, float((err / exp.abs().clamp_min(max(tol.atol, 1e-300))).max()))
+        rel = err / exp.abs().clamp_min(max(tol.atol, 1e-300))
+        # Where the expected value is NaN (both references NaN) the relative error says nothing: left out, not
+        # allowed to turn the whole slice's maximum into NaN.
+        self.max_rel = max(self.max_rel, float(torch.where(torch.isnan(rel), 0.0, rel).max()))
         self.worst = max(self.worst, float(ratio.max()))
         poison = poison_mask(raw)
         unwritten = bad & poison if poison is not None else torch.zeros_like(bad)
@@ -97,13 +117,30 @@ def compare_large(cmp: Any, i: int, o: torch.Tensor, r64: Any, rn: torch.Tensor,
     def piece(t: torch.Tensor, s: int, e: int) -> torch.Tensor:
         return t[s:e].to(device=dev, dtype=torch.float64)
 
-    native_error = 0.0 if fallback else max(native_scale(piece(nf, s, e), piece(ef, s, e)) for s, e in spans)
-    tally = _Tally(n, dev, tol.atol)
-    for s, e in spans:
+    def judge_slice(t: _Tally, s: int, e: int, floor: float, at: int) -> None:
+        """Elements [s, e) into the tally `t`, at its index `at`."""
         n64, e64 = piece(nf, s, e), piece(ef, s, e)
         exp = torch.where(torch.isfinite(e64), e64, n64)
         del e64  # one float64 slice fewer held while the slice is judged
-        tally.add(s, piece(of, s, e), n64, exp, of[s:e], tol, k * native_error)
+        t.add(at, piece(of, s, e), n64, exp, of[s:e], tol, floor)
+
+    if FUSED != "never" and fused.usable(of, nf, ef, interpreter=FUSED == "always"):
+        native_error = 0.0 if fallback else fused.native_error(nf, ef)
+        got = fused.tally(of, nf, ef, tol.atol, tol.rtol, k * native_error)
+        tally = _Tally.from_fused(got, tol.atol)
+        for name, block in got["first_block"].items():
+            # A message names the first element of each kind: the first block that counted one, judged again.
+            s, e = block * fused.BLOCK, min((block + 1) * fused.BLOCK, n)
+            probe = _Tally(e - s, dev, tol.atol)
+            judge_slice(probe, s, e, k * native_error, 0)
+            if probe.first[name] is not None:
+                j, value, expected = probe.first[name]
+                tally.first[name] = (s + j, value, expected)
+    else:
+        native_error = 0.0 if fallback else max(native_scale(piece(nf, s, e), piece(ef, s, e)) for s, e in spans)
+        tally = _Tally(n, dev, tol.atol)
+        for s, e in spans:
+            judge_slice(tally, s, e, k * native_error, s)
     cmp.bad[i] = tally.bad.view(o.shape)
     cmp.max_abs = max(cmp.max_abs or 0.0, tally.max_abs)
     cmp.max_rel = max(cmp.max_rel or 0.0, tally.max_rel)

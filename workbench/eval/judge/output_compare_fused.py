@@ -1,0 +1,202 @@
+"""The judgement of one large floating output in one pass on the GPU (DESIGN.md section 4, scale).
+
+`output_compare_chunked.compare_large` judges an output too large for whole-tensor float64 temporaries in slices;
+each slice still runs some sixty float64 element-wise passes and reductions, so a real-size KernelBench output
+(260M elements for L2/1, 2.1G for L1/39) took 0.1-1 s per comparison, ten comparisons per check. Here two Triton
+kernels read the output, the native reference and the float64 reference once each:
+
+1. `_native_error_kernel`: the largest |native - ref64| where both are finite (the error budget's E), per block;
+2. `_tally_kernel`: per element the same float64 arithmetic as `_Tally.add` (expected value, error, tolerance bound,
+   ratio, bad, poison, non-finite), the bad mask written out, and per block the counts and extremes the flags and
+   the budget need.
+
+The blocks' partials are reduced on the host side of the judge. The first index of each kind of bad element, needed
+only for a message, comes from the first block that counted one, judged again with torch (`_Tally.add` on that
+block alone), so the messages are the chunked path's word for word. Everything runs in the trusted judge on
+tensors it holds; the kernels are the judge's own code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from workbench.eval.runner.poison import POISON_WORD
+from workbench.eval.wire.tensors import int_view
+
+#: Elements per program: the partials stay small (2.1G elements -> 512K blocks) and each program streams 4 arrays.
+BLOCK = 4096
+#: Per-block float64 partials of the tally, in this order.
+F64_FIELDS = ("max_abs", "max_rel", "worst", "max_tol_bound", "sum_o", "sum_o2", "sum_e", "sum_e2", "max_exp",
+              "max_o")
+#: Per-block int32 partials of the tally, in this order.
+I32_FIELDS = ("unwritten", "nonfinite", "rest", "all_finite")
+
+
+@triton.jit
+def _finite(x):
+    return (x - x) == 0.0  # inf - inf and NaN - NaN are NaN
+
+
+@triton.jit
+def _native_error_kernel(n_ptr, e_ptr, part_ptr, N, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    m = offs < N
+    n = tl.load(n_ptr + offs, mask=m, other=0.0).to(tl.float64)
+    e = tl.load(e_ptr + offs, mask=m, other=0.0).to(tl.float64)
+    both = m & _finite(n) & _finite(e)
+    d = tl.where(both, tl.abs(n - e), 0.0)
+    tl.store(part_ptr + pid, tl.max(d, axis=0))
+
+
+@triton.jit
+def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, N, atol, rtol, floor, rel_floor, p1, p2,
+                  HAS_POISON: tl.constexpr, NF: tl.constexpr, NI: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    m = offs < N
+    o = tl.load(o_ptr + offs, mask=m, other=0.0).to(tl.float64)
+    n = tl.load(n_ptr + offs, mask=m, other=0.0).to(tl.float64)
+    e = tl.load(e_ptr + offs, mask=m, other=0.0).to(tl.float64)
+    inf = float("inf")
+    expect_finite = _finite(n)
+    o_finite = _finite(o)
+    exp = tl.where(_finite(e), e, n)
+    same_special = ((o != o) & (n != n)) | (o == n)
+    d = tl.abs(o - exp)
+    err = tl.where(expect_finite, tl.where(d == d, d, inf), 0.0)
+    tol_bound = atol + rtol * tl.abs(exp)
+    ratio = tl.where(expect_finite & (err > 0), err / tl.maximum(tol_bound, floor), 0.0)
+    ratio = tl.where(~expect_finite & ~same_special, inf, ratio)
+    bad = (ratio > 1.0) & m
+    tl.store(bad_ptr + offs, bad.to(tl.int8), mask=m)
+    if HAS_POISON:
+        bits = tl.load(bits_ptr + offs, mask=m, other=0)
+        poison = (bits == p1) | (bits == p2)
+    else:
+        poison = offs < 0
+    unwritten = bad & poison
+    nonfinite = m & expect_finite & ~o_finite & ~unwritten
+    rest = bad & ~unwritten & ~(expect_finite & ~o_finite)
+    # The relative error where the expected value is a number (where it is NaN the ratio says nothing).
+    rel = tl.where(exp == exp, err / tl.maximum(tl.abs(exp), rel_floor), 0.0)
+    zero = 0.0
+    base = pid.to(tl.int64) * NF
+    tl.store(f_ptr + base + 0, tl.max(tl.where(m, err, zero), axis=0))
+    tl.store(f_ptr + base + 1, tl.max(tl.where(m, rel, zero), axis=0))
+    tl.store(f_ptr + base + 2, tl.max(tl.where(m, ratio, zero), axis=0))
+    tl.store(f_ptr + base + 3, tl.max(tl.where(m & expect_finite, tol_bound, zero), axis=0))
+    ok = m & expect_finite & o_finite
+    tl.store(f_ptr + base + 4, tl.sum(tl.where(ok, o, zero), axis=0))
+    tl.store(f_ptr + base + 5, tl.sum(tl.where(ok, o * o, zero), axis=0))
+    tl.store(f_ptr + base + 6, tl.sum(tl.where(ok, exp, zero), axis=0))
+    tl.store(f_ptr + base + 7, tl.sum(tl.where(ok, exp * exp, zero), axis=0))
+    tl.store(f_ptr + base + 8, tl.max(tl.where(ok, tl.abs(exp), zero), axis=0))
+    tl.store(f_ptr + base + 9, tl.max(tl.where(ok, tl.abs(o), zero), axis=0))
+    ibase = pid.to(tl.int64) * NI
+    tl.store(i_ptr + ibase + 0, tl.sum(unwritten.to(tl.int32), axis=0))
+    tl.store(i_ptr + ibase + 1, tl.sum(nonfinite.to(tl.int32), axis=0))
+    tl.store(i_ptr + ibase + 2, tl.sum(rest.to(tl.int32), axis=0))
+    tl.store(i_ptr + ibase + 3, tl.min(tl.where(m, ok.to(tl.int32), 1), axis=0))
+
+
+@triton.jit
+def _pair_kernel(a_ptr, b_ptr, s_ptr, part_ptr, N, atol, rtol, floor, big, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    m = offs < N
+    a = tl.load(a_ptr + offs, mask=m, other=0.0).to(tl.float64)
+    b = tl.load(b_ptr + offs, mask=m, other=0.0).to(tl.float64)
+    scale = tl.abs(tl.load(s_ptr + offs, mask=m, other=0.0).to(tl.float64))
+    inf = float("inf")
+    same = ((a != a) & (b != b)) | (a == b)
+    d = tl.abs(a - b)
+    diff = tl.where(same, 0.0, tl.where(d == d, d, inf))
+    scale = tl.where(scale == scale, tl.where(scale == inf, big, scale), 0.0)  # torch.nan_to_num
+    bound = tl.maximum(atol + rtol * scale, floor)
+    ratio = tl.where(m & (diff != 0.0), diff / bound, 0.0)
+    tl.store(part_ptr + pid, tl.max(ratio, axis=0))
+
+
+def usable(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, interpreter: bool = False) -> bool:
+    """Whether the one-pass kernels can judge this output: real floats on one device, a GPU (or, with
+    `interpreter`, any device under Triton's interpreter: the tests compare the two paths there)."""
+    import os
+
+    tensors = (o, n, e)
+    if any(t.is_complex() or not t.is_floating_point() for t in tensors):
+        return False
+    if len({t.device for t in tensors}) != 1:
+        return False
+    return o.is_cuda or (interpreter and os.environ.get("TRITON_INTERPRET") == "1")
+
+
+def _poison_patterns(o: torch.Tensor) -> tuple[torch.Tensor | None, int, int]:
+    """The output's bits and the one or two integer values its poison pattern reads as (`runner.poison`)."""
+    bits = int_view(o)
+    if bits is None:
+        return None, 0, 0
+    if bits.dtype == torch.int32:
+        return bits.reshape(-1), POISON_WORD, POISON_WORD
+    if bits.dtype == torch.int64:
+        return bits.reshape(-1), POISON_WORD << 32 | POISON_WORD, POISON_WORD << 32 | POISON_WORD
+    return bits.reshape(-1), (POISON_WORD & 0xFFFF) - 0x10000, POISON_WORD >> 16
+
+
+def native_error(n: torch.Tensor, e: torch.Tensor) -> float:
+    """The largest |native - ref64| where both are finite, in one pass (0.0 when none is)."""
+    nf, ef = n.detach().reshape(-1), e.detach().reshape(-1)
+    blocks = triton.cdiv(nf.numel(), BLOCK)
+    if not blocks:
+        return 0.0
+    part = torch.empty(blocks, dtype=torch.float64, device=nf.device)
+    _native_error_kernel[(blocks,)](nf, ef, part, nf.numel(), BLOCK_SIZE=BLOCK)
+    return float(part.max())
+
+
+def pair_worst(a: torch.Tensor, b: torch.Tensor, scale: torch.Tensor, atol: float, rtol: float,
+               floor: float) -> float:
+    """`correctness._pair_ratio`'s largest |a - b| / max(atol + rtol |scale|, floor) in one pass (0 where a and b are
+    the same, NaN for NaN included; Inf where exactly one of them is NaN)."""
+    af, bf, sf = a.detach().reshape(-1), b.detach().reshape(-1), scale.detach().reshape(-1)
+    blocks = triton.cdiv(af.numel(), BLOCK)
+    if not blocks:
+        return 0.0
+    part = torch.empty(blocks, dtype=torch.float64, device=af.device)
+    _pair_kernel[(blocks,)](af, bf, sf, part, af.numel(), float(atol), float(rtol), float(floor),
+                            torch.finfo(torch.float64).max, BLOCK_SIZE=BLOCK)
+    return float(part.max())
+
+
+def tally(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, floor: float) -> dict[str, Any]:
+    """The element-wise judgement of `o` against the native reference `n` and the float64 reference `e` (or `n`
+    itself), with the pass bound max(atol + rtol |expected|, floor): the bad mask (shaped like `o`), the counts per
+    kind of bad element with the first block that has one, and the extremes and sums `_Tally` gathers."""
+    of, nf, ef = o.detach().reshape(-1), n.detach().reshape(-1), e.detach().reshape(-1)
+    count = of.numel()
+    blocks = max(1, triton.cdiv(count, BLOCK))
+    bad = torch.empty(count, dtype=torch.int8, device=of.device)
+    fpart = torch.empty((blocks, len(F64_FIELDS)), dtype=torch.float64, device=of.device)
+    ipart = torch.empty((blocks, len(I32_FIELDS)), dtype=torch.int32, device=of.device)
+    bits, p1, p2 = _poison_patterns(o)
+    _tally_kernel[(blocks,)](of, nf, ef, bits if bits is not None else of, bad, fpart, ipart, count, float(atol),
+                             float(rtol), float(floor), max(float(atol), 1e-300), p1, p2, HAS_POISON=bits is not None,
+                             NF=len(F64_FIELDS), NI=len(I32_FIELDS), BLOCK_SIZE=BLOCK)
+    fmax, fsum = fpart.max(dim=0).values.tolist(), fpart.sum(dim=0).tolist()
+    per_block = ipart.to(torch.int64)
+    counts = per_block[:, :3].sum(dim=0).tolist()
+    first_block = {}
+    for j, name in enumerate(I32_FIELDS[:3]):
+        if counts[j]:
+            first_block[name] = int(torch.nonzero(per_block[:, j])[0])
+    out: dict[str, Any] = {"bad": bad.view(torch.bool).view(o.shape),
+                           "counts": dict(zip(I32_FIELDS[:3], (int(c) for c in counts), strict=True)),
+                           "first_block": first_block,
+                           "all_finite": bool(per_block[:, 3].min() == 1)}
+    for j, name in enumerate(F64_FIELDS):
+        out[name] = fsum[j] if name.startswith("sum_") else fmax[j]
+    return out

@@ -1,0 +1,111 @@
+"""`torch.compile` of the reference, made in a background thread of the judge while the candidate loads and is
+checked.
+
+The compiled reference is an aside of the timing (`compiled_reference_timing`, the speedup over torch.compile): no
+verdict uses it, yet compiling it takes 2-6 s, once per task, size and seed in a judge. Made inside the timing stage,
+those seconds were added to the first evaluation of every task (a researcher's first cell, every problem of a
+benchmark) and were spent holding the device exclusively, so every other judge on the device waited too. Started
+here as soon as the timing's harness is calibrated, the compile runs beside the candidate's import and correctness
+rounds, which mostly wait on the runner, and the timing stage only takes what is ready (usually all of it).
+
+The thread's compile and first call run the reference on the device, so the thread holds the device lock *shared*
+through its own lock file description (`DeviceLock.companion`): a timing on the device, this judge's or another's,
+never runs beside it, while other judges' checks may. The thread never waits on the judge's main thread, so the two
+cannot deadlock: the main thread's exclusive hold (the timing stage) only ever waits for the compile to end.
+
+Nothing here touches candidate code: the reference and its inputs are the judge's own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.eval.judge.device_lock import SHARED, DeviceLock
+
+#: Seconds the timing stage waits for a compile still running before it times without the compiled line.
+WAIT_S = 600.0
+#: A compile's first call holds about this many input sets' bytes at its peak (inputs, output, intermediates).
+BESIDE_FACTOR = 8
+
+
+@dataclass
+class CompileJob:
+    """One background compile: the compiled callable when it worked, or None and a note saying why not."""
+
+    thread: threading.Thread | None = None
+    compiled: Any = None
+    note: str = ""
+    seconds: float = 0.0
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def finished(cls, compiled: Any, note: str, seconds: float = 0.0) -> CompileJob:
+        """A job made in the calling thread (no thread): already done."""
+        job = cls(compiled=compiled, note=note, seconds=seconds)
+        job.done.set()
+        return job
+
+    @property
+    def running(self) -> bool:
+        return not self.done.is_set()
+
+    def take(self, timeout: float = WAIT_S) -> tuple[Any, str, float]:
+        """(compiled callable or None, note, seconds spent waiting for it)."""
+        started = time.perf_counter()
+        if not self.done.wait(timeout):
+            return None, (f"torch.compile of the reference was still running after {timeout:g} s; compiled line "
+                          "omitted"), time.perf_counter() - started
+        return self.compiled, self.note, time.perf_counter() - started
+
+
+def compile_reference(model: Any, inputs: list[Any]) -> tuple[Any, str]:
+    """`torch.compile(model)`, compiled by a first call on `inputs`; (callable, "") or (None, why)."""
+    try:
+        fn = torch.compile(model)
+        with torch.no_grad():
+            fn(*inputs)
+        return fn, ""
+    except Exception as exc:  # noqa: BLE001 - the compiled line is an aside: its failure is a note
+        return None, f"torch.compile of the reference failed ({type(exc).__name__}); compiled line omitted"
+
+
+def fits_beside(set_bytes: int, free: int | None) -> bool:
+    """Whether a compile's first call (an input set, its output and the intermediates between them, taken as
+    BESIDE_FACTOR x the set) fits in a quarter of the device's free memory, so it cannot make the correctness rounds
+    running beside it run out of memory. Unknown free memory: no."""
+    return free is not None and free > 0 and set_bytes > 0 and BESIDE_FACTOR * set_bytes <= free // 4
+
+
+def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
+          compile_fn: Callable[[Any, list[Any]], tuple[Any, str]] = compile_reference) -> CompileJob:
+    """Compile `model` on `inputs` (drawn by the caller: the global RNG belongs to the main thread) in a daemon
+    thread holding the device shared (module doc); returns the job at once."""
+    job = CompileJob()
+
+    def work() -> None:
+        started = time.perf_counter()
+        own = lock.companion() if lock is not None else None
+        try:
+            if device.startswith("cuda") and torch.device(device).index is not None:
+                torch.cuda.set_device(torch.device(device))  # the current device is per thread
+            with own.hold(SHARED) if own is not None else nullcontext():
+                job.compiled, job.note = compile_fn(model, inputs)
+        except Exception as exc:  # noqa: BLE001 - drawing the inputs or taking the lock failed: still only a note
+            job.compiled, job.note = None, (f"torch.compile of the reference failed ({type(exc).__name__}: "
+                                            f"{str(exc)[:200]}); compiled line omitted")
+        finally:
+            if own is not None:
+                own.close()
+            job.seconds = time.perf_counter() - started
+            job.done.set()
+
+    job.thread = threading.Thread(target=work, name="kwb-reference-compile", daemon=True)
+    job.thread.start()
+    return job
