@@ -230,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fan_out(args, argv if argv is not None else sys.argv[1:])
     if args.extract:
         print(f"extracted to {extract(args.extract, Path(args.problems).parent)}", flush=True)
+        if not (args.ids or args.sample or args.limit or args.stop):
+            # `--extract` alone is the one-time setup the usage names: it does not go on to judge all 250 problems.
+            print("run again without --extract (on a GPU machine) to judge them")
+            return 0
     try:
         levels = [int(v) for v in args.levels.split(",") if v.strip()]
     except ValueError:

@@ -116,3 +116,10 @@ def test_extract_copies_the_problem_folder_out_of_a_git_directory(tmp_path):
     assert not (tmp_path / "dest" / "README.md").exists()
     with pytest.raises(SystemExit, match="cannot read KernelBench/"):
         aa.extract(tmp_path / "not-a-repo", tmp_path / "dest2")
+    # The one-time setup alone extracts and stops: it does not go on to judge every problem it copied.
+    printed = subprocess.run([sys.executable, str(Path(aa.__file__)), "--extract", str(repo / ".git"),
+                              "--problems", str(tmp_path / "dest3" / "KernelBench"), "--device", "cpu"],
+                             capture_output=True, text=True, timeout=120)
+    assert printed.returncode == 0, printed.stderr
+    assert "extracted to" in printed.stdout and "run again without --extract" in printed.stdout
+    assert "[1/" not in printed.stdout

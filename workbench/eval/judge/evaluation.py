@@ -245,6 +245,7 @@ class Evaluation:
         self.session.release_device = self._released
         if self.job.get("time_it", True):
             self._stage("calibrate", self._prepare_timing)
+            self._start_compile()
         with self._device(SHARED):  # the candidate's import may already use the device
             load_candidate(self)
 
@@ -279,7 +280,6 @@ class Evaluation:
         self.session.record_ops = self.ran.wants_record
         if self.plan is not None:
             self.session.lend_pool(self.plan.pool)
-        self._start_compile()
         key = (self.key, repr([sorted(s.items()) for s in sizes]), self.seed, self.device, rounds)
         reference, cached = self.ctx.rounds.get(key, lambda budget: ReferenceRounds.create(
             self.reference(), self.device, sizes, self.seed, self.task.tolerance, self.task.distributions, rounds,
@@ -377,16 +377,19 @@ class Evaluation:
         return self.device.startswith("cuda") and bool(self.job.get("compile_reference", True))
 
     def _start_compile(self) -> None:
-        """`torch.compile` of the reference in the background while the candidate is checked (`reference_compile`),
-        once per task, size and seed in this judge; not for a reference that draws random numbers in forward (its
-        first call would move the global RNG under the correctness rounds' seeded calls), nor where its first call
-        might not fit beside them (the stage before timing compiles it then)."""
+        """`torch.compile` of the reference in the background while the candidate is imported and checked
+        (`reference_compile`), once per task, size and seed in this judge; not for a reference that draws random
+        numbers in forward (its first call would move the global RNG under the correctness rounds' seeded calls),
+        nor where its first call might not fit beside them (the stage before timing compiles it then). A candidate
+        that fails before its timing still waits for a compile it started (`_run`'s end): the compile runs under
+        this evaluation's precision policy."""
         key = self.timing_key
         if not self._wants_compiled() or self.plan is None or key in self.ctx.compiled or self.plan.seeded:
             return
         if not reference_compile.fits_beside(self.plan.pool.set_bytes, free_bytes(self.device)):
             return
-        inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
+        with self._device(SHARED):
+            inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
         self.compile_job = reference_compile.start(self.reference_model(), inputs, self.device, self.ctx.device_lock)
         self.ctx.compiled[key] = self.compile_job
 
@@ -396,7 +399,7 @@ class Evaluation:
         checks go on meanwhile)."""
         key = self.timing_key
         job = self.ctx.compiled.get(key)
-        how = "made beside the check" if job is self.compile_job and job is not None else "made earlier in this judge"
+        how = "made beside the load and check" if job is self.compile_job and job is not None else "made earlier in this judge"
         if job is None:
             started = time.perf_counter()
             inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)

@@ -54,8 +54,10 @@ def _native_error_kernel(n_ptr, e_ptr, part_ptr, N, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
-def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, N, atol, rtol, floor, rel_floor, p1, p2,
+def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N, p1, p2,
                   HAS_POISON: tl.constexpr, NF: tl.constexpr, NI: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    # The bounds come in float64 from memory: a float argument would be passed as float32.
+    atol, rtol, floor, rel_floor = tl.load(k_ptr), tl.load(k_ptr + 1), tl.load(k_ptr + 2), tl.load(k_ptr + 3)
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     m = offs < N
@@ -105,7 +107,8 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, N, atol,
 
 
 @triton.jit
-def _pair_kernel(a_ptr, b_ptr, s_ptr, part_ptr, N, atol, rtol, floor, big, BLOCK_SIZE: tl.constexpr):
+def _pair_kernel(a_ptr, b_ptr, s_ptr, part_ptr, k_ptr, N, BLOCK_SIZE: tl.constexpr):
+    atol, rtol, floor, big = tl.load(k_ptr), tl.load(k_ptr + 1), tl.load(k_ptr + 2), tl.load(k_ptr + 3)
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     m = offs < N
@@ -147,6 +150,11 @@ def _poison_patterns(o: torch.Tensor) -> tuple[torch.Tensor | None, int, int]:
     return bits.reshape(-1), (POISON_WORD & 0xFFFF) - 0x10000, POISON_WORD >> 16
 
 
+def _float64s(device: torch.device, *values: float) -> torch.Tensor:
+    """Scalars for a kernel in float64 (Triton passes a Python float as float32: 1e-5 would move by 1e-13)."""
+    return torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+
+
 def native_error(n: torch.Tensor, e: torch.Tensor) -> float:
     """The largest |native - ref64| where both are finite, in one pass (0.0 when none is)."""
     nf, ef = n.detach().reshape(-1), e.detach().reshape(-1)
@@ -167,8 +175,8 @@ def pair_worst(a: torch.Tensor, b: torch.Tensor, scale: torch.Tensor, atol: floa
     if not blocks:
         return 0.0
     part = torch.empty(blocks, dtype=torch.float64, device=af.device)
-    _pair_kernel[(blocks,)](af, bf, sf, part, af.numel(), float(atol), float(rtol), float(floor),
-                            torch.finfo(torch.float64).max, BLOCK_SIZE=BLOCK)
+    consts = _float64s(af.device, atol, rtol, floor, torch.finfo(torch.float64).max)
+    _pair_kernel[(blocks,)](af, bf, sf, part, consts, af.numel(), BLOCK_SIZE=BLOCK)
     return float(part.max())
 
 
@@ -183,9 +191,9 @@ def tally(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, atol: float, rtol: 
     fpart = torch.empty((blocks, len(F64_FIELDS)), dtype=torch.float64, device=of.device)
     ipart = torch.empty((blocks, len(I32_FIELDS)), dtype=torch.int32, device=of.device)
     bits, p1, p2 = _poison_patterns(o)
-    _tally_kernel[(blocks,)](of, nf, ef, bits if bits is not None else of, bad, fpart, ipart, count, float(atol),
-                             float(rtol), float(floor), max(float(atol), 1e-300), p1, p2, HAS_POISON=bits is not None,
-                             NF=len(F64_FIELDS), NI=len(I32_FIELDS), BLOCK_SIZE=BLOCK)
+    consts = _float64s(of.device, atol, rtol, floor, max(float(atol), 1e-300))
+    _tally_kernel[(blocks,)](of, nf, ef, bits if bits is not None else of, bad, fpart, ipart, consts, count, p1, p2,
+                             HAS_POISON=bits is not None, NF=len(F64_FIELDS), NI=len(I32_FIELDS), BLOCK_SIZE=BLOCK)
     fmax, fsum = fpart.max(dim=0).values.tolist(), fpart.sum(dim=0).tolist()
     per_block = ipart.to(torch.int64)
     counts = per_block[:, :3].sum(dim=0).tolist()
