@@ -45,6 +45,13 @@ from workbench.eval.wire.shared_memory import Arena, _cuda_bytes, driver, view
 
 
 def _problem(path: str):
+    """The problem's model and inputs as an evaluation makes them: under the task's precision policy (the judge and
+    every runner apply it: without it this process ran cuDNN's TF32 convolutions where a runner, which applies the
+    policy, ran IEEE ones, so `--runner` compared different kernels), in eval mode as `build_reference` leaves it."""
+    import workbench as wb
+    from workbench.tasks import precision
+
+    precision.apply(wb.load_kernelbench(path).precision)
     spec = importlib.util.spec_from_file_location("probe_problem", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -224,6 +231,9 @@ def runner_rounds(path: str, device: str, check: bool, keep_cache: bool = False,
     if not device.startswith("cuda"):
         timed_loop.cpu_timing_threads()  # as the judge's main does: one intra-op thread on each side
     task = wb.load_kernelbench(path)
+    from workbench.tasks import precision
+
+    precision.apply(task.precision)  # as the judge does around a whole evaluation (and the runner at load)
     size = task.size(None, device)
     ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_probe_"))
     model = build_reference(ref, size, device, 0)
