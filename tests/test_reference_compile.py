@@ -98,3 +98,32 @@ def test_the_compile_goes_beside_the_check_only_where_its_first_call_fits():
 def test_a_finished_job_made_in_the_calling_thread_is_taken_at_once():
     job = reference_compile.CompileJob.finished("fn", "", 2.5)
     assert not job.running and job.take()[:2] == ("fn", "") and job.seconds == 2.5
+
+
+def test_a_judge_waiting_for_its_compile_must_hold_no_lock(tmp_path):
+    """The cycle the timing stage's wait avoids: the compile thread queues behind another judge's timing, and that
+    timing waits for every shared holder, so a judge waiting for its thread while it holds the device shared would
+    wait forever. Holding nothing, it gets the compiled reference once the other judge has timed."""
+    from workbench.eval.judge.device_lock import NONE
+    from workbench.eval.judge.evaluation import STAGE_LOCKS
+
+    main, other = DeviceLock("cpu", str(tmp_path)), DeviceLock("cpu", str(tmp_path))
+    timed = threading.Event()
+
+    def other_judge_times():
+        with other.hold(EXCLUSIVE):
+            timed.set()
+
+    with main.hold(SHARED):  # this judge's check
+        waiter = threading.Thread(target=other_judge_times)
+        waiter.start()
+        time.sleep(0.3)  # the other judge now waits for a timing, at the gate
+        job = reference_compile.start(lambda x: x, [torch.ones(1)], "cpu", main, lambda m, xs: (m, ""))
+        fn, note, _ = job.take(timeout=1.0)
+        assert fn is None and "still running" in note and not timed.is_set()  # stuck while this hold stays
+    fn, note, _ = job.take(timeout=10)  # let go: the other judge times, then the compile runs
+    assert fn is not None and note == "" and timed.is_set()
+    waiter.join(5)
+    assert STAGE_LOCKS.get("compile", NONE) == NONE  # the timing stage's wait (`compiled_reference`) holds nothing
+    main.close()
+    other.close()

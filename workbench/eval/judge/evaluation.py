@@ -49,7 +49,7 @@ from workbench.tasks.task import LoadedReference, Task
 #: shares the device while it draws the timing pool and takes it exclusively only for its two measurements
 #: (`timing_stage.prepare`).
 STAGE_LOCKS = {"calibrate": SHARED, "time": EXCLUSIVE, "check": SHARED, "evidence": SHARED, "count": SHARED,
-               "ran": SHARED, "cover": SHARED, "compile": SHARED}
+               "ran": SHARED, "cover": SHARED}
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
@@ -395,15 +395,20 @@ class Evaluation:
 
     def compiled_reference(self) -> Any:
         """The compiled reference for the timing (an aside: None when not asked for or when it failed): the
-        background compile's result, waited for if it still runs, else compiled here (a shared hold: other judges'
-        checks go on meanwhile)."""
+        background compile's result, waited for if it still runs, else compiled here under a shared hold (other
+        judges' checks go on meanwhile).
+
+        The wait holds no lock: the background thread may be queued behind another judge's timing, which waits for
+        every shared holder to let go, so a shared hold kept while waiting for the thread would be a cycle."""
         key = self.timing_key
         job = self.ctx.compiled.get(key)
-        how = "made beside the load and check" if job is self.compile_job and job is not None else "made earlier in this judge"
+        how = "made beside the load and check" if job is self.compile_job and job is not None else \
+            "made earlier in this judge"
         if job is None:
             started = time.perf_counter()
-            inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
-            fn, note = reference_compile.compile_reference(self.reference_model(), inputs)
+            with self._device(SHARED):
+                inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
+                fn, note = reference_compile.compile_reference(self.reference_model(), inputs)
             job = self.ctx.compiled[key] = reference_compile.CompileJob.finished(fn, note,
                                                                                  time.perf_counter() - started)
             how = "made before the timing"
