@@ -2,13 +2,18 @@
 
 `output_compare_chunked.compare_large` judges an output too large for whole-tensor float64 temporaries in slices;
 each slice still runs some sixty float64 element-wise passes and reductions, so a real-size KernelBench output
-(260M elements for L2/1, 2.1G for L1/39) took 0.1-1 s per comparison, ten comparisons per check. Here two Triton
+(260M elements for L2/1, 2.1G for L1/39) took 0.1-1 s per comparison, ten comparisons per check. Here Triton
 kernels read the output, the native reference and the float64 reference once each:
 
 1. `_native_error_kernel`: the largest |native - ref64| where both are finite (the error budget's E), per block;
 2. `_tally_kernel`: per element the same float64 arithmetic as `_Tally.add` (expected value, error, tolerance bound,
    ratio, bad, poison, non-finite), the bad mask written out, and per block the counts and extremes the flags and
-   the budget need.
+   the budget need;
+3. `_pair_kernel`: how far two calls' outputs on the same inputs differ, in units of the error budget's bound
+   (`correctness._pair_ratio`, the nondeterminism check).
+
+On a 260M-element output the one pass took 0.023 s where the float64 slices took 0.079 s (an H200), and the check
+of a real-size KernelBench softmax went from 9 s to 3.9 s.
 
 The blocks' partials are reduced on the host side of the judge. The first index of each kind of bad element, needed
 only for a message, comes from the first block that counted one, judged again with torch (`_Tally.add` on that

@@ -10,8 +10,9 @@ rounds, which mostly wait on the runner, and the timing stage only takes what is
 
 The thread's compile and first call run the reference on the device, so the thread holds the device lock *shared*
 through its own lock file description (`DeviceLock.companion`): a timing on the device, this judge's or another's,
-never runs beside it, while other judges' checks may. The thread never waits on the judge's main thread, so the two
-cannot deadlock: the main thread's exclusive hold (the timing stage) only ever waits for the compile to end.
+never runs beside it, while other judges' checks may. The thread never waits on the judge's main thread; the main
+thread waits for the thread holding no lock at all (`Evaluation.compiled_reference`), since the thread may be queued
+behind another judge's timing that waits for every shared holder.
 
 Nothing here touches candidate code: the reference and its inputs are the judge's own.
 """
