@@ -126,3 +126,21 @@ def test_the_one_pass_bound_of_two_calls_is_the_sliced_one(dtype, device="cpu"):
     sliced = _pair_ratio(a, b, native, ref64, tol)
     one_pass = fused.pair_worst(a.to(device), b.to(device), ref64.to(device), tol.atol, tol.rtol, floor)
     assert one_pass == pytest.approx(sliced, rel=1e-12) and sliced > 0
+
+
+def test_where_the_kernels_count_an_element_torch_does_not_find_the_slices_decide(monkeypatch):
+    """A kernel that counted a bad element the torch re-judgement of its block cannot find (a disagreement between
+    the two paths) never makes a message without an index: the sliced judgement stands."""
+    out, native, ref64 = _case(torch.float32, False, seed=11)
+    real = fused.tally
+
+    def miscounting(*args, **kwargs):
+        got = real(*args, **kwargs)
+        got["counts"]["rest"] = 1
+        got["first_block"]["rest"] = 0
+        return got
+
+    monkeypatch.setattr(fused, "tally", miscounting)
+    tol = Tolerance(atol=1e-3, rtol=1e-3)
+    one_pass = _judge("always", out, native, ref64, tol)
+    assert one_pass.flags == [] and not bool(one_pass.bad[0].any())

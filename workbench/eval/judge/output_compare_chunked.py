@@ -124,6 +124,13 @@ def compare_large(cmp: Any, i: int, o: torch.Tensor, r64: Any, rn: torch.Tensor,
         del e64  # one float64 slice fewer held while the slice is judged
         t.add(at, piece(of, s, e), n64, exp, of[s:e], tol, floor)
 
+    def sliced() -> tuple[_Tally, float]:
+        error = 0.0 if fallback else max(native_scale(piece(nf, s, e), piece(ef, s, e)) for s, e in spans)
+        t = _Tally(n, dev, tol.atol)
+        for s, e in spans:
+            judge_slice(t, s, e, k * error, s)
+        return t, error
+
     if FUSED != "never" and fused.usable(of, nf, ef, interpreter=FUSED == "always"):
         native_error = 0.0 if fallback else fused.native_error(nf, ef)
         got = fused.tally(of, nf, ef, tol.atol, tol.rtol, k * native_error)
@@ -136,11 +143,10 @@ def compare_large(cmp: Any, i: int, o: torch.Tensor, r64: Any, rn: torch.Tensor,
             if probe.first[name] is not None:
                 j, value, expected = probe.first[name]
                 tally.first[name] = (s + j, value, expected)
+        if any(tally.counts[name] and tally.first[name] is None for name in tally.counts):
+            tally, native_error = sliced()  # the two paths disagree on an element: the slices' word stands
     else:
-        native_error = 0.0 if fallback else max(native_scale(piece(nf, s, e), piece(ef, s, e)) for s, e in spans)
-        tally = _Tally(n, dev, tol.atol)
-        for s, e in spans:
-            judge_slice(tally, s, e, k * native_error, s)
+        tally, native_error = sliced()
     cmp.bad[i] = tally.bad.view(o.shape)
     cmp.max_abs = max(cmp.max_abs or 0.0, tally.max_abs)
     cmp.max_rel = max(cmp.max_rel or 0.0, tally.max_rel)
