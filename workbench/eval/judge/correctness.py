@@ -373,7 +373,7 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
     fr = real_view(r64.detach()).reshape(-1) if isinstance(r64, torch.Tensor) else None
     fn = real_view(rn.detach()).reshape(-1)
     floor = 0.0
-    one_pass = fa.is_cuda and fused.usable(fa, fb, fr if fr is not None else fa)
+    one_pass = fused.usable(fa, fb, fr if fr is not None else fa)  # a GPU's outputs (the interpreter: never)
     if one_pass and fr is not None and rn.is_floating_point() and fn.device == fa.device:
         floor = ERROR_BUDGET_K * fused.native_error(fn, fr)
     elif fr is not None and rn.is_floating_point():

@@ -323,8 +323,7 @@ class Evaluation:
         key = (self.key, repr(sorted(self.time_size.items())), self.device)
         if key not in self.ctx.counted:
             try:
-                inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
-                self.ctx.counted[key] = count_work(self.reference_model(), inputs)
+                self.ctx.counted[key] = count_work(self.reference_model(), self._sample_inputs())
             except Exception as exc:  # noqa: BLE001 - counting is advisory
                 self.ctx.counted[key] = {"flops": None, "bytes": None, "error": str(exc)}
         result["counted"] = self.ctx.counted[key]
@@ -373,6 +372,10 @@ class Evaluation:
             raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, found)],
                         "message": message})
 
+    def _sample_inputs(self) -> list[Any]:
+        """One input set at the timing size, the same draw every time (counting, compiling the reference)."""
+        return self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
+
     def _wants_compiled(self) -> bool:
         return self.device.startswith("cuda") and bool(self.job.get("compile_reference", True))
 
@@ -389,7 +392,7 @@ class Evaluation:
         if not reference_compile.fits_beside(self.plan.pool.set_bytes, free_bytes(self.device)):
             return
         with self._device(SHARED):
-            inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
+            inputs = self._sample_inputs()
         self.compile_job = reference_compile.start(self.reference_model(), inputs, self.device, self.ctx.device_lock)
         self.ctx.compiled[key] = self.compile_job
 
@@ -402,19 +405,18 @@ class Evaluation:
         every shared holder to let go, so a shared hold kept while waiting for the thread would be a cycle."""
         key = self.timing_key
         job = self.ctx.compiled.get(key)
-        how = "made beside the load and check" if job is self.compile_job and job is not None else \
-            "made earlier in this judge"
         if job is None:
             started = time.perf_counter()
             with self._device(SHARED):
-                inputs = self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
-                fn, note = reference_compile.compile_reference(self.reference_model(), inputs)
-            job = self.ctx.compiled[key] = reference_compile.CompileJob.finished(fn, note,
-                                                                                 time.perf_counter() - started)
+                fn, note = reference_compile.compile_reference(self.reference_model(), self._sample_inputs())
+            job = self.ctx.compiled[key] = self.compile_job = reference_compile.CompileJob.finished(
+                fn, note, time.perf_counter() - started)
             how = "made before the timing"
+        else:
+            how = "made beside the load and check" if job is self.compile_job else "made earlier in this judge"
         fn, note, waited = job.take()
         if note:
-            self.notes.append(note if job is self.compile_job or how == "made before the timing" else
+            self.notes.append(note if job is self.compile_job else
                               "torch.compile of the reference failed earlier in this judge; compiled line omitted")
         self.base["protocol"]["reference_compile"] = {"how": how, "seconds": round(job.seconds, 3),
                                                       "waited": round(waited, 3)}

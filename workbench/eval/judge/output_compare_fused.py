@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from workbench.eval.runner.poison import POISON_WORD
+from workbench.eval.runner.poison import poison_words
 from workbench.eval.wire.tensors import int_view
 
 #: Elements per program: the partials stay small (2.1G elements -> 512K blocks) and each program streams 4 arrays.
@@ -47,12 +47,23 @@ def _finite(x):
 
 
 @triton.jit
-def _native_error_kernel(n_ptr, e_ptr, part_ptr, N, BLOCK_SIZE: tl.constexpr):
+def _block(N, BLOCK_SIZE: tl.constexpr):
+    """This program's block: its index, its elements' offsets (64-bit: outputs pass 2^31 elements) and mask."""
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    m = offs < N
-    n = tl.load(n_ptr + offs, mask=m, other=0.0).to(tl.float64)
-    e = tl.load(e_ptr + offs, mask=m, other=0.0).to(tl.float64)
+    return pid, offs, offs < N
+
+
+@triton.jit
+def _load64(ptr, offs, m):
+    return tl.load(ptr + offs, mask=m, other=0.0).to(tl.float64)
+
+
+@triton.jit
+def _native_error_kernel(n_ptr, e_ptr, part_ptr, N, BLOCK_SIZE: tl.constexpr):
+    pid, offs, m = _block(N, BLOCK_SIZE)
+    n = _load64(n_ptr, offs, m)
+    e = _load64(e_ptr, offs, m)
     both = m & _finite(n) & _finite(e)
     d = tl.where(both, tl.abs(n - e), 0.0)
     tl.store(part_ptr + pid, tl.max(d, axis=0))
@@ -63,12 +74,10 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
                   HAS_POISON: tl.constexpr, NF: tl.constexpr, NI: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     # The bounds come in float64 from memory: a float argument would be passed as float32.
     atol, rtol, floor, rel_floor = tl.load(k_ptr), tl.load(k_ptr + 1), tl.load(k_ptr + 2), tl.load(k_ptr + 3)
-    pid = tl.program_id(0)
-    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    m = offs < N
-    o = tl.load(o_ptr + offs, mask=m, other=0.0).to(tl.float64)
-    n = tl.load(n_ptr + offs, mask=m, other=0.0).to(tl.float64)
-    e = tl.load(e_ptr + offs, mask=m, other=0.0).to(tl.float64)
+    pid, offs, m = _block(N, BLOCK_SIZE)
+    o = _load64(o_ptr, offs, m)
+    n = _load64(n_ptr, offs, m)
+    e = _load64(e_ptr, offs, m)
     inf = float("inf")
     expect_finite = _finite(n)
     o_finite = _finite(o)
@@ -114,12 +123,10 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
 @triton.jit
 def _pair_kernel(a_ptr, b_ptr, s_ptr, part_ptr, k_ptr, N, BLOCK_SIZE: tl.constexpr):
     atol, rtol, floor, big = tl.load(k_ptr), tl.load(k_ptr + 1), tl.load(k_ptr + 2), tl.load(k_ptr + 3)
-    pid = tl.program_id(0)
-    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    m = offs < N
-    a = tl.load(a_ptr + offs, mask=m, other=0.0).to(tl.float64)
-    b = tl.load(b_ptr + offs, mask=m, other=0.0).to(tl.float64)
-    scale = tl.abs(tl.load(s_ptr + offs, mask=m, other=0.0).to(tl.float64))
+    pid, offs, m = _block(N, BLOCK_SIZE)
+    a = _load64(a_ptr, offs, m)
+    b = _load64(b_ptr, offs, m)
+    scale = tl.abs(_load64(s_ptr, offs, m))
     inf = float("inf")
     same = ((a != a) & (b != b)) | (a == b)
     d = tl.abs(a - b)
@@ -144,15 +151,11 @@ def usable(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, interpreter: bool 
 
 
 def _poison_patterns(o: torch.Tensor) -> tuple[torch.Tensor | None, int, int]:
-    """The output's bits and the one or two integer values its poison pattern reads as (`runner.poison`)."""
+    """The output's bits and the two integer values its poison pattern reads as (`runner.poison.poison_words`)."""
     bits = int_view(o)
     if bits is None:
         return None, 0, 0
-    if bits.dtype == torch.int32:
-        return bits.reshape(-1), POISON_WORD, POISON_WORD
-    if bits.dtype == torch.int64:
-        return bits.reshape(-1), POISON_WORD << 32 | POISON_WORD, POISON_WORD << 32 | POISON_WORD
-    return bits.reshape(-1), (POISON_WORD & 0xFFFF) - 0x10000, POISON_WORD >> 16
+    return (bits.reshape(-1), *poison_words(bits.dtype))
 
 
 def _float64s(device: torch.device, *values: float) -> torch.Tensor:

@@ -40,7 +40,6 @@ BESIDE_FACTOR = 8
 class CompileJob:
     """One background compile: the compiled callable when it worked, or None and a note saying why not."""
 
-    thread: threading.Thread | None = None
     compiled: Any = None
     note: str = ""
     seconds: float = 0.0
@@ -107,6 +106,5 @@ def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
             job.seconds = time.perf_counter() - started
             job.done.set()
 
-    job.thread = threading.Thread(target=work, name="kwb-reference-compile", daemon=True)
-    job.thread.start()
+    threading.Thread(target=work, name="kwb-reference-compile", daemon=True).start()
     return job

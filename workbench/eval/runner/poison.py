@@ -26,16 +26,23 @@ POISON_WORD = 0x7FEDBEEF
 _MIB = 1 << 20
 
 
+def poison_words(bits: torch.dtype) -> tuple[int, int]:
+    """The values an element of integer type `bits` (its float's bit view) reads as when poisoned: one value for
+    32- and 64-bit elements (given twice), the two alternating halves of the word for 16-bit ones."""
+    if bits == torch.int32:
+        return POISON_WORD, POISON_WORD
+    if bits == torch.int64:
+        return POISON_WORD << 32 | POISON_WORD, POISON_WORD << 32 | POISON_WORD
+    return (POISON_WORD & 0xFFFF) - 0x10000, POISON_WORD >> 16
+
+
 def poison_mask(t: torch.Tensor) -> torch.Tensor | None:
     """Elements whose bits are the poison pattern (memory never written since it was poisoned)."""
     bits = int_view(t)
     if bits is None:
         return None
-    if bits.dtype == torch.int32:
-        return bits == POISON_WORD
-    if bits.dtype == torch.int64:
-        return bits == (POISON_WORD << 32 | POISON_WORD)
-    return (bits == (POISON_WORD & 0xFFFF) - 0x10000) | (bits == POISON_WORD >> 16)
+    first, second = poison_words(bits.dtype)
+    return bits == first if first == second else (bits == first) | (bits == second)
 
 _JUNK: list[Any] = []  # [flag] once looked up; [None] when this build has no junk-fill flag
 
