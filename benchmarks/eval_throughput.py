@@ -67,7 +67,11 @@ def run_pass(label: str, task: wb.Task, cands: list[wb.Candidate], device: str) 
               f"    judge {res.metadata.get('judge_pid', '-')} batches {proto.get('timed_batches')} x "
               f"{proto.get('calls_per_batch')} stop {res.timing.stop_reason if res.timing else '-'} "
               f"compiled {str(proto.get('compiled_reference', '-'))[:20]} phases {proto.get('timing_phases')} "
-              f"check {proto.get('check_phases')}", flush=True)
+              f"check {proto.get('check_phases')}\n    pool {proto.get('timing_pool')} {proto.get('calibrate_phases')} "
+              f"pauses {proto.get('compile_pauses')} runner start {proto.get('runner_start_s')} s, import "
+              f"{proto.get('load_seconds')} s"
+              + (f"\n    why: {res.message[:400]}\n    log: {(res.log or '')[-1200:]}"
+                 if res.status not in ("ok", "rejected", "incorrect") else ""), flush=True)
 
     results = evaluate_all(task, cands, EvalOptions(device=device), done)
     return len(cands) / ((time.perf_counter() - started) / 60.0), results

@@ -64,6 +64,9 @@ class ModelNew(torch.nn.Module):
 COMPILES = _candidate("        compile_once()")
 #: The same seconds of CPU inside the call, with no compile: the judge keeps its hold.
 WORKS = _candidate(f"        time.sleep({COMPILE_S})")
+#: A compile that ends well inside the grace (a kernel found in the Triton cache).
+QUICK = _candidate("        with compile_pause.paused():\n"
+                   "            time.sleep(0.01)")
 #: An honest autotuner compiles one kernel per config; a hundred pauses in one call.
 MANY = _candidate("        for _ in range(100):\n"
                   "            with compile_pause.paused():\n"
@@ -175,7 +178,18 @@ def test_a_build_at_import_lets_go_of_the_device_too(tmp_path, server, softmax):
     assert pauses.count == pauses.released == 1
 
 
-def test_pauses_of_one_request_let_go_of_the_device_a_bounded_number_of_times(tmp_path, server, softmax):
+def test_a_compile_shorter_than_the_grace_keeps_the_hold(tmp_path, server, softmax):
+    """A kernel found in the Triton cache "compiles" in milliseconds: letting go for that and queueing behind another
+    judge's timing to get the device back would cost more than the compile. The pause is counted, the hold kept."""
+    started, returned, other_in, pauses = _call_beside(tmp_path, server, softmax, QUICK)
+    assert other_in is not None and other_in >= returned
+    assert pauses.count == 1 and pauses.released == 0
+
+
+def test_pauses_of_one_request_let_go_of_the_device_a_bounded_number_of_times(tmp_path, server, softmax,
+                                                                               monkeypatch):
+    # every pause lets go (none counts as ended within the grace): the bound decides
+    monkeypatch.setattr(RunnerProcess, "answers_within", lambda self, seconds: False)
     lock = DeviceLock("cpu", str(tmp_path))
     session, remote, x, model = _session(server, softmax, MANY, lock)
     try:

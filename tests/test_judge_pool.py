@@ -255,3 +255,18 @@ def test_a_judge_out_of_memory_with_nothing_of_other_tasks_kept_is_not_tried_aga
     res = wb.evaluate(task, _torch(), device="cpu", time_it=False)
     assert res.status == "runtime_error" and "out of memory" in res.message, res.message
     assert "out_of_memory_retry" not in res.protocol
+
+
+def test_a_gpu_gets_a_judge_per_four_cores_between_two_and_four(monkeypatch):
+    """Only the timing holds the GPU exclusively, so judges beyond two keep it busier while they have cores for
+    their runners; the CPU keeps one judge (the interpreter and the timing share its cores); KWB_JUDGES decides."""
+    from workbench.eval.caller import pool
+
+    assert [pool.gpu_judges(c) for c in (None, 1, 2, 8, 12, 16, 64)] == [2, 2, 2, 2, 3, 4, 4]
+    monkeypatch.delenv("KWB_JUDGES", raising=False)
+    monkeypatch.setattr(pool, "_usable_cores", lambda: 16)
+    assert pool.judge_slots("cuda") == 4 and pool.judge_slots("cuda:1") == 4 and pool.judge_slots("cpu") == 1
+    monkeypatch.setattr(pool, "_usable_cores", lambda: 6)
+    assert pool.judge_slots("cuda") == 2
+    monkeypatch.setenv("KWB_JUDGES", "3")
+    assert pool.judge_slots("cuda") == 3 and pool.judge_slots("cpu") == 3

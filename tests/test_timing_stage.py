@@ -120,3 +120,62 @@ def test_a_recent_compiled_reference_timing_is_reused_not_timed_again(softmax, s
     assert third["compiled_reference_timing"] == known.compiled
     for result in (first, second, third):  # the pair itself is timed for every candidate
         assert result["timing"]["n"] > 0 and result["reference_timing"]["n"] > 0
+
+
+def _raw_bytes(pool: InputPool) -> list:
+    return [b.raw for b in pool.arena.owned()]
+
+
+def test_a_kept_pool_is_lent_to_the_next_runner_zeroed_and_refreshed_before_timing(softmax, server):
+    """The judge keeps the last timing pool for the next candidate of the task: the next runner gets the same
+    buffers (no new draw, no new share), zeroed first, so nothing the earlier runner wrote into them reaches it, and
+    marked lent, so the timing writes new contents into every set before its first batch. The pair is then timed on
+    it as on a new pool."""
+    task, size, ref, model = softmax
+    with RunnerProcess.start(server, "cpu") as runner:
+        session = CandidateSession(runner, "cpu", 60.0)
+        plan, known = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False)
+        first_pool = plan.pool
+        session.close()
+    assert first_pool.keepable and first_pool.n > 1
+    for raw in _raw_bytes(first_pool):  # what the first runner could have left in the pool
+        raw.fill_(0xAB)
+    assert all(int(raw.max()) == 0xAB for raw in _raw_bytes(first_pool))
+    with RunnerProcess.start(server, "cpu") as runner:
+        session = CandidateSession(runner, "cpu", 60.0)
+        plan, known = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False,
+                                           known=known, kept=first_pool)
+        assert plan.pool is first_pool and plan.calibration_reused
+        assert all(int(raw.abs().max()) == 0 for raw in _raw_bytes(first_pool))
+        assert first_pool.lent
+        result = _time(session, ref, model, size, task, (plan, known), None)
+        session.close()
+    assert result["timing"]["n"] > 0 and result["reference_timing"]["n"] > 0
+    assert not result.get("flags"), result.get("flags")
+    # the sets hold drawn contents again (the refresh before the first batch), not zeros
+    assert any(float(t.abs().sum()) > 0 for t in first_pool.sets[-1] if hasattr(t, "abs"))
+    first_pool.free()
+    assert first_pool.arena is None and first_pool.sets == []
+
+
+def test_the_judge_keeps_one_pool_and_frees_a_pool_of_another_task(softmax, server):
+    """`Context.take_pool`: the kept pool of the same key is handed out once; asking for another key frees it (it
+    would hold memory through an evaluation that cannot use it); dropping the device caches frees it too."""
+    from workbench.eval.judge.context import Context
+
+    _, size, ref, model = softmax
+    pools = []
+    for _ in range(2):
+        with RunnerProcess.start(server, "cpu") as runner:
+            session = CandidateSession(runner, "cpu", 60.0)
+            plan, _ = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False)
+            pools.append(plan.pool)
+            session.close()
+    ctx = Context(fork_server=None, workdir="/tmp")
+    key, other = ("task-a", "size", 0, "cpu"), ("task-b", "size", 0, "cpu")
+    ctx.keep_pool(key, pools[0])
+    assert ctx.take_pool(key) is pools[0] and ctx.take_pool(key) is None
+    ctx.keep_pool(key, pools[0])
+    ctx.keep_pool(key, pools[1])  # a newer pool of the key replaces the kept one, which is freed
+    assert pools[0].arena is None and pools[1].arena is not None
+    assert ctx.take_pool(other) is None and pools[1].arena is None

@@ -6,8 +6,11 @@ evaluations in flight. The judges themselves keep the measurements honest: each 
 (`judge/device_lock.py`) shared while it checks and exclusively while it times, so no timed batch ever shares the
 device with another judge's work.
 
-How many judges a device mode gets: `KWB_JUDGES` (a number), else 2 on a GPU (one timing, one loading) and 1 on
-the CPU (where the interpreter's work and the timing share the same cores). A second judge is started only when two
+How many judges a device mode gets: `KWB_JUDGES` (a number), else on a GPU one per four CPU cores, between 2 (one
+timing, one loading) and 4, and 1 on the CPU (where the interpreter's work and the timing share the same cores). Only
+the timing holds the GPU exclusively (about 0.5 s of a 2.5-4 s evaluation of a small kernel), so more judges keep it
+busier as long as each has cores for its runner: on one H100 with 16 cores, 4 judges evaluated 16 Triton variants
+15-25% faster than 2. A second judge is started only when two
 evaluations are in flight at once; `prestart` starts them ahead of a batch so their imports overlap the first
 candidate.
 """
@@ -29,8 +32,15 @@ from workbench.eval.wire import judge_messages as wire
 #: A judge is replaced after this many evaluations, so module and kernel caches of old tasks cannot grow without
 #: bound.
 MAX_JOBS_PER_JUDGE = 200
-#: Judges per device mode when KWB_JUDGES is not set.
+#: Judges per device mode when KWB_JUDGES is not set (on a GPU, `gpu_judges` of the machine's cores).
 DEFAULT_SLOTS = {"cuda": 2, "cpu": 1}
+#: Most judges a GPU gets by default, and CPU cores each one needs (its own work and its runner's).
+MAX_GPU_JUDGES, CORES_PER_GPU_JUDGE = 4, 4
+
+
+def gpu_judges(cores: int | None) -> int:
+    """Judges for one GPU on a machine of `cores` CPU cores (module doc)."""
+    return max(DEFAULT_SLOTS["cuda"], min(MAX_GPU_JUDGES, (cores or 0) // CORES_PER_GPU_JUDGE))
 #: Seconds between looks for a free judge while every one is busy.
 WAIT_STEP = 0.1
 
@@ -54,7 +64,16 @@ def judge_slots(device: str) -> int:
         if value < 1:
             raise WorkbenchError(f"KWB_JUDGES must be 1 or more, not {value}")
         return value
-    return DEFAULT_SLOTS[_key(device)]
+    if _key(device) == "cuda":
+        return gpu_judges(_usable_cores())
+    return DEFAULT_SLOTS["cpu"]
+
+
+def _usable_cores() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count()
 
 
 def _start(device: str) -> Judge:

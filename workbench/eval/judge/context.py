@@ -66,6 +66,32 @@ class Context:
     timing: dict[Any, Any] = field(default_factory=lambda: Recent(16))
     #: The device lock every judge on this machine shares (`device_lock.py`); None: no lock (a judge alone).
     device_lock: DeviceLock | None = None
+    #: The last timing pool, kept for the next candidate of the same task, size and seed (`input_pool.py`): one
+    #: at most, by its timing key.
+    kept_pool: tuple[Any, Any] | None = None
+
+    def take_pool(self, key: Any) -> Any:
+        """The kept timing pool of `key` (no longer kept: the caller gives it back with `keep_pool`), or None. A
+        pool of another key is freed: it would hold its memory through an evaluation that cannot use it."""
+        kept, self.kept_pool = self.kept_pool, None
+        if kept is None:
+            return None
+        if kept[0] == key:
+            return kept[1]
+        kept[1].free()
+        return None
+
+    def keep_pool(self, key: Any, pool: Any) -> None:
+        """Keep `pool` (its runner closed) for the next candidate of `key`; the one kept before is freed."""
+        if self.kept_pool is not None and self.kept_pool[1] is not pool:
+            self.kept_pool[1].free()
+        self.kept_pool = (key, pool)
+
+    def release_pool(self) -> None:
+        """Free the kept timing pool (the judge has been idle: `judge/main.py`)."""
+        if self.kept_pool is not None:
+            self.kept_pool[1].free()
+            self.kept_pool = None
 
     def drop_device_caches(self, task: str = "") -> bool:
         """Forget every cached reference round, model and compiled model (they may hold GPU memory a larger task
@@ -76,6 +102,9 @@ class Context:
         self.rounds.clear()
         self.models.clear()
         self.compiled.clear()
+        if self.kept_pool is not None:
+            had = had or self.kept_pool[0][0] != task
+            self.release_pool()
         import gc
 
         gc.collect()

@@ -194,6 +194,9 @@ class Evaluation:
                 if self.session.pauses.count:
                     self.base["protocol"]["compile_pauses"] = self.session.pauses.to_dict()
                 self.session.close()
+            if self.plan is not None and self.plan.pool.keepable:
+                # Its runner is closed (dead): the next candidate of this task, size and seed is lent the pool.
+                self.ctx.keep_pool(self.timing_key, self.plan.pool)
             self.plan = None
             if self.device.startswith("cuda"):
                 # Memory the judge freed goes back to the driver: the next runner, another process, needs it.
@@ -252,10 +255,14 @@ class Evaluation:
     def _prepare_timing(self) -> None:
         interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
         key = self.timing_key
+        kept = self.ctx.take_pool(key)
         self.plan, self.ctx.timing[key] = timing_stage.prepare(
             self.session, self.reference(), self.reference_model(), self.time_size, self.seed, self.device,
-            self.timeout, interpreted, self.ctx.timing.get(key), measuring=lambda: self._device(EXCLUSIVE))
+            self.timeout, interpreted, self.ctx.timing.get(key), measuring=lambda: self._device(EXCLUSIVE), kept=kept)
         self.base["protocol"]["calibration"] = "reused" if self.plan.calibration_reused else "measured"
+        self.base["protocol"]["timing_pool"] = "kept" if self.plan.pool is kept else "new"
+        self.base["protocol"]["calibrate_phases"] = {**self.plan.pool.phases, "sets": self.plan.pool.n,
+                                                     "set_mib": round(self.plan.pool.set_bytes / 2**20, 1)}
 
     @property
     def timing_key(self) -> tuple[Any, ...]:

@@ -8,6 +8,13 @@ few sampled values is stale, and the judge's re-check of that call's output, aga
 inputs, catches it. The reference is timed on the same shared sets (with the runner frozen and the contents just
 written by the judge), so both sides read the same memory.
 
+A pool outlives its runner: the judge keeps the last one (`Context.keep_pool`) and lends it to the next candidate of
+the same task, size and seed (`attach`), so a sweep or an LLM loop does not draw and share a few hundred input sets
+per candidate. The pool's buffers live in an arena of their own, which the next runner's arena adopts; the earlier
+runner is dead by then (its session closed). That runner could write into the pool, so the pool is zeroed before
+the next runner sees it (no message passes from one candidate to the next), and the timing writes new contents into
+every set before its first batch, as it does after the correctness calls borrowed the first set.
+
 How many sets fit is a memory question: each set is one input set plus one output slot, and together they may take
 a share of the free memory (on the CPU, of the available host memory), so a 6 GB KernelBench problem gets one or
 two sets and a small one up to `MAX_SETS`.
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +33,7 @@ import torch
 from workbench.errors import TaskError
 from workbench.eval.judge.reference64 import nbytes
 from workbench.eval.wire.runner_messages import TensorRef
+from workbench.eval.wire.shared_memory import POOL_BUFFER_IDS, Arena
 from workbench.eval.wire.tensors import as_list, is_plain
 
 #: Most input sets (= most calls in one timed batch).
@@ -78,6 +87,37 @@ class InputPool:
     #: Set when the first set and slot were lent to the correctness calls (`CandidateSession.lend_pool`): the
     #: candidate has seen their contents, so timing refreshes every set before its first batch.
     lent: bool = False
+    #: The arena that owns the sets and slots (None: they live in the first runner's arena, for nested arguments,
+    #: and the pool cannot be kept past that runner).
+    arena: Arena | None = None
+    #: Seconds spent making the pool or lending it to this runner, by step (Result.protocol["calibrate_phases"]).
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def keepable(self) -> bool:
+        return self.arena is not None
+
+    def attach(self, session: Any) -> None:
+        """Lend this kept pool to a new runner (module doc): zeroed first (the earlier runner could write into it, and
+        nothing it left may reach the next candidate), its buffers announced and the pool registered there; marked
+        lent, so every set gets new contents before the first timed batch."""
+        if self.arena is None:
+            raise ValueError("this timing pool lives in its first runner's memory and cannot be lent again")
+        started = time.perf_counter()
+        self.arena.wipe()
+        session.arena.adopt(self.arena.owned())
+        self.session = session
+        wiped = time.perf_counter()
+        self.pool_id = session.register_pool(self.refs, self.slot_refs, session.timeout)
+        self.lent = True
+        self.phases = {"wipe": round(wiped - started, 4), "register": round(time.perf_counter() - wiped, 4)}
+
+    def free(self) -> None:
+        """Give the pool's memory back (the judge keeps it no longer)."""
+        self.sets, self.slots = [], []
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
 
     @classmethod
     def create(cls, session: Any, reference: Any, size: dict, device: str, first: list[Any], out: Any,
@@ -87,7 +127,9 @@ class InputPool:
         out_like = torch.empty_like(head, device="meta") if head is not None else None
         per_set = nbytes(first) + (nbytes([head]) if head is not None else 0)
         pool = cls(session, reference, size, device, sets_that_fit(per_set, free_bytes(device), wanted), out_like)
+        started = time.perf_counter()
         draws = [first] + [pool._draw(rng) for _ in range(1, pool.n)]
+        drawn = time.perf_counter()
         pool.fixed_inputs = pool.n > 1 and _same_contents(draws[0], draws[1])
         if any(isinstance(x, (list, tuple)) for x in first):  # nested arguments: shared one tensor at a time
             for inputs in draws:
@@ -95,9 +137,11 @@ class InputPool:
                 pool.refs.append(tuple(p[0] for p in pairs))
                 pool.sets.append([p[1] for p in pairs])
             draws = []
+        else:
+            pool.arena = Arena(device, transport=session.arena.transport, first_id=POOL_BUFFER_IDS)
         # One shared buffer for every input set and one for every slot: a descriptor (or IPC handle) each.
         specs = [(tuple(x.shape), x.dtype) for inputs in draws for x in inputs if isinstance(x, torch.Tensor)]
-        shared = iter(session.arena.slab(specs)) if specs else iter(())
+        shared = iter(pool.arena.slab(specs)) if specs and pool.arena is not None else iter(())
         for inputs in draws:  # (empty when the nested path above filled the sets)
             views, refs = [], []
             for x in inputs:
@@ -112,10 +156,15 @@ class InputPool:
             pool.sets.append(views)
             pool.refs.append(tuple(refs))
         if out_like is not None:
-            for view, ref in session.arena.slab([(tuple(out_like.shape), out_like.dtype)] * pool.n):
+            for view, ref in (pool.arena or session.arena).slab([(tuple(out_like.shape), out_like.dtype)] * pool.n):
                 pool.slots.append(view)
                 pool.slot_refs.append(ref)
+        if pool.arena is not None:
+            session.arena.adopt(pool.arena.owned())
+        shared_at = time.perf_counter()
         pool.pool_id = session.register_pool(pool.refs, pool.slot_refs, session.timeout)
+        pool.phases = {"draw": round(drawn - started, 4), "share": round(shared_at - drawn, 4),
+                       "register": round(time.perf_counter() - shared_at, 4)}
         return pool
 
     @property

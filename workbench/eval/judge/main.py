@@ -15,6 +15,7 @@ import faulthandler
 import gc
 import json
 import os
+import queue
 import sys
 import tempfile
 import threading
@@ -199,8 +200,16 @@ def main() -> None:
     gc.freeze()
     _send(wire.Ready(pid=os.getpid(), versions=_versions(), sandbox=server.sandbox, sandbox_reason=server.reason,
                      transport=ctx.transport, transport_note=ctx.transport_note), "")
+    lines = _job_lines()
     try:
-        for line in sys.stdin:
+        while True:
+            try:
+                line = lines.get(timeout=POOL_IDLE_S if ctx.kept_pool is not None else None)
+            except queue.Empty:  # no job for a while: the kept timing pool's memory goes back
+                ctx.release_pool()
+                continue
+            if line is None:
+                break
             if not line.strip():
                 continue
             try:
@@ -219,6 +228,26 @@ def main() -> None:
             gc.collect()
     finally:
         server.close()
+
+
+#: Seconds a judge without a job keeps the timing pool of its last task (`Context.keep_pool`): long enough for the
+#: next candidate of a sweep or an LLM loop, short enough that an idle judge does not hold GPU memory the user's
+#: own work needs.
+POOL_IDLE_S = float(os.environ.get("KWB_POOL_IDLE_S") or 10.0)
+
+
+def _job_lines() -> queue.Queue[str | None]:
+    """The caller's job lines, read by a thread, so the main thread can wait for the next one with a deadline and
+    free what it keeps meanwhile (CUDA memory is freed on the thread that uses it). None: the caller closed."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in sys.stdin:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, name="kwb-judge-jobs", daemon=True).start()
+    return lines
 
 
 def _loose_job_id(line: str) -> str:

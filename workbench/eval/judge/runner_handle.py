@@ -226,6 +226,13 @@ class RunnerProcess:
             raise RunnerViolation("the runner sent file descriptors", self.log_tail())
         return message
 
+    def answers_within(self, seconds: float) -> bool:
+        """Whether the runner's next message arrives within `seconds` (it is not read)."""
+        try:
+            return self.channel.readable(seconds)
+        except (OSError, ValueError):  # a closed channel: the next receive says how the runner ended
+            return True
+
     def request(self, message: protocol.Message, kinds: set[str], timeout: float,
                 fds: list[int] | tuple[int, ...] = ()) -> protocol.Message:
         self.send(message, fds)

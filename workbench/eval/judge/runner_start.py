@@ -13,6 +13,7 @@ entry only ever serves the source that made it (CHEATS.md rows 20 and 27):
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from workbench.eval.judge import build_cache
@@ -41,8 +42,10 @@ def start_runner(ev: Any) -> CandidateSession:
     triton_dir = build_cache.triton_dir(cand["source"], ev.device)
     if triton_dir is not None:
         writable.append((str(triton_dir), TRITON_MOUNT))
+    started = time.perf_counter()
     runner = RunnerProcess.start(ev.ctx.fork_server, ev.device, Limits(memory_bytes=ev.job.get("memory_bytes")),
                                  binds, share_ipc=ev.ctx.share_ipc, writable_binds=writable)
+    ev.base["protocol"]["runner_start_s"] = round(time.perf_counter() - started, 3)
     session = CandidateSession(runner, ev.device, ev.timeout, ev.ctx.transport)
     if ev.build_entry is not None and runner.workdir:  # no sandbox: no bind, the judge copies the entry in
         build_cache.copy_entry(ev.build_entry, os.path.join(runner.workdir, "torch_extensions"))

@@ -84,8 +84,8 @@ class ReferenceProfile:
 
 def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dict, seed: int, device: str,
             timeout: float, interpreted: bool, known: ReferenceProfile | None = None,
-            measuring: Callable[[], AbstractContextManager[Any]] = nullcontext) -> tuple[TimingPlan,
-                                                                                                   ReferenceProfile]:
+            measuring: Callable[[], AbstractContextManager[Any]] = nullcontext,
+            kept: InputPool | None = None) -> tuple[TimingPlan, ReferenceProfile]:
     """The input pool and the null calibration, before the candidate is imported (module doc). The pool holds
     enough sets for a batch of a candidate up to 4x faster than the reference, as many as fit in memory. `known`
     (the same task and size, from an earlier candidate) spares the reference's estimate and, while recent and for
@@ -94,8 +94,20 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
     Only the two measurements (the reference's estimate and the null calibration) run inside `measuring()`, which
     the judge makes an exclusive hold of the device: drawing the pool's sets is not a measurement, and keeping it out
     of the exclusive lock lets another judge's checks go on meanwhile (on a later candidate of the task, nothing
-    here needs the device to itself)."""
+    here needs the device to itself).
+
+    `kept`: the pool an earlier candidate of this task, size and seed was timed on (`Context.take_pool`); lent to
+    this runner instead of drawing and sharing a new one, when the reference's profile is known too."""
     started = time.perf_counter()
+    if kept is not None and known is not None:
+        try:
+            kept.attach(session)
+            return _planned(session, kept, known, size, timeout, started, measuring), known
+        except BaseException:
+            kept.free()  # its memory is the judge's own: nothing else would give it back
+            raise
+    if kept is not None:
+        kept.free()
     first = reference.make_inputs(size, seed + 101, device, "default")
     with torch.no_grad():
         out = ref_model(*clone_inputs(first))
@@ -109,15 +121,29 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
     pool = InputPool.create(session, reference, size, device, first, out, wanted, random.SystemRandom())
     del first, out
     release_unused(device)  # the estimate's temporaries: the candidate's runner needs the memory
+    try:
+        return _planned(session, pool, known, size, timeout, started, measuring), known
+    except BaseException:
+        pool.free()
+        raise
+
+
+def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile, size: dict, timeout: float,
+             started: float, measuring: Callable[[], AbstractContextManager[Any]] = nullcontext) -> TimingPlan:
+    """The plan on `pool`, with the calibration measured again unless a recent one was made on a pool of this
+    size."""
     fresh = known.calibration is not None and known.pool_sets == pool.n and \
         time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
     if not fresh:
+        measured = time.perf_counter()
         with measuring():
             known.calibration = calibrate(session, pool, timeout, known.seeded)
         known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
-    plan = TimingPlan(pool, known.calibration, size, est, time.perf_counter() - started, known.seeded)
+        pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
+    plan = TimingPlan(pool, known.calibration, size, known.reference_ms, time.perf_counter() - started,
+                      known.seeded)
     plan.calibration_reused = fresh
-    return plan, known
+    return plan
 
 
 def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:

@@ -159,16 +159,21 @@ class _Buffer:
 
 class Arena:
     """The judge's shared buffers for one runner. `tensor()` allocates a buffer holding one tensor; `pending()`
-    lists the buffers (and descriptors) not yet announced to the runner; `close()` frees everything."""
+    lists the buffers (and descriptors) not yet announced to the runner; `close()` frees everything it owns.
 
-    def __init__(self, device: str, transport: str = "auto"):
+    `adopt()` announces buffers another arena owns (a timing pool the judge keeps for the next candidate of the
+    task, `input_pool.py`): they go to this arena's runner like its own, and `close()` leaves them alone. Buffer ids
+    must not collide, so an owner of adoptable buffers starts its ids at `first_id` (e.g. `POOL_BUFFER_IDS`)."""
+
+    def __init__(self, device: str, transport: str = "auto", first_id: int = 0):
         self.device = device
         self.cuda = device.startswith("cuda")
         self.index = (torch.device(device).index or 0) if self.cuda else 0
         self.transport = ("cuda-ipc" if self.cuda else "fd") if transport == "auto" else transport
         self._buffers: dict[int, _Buffer] = {}
         self._announced: set[int] = set()
-        self._next = 0
+        self._borrowed: set[int] = set()
+        self._next = first_id
         if self.transport == "cuda-ipc":
             driver().ensure_context(self.index)
 
@@ -228,6 +233,25 @@ class Arena:
         self._buffers[bid] = buf
         return buf
 
+    def owned(self) -> list[_Buffer]:
+        """This arena's own buffers (what another arena may `adopt`)."""
+        return [b for bid, b in sorted(self._buffers.items()) if bid not in self._borrowed]
+
+    def wipe(self) -> None:
+        """Zero every buffer this arena owns: whatever a runner that had them wrote is gone before another sees them."""
+        for b in self.owned():
+            b.raw.zero_()
+
+    def adopt(self, buffers: list[_Buffer]) -> None:
+        """Announce `buffers` (owned by another arena of the same transport) to this arena's runner; never freed here."""
+        for b in buffers:
+            if b.info.buffer in self._buffers:
+                raise ValueError(f"shared buffer id {b.info.buffer} is already in use in this arena")
+            if b.info.kind != ("cuda-ipc" if self.transport == "cuda-ipc" else "fd"):
+                raise ValueError(f"a {b.info.kind} buffer cannot go to a runner reached by {self.transport}")
+            self._buffers[b.info.buffer] = b
+            self._borrowed.add(b.info.buffer)
+
     def pending(self) -> tuple[tuple[BufferInfo, ...], list[int]]:
         new = [b for bid, b in sorted(self._buffers.items()) if bid not in self._announced]
         self._announced.update(b.info.buffer for b in new)
@@ -236,7 +260,9 @@ class Arena:
     def close(self) -> None:
         if self.cuda:
             torch.cuda.synchronize(self.index)
-        for b in self._buffers.values():
+        for bid, b in self._buffers.items():
+            if bid in self._borrowed:
+                continue
             b.raw = None  # type: ignore[assignment]
             if b.ptr:
                 driver().free(b.ptr)
@@ -248,6 +274,11 @@ class Arena:
             if b.fd >= 0:
                 os.close(b.fd)
         self._buffers.clear()
+        self._borrowed.clear()
+
+
+#: First buffer id of a judge-kept timing pool's own arena: far above any id a runner's arena reaches.
+POOL_BUFFER_IDS = 1 << 24
 
 
 # ---- runner side ---------------------------------------------------------------------------------------------------

@@ -109,6 +109,12 @@ class Channel:
         if not ready:
             raise ChannelTimeout()
 
+    def readable(self, seconds: float) -> bool:
+        """Whether data from the other side arrives within `seconds` (frames are read whole, nothing is buffered
+        here, so this is the socket's own readiness)."""
+        ready, _, _ = select.select([self.sock], [], [], max(0.0, seconds))
+        return bool(ready)
+
     def _read_exact(self, n: int, deadline: float | None, fds: list[int] | None = None) -> bytes:
         chunks, got = [], 0
         while got < n:
