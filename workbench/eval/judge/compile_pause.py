@@ -8,9 +8,10 @@ ones compile holding it), the compile stays inside the request's own deadline, a
 the device back are added to that deadline (they are the other judge's, not the candidate's). Anything out of order
 (an end without a start, another message inside a pause) is a protocol violation.
 
-A pause lets go only once the compile has run `GRACE_S` without ending: a kernel found in the Triton cache loads in
-about 10 ms, and letting go for that, then queueing behind another judge's timing to get the device back, cost
-0.4 s a candidate with four judges on one GPU. Another judge's timing waits at most that grace.
+A pause lets go only once the compile has run `GRACE_S` without ending. On one H100 with four judges, a kernel found
+in the Triton cache loads in about 10 ms, a fresh Triton kernel compiles in about 0.15 s, and letting go for either,
+then queueing behind other judges' timings to get the device back, cost 0.4-0.7 s a candidate; an nvcc build takes
+tens of seconds and still lets go. Another judge's timing waits at most the grace.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from workbench.eval.wire import runner_messages as protocol
 #: Pauses of one request that let go of the device.
 MAX_PAUSES = 64
 #: Seconds a compile runs holding the device before its pause lets go (module doc).
-GRACE_S = 0.1
+GRACE_S = 0.25
 
 
 @dataclass
