@@ -54,3 +54,26 @@ def test_the_next_candidate_of_a_task_is_timed_on_the_kept_pool_until_the_judge_
     third = wb.evaluate(task, cand, device="cpu")  # the judge lives on and draws a new pool
     assert third.status == "ok" and third.protocol["timing_pool"] == "new"
     assert third.metadata["judge_pid"] == pid
+
+
+def test_judges_sharing_a_device_split_the_memory_their_pools_may_take(monkeypatch):
+    """Each judge makes its pool from what is free when it is made and keeps it for the next candidate: a quarter
+    each for four judges filled an 80 GB GPU. One or two judges take a quarter of free memory each; more split half
+    of it. The caller tells each judge how many there are."""
+    from workbench.eval.caller.judges import Judge
+    from workbench.eval.judge import input_pool
+
+    assert [input_pool.memory_share(p) for p in (1, 2, 3, 4, 8)] == [0.25, 0.25, pytest.approx(1 / 6), 0.125,
+                                                                      0.0625]
+    monkeypatch.setenv("KWB_JUDGE_PEERS", "4")
+    gib = 1 << 30
+    assert input_pool.sets_that_fit(gib // 2, 64 * gib, 256) == 16  # 8 GiB of 64: 16 sets of half a GiB
+    monkeypatch.setenv("KWB_JUDGE_PEERS", "1")
+    assert input_pool.sets_that_fit(gib // 2, 64 * gib, 256) == 32
+    monkeypatch.setenv("KWB_JUDGES", "3")
+    judge = Judge("cpu")
+    try:
+        environ = open(f"/proc/{judge.proc.pid}/environ", "rb").read().split(b"\0")
+    finally:
+        judge.close()
+    assert b"KWB_JUDGE_PEERS=3" in environ

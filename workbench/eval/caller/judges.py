@@ -102,6 +102,9 @@ class Judge:
         self.workdir = tempfile.mkdtemp(prefix="kwb_judge_")
         env = scrubbed_env(device)
         env["KWB_WORKDIR"] = self.workdir
+        from workbench.eval.caller.pool import judge_slots  # (pool imports this module)
+
+        env["KWB_JUDGE_PEERS"] = str(judge_slots(device))  # they share the device's memory (judge/input_pool.py)
         self.proc = subprocess.Popen(
             module_command("workbench.eval.judge.main", device),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -38,8 +38,23 @@ from workbench.eval.wire.tensors import as_list, is_plain
 
 #: Most input sets (= most calls in one timed batch).
 MAX_SETS = 256
-#: Share of free memory the sets and slots may take together.
+#: Share of free memory the sets and slots may take together, for a judge alone or one of two on a device.
 MEMORY_SHARE = 0.25
+#: Share of free memory the pools of all the judges on a device may take together, when there are more than two
+#: (each judge's pool is made from what is free when it is made, and kept for the next candidate: four judges at a
+#: quarter of free memory each filled an 80 GB GPU with a 256 MiB task).
+ALL_POOLS_SHARE = 0.5
+
+
+def memory_share(peers: int | None = None) -> float:
+    """Share of free memory one judge's pool may take, with `peers` judges on the device (default: what the caller
+    that started this judge says, KWB_JUDGE_PEERS)."""
+    if peers is None:
+        try:
+            peers = int(os.environ.get("KWB_JUDGE_PEERS") or 1)
+        except ValueError:
+            peers = 1
+    return min(MEMORY_SHARE, ALL_POOLS_SHARE / max(1, peers))
 
 
 def free_bytes(device: str) -> int | None:
@@ -52,12 +67,12 @@ def free_bytes(device: str) -> int | None:
 
 
 def sets_that_fit(set_bytes: int, free: int | None, wanted: int) -> int:
-    """How many sets (input set + output slot, `set_bytes` each) fit in MEMORY_SHARE of `free`, between 1 and
-    `wanted` (at most MAX_SETS)."""
+    """How many sets (input set + output slot, `set_bytes` each) fit in this judge's `memory_share()` of `free`,
+    between 1 and `wanted` (at most MAX_SETS)."""
     wanted = max(1, min(wanted, MAX_SETS))
     if not free or set_bytes <= 0:
         return wanted
-    return max(1, min(wanted, int(free * MEMORY_SHARE // set_bytes)))
+    return max(1, min(wanted, int(free * memory_share() // set_bytes)))
 
 
 @dataclass
