@@ -59,7 +59,7 @@ def test_the_next_candidate_of_a_task_is_timed_on_the_kept_pool_until_the_judge_
 def test_judges_sharing_a_device_split_the_memory_their_pools_may_take(monkeypatch):
     """Each judge makes its pool from what is free when it is made and keeps it for the next candidate: a quarter
     each for four judges filled an 80 GB GPU. One or two judges take a quarter of free memory each; more split half
-    of it. The caller tells each judge how many there are."""
+    of it. The caller tells each judge how many there are (`judge_slots`, through KWB_JUDGE_PEERS)."""
     from workbench.eval.caller.judges import Judge
     from workbench.eval.judge import input_pool
 
@@ -70,10 +70,13 @@ def test_judges_sharing_a_device_split_the_memory_their_pools_may_take(monkeypat
     assert input_pool.sets_that_fit(gib // 2, 64 * gib, 256) == 16  # 8 GiB of 64: 16 sets of half a GiB
     monkeypatch.setenv("KWB_JUDGE_PEERS", "1")
     assert input_pool.sets_that_fit(gib // 2, 64 * gib, 256) == 32
+    from workbench.eval.caller import pool
+
     monkeypatch.setenv("KWB_JUDGES", "3")
-    judge = Judge("cpu")
-    try:
-        environ = open(f"/proc/{judge.proc.pid}/environ", "rb").read().split(b"\0")
-    finally:
-        judge.close()
-    assert b"KWB_JUDGE_PEERS=3" in environ
+    for judge in (Judge("cpu", peers=3), pool._start("cpu")):  # as the caller's pool starts them
+        try:
+            with open(f"/proc/{judge.proc.pid}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        finally:
+            judge.close()
+        assert b"KWB_JUDGE_PEERS=3" in environ

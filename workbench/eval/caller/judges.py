@@ -95,16 +95,15 @@ class Judge:
     a slow start-up never eats into a candidate's time.
     """
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, peers: int = 1):
+        """`peers`: how many judges the caller keeps for this device (they share its memory)."""
         self.device = device
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
         # Reference modules are written here (real .py files); removed with the judge.
         self.workdir = tempfile.mkdtemp(prefix="kwb_judge_")
         env = scrubbed_env(device)
         env["KWB_WORKDIR"] = self.workdir
-        from workbench.eval.caller.pool import judge_slots  # (pool imports this module)
-
-        env["KWB_JUDGE_PEERS"] = str(judge_slots(device))  # they share the device's memory (judge/input_pool.py)
+        env["KWB_JUDGE_PEERS"] = str(peers)  # the judges of a device share its memory (judge/input_pool.py)
         self.proc = subprocess.Popen(
             module_command("workbench.eval.judge.main", device),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -78,7 +78,7 @@ def _usable_cores() -> int | None:
 
 def _start(device: str) -> Judge:
     try:
-        return Judge(device)
+        return Judge(device, judge_slots(device))
     except OSError as exc:  # pragma: no cover
         raise WorkerError(f"could not start an evaluation judge: {exc}") from exc
 
@@ -157,7 +157,7 @@ def _forget(judge: Judge, successor: bool) -> None:
             pool.remove(judge)
         if successor:
             try:
-                pool.append(Judge(judge.device))
+                pool.append(Judge(judge.device, judge_slots(judge.device)))
             except OSError:  # pragma: no cover - the next _acquire retries and reports
                 pass
         _BUSY.discard(judge)
