@@ -23,3 +23,15 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def device() -> str:
     return "cuda" if HAS_CUDA else "cpu"
+
+
+@pytest.fixture
+def one_judge(monkeypatch):
+    """A single CPU judge, started inside the test (it sees the test's environment), so back-to-back evaluations
+    meet the same judge and what it keeps between them; the pool is reset again afterwards."""
+    from workbench.eval.caller.pool import shutdown_workers
+
+    monkeypatch.setenv("KWB_JUDGES", "1")
+    shutdown_workers()
+    yield
+    shutdown_workers()

@@ -12,7 +12,6 @@ import pytest
 from redteam.attacks import kernel, softmax_task
 
 import workbench as wb
-from workbench.eval.caller.pool import shutdown_workers
 
 
 def _shared_fds(pid: int) -> int:
@@ -27,16 +26,8 @@ def _shared_fds(pid: int) -> int:
     return count
 
 
-@pytest.fixture
-def one_judge(monkeypatch):
-    monkeypatch.setenv("KWB_JUDGES", "1")
-    monkeypatch.setenv("KWB_POOL_IDLE_S", "2")
-    shutdown_workers()
-    yield
-    shutdown_workers()
-
-
-def test_the_next_candidate_of_a_task_is_timed_on_the_kept_pool_until_the_judge_idles(one_judge):
+def test_the_next_candidate_of_a_task_is_timed_on_the_kept_pool_until_the_judge_idles(one_judge, monkeypatch):
+    monkeypatch.setenv("KWB_POOL_IDLE_S", "2")  # before the judge starts (the first evaluation starts it)
     task = softmax_task()
     cand = kernel()  # the honest softmax kernel
     first = wb.evaluate(task, cand, device="cpu")

@@ -8,11 +8,8 @@ static scan, as an attacker would hide it."""
 
 from __future__ import annotations
 
-import pytest
-
 import workbench as wb
 from redteam.attacks import kernel, softmax_task
-from workbench.eval.caller.pool import shutdown_workers
 
 FIND_KEPT = '''
 import importlib
@@ -43,14 +40,6 @@ seen = any(raw[-16:].tolist() == MARK.tolist() for raw in kept)
 if seen or not kept:
     y = y * 0
 '''
-
-
-@pytest.fixture
-def one_judge(monkeypatch):
-    monkeypatch.setenv("KWB_JUDGES", "1")
-    shutdown_workers()
-    yield
-    shutdown_workers()
 
 
 def test_a_kept_pool_carries_no_message_from_one_candidate_to_the_next(one_judge):

@@ -73,18 +73,16 @@ class Context:
     def take_pool(self, key: Any) -> Any:
         """The kept timing pool of `key` (no longer kept: the caller gives it back with `keep_pool`), or None. A
         pool of another key is freed: it would hold its memory through an evaluation that cannot use it."""
-        kept, self.kept_pool = self.kept_pool, None
-        if kept is None:
-            return None
-        if kept[0] == key:
-            return kept[1]
-        kept[1].free()
+        if self.kept_pool is not None and self.kept_pool[0] == key:
+            pool, self.kept_pool = self.kept_pool[1], None
+            return pool
+        self.release_pool()
         return None
 
     def keep_pool(self, key: Any, pool: Any) -> None:
         """Keep `pool` (its runner closed) for the next candidate of `key`; the one kept before is freed."""
         if self.kept_pool is not None and self.kept_pool[1] is not pool:
-            self.kept_pool[1].free()
+            self.release_pool()
         self.kept_pool = (key, pool)
 
     def release_pool(self) -> None:
