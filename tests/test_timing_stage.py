@@ -152,8 +152,9 @@ def test_a_kept_pool_is_lent_to_the_next_runner_zeroed_and_refreshed_before_timi
         session.close()
     assert result["timing"]["n"] > 0 and result["reference_timing"]["n"] > 0
     assert not result.get("flags"), result.get("flags")
-    # the sets hold drawn contents again (the refresh before the first batch), not zeros
-    assert any(float(t.abs().sum()) > 0 for t in first_pool.sets[-1] if hasattr(t, "abs"))
+    # the first set, timed in every batch, holds drawn contents again (the refresh before the first batch), not
+    # zeros; a set beyond the batch's calls is not refreshed, and need not be: nothing reads it
+    assert all(float(t.abs().sum()) > 0 for t in first_pool.sets[0] if hasattr(t, "abs"))
     first_pool.free()
     assert first_pool.arena is None and first_pool.sets == []
 
