@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -250,15 +251,8 @@ def runner_rounds(path: str, device: str, check: bool, keep_cache: bool = False,
             remote = session.model(model, ref.init_inputs(size, 0), 0, {**ref.defaults, **size})
             clock = "cuda-events" if device.startswith("cuda") else "wall"
             emptied = _count_empty_cache(keep_cache)
-            if pin:  # the judge's timing thread and the runner on one core, as on the CPU
-                from workbench.eval.judge import timing as timing_module
-
-                real_init = timing_module._OneCore.__init__
-
-                def one_core(self, session, cuda):
-                    real_init(self, session, False)
-
-                timing_module._OneCore.__init__ = one_core
+            # The judge's timing thread and the runner on one core (`timing_placement.OneCore`, read per timing).
+            os.environ["KWB_TIMING_PIN"] = "1" if pin else "0"
             outcome = PairTimer(session, remote.model_id, ReferenceSide(model, None, task.tolerance, 0.0), plan.pool,
                                 plan.calibration, stopping_rule(device, False, None), device, clock,
                                 seeded=plan.seeded).run()
@@ -355,7 +349,8 @@ def main() -> int:
                         help="time with a real runner and no other stage (bare), or after the correctness rounds")
     parser.add_argument("--device", default="cuda", help="device of --runner")
     parser.add_argument("--pin", action="store_true",
-                        help="with --runner: the judge's timing thread and the runner's threads on one core")
+                        help="with --runner: the judge's timing thread and the runner's threads on one core, as "
+                             "evaluations time by default (without it the probe times unpinned)")
     parser.add_argument("--keep-cache", action="store_true",
                         help="with --runner: the judge keeps its freed GPU memory cached between the two sides")
     parser.add_argument("--fork", action="store_true", help="the child forks as the runner's fork server does")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|sample|baseline|speed|ab|oom|probe|bisect|big|dask
+#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|side|sample|baseline|speed|ab|oom|probe|bisect|big|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +76,11 @@ PY
       | tee "$OUT/throughput.log" | grep -v "^\[" | tail -24
     timeout 220 python3 -m pytest tests/gpu -m "gpu and not slow" -q -rfE -p no:cacheprovider 2>&1 \
       | tee "$OUT/gpu_tests_fast.log" | tail -15
+    ;;
+  side)
+    # A/A with the reference timed in the judge's process against in its own runner, two judges taking turns.
+    timeout 580 python3 benchmarks/aa_reference_side.py --reps "${KB_REPS:-2}" --deadline 420 \
+      ${KB_IDS:+--ids "$KB_IDS"} ${KB_SIDES:+--sides "$KB_SIDES"} --out "$OUT/aa_side.json" 2>&1 | tee "$OUT/aa_side.log" | grep -v "^\[judge\|^\[runner" | tail -45
     ;;
   sample)
     # The seeded 30-problem sample of issue-sized work (12 L1, 12 L2, 6 L3) at real sizes, one shard per command

@@ -74,3 +74,18 @@ def test_every_refresh_is_one_generation_whatever_it_writes(tmp_path, count):
     pool, _, _ = _pool(tmp_path, SUM)
     pool.refresh(random.Random(0), count=count)
     assert pool.generation == 1
+
+
+def test_a_refresh_given_its_seeds_writes_the_same_contents_again(tmp_path):
+    """Timing writes a round's contents before each side's batch (`timing.PairTimer._round`): the second write,
+    from the seeds the first returned, must give the candidate exactly what the reference was timed on (and what
+    the judge's re-check outputs were computed on), and count as the same generation."""
+    pool, _, _ = _pool(tmp_path, SUM)
+    seeds = pool.refresh(random.Random(3))
+    first = [[t.clone() for t in s] for s in pool.sets]
+    for s in pool.sets:
+        for t in s:
+            t.zero_()
+    assert pool.refresh(None, seeds=seeds) == seeds
+    assert all(torch.equal(a, b) for s, f in zip(pool.sets, first, strict=True) for a, b in zip(s, f, strict=True))
+    assert pool.generation == 1

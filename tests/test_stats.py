@@ -260,6 +260,54 @@ def test_the_95_percent_interval_covers_the_true_ratio_about_95_percent_of_the_t
     assert 0.90 <= hits / 200 <= 0.99
 
 
+def _drifting_rounds(seed, n, ratio, sigma=0.01):
+    """Round means of two sides whose machine drifts (slow waves of +-25%, both sides alike within a round) with
+    `ratio` = reference / candidate and small independent noise on each side."""
+    rng = np.random.default_rng(seed)
+    drift = 1.0 + 0.25 * np.sin(np.linspace(0, 6 * np.pi, n)) + 0.1 * rng.standard_normal(n)
+    ref = 3.0 * drift * rng.lognormal(0.0, sigma, n)
+    cand = 3.0 / ratio * drift * rng.lognormal(0.0, sigma, n)
+    return ref.tolist(), cand.tolist()
+
+
+def test_paired_rounds_keep_a_common_drift_out_of_the_interval():
+    ref, cand = _drifting_rounds(0, 40, 1.0)
+    unpaired, paired = stats.compare(ref, cand), stats.compare(ref, cand, paired=True)
+    assert unpaired.verdict == "inconclusive" and unpaired.high - unpaired.low > 0.1
+    assert paired.verdict == "same" and paired.high - paired.low < 0.02 and "paired" in paired.method
+    ratios = np.asarray(ref) / np.asarray(cand)
+    assert paired.speedup == pytest.approx(float(np.median(ratios)))  # the median of the per-round ratios
+    assert unpaired.speedup == pytest.approx(float(np.median(ref) / np.median(cand)))
+
+
+def test_a_real_five_percent_win_under_drift_is_faster_only_when_paired():
+    ref, cand = _drifting_rounds(1, 40, 1.05)
+    paired = stats.compare(ref, cand, paired=True)
+    assert paired.verdict == "faster" and paired.low < 1.05 < paired.high
+    assert stats.compare(ref, cand).verdict == "inconclusive"
+
+
+def test_pairing_broken_by_shuffling_one_side_gives_the_wide_interval_back():
+    ref, cand = _drifting_rounds(2, 40, 1.0)
+    shuffled = list(np.random.default_rng(3).permutation(cand))
+    s = stats.compare(ref, shuffled, paired=True)
+    assert s.verdict == "inconclusive" and s.high - s.low > 0.1
+
+
+def test_paired_falls_back_to_independent_resampling_when_counts_differ():
+    ref, cand = _lognormal(1, 30, 0.01), _lognormal(2, 31, 0.01)
+    assert stats.compare(ref, cand, paired=True) == stats.compare(ref, cand)
+
+
+def test_paired_coverage_is_about_95_percent():
+    hits = 0
+    for seed in range(200):
+        ref, cand = _drifting_rounds(seed, 60, 1.05, sigma=0.03)
+        s = stats.compare(ref, cand, paired=True, seed=seed)
+        hits += s.low <= 1.05 <= s.high
+    assert 0.88 <= hits / 200 <= 0.99
+
+
 def test_two_thousand_samples_compare_in_well_under_50_ms():
     ref, cand = _lognormal(1, 1000, 0.05), _lognormal(2, 1000, 0.05)
     best = math.inf

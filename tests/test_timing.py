@@ -8,6 +8,7 @@ import random
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from workbench.eval.judge import stats
 from workbench.eval.wire import timed_loop as timing
@@ -150,3 +151,36 @@ def test_sets_that_fit_respects_the_memory_share_and_the_limits():
     assert sets_that_fit(1 << 30, 1 << 30, 64) == 1  # never fewer than one
     assert sets_that_fit(1 << 10, 16 << 30, 500) == MAX_SETS
     assert sets_that_fit(1 << 10, None, 7) == 7
+
+
+def test_the_garbage_collector_is_off_inside_a_timed_batch_and_restored_after():
+    """A collection lands in whichever call crosses an allocation count, and costs more in a process holding more
+    objects (the candidate's runner after its checks, beside the reference's fresh one): off for the batch, as
+    `timeit` does, and back to what it was afterwards."""
+    import gc
+
+    from workbench.eval.wire import timed_loop
+
+    seen = []
+
+    def fn(xs):
+        seen.append(gc.isenabled())
+        return xs[0] + 1
+
+    sets = [[torch.ones(4)] for _ in range(3)]
+    assert gc.isenabled()
+    timed_loop.time_batch(fn, sets, [0, 1, 2], device="cpu", warmup=1)
+    assert seen == [False] * 4 and gc.isenabled()
+    gc.disable()
+    try:
+        timed_loop.time_batch(fn, sets, [0], device="cpu")
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
+
+    def boom(xs):
+        raise RuntimeError("the candidate raised")
+
+    with pytest.raises(RuntimeError):
+        timed_loop.time_batch(boom, sets, [0], device="cpu")
+    assert gc.isenabled()

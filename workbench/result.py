@@ -68,6 +68,9 @@ class Result:
     timing: Timing | None = None
     reference_timing: Timing | None = None
     compiled_reference_timing: Timing | None = None
+    #: reference / candidate: the median over the timed rounds of the two sides' batch means (each round times both
+    #: back to back, so the machine's drift cancels in its ratio); the ratio of the two medians for results stored
+    #: before rounds were paired.
     speedup: float | None = None
     speedup_vs_compile: float | None = None
     #: 95% confidence interval (low, high) of `speedup`, and what it says: faster | slower | same | inconclusive.

@@ -182,8 +182,9 @@ class ModelNew(nn.Module):
 
 def test_a_thread_started_and_joined_inside_forward_on_every_core_is_thread_use():
     # The judge pins the runner to one core while timing; this candidate widens its own affinity again and starts a
-    # thread per call that is joined before forward returns. The CPU time the judge reads from /proc (or a thread
-    # still exiting when it looks) shows the second core.
+    # thread per call that is joined before forward returns. The judge finds the widened affinity after each batch
+    # (harness-tamper, and puts the threads back), and the CPU time it reads from /proc (or a thread still exiting
+    # when it looks) shows the second core (thread-use).
     src = '''
 import torch
 import torch.nn as nn
@@ -206,7 +207,8 @@ class ModelNew(nn.Module):
         return out
 '''
     res = wb.evaluate(_matmul_task(768), wb.Candidate(source=src, language="torch"), device="cpu")
-    assert res.status == "rejected" and res.flags == ["thread-use"], (res.status, res.flags, res.message)
+    assert res.status == "rejected" and set(res.flags) == {"thread-use", "harness-tamper"}, (res.status, res.flags,
+                                                                                            res.message)
     assert "cores during a timed batch" in res.message or "threads after a timed batch" in res.message
 
 

@@ -9,6 +9,8 @@ allows, so their times are compared with the reference's.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import workbench as wb
@@ -257,3 +259,14 @@ def test_a_cache_keyed_on_sampled_values_never_hits(honest):
 def test_a_cache_keyed_on_the_input_address_returns_stale_outputs_and_is_caught():
     res = evaluate(candidate(ADDRESS_CACHE, ADDRESS_FORWARD))
     assert res.status == "rejected" and "result-cache" in res.flags, (res.status, res.flags, res.message)
+
+
+def test_a_candidate_that_moves_off_the_timing_core_is_caught():
+    """Both sides are timed on one core (`timing_placement.OneCore`, on a GPU too): a candidate that moves its threads to the
+    other cores would run on idle ones while the reference shares the timing core. The judge puts them back and
+    rejects it."""
+    res = evaluate(candidate(prelude="import os", forward="os.sched_setaffinity(0, range(os.cpu_count()))"))
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: there is nowhere to move to")
+    assert res.status == "rejected" and "harness-tamper" in res.flags, (res.status, res.flags, res.message)
+    assert "sched_setaffinity" in res.message

@@ -17,7 +17,7 @@ from workbench.tasks.task import Task
 #: Reply fields copied into the Result under the same name.
 _SAME_NAME = ("device_name", "max_abs_err", "max_rel_err", "timing", "reference_timing", "compiled_reference_timing",
               "judge_clock_timing", "coverage", "kernel_policy", "precision", "sandbox", "speedup_verdict",
-              "speedup_basis", "speedup_ci", "log")
+              "speedup_basis", "speedup_ci", "speedup", "log")
 #: Reply fields that are dicts, copied so the Result owns its own.
 _DICTS = ("versions", "details", "error_budget", "protocol", "telemetry", "stage_seconds", "evidence")
 
@@ -49,7 +49,8 @@ def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Re
     if reply.sandbox_reason:
         result.protocol["sandbox_reason"] = reply.sandbox_reason
     if result.timing and result.reference_timing and result.timing.clock != "interpreter":
-        result.speedup = result.reference_timing.median_ms / result.timing.median_ms
+        if result.speedup is None:  # a judge that timed unpaired: the ratio of the medians
+            result.speedup = result.reference_timing.median_ms / result.timing.median_ms
         if result.compiled_reference_timing:
             result.speedup_vs_compile = result.compiled_reference_timing.median_ms / result.timing.median_ms
     if result.status == "ok" and not result.message:

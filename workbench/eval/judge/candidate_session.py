@@ -198,15 +198,57 @@ class CandidateSession:
         self.kernels, self.load_seconds = reply.kernels, reply.seconds
 
     def model(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None = None) -> RemoteModel:
+        message = self._build(ref_model, init, seed, sizes)
+        self._expect(message, "built", stage="init")
+        return RemoteModel(self, message.model)
+
+    def _build(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None) -> protocol.Build:
+        """A Build of the loaded class with `init`, its weights those of `ref_model` (shared, then copied by the
+        runner into memory of its own)."""
         self._next_model += 1
         state = {}
         if isinstance(ref_model, torch.nn.Module):
             for name, t in ref_model.state_dict().items():
                 state[name] = self.share_arg(t)[0]
         refs = tuple(self.share_arg(v)[0] for v in init)
-        self._expect(protocol.Build(model=self._next_model, init=refs, seed=seed, state=state,
-                                    sizes=_plain_sizes(sizes or {})), "built", stage="init")
-        return RemoteModel(self, self._next_model)
+        return protocol.Build(model=self._next_model, init=refs, seed=seed, state=state,
+                              sizes=_plain_sizes(sizes or {}))
+
+    # -- queued requests: sent now, their replies read later (`reference_runner.py`) --
+    def post(self, message: protocol.Message) -> None:
+        """Send `message` after announcing new buffers, without reading its reply (`collect` does, in order)."""
+        self._announce()
+        self.runner.send(message)
+
+    def post_load(self, source: str, language: str, entry: str, precision: dict[str, Any]) -> None:
+        self.post(protocol.Load(source=source, language=language, entry=entry, device=self.device,
+                                precision=precision))
+
+    def post_model(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None = None) -> int:
+        message = self._build(ref_model, init, seed, sizes)
+        self.post(message)
+        return message.model
+
+    def post_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef]) -> int:
+        """`register_pool` without waiting: the runner maps the pool while the judge goes on."""
+        self._next_pool += 1
+        self.post(protocol.Pool(pool=self._next_pool, input_sets=tuple(tuple(s) for s in input_refs),
+                                slots=tuple(slot_refs)))
+        self._next_call += 1
+        self.post(protocol.Ping(call=self._next_call))
+        return self._next_pool
+
+    def ping(self, timeout: float) -> None:
+        """A round trip (the runner answers between requests)."""
+        self._next_call += 1
+        self._expect(protocol.Ping(call=self._next_call), "pong", timeout)
+
+    def collect(self, kind: str, deadline: float) -> protocol.Message:
+        """The reply of the oldest posted request, which must be `kind`; a Fault raises CandidateFailure."""
+        reply = self.runner.receive({kind}, deadline)
+        if isinstance(reply, protocol.Fault):
+            raise CandidateFailure(reply.stage or "load", RemoteError(reply))
+        return reply
 
     def call(self, model: int, inputs: list[Any], out_like: list[torch.Tensor],
              seed: int | None = None) -> tuple[Any, list[Any]]:

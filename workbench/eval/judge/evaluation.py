@@ -28,7 +28,7 @@ from workbench.eval.checks import static_scan as static_checks
 from workbench.eval.checks.evidence import Evidence
 from workbench.eval.checks.flags import Finding, first_per_flag, verdict
 from workbench.eval.checks.what_ran import WhatRan
-from workbench.eval.judge import evidence_stage, ran_stage, reference_compile, timing_stage
+from workbench.eval.judge import evidence_stage, ran_stage, reference_compile, reference_runner, timing_stage
 from workbench.eval.judge import fault_messages as faults
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.context import Context, task_key
@@ -195,8 +195,11 @@ class Evaluation:
                     self.base["protocol"]["compile_pauses"] = self.session.pauses.to_dict()
                 self.session.close()
             if self.plan is not None and self.plan.pool.keepable:
-                # Its runner is closed (dead): the next candidate of this task, size and seed is lent the pool.
+                # Its runner is closed (dead): the next candidate of this task, size and seed is lent the pool (and
+                # the reference's runner with it).
                 self.ctx.keep_pool(self.timing_key, self.plan.pool)
+            elif self.plan is not None:
+                self.plan.pool.drop_reference_runner()
             self.plan = None
             if self.device.startswith("cuda"):
                 # Memory the judge freed goes back to the driver: the next runner, another process, needs it.
@@ -248,6 +251,8 @@ class Evaluation:
         self.session.release_device = self._released
         if self.job.get("time_it", True):
             self._stage("calibrate", self._prepare_timing)
+            with self._device(SHARED):  # its weights are copied into shared memory on the device
+                reference_runner.launch_for(self)
             self._start_compile()
         with self._device(SHARED):  # the candidate's import may already use the device
             load_candidate(self)
@@ -336,17 +341,23 @@ class Evaluation:
         result["counted"] = self.ctx.counted[key]
 
     def time(self, result: dict[str, Any], compiled: Any = None) -> None:
-        """Candidate (runner) and reference (judge) in alternating batches on shared inputs, by the judge's clock
-        (`judge/timing.py`); on a GPU, then the coverage of the candidate's own kernels."""
+        """Candidate (its runner) and reference (its own runner on a GPU, else the judge) in alternating batches on
+        shared inputs, by the judge's clock (`judge/timing.py`); on a GPU, then the coverage of the candidate's own
+        kernels."""
         ref = self.reference()
         ref_model = self.reference_model()
         model = self.session.model(ref_model, ref.init_inputs(self.time_size, self.seed), self.seed,
                                    {**ref.defaults, **self.time_size})
         side = ReferenceSide(ref_model, compiled, self.task.tolerance,
-                             float(result.get("error_budget", {}).get("native_error") or 0.0))
+                             float(result.get("error_budget", {}).get("native_error") or 0.0),
+                             runner=reference_runner.take_for_timing(self))
         reps = self.job.get("reps")
-        late = timing_stage.run(self.session, model.model_id, self.plan, side, self.device, self.cand["language"],
-                                int(reps) if reps is not None else None, result, self.ctx.timing.get(self.timing_key))
+        try:
+            late = timing_stage.run(self.session, model.model_id, self.plan, side, self.device,
+                                    self.cand["language"], int(reps) if reps is not None else None, result,
+                                    self.ctx.timing.get(self.timing_key))
+        finally:
+            reference_runner.after_timing(self)
         self.base["protocol"].update(result.pop("timing_protocol", {}))
         if self.device.startswith("cuda") and self.cand["language"] != "torch" and "timing" in result:
             coverage, found = self._stage("cover", timing_stage.cover, self.session, model.model_id, self.plan,

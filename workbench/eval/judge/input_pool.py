@@ -107,6 +107,9 @@ class InputPool:
     arena: Arena | None = None
     #: Seconds spent making the pool or lending it to this runner, by step (Result.protocol["calibrate_phases"]).
     phases: dict[str, float] = field(default_factory=dict)
+    #: The runner that times the task's reference on this pool (`reference_runner.py`): it maps the pool's sets (no
+    #: slot), so it lives and goes with the pool, kept with it for the next candidate of the task.
+    reference_runner: Any = None
 
     @property
     def keepable(self) -> bool:
@@ -127,8 +130,15 @@ class InputPool:
         self.lent = True
         self.phases = {"wipe": round(wiped - started, 4), "register": round(time.perf_counter() - wiped, 4)}
 
+    def drop_reference_runner(self) -> None:
+        """Close the reference's runner (before the buffers it maps are freed)."""
+        if self.reference_runner is not None:
+            self.reference_runner.close()
+            self.reference_runner = None
+
     def free(self) -> None:
-        """Give the pool's memory back (the judge keeps it no longer)."""
+        """Give the pool's memory back (the judge keeps it no longer); its reference runner goes first."""
+        self.drop_reference_runner()
         self.sets, self.slots = [], []
         if self.arena is not None:
             self.arena.close()
@@ -189,15 +199,20 @@ class InputPool:
     def _draw(self, rng: random.Random) -> list[Any]:
         return self.reference.make_inputs(self.size, rng.randrange(1 << 62), self.device, "default")
 
-    def refresh(self, rng: random.Random, count: int | None = None) -> None:
-        """New contents in the first `count` sets (all by default), in place, from seeds drawn now.
+    def refresh(self, rng: random.Random | None, count: int | None = None,
+                seeds: list[int] | None = None) -> list[int]:
+        """New contents in the first `count` sets (all by default), in place, from seeds drawn now from `rng`; or,
+        given the `seeds` an earlier refresh returned, the same contents written again (the draws are seeded, so
+        they repeat exactly). Returns the seeds.
 
         Drawn straight into the sets (`refill`), with no set-sized temporary: a fresh 8 GB draw per round, freed
         and handed back to the driver, left the driver clearing that memory while the runner timed its batch, and
         an identical memory-bound reduction read 15-25% slower in the runner than in the judge."""
-        self.generation += 1
-        for k in range(self.n if count is None else min(count, self.n)):
-            seed = rng.randrange(1 << 62)
+        if seeds is None:
+            assert rng is not None
+            self.generation += 1
+            seeds = [rng.randrange(1 << 62) for _ in range(self.n if count is None else min(count, self.n))]
+        for k, seed in enumerate(seeds):
             try:
                 self.reference.refill(self.sets[k], self.size, seed, self.device)
             except TaskError:  # inputs whose shapes move with the seed: a whole draw, copied where it fits
@@ -208,6 +223,7 @@ class InputPool:
                         target.copy_(value)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
+        return seeds
 
 
 def _same_contents(a: list[Any], b: list[Any]) -> bool:

@@ -24,23 +24,25 @@ PROBE_LAUNCH_MIN_NS = 500_000
 MAX_PROBES = 3
 
 
-def _copy(inputs: list[Any]) -> list[Any]:
-    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+def _copy(inputs: Any) -> Any:
+    """A copy of a call's arguments (tensors cloned, nested lists and tuples copied through)."""
+    if isinstance(inputs, (list, tuple)):
+        return type(inputs)(_copy(x) for x in inputs)
+    return inputs.detach().clone() if isinstance(inputs, torch.Tensor) else inputs
 
 
-def _same(a: list[Any], b: list[Any]) -> bool:
-    if len(a) != len(b):
+def _same(a: Any, b: Any) -> bool:
+    """Whether two calls' arguments are equal, tensors bitwise, nested lists and tuples (a list of tensors as one
+    argument) element by element."""
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b) and \
+            all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
         return False
-    for x, y in zip(a, b, strict=True):
-        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
-            return False
-        if isinstance(x, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype or \
-                    not torch.equal(bytes_per_element(x), bytes_per_element(y.to(x.device))):
-                return False
-        elif x != y:
-            return False
-    return True
+    if isinstance(a, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and \
+            torch.equal(bytes_per_element(a), bytes_per_element(b.to(a.device)))
+    return bool(a == b)
 
 
 @dataclass

@@ -174,17 +174,26 @@ class RunnerProcess:
         """`extra_binds` are bound read-only into the sandbox, `writable_binds` writable (a source's own Triton
         cache); without a sandbox a writable bind's path is given to the runner directly."""
         runner = cls(server, device, limits or Limits(), list(extra_binds or []), share_ipc, writable_binds)
+        runner.await_ready()
+        return runner
+
+    def await_ready(self, deadline: float | None = None) -> protocol.Ready:
+        """The runner's Ready (read once; the runner is closed when it does not come or speaks another protocol).
+        `start` waits for it at once; a judge that queues requests before reading it (`reference_runner.py`) lets
+        the runner start up while it does other work."""
+        if self.ready is not None:
+            return self.ready
         try:
-            ready = runner.receive({"ready"}, time.monotonic() + RUNNER_STARTUP_S)
+            ready = self.receive({"ready"}, deadline if deadline is not None else time.monotonic() + RUNNER_STARTUP_S)
         except BaseException:
-            runner.close()
+            self.close()
             raise
         assert isinstance(ready, protocol.Ready)
         if tuple(ready.protocol) != protocol.PROTOCOL:
-            runner.close()
+            self.close()
             raise RunnerViolation(f"runner speaks protocol {ready.protocol}, judge {protocol.PROTOCOL}", "")
-        runner.ready = ready
-        return runner
+        self.ready = ready
+        return ready
 
     def __enter__(self) -> RunnerProcess:
         return self

@@ -1,14 +1,16 @@
-"""Timing across the trust boundary (DESIGN.md section 3, time): the candidate in its runner, the reference in the
-judge, in alternating batches on the same shared inputs, measured by the judge's clock.
+"""Timing across the trust boundary (DESIGN.md section 3, time): the candidate in its runner, the reference in a
+runner of its own (on a GPU; in the judge's process on the CPU or when that runner fails: `reference_runner.py`),
+in alternating batches on the same shared inputs, measured by the judge's clock.
 
 Before the candidate is imported, `calibrate` measures the runner's harness on a null candidate (`clock_check`).
 Then `PairTimer.run`, one round after another:
 
 1. the runner is frozen (SIGSTOP to every process in it) and the judge writes new contents into every input set of
    the pool, in place (`input_pool`): no call ever sees contents an earlier call saw;
-2. the judge times the reference (and `torch.compile` of it when asked, an aside timed in every other round that
-   never holds timing up) on those sets, with the loop the runner uses (`wire.timed_loop`), keeping the outputs of
-   the calls it will check, chosen in secret;
+2. the reference is timed on those sets with the loop the candidate's runner uses (`wire.timed_loop`), in its own
+   runner after the judge computed the outputs of the calls it will check, chosen in secret (or by the judge,
+   keeping those outputs as it goes); `torch.compile` of the reference when asked is an aside the judge times in
+   every other round, which never holds timing up;
 3. the runner is thawed and times the candidate on the same sets in the same order with the same RNG seeds,
    copying each call's output into a slot; the judge brackets the batch with its own clock;
 4. the checked calls' outputs are compared with the kept reference outputs (`result-cache` when wrong);
@@ -23,7 +25,6 @@ Timing stops when the 95% CI of the median batch mean is within the target on bo
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -37,10 +38,12 @@ from workbench.eval.judge.candidate_session import CandidateSession
 from workbench.eval.judge.clock_check import Batch
 from workbench.eval.judge.input_pool import InputPool
 from workbench.eval.judge.output_compare import ERROR_BUDGET_K
+from workbench.eval.judge.reference_runner import ReferenceRunnerFailed
 from workbench.eval.judge.stats import StoppingRule
 from workbench.eval.judge.timing_batches import Calibration, copy_out_mirrored, judge_batch
+from workbench.eval.judge.timing_placement import Frozen, OneCore
 from workbench.eval.wire import timed_loop
-from workbench.eval.wire.tensors import dtype_name, release_if_short
+from workbench.eval.wire.tensors import as_list, dtype_name, is_plain, release_if_short
 from workbench.result import Timing
 
 #: Seconds of calls one timed batch aims at: a round's fixed costs (~5-10 ms on a GPU) and its first call stay a
@@ -98,52 +101,8 @@ class ReferenceSide:
     #: correctness rounds (CheckReport.error_budget).
     tolerance: Any = None
     native_error: float = 0.0
-
-
-class _Frozen:
-    def __init__(self, session: CandidateSession):
-        self.session = session
-
-    def __enter__(self) -> None:
-        self.session.runner.freeze()
-
-    def __exit__(self, *exc: Any) -> bool:
-        self.session.runner.thaw()
-        return False
-
-
-class _OneCore:
-    """CPU timing: the judge's timing thread and every thread of the runner on one core for the whole timing.
-
-    They take turns (the runner is frozen while the reference runs, the judge waits while the candidate runs), so
-    one core costs nothing, and both sides then see the same core's caches and clock instead of whichever core the
-    scheduler gave each (on a shared 2-core machine identical code read 0.6x-1.3x from one evaluation to the
-    next). A runner that moves itself elsewhere gains nothing it may keep: more than one thread is `thread-use`."""
-
-    def __init__(self, session: CandidateSession, cuda: bool):
-        self.session, self.active = session, not cuda and hasattr(os, "sched_setaffinity")
-        self.saved: set[int] | None = None
-
-    def __enter__(self) -> None:
-        if not self.active:
-            return
-        try:
-            self.saved = os.sched_getaffinity(0)
-            core = {min(self.saved)}
-            os.sched_setaffinity(0, core)
-            for pid in self.session.runner.members():
-                for tid in os.listdir(f"/proc/{pid}/task"):
-                    os.sched_setaffinity(int(tid), core)
-        except OSError:  # not permitted here: time unpinned
-            pass
-
-    def __exit__(self, *exc: Any) -> bool:
-        if self.saved is not None:
-            try:
-                os.sched_setaffinity(0, self.saved)
-            except OSError:
-                pass
-        return False
+    #: The runner that times the reference (`reference_runner.py`); None: the judge times it in its own process.
+    runner: Any = None
 
 
 class _PhaseClock:
@@ -199,12 +158,17 @@ class PairTimer:
         self.judged: dict[str, list[float]] = {n: [] for n in PAIR}
         #: Seconds spent in each part of the rounds (protocol `timing_phases`): where the time stage goes.
         self.phases: dict[str, float] = {}
+        #: The core both sides are timed on (set by `run`).
+        self.one_core: OneCore | None = None
+        #: Why the reference's runner was given up during timing ("" while it times, or when there is none).
+        self.reference_fallback = ""
         like = self.pool.out_like
         self.scratch = torch.empty(tuple(like.shape), dtype=like.dtype, device=self.device) \
             if copy_out_mirrored(self.pool) else None
 
     def run(self) -> TimingOutcome:
-        with _OneCore(self.session, self.cuda):
+        self.one_core = OneCore(self.session, self.cuda, self.reference.runner)
+        with self.one_core:
             return self._run()
 
     def _run(self) -> TimingOutcome:
@@ -247,7 +211,7 @@ class PairTimer:
             return False
         if max(stats._rel_width(sorted(ref), 0.95), stats._rel_width(sorted(cand), 0.95)) > DECIDED_REL_CI:
             return False
-        return stats.compare(ref, cand).verdict != "inconclusive"
+        return stats.compare(ref, cand, paired=True).verdict != "inconclusive"
 
     def _watched(self, name: str) -> list[float]:
         d = self.device_ms[name]
@@ -276,17 +240,19 @@ class PairTimer:
         clock = _PhaseClock(self.phases)
         before = self.telemetry.sample() if self.telemetry is not None else None
         clock.lap("telemetry")
-        with _Frozen(self.session):
+        with Frozen(self.session):
             clock.lap("freeze")
-            if b or pool.lent:
-                pool.refresh(self.rng, n)
-                clock.lap("refresh")
-            ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept)
+            contents = pool.refresh(self.rng, n) if b or pool.lent else []
+            clock.lap("refresh")
+            ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept, contents)
             comp = None
             if self.reference.compiled is not None and (b < 2 or b % 2 == 0 or self.rule.is_fixed):
                 comp = judge_batch(lambda xs: self.reference.compiled(*xs), pool, order, seeds, self.scratch)[:2]
             self.released += release_if_short(self.session.device)
             clock.lap("reference")
+            if contents and self.cuda:  # the candidate's batch follows the same work as the reference's
+                pool.refresh(None, seeds=contents)
+                clock.lap("refresh")
         clock.lap("freeze")
         cpu_before = self.session.runner.cpu_use() if not self.cuda else None
         reply, bracket = self.session.time(self.model_id, pool.pool_id, order, self.session.timeout, seeds)
@@ -296,6 +262,10 @@ class PairTimer:
         if reply.threads_left:
             self.findings.append(Finding("thread-deferral", "threads still running after a timed batch: "
                                                             f"{', '.join(reply.threads_left)}"))
+        moved = self.one_core.escaped() if self.one_core is not None else []
+        if moved and not any(f.flag == "harness-tamper" for f in self.findings):
+            self.findings.append(Finding("harness-tamper", f"{len(moved)} thread(s) of the runner left the core the "
+                                                           "timing pinned both sides to (sched_setaffinity)"))
         clock.lap("candidate")
         self._recheck(b, order, kept)
         clock.lap("recheck")
@@ -304,7 +274,8 @@ class PairTimer:
             keep = self.telemetry.record_batch(before, self.telemetry.sample()).ok
             clock.lap("telemetry")
         cand_stream, cand_dev = list(reply.stream_ms), list(reply.device_ms)
-        judged = {"reference": clock_check.judge_time(Batch(n, ref_bracket, 0.0), self.calibration.judge) * 1e3,
+        ref_harness = self.null if self.reference.runner is not None else self.calibration.judge
+        judged = {"reference": clock_check.judge_time(Batch(n, ref_bracket, 0.0), ref_harness) * 1e3,
                   "candidate": clock_check.judge_time(Batch(n, bracket, 0.0), self.null) * 1e3}
         if not count:  # sizes the batches: the runner's own figure, whose lie only costs the candidate precision
             return {"reference": _mean(ref_stream), "candidate": _mean(cand_stream)}
@@ -329,9 +300,31 @@ class PairTimer:
         return runs > 0
 
     def _time_reference(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
-                        kept: dict[int, Any]) -> tuple[list[float], list[float], float]:
-        """The reference's batch in the judge; the outputs of the calls in `checks` are kept for the re-check, the
-        others copied out like the candidate's commit (the same work on both sides)."""
+                        kept: dict[int, Any], contents: list[int]) -> tuple[list[float], list[float], float]:
+        """The reference's batch: in its own runner (`reference_runner.py`), the judge computing the outputs of the
+        calls in `checks` for the re-check first, then writing the round's `contents` into the sets again, so the
+        batch follows the same work as the candidate's will (a pool refresh); or in the judge, right after the
+        round's refresh, keeping those outputs as it goes and copying the others out like the candidate's commit
+        (the same work on both sides). A runner that fails hands the reference back to the judge for this round
+        and every later one (protocol `reference_timed_in`).
+
+        Why the same work before each side (on a GPU): the side timed first in a round followed the judge's refresh,
+        the other its own opponent's batch, and identical memory-bound code read 3-10% slower first (KernelBench
+        BatchNorm2d, InstanceNorm2d, pooling; the candidate's side sat at its floor, the reference's above it). Not
+        on the CPU, where drawing a round's inputs again would double the cost of a round of small calls."""
+        runner = self.reference.runner
+        if runner is not None:
+            self._reference_outputs(order, seeds, checks, kept)
+            if contents and self.cuda:
+                self.pool.refresh(None, seeds=contents)
+            try:
+                reply, bracket = runner.time(order, seeds, self.session.timeout)
+                return list(reply.stream_ms), list(reply.device_ms), bracket
+            except ReferenceRunnerFailed as exc:
+                self.reference.runner = None
+                self.reference_fallback = str(exc)
+                kept.clear()
+
         def keep(k: int, head: torch.Tensor) -> bool:
             if k in checks:
                 kept[k] = head.detach().clone()
@@ -340,6 +333,19 @@ class PairTimer:
 
         model = self.reference.model
         return judge_batch(lambda xs: model(*xs), self.pool, order, seeds, self.scratch, keep)
+
+    def _reference_outputs(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
+                           kept: dict[int, Any]) -> None:
+        """The reference's outputs of the checked calls, computed by the judge on exactly their inputs and seeds
+        (untimed): what the candidate's committed outputs are compared with."""
+        with torch.no_grad():
+            for k in sorted(checks):
+                timed_loop.seed_rng(seeds[k] if k < len(seeds) else None)
+                out = self.reference.model(*self.pool.sets[order[k]])
+                head = next((t for t in as_list(out) if is_plain(t)), None)
+                if head is not None:
+                    kept[k] = head.detach().clone()
+                del out
 
     def _recheck(self, b: int, order: list[int], kept: dict[int, Any]) -> None:
         """The checked calls' committed outputs against the reference's on exactly their inputs (module doc)."""
@@ -406,6 +412,10 @@ class PairTimer:
                                 else "the judge's clock",
                                 warmup_rounds=2,
                                 timing_phases={k: round(v, 3) for k, v in self.phases.items()})
+        if self.reference_fallback:
+            outcome.protocol["reference_timed_in"] = f"judge: {self.reference_fallback}"
+            outcome.notes.append("the reference's runner failed during timing; the judge timed the reference in its "
+                                 f"own process from then on ({self.reference_fallback[:200]})")
         if verdict.disagreed:
             outcome.notes.append("the runner's clock did not agree with the judge's (a busy host, or a clock the "
                                  "candidate changed): both sides were timed by the judge's clock")

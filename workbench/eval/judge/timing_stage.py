@@ -197,9 +197,11 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
     if outcome.candidate is None or outcome.reference is None:
         return outcome.findings
     if clock != "interpreter":
-        ab = stats.compare(outcome.reference.samples_ms, outcome.candidate.samples_ms)
-        result.update(speedup_ci=[ab.low, ab.high], speedup_verdict=ab.verdict,
+        # Sample k of each side is round k's batch mean (`timing.PairTimer`): a paired comparison.
+        ab = stats.compare(outcome.reference.samples_ms, outcome.candidate.samples_ms, paired=True)
+        result.update(speedup=ab.speedup, speedup_ci=[ab.low, ab.high], speedup_verdict=ab.verdict,
                       speedup_basis="gpu-only" if clock == "cuda-events" else "wall")
+        outcome.protocol["speedup_ci_method"] = ab.method
     result["timing"] = outcome.candidate.to_dict()
     result["reference_timing"] = outcome.reference.to_dict()
     if clock == "interpreter":  # the reference is compiled PyTorch code, timed on the same wall clock

@@ -116,6 +116,9 @@ class Reply:
     compiled_reference_timing: Timing | None = None
     judge_clock_timing: Timing | None = None
     coverage: float | None = None
+    #: The median over timed rounds of reference / candidate (`stats.compare`, paired); None: not timed, or on
+    #: the interpreter.
+    speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None
     speedup_verdict: str | None = None
     speedup_basis: str = ""

@@ -14,6 +14,7 @@ short host launch just as well.
 
 from __future__ import annotations
 
+import gc as _gc
 import time as _time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,6 +34,7 @@ _empty = torch.empty
 _zero = torch.Tensor.zero_
 _no_grad = torch.no_grad
 _manual_seed = seed_all
+_gc_disable, _gc_enable, _gc_isenabled = _gc.disable, _gc.enable, _gc.isenabled
 #: A callable has side-stream work when, over all its runs, the device finished this much later (median) than
 #: the current stream, plus 10% of the stream time. Single runs are not judged: host wake-up after a
 #: synchronize alone can add tens of microseconds to one run.
@@ -135,9 +137,25 @@ def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[in
     still sees it). `seeds[k]` seeds the global RNG before rep k, also outside the window, so a forward that draws
     random numbers gives the judge's recomputation of that rep the same draws.
     Returns (stream ms, device ms) per rep; on the CPU both are the wall clock.
+
+    The garbage collector is off for the batch (as `timeit` does): a collection is triggered by allocation counts,
+    and a process that holds more objects (a candidate's runner after its correctness calls, beside the
+    reference's fresh one) pays more for each, inside whichever call it lands in.
     """
     if not input_sets or not order:
         raise ValueError("time_batch needs input sets and an order")
+    collecting = _gc_isenabled()
+    _gc_disable()
+    try:
+        return _time_batch(fn, input_sets, order, device, warmup, flush_l2, after_rep, seeds)
+    finally:
+        if collecting:
+            _gc_enable()
+
+
+def _time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[int], device: str, warmup: int,
+                flush_l2: bool, after_rep: Callable[[int, Any], None] | None,
+                seeds: Sequence[int]) -> tuple[list[float], list[float]]:
     cuda = device.startswith("cuda")
     flush = _Flusher(device, flush_l2)
     stream_ms: list[float] = []
