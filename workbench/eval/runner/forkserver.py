@@ -310,6 +310,16 @@ def _warm_triton_key() -> None:
             continue
 
 
+def _warm_torch_dynamo() -> None:
+    """`torch._dynamo`, which torch imports on the first call of a function it keeps out of compilation (the runner's
+    op record, a torch function mode, enters one on a candidate's first correctness call): ~1 s in every runner,
+    most of a CPU evaluation of a small kernel, when it is not imported here once. No CUDA call."""
+    try:
+        import torch._dynamo  # noqa: F401
+    except Exception:  # noqa: BLE001 - an optimization: a torch without it starts as before
+        pass
+
+
 def main() -> None:
     sandbox.die_with_parent()  # the judge that owns this server; its runners die with the server in turn
     channel = Channel(socket.socket(fileno=int(sys.argv[1])))
@@ -323,6 +333,7 @@ def main() -> None:
     from workbench.eval.runner import loading  # noqa: F401
 
     _warm_triton_key()
+    _warm_torch_dynamo()
     gc.freeze()  # what every runner inherits stays out of its collector's passes
     probe = sandbox.probe()
     channel.send(messages.encode(messages.Hello(sandbox=probe.kind, reason=probe.reason, pid=os.getpid())))
