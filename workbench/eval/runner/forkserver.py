@@ -313,7 +313,11 @@ def _warm_triton_key() -> None:
 def _warm_torch_dynamo() -> None:
     """`torch._dynamo`, which torch imports on the first call of a function it keeps out of compilation (the runner's
     op record, a torch function mode, enters one on a candidate's first correctness call): ~1 s in every runner,
-    most of a CPU evaluation of a small kernel, when it is not imported here once. No CUDA call."""
+    most of a CPU evaluation of a small kernel (1.27 s -> 0.5 s), when it is not imported here once. Only for the
+    CPU's runners so far: a GPU fork server must make no CUDA call before it forks, and this import has not been
+    measured there."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
     try:
         import torch._dynamo  # noqa: F401
     except Exception:  # noqa: BLE001 - an optimization: a torch without it starts as before
