@@ -82,6 +82,8 @@ def test_the_reference_is_timed_in_its_own_runner_kept_with_the_pool_until_the_j
         assert res.reference_timing is not None and res.reference_timing.n > 0
         assert res.timing is not None and len(res.timing.samples_ms) == len(res.reference_timing.samples_ms)
         assert "paired" in res.protocol["speedup_ci_method"]
+        # The sides take turns going first: rounds 2, 4, ... the reference, 3, 5, ... the candidate.
+        assert res.protocol["candidate_first_batches"] == res.protocol["timed_batches"] // 2
     assert first.protocol["reference_timed_in"] == "runner"
     assert second.protocol["reference_timed_in"] == "runner (kept)"
     assert second.protocol["timing_pool"] == "kept"
@@ -110,6 +112,7 @@ def test_the_cpu_default_times_the_reference_in_the_judge(one_judge, monkeypatch
     res = wb.evaluate(task, reference_as_candidate(task), device="cpu")
     assert res.status == "ok", res.message
     assert "reference_timed_in" not in res.protocol
+    assert res.protocol["candidate_first_batches"] == 0  # the judge's reference goes first in every round
 
 
 def test_a_runner_kept_from_a_candidate_that_never_reached_timing_serves_the_next_one(one_judge, monkeypatch):

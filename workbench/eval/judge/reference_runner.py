@@ -184,6 +184,10 @@ def launch_for(ev: Any) -> None:
         proto["reference_timed_in"] = "runner (kept)"
         return
     pool.reference_runner = None
+    short = tight(pool, ev.device)
+    if short:  # it would be given up at timing anyway (`take_for_timing`): no runner, no weights copied for it
+        proto["reference_timed_in"] = f"judge: {short}"
+        return
     from workbench.tasks.kernelbench import reference_as_candidate
 
     ref = ev.reference()

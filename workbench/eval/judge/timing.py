@@ -13,6 +13,9 @@ Then `PairTimer.run`, one round after another:
    every other round, which never holds timing up;
 3. the runner is thawed and times the candidate on the same sets in the same order with the same RNG seeds,
    copying each call's output into a slot; the judge brackets the batch with its own clock;
+   where the reference has a runner of its own, the two sides take turns going first, round by round (the judge
+   computes the checked calls' outputs before either batch, and freezes the candidate's runner again, rewriting
+   the round's inputs, before the reference's batch);
 4. the checked calls' outputs are compared with the kept reference outputs (`result-cache` when wrong);
 5. the samples are batch means (so moving work from one call to another changes nothing), and the runner's mean
    must agree with the judge's clock (`clock_check.check`: `timer-patch` otherwise).
@@ -24,6 +27,7 @@ Timing stops when the 95% CI of the median batch mean is within the target on bo
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import time
@@ -160,10 +164,18 @@ class PairTimer:
         self.phases: dict[str, float] = {}
         #: The core both sides are timed on (set by `run`).
         self.one_core: OneCore | None = None
+        #: Counted batches in which the candidate's side went first (`_round`: the sides alternate where both are
+        #: runners).
+        self.candidate_first = 0
         #: Why the reference's runner was given up during timing ("" while it times, or when there is none).
         self.reference_fallback = ""
+
+    @functools.cached_property
+    def scratch(self) -> torch.Tensor | None:
+        """The judge's output buffer for the batches it times itself (the reference without a runner, the compiled
+        aside), made on first use: none when the reference runs in its runner and nothing is compiled."""
         like = self.pool.out_like
-        self.scratch = torch.empty(tuple(like.shape), dtype=like.dtype, device=self.device) \
+        return torch.empty(tuple(like.shape), dtype=like.dtype, device=self.device) \
             if copy_out_mirrored(self.pool) else None
 
     def run(self) -> TimingOutcome:
@@ -240,32 +252,37 @@ class PairTimer:
         clock = _PhaseClock(self.phases)
         before = self.telemetry.sample() if self.telemetry is not None else None
         clock.lap("telemetry")
+        # Which side goes first alternates from round to round where both are runners: whatever the first side of
+        # a round pays or gains (the GPU clock after the judge's work, caches) falls on each side alike.
+        candidate_first = self.reference.runner is not None and b % 2 == 1
         with Frozen(self.session):
             clock.lap("freeze")
             contents = pool.refresh(self.rng, n) if b or pool.lent else []
             clock.lap("refresh")
-            ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept, contents)
-            comp = None
-            if self.reference.compiled is not None and (b < 2 or b % 2 == 0 or self.rule.is_fixed):
-                comp = judge_batch(lambda xs: self.reference.compiled(*xs), pool, order, seeds, self.scratch)[:2]
-            self.released += release_if_short(self.session.device)
-            clock.lap("reference")
-            if contents and self.cuda:  # the candidate's batch follows the same work as the reference's
-                pool.refresh(None, seeds=contents)
-                clock.lap("refresh")
+            if candidate_first:
+                self._reference_outputs(order, seeds, checks, kept)
+                if contents:
+                    pool.refresh(None, seeds=contents)
+                clock.lap("reference")
+            else:
+                ref_stream, ref_dev, ref_bracket, comp = self._reference_side(b, order, seeds, checks, kept, contents)
+                clock.lap("reference")
+                if contents and self.cuda:  # the candidate's batch follows the same work as the reference's
+                    pool.refresh(None, seeds=contents)
+                    clock.lap("refresh")
         clock.lap("freeze")
-        cpu_before = self.session.runner.cpu_use() if not self.cuda else None
-        reply, bracket = self.session.time(self.model_id, pool.pool_id, order, self.session.timeout, seeds)
-        if cpu_before is not None:
-            after = self.session.runner.cpu_use()
-            self.cpu_batches.append((bracket, after.seconds - cpu_before.seconds, after.threads))
-        if reply.threads_left:
-            self.findings.append(Finding("thread-deferral", "threads still running after a timed batch: "
-                                                            f"{', '.join(reply.threads_left)}"))
-        moved = self.one_core.escaped() if self.one_core is not None else []
-        if moved and not any(f.flag == "harness-tamper" for f in self.findings):
-            self.findings.append(Finding("harness-tamper", f"{len(moved)} thread(s) of the runner left the core the "
-                                                           "timing pinned both sides to (sched_setaffinity)"))
+        reply, bracket = self._candidate_side(order, seeds)
+        if candidate_first:
+            clock.lap("candidate")
+            with Frozen(self.session):
+                clock.lap("freeze")
+                if contents:
+                    pool.refresh(None, seeds=contents)
+                    clock.lap("refresh")
+                ref_stream, ref_dev, ref_bracket, comp = self._reference_side(b, order, seeds, checks, kept, contents,
+                                                                              outputs_kept=True)
+                clock.lap("reference")
+            clock.lap("freeze")
         clock.lap("candidate")
         self._recheck(b, order, kept)
         clock.lap("recheck")
@@ -280,6 +297,7 @@ class PairTimer:
         if not count:  # sizes the batches: the runner's own figure, whose lie only costs the candidate precision
             return {"reference": _mean(ref_stream), "candidate": _mean(cand_stream)}
         self.batches.append(Batch(n, bracket, _mean(cand_dev if self.cuda else cand_stream) / 1e3))
+        self.candidate_first += candidate_first
         if not keep:
             self.dropped += 1
             return {}
@@ -295,12 +313,42 @@ class PairTimer:
         # The stopper watches the runner's figures (the tighter ones); whether they stand is decided at the end.
         return {name: _mean(d if self.cuda and self._side_stream(name) else s) for name, (s, d) in got.items()}
 
+    def _candidate_side(self, order: list[int], seeds: tuple[int, ...]) -> tuple[Any, float]:
+        """The candidate's batch in its runner, bracketed by the judge's clock, with what the batch gave away (threads
+        left running, threads off the timing core)."""
+        cpu_before = self.session.runner.cpu_use() if not self.cuda else None
+        reply, bracket = self.session.time(self.model_id, self.pool.pool_id, order, self.session.timeout, seeds)
+        if cpu_before is not None:
+            after = self.session.runner.cpu_use()
+            self.cpu_batches.append((bracket, after.seconds - cpu_before.seconds, after.threads))
+        if reply.threads_left:
+            self.findings.append(Finding("thread-deferral", "threads still running after a timed batch: "
+                                                            f"{', '.join(reply.threads_left)}"))
+        moved = self.one_core.escaped() if self.one_core is not None else []
+        if moved and not any(f.flag == "harness-tamper" for f in self.findings):
+            self.findings.append(Finding("harness-tamper", f"{len(moved)} thread(s) of the runner left the core the "
+                                                           "timing pinned both sides to (sched_setaffinity)"))
+        return reply, bracket
+
+    def _reference_side(self, b: int, order: list[int], seeds: tuple[int, ...], checks: set[int],
+                        kept: dict[int, Any], contents: list[int], outputs_kept: bool = False
+                        ) -> tuple[list[float], list[float], float, Any]:
+        """The reference's batch (`_time_reference`), then the compiled reference's aside in the rounds that time
+        it, then the judge's cached memory given back if it runs short."""
+        ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept, contents, outputs_kept)
+        comp = None
+        if self.reference.compiled is not None and (b < 2 or b % 2 == 0 or self.rule.is_fixed):
+            comp = judge_batch(lambda xs: self.reference.compiled(*xs), self.pool, order, seeds, self.scratch)[:2]
+        self.released += release_if_short(self.session.device)
+        return ref_stream, ref_dev, ref_bracket, comp
+
     def _side_stream(self, name: str) -> bool:
         _, runs = timed_loop._pick_samples(self.stream[name], self.device_ms[name])
         return runs > 0
 
     def _time_reference(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
-                        kept: dict[int, Any], contents: list[int]) -> tuple[list[float], list[float], float]:
+                        kept: dict[int, Any], contents: list[int], outputs_kept: bool = False
+                        ) -> tuple[list[float], list[float], float]:
         """The reference's batch: in its own runner (`reference_runner.py`), the judge computing the outputs of the
         calls in `checks` for the re-check first, then writing the round's `contents` into the sets again, so the
         batch follows the same work as the candidate's will (a pool refresh); or in the judge, right after the
@@ -314,9 +362,10 @@ class PairTimer:
         on the CPU, where drawing a round's inputs again would double the cost of a round of small calls."""
         runner = self.reference.runner
         if runner is not None:
-            self._reference_outputs(order, seeds, checks, kept)
-            if contents and self.cuda:
-                self.pool.refresh(None, seeds=contents)
+            if not outputs_kept:  # else the judge computed them before the candidate's batch (candidate first)
+                self._reference_outputs(order, seeds, checks, kept)
+                if contents and self.cuda:
+                    self.pool.refresh(None, seeds=contents)
             try:
                 reply, bracket = runner.time(order, seeds, self.session.timeout)
                 return list(reply.stream_ms), list(reply.device_ms), bracket
@@ -404,6 +453,7 @@ class PairTimer:
                                                            "the device synchronize"))
         outcome.protocol.update(timing_input_sets=self.pool.n, checked_timed_calls=self.checked,
                                 dropped_batches=self.dropped, timed_batches=len(self.batches),
+                                candidate_first_batches=self.candidate_first,
                                 memory_released_rounds=self.released,
                                 calls_per_batch=self.batches[-1].calls if self.batches else 0,
                                 harness=self.null.to_dict(), judge_harness=self.calibration.judge.to_dict(),
