@@ -82,9 +82,8 @@ class ForkServer:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env["PYTHONPATH"] = root
         env["HOME"] = tempfile.gettempdir()
-        for name in ("KWB_SANDBOX", "KWB_FORKSERVER_DYNAMO"):  # e.g. "none": a user's choice reaches the server
-            if os.environ.get(name):
-                env[name] = os.environ[name]
+        if os.environ.get("KWB_SANDBOX"):  # e.g. "none": a user's explicit choice reaches the server
+            env["KWB_SANDBOX"] = os.environ["KWB_SANDBOX"]
         self.proc = subprocess.Popen(module_command("workbench.eval.runner.forkserver", str(theirs.fileno())),
                                      pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                      start_new_session=True)

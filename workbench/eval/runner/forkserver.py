@@ -25,7 +25,6 @@ import time
 from workbench.eval.runner import confinement, sandbox, sandbox_root
 from workbench.eval.wire import forkserver_messages as messages
 from workbench.eval.wire.forkserver_messages import Spawn
-from workbench.eval.wire.process_env import module_command
 from workbench.eval.wire.transport import Channel, ChannelClosed, FrameError
 
 #: Descriptor numbers the runner gets: its protocol socket, and stdout/stderr on the log pipe.
@@ -314,33 +313,15 @@ def _warm_triton_key() -> None:
 def _warm_torch_dynamo() -> None:
     """`torch._dynamo`, which torch imports on the first call of a function it keeps out of compilation (the runner's
     op record, a torch function mode, enters one on a candidate's first correctness call): ~1 s in every runner,
-    most of a CPU evaluation of a small kernel (1.27 s -> 0.5 s), when it is not imported here once.
-
-    A GPU fork server must make no CUDA call before it forks (a forked child cannot use a driver its parent
-    initialized): the import makes none, and `torch.cuda.is_initialized()` is asserted after it; should a torch
-    ever initialize CUDA in it, the server starts again without it (`_restart_without_dynamo`) rather than hand
-    every runner a broken driver. `KWB_FORKSERVER_DYNAMO=0` leaves it out."""
-    if os.environ.get("KWB_FORKSERVER_DYNAMO", "1") == "0":
+    most of a CPU evaluation of a small kernel (1.27 s -> 0.5 s), when it is not imported here once. Only for the
+    CPU's runners: on an H100 the import made no CUDA call but took 5.7 s in a GPU fork server (a torch built for
+    CUDA imports much more with it), on every judge's start, and won 0.07 s of a fresh candidate's check stage."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
         return
     try:
         import torch._dynamo  # noqa: F401
     except Exception:  # noqa: BLE001 - an optimization: a torch without it starts as before
-        return
-    import torch
-
-    if torch.cuda.is_initialized():
-        _restart_without_dynamo()
-
-
-def _restart_without_dynamo() -> None:
-    """The server again, in a fresh interpreter without the `torch._dynamo` pre-import: the judge's socket is
-    argv[1], kept open across the exec."""
-    fd = int(sys.argv[1])
-    os.set_inheritable(fd, True)
-    os.environ["KWB_FORKSERVER_DYNAMO"] = "0"
-    print("kwb fork server: importing torch._dynamo initialized CUDA; starting again without it", file=sys.stderr)
-    command = module_command("workbench.eval.runner.forkserver", *sys.argv[1:])
-    os.execv(command[0], command)
+        pass
 
 
 def main() -> None:
