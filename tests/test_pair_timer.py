@@ -56,3 +56,73 @@ def test_the_compiled_reference_is_an_aside_timed_in_every_other_round(tmp_path)
     assert 0 < outcome.compiled.n < outcome.candidate.n == outcome.reference.n
     warmup_calls = 2 * min(plan.pool.n, 2)
     assert len(compiled_calls) == warmup_calls + outcome.compiled.n
+
+
+class _SyntheticRounds(PairTimer):
+    """The timing loop on synthetic rounds: each side's batch mean drawn around `ratio` with relative noise `noise`
+    (no runner), each round costing `round_s` of wall time; `swing` instead moves the two batch means by +-noise
+    in turn, opposite ways, so the interval never narrows. What is tested is when the loop stops."""
+
+    def __init__(self, rule, ratio: float, noise: float, round_s: float, extension: float, seed: int = 0,
+                 swing: bool = False):
+        from types import SimpleNamespace
+
+        super().__init__(session=None, model_id=0, reference=ReferenceSide(model=None), pool=SimpleNamespace(n=64),
+                         calibration=SimpleNamespace(runner=None), rule=rule, device="cuda", clock="wall",
+                         verdict_extension=extension)
+        import random
+
+        self.draw = random.Random(seed)
+        self.ratio, self.noise, self.round_s, self.swing = ratio, noise, round_s, swing
+        self.rounds = 0
+
+    def _round(self, b, n, count):
+        import time
+
+        time.sleep(self.round_s)
+        if self.swing:
+            sign = (-1) ** self.rounds
+            got = {"reference": self.ratio * (1 + self.noise * sign), "candidate": 1 - self.noise * sign}
+        else:
+            got = {"reference": self.ratio * (1 + self.draw.gauss(0, self.noise)),
+                   "candidate": 1 + self.draw.gauss(0, self.noise)}
+        if count:
+            self.rounds += 1
+            for name, value in got.items():
+                self.stream[name].append(value)
+                self.device_ms[name].append(value)
+        return got
+
+    def _outcome(self, reasons):
+        return reasons
+
+
+def _gpu_rule(cap_s: float):
+    return dataclasses.replace(stopping_rule("cuda", False, None), time_cap_s=cap_s, target_rel_ci=0.0,
+                               plateau_batches=0)
+
+
+def test_an_inconclusive_verdict_at_the_time_cap_buys_rounds_until_it_settles():
+    """Identical sides, noisy enough that the cap comes first: without the extension the rule stops at the cap;
+    with it timing goes on, past the cap, until the paired verdict is "same" (within extension x cap)."""
+    plain = _SyntheticRounds(_gpu_rule(0.25), ratio=1.0, noise=0.08, round_s=0.01, extension=0.0)
+    reasons = plain._run()
+    assert set(reasons.values()) == {"time-cap"} and plain._verdict() == "inconclusive", plain.rounds
+    assert plain.extended_s == 0.0
+    extended = _SyntheticRounds(_gpu_rule(0.25), ratio=1.0, noise=0.08, round_s=0.01, extension=20.0)
+    reasons = extended._run()
+    assert set(reasons.values()) == {"verdict"}, (reasons, extended.rounds)
+    assert extended._verdict() == "same" and extended.rounds > plain.rounds and extended.rounds % 2 == 0
+    assert 0 < extended.extended_s < 20.0 * 0.25
+
+
+def test_the_extension_is_bounded_and_a_settled_verdict_buys_nothing():
+    """Rounds whose ratio swings across the band's edge never settle: the extension spends its budget (one more cap)
+    and stops at "time-cap". A clear win settles before the cap and never extends."""
+    edge = _SyntheticRounds(_gpu_rule(0.2), ratio=1.02, noise=0.1, round_s=0.01, extension=1.0, swing=True)
+    reasons = edge._run()
+    assert set(reasons.values()) == {"time-cap"} and edge._verdict() == "inconclusive"
+    assert 0.2 <= edge.extended_s < 0.2 + 0.1
+    win = _SyntheticRounds(_gpu_rule(10.0), ratio=1.5, noise=0.01, round_s=0.0, extension=1.0)
+    reasons = win._run()
+    assert win._verdict() == "faster" and win.extended_s == 0.0 and "time-cap" not in reasons.values()

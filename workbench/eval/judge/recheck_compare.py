@@ -6,7 +6,7 @@ size of the output: 3.6 ms for a 8192 x 8192 fp32 softmax, as long as the round'
 five output-sized float32 temporaries (40 GB for an 8 GB output, more than the GPU had beside the pool). A Triton
 kernel reads both outputs once and counts the elements off in registers: no temporary at all.
 
-The rule is the timing module's (`timing._mismatch`): element i is off unless
+The rule is `mismatch`'s: element i is off unless
     |got_i - expected_i| <= max(2 atol + 2 rtol |expected_i|, 2 k E)  with expected_i finite,
 or got_i equals expected_i (equal infinities), or both are NaN. Arithmetic in float32 for outputs of 32 bits or fewer,
 float64 for float64; complex outputs as their real and imaginary parts.
@@ -21,6 +21,9 @@ import functools
 from typing import Any
 
 import torch
+
+from workbench.eval.judge.output_compare import ERROR_BUDGET_K
+from workbench.eval.wire.tensors import dtype_name
 
 #: Elements per program of the kernel.
 BLOCK = 4096
@@ -104,3 +107,23 @@ def largest_error(got: torch.Tensor, expected: torch.Tensor) -> float:
         if finite.numel():
             largest = max(largest, float(finite.max()))
     return largest if largest != float("-inf") else float("inf")
+
+
+def mismatch(got: torch.Tensor, expected: torch.Tensor, tolerance: Any, native_error: float) -> str:
+    """Why `got` is not `expected` within the re-check budget (empty when it is): for floats,
+    |got - expected| <= 2 max(atol + rtol |expected|, k x native error), the correctness protocol's bound with the
+    native error on both sides; other dtypes exactly. One pass on a GPU (`recheck_compare`): a re-check runs on
+    every timed round, while the timing holds the device."""
+    if got.shape != expected.shape or got.dtype != expected.dtype:
+        return f"shape {tuple(got.shape)} {got.dtype}, expected {tuple(expected.shape)} {expected.dtype}"
+    g = got.to(expected.device)
+    if not (expected.is_floating_point() or expected.is_complex()):
+        bad = int((g != expected).sum())
+        return f"{bad} of {g.numel()} elements differ" if bad else ""
+    tol = tolerance(dtype_name(expected.dtype)) if tolerance is not None else None
+    atol, rtol = (tol.atol, tol.rtol) if tol is not None else (1e-5, 1e-5)
+    bad = count_off(g, expected, atol, rtol, ERROR_BUDGET_K * native_error)
+    if not bad:
+        return ""
+    count = expected.numel() * (2 if expected.is_complex() else 1)
+    return f"{bad} of {count} elements off, largest error {largest_error(g, expected):.3g}"

@@ -37,18 +37,17 @@ from typing import Any
 import torch
 
 from workbench.eval.checks.flags import Finding
-from workbench.eval.judge import clock_check, recheck_compare, stats
+from workbench.eval.judge import clock_check, recheck_compare, stats, timing_outcome
 from workbench.eval.judge.candidate_session import CandidateSession
 from workbench.eval.judge.clock_check import Batch
 from workbench.eval.judge.input_pool import InputPool
-from workbench.eval.judge.output_compare import ERROR_BUDGET_K
 from workbench.eval.judge.reference_runner import ReferenceRunnerFailed
 from workbench.eval.judge.stats import StoppingRule
 from workbench.eval.judge.timing_batches import Calibration, copy_out_mirrored, judge_batch
+from workbench.eval.judge.timing_outcome import PAIR, TimingOutcome
 from workbench.eval.judge.timing_placement import Frozen, OneCore
 from workbench.eval.wire import timed_loop
-from workbench.eval.wire.tensors import as_list, dtype_name, is_plain, release_if_short
-from workbench.result import Timing
+from workbench.eval.wire.tensors import as_list, is_plain, release_if_short
 
 #: Seconds of calls one timed batch aims at: a round's fixed costs (~5-10 ms on a GPU) and its first call stay a
 #: modest share (10 ms batches put an A/A pair of a 1.9 ms KernelBench reduction at 0.86x).
@@ -59,23 +58,9 @@ MIN_BATCHES = 10
 DECIDED_REL_CI = 0.04
 #: Calls checked per round after the first (the first round checks every call).
 CHECKS_PER_BATCH = 2
-#: The two sides whose medians make the speedup: timing stops on their figures alone.
-PAIR = ("reference", "candidate")
-
-
-@dataclass
-class TimingOutcome:
-    """What timing found. `candidate`/`reference` are None only when a check stopped timing before any batch was
-    counted (then `findings` says why)."""
-
-    candidate: Timing | None
-    reference: Timing | None
-    compiled: Timing | None = None
-    #: The candidate per call by the judge's clock (batch bracket less the harness), beside its own clock's figure.
-    judge_clock: Timing | None = None
-    findings: list[Finding] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    protocol: dict[str, Any] = field(default_factory=dict)
+#: Multiple of the time cap an inconclusive verdict may add (`PairTimer._extend_for_verdict`). Nothing on the CPU,
+#: whose wall clock is advisory and whose cap bounds every small evaluation.
+VERDICT_EXTENSION = {"cuda": 1.0, "cpu": 0.0}
 
 
 def stopping_rule(device: str, interpreted: bool, calls: int | None) -> StoppingRule:
@@ -142,6 +127,9 @@ class PairTimer:
     #: numbers in forward, since seeding costs ~20-80 us a call.
     seeded: bool = True
     rng: random.Random = field(default_factory=random.SystemRandom)
+    #: Multiple of the time cap that an "inconclusive" verdict at the cap may add (`_extend_for_verdict`); None:
+    #: the device's VERDICT_EXTENSION.
+    verdict_extension: float | None = None
 
     def __post_init__(self) -> None:
         self.cuda = self.device.startswith("cuda")
@@ -169,6 +157,8 @@ class PairTimer:
         self.candidate_first = 0
         #: Why the reference's runner was given up during timing ("" while it times, or when there is none).
         self.reference_fallback = ""
+        #: Seconds of rounds after the time cap, spent on an inconclusive verdict (`_extend_for_verdict`).
+        self.extended_s = 0.0
 
     @functools.cached_property
     def scratch(self) -> torch.Tensor | None:
@@ -209,9 +199,43 @@ class PairTimer:
         reasons = stopper.reasons
         if decided:
             reasons = {name: reason or "ci-target" for name, reason in reasons.items()}
+        elif fixed_left is None and stopper.capped and not self._caught() and self._verdict() == "inconclusive":
+            r, settled = self._extend_for_verdict(r, calls)
+            if settled:
+                reasons = {name: "verdict" for name in reasons}
         if "compiled" in self.names:
             reasons["compiled"] = "with-pair"
         return self._outcome(reasons)
+
+    def _extend_for_verdict(self, r: int, calls: int) -> tuple[int, bool]:
+        """More rounds after the time cap while the speedup's verdict is "inconclusive", for up to
+        `verdict_extension` x the cap (protocol `timing_extended_s`): (the next round, whether the verdict settled).
+
+        Why: a launch-bound network (KernelBench L3 MobileNetV2, EfficientNet) reached the cap with identical code
+        at 1.001x, CI [0.968, 1.019], one edge just outside the noise band: the user reads "inconclusive" where a
+        few more seconds of rounds say "same". Only an open verdict buys the time, once, and a settled one (same,
+        faster or slower) stops it after a whole pair of rounds (each side first once)."""
+        extension = self.verdict_extension if self.verdict_extension is not None else \
+            VERDICT_EXTENSION["cuda" if self.cuda else "cpu"]
+        budget, spent = self.rule.time_cap_s * extension, 0.0
+        settled = False
+        while spent < budget and not self._caught():
+            started = time.perf_counter()
+            self._round(r, calls, count=True)
+            spent += time.perf_counter() - started
+            r += 1
+            if r % 2 == 0 and self._verdict() != "inconclusive":
+                settled = True
+                break
+        self.extended_s = spent
+        return r, settled
+
+    def _verdict(self) -> str:
+        """The paired verdict on the samples so far, as timing watches them."""
+        ref, cand = self._watched("reference"), self._watched("candidate")
+        if min(len(ref), len(cand)) < MIN_BATCHES:
+            return "inconclusive"
+        return stats.compare(ref, cand, paired=True).verdict
 
     def _speedup_decided(self) -> bool:
         """Whether the A/B verdict is settled before each side reached its own CI target: the speedup's CI lies
@@ -403,7 +427,7 @@ class PairTimer:
         for k, expected in sorted(kept.items()):
             self.checked += 1
             got = self.pool.slots[order[k]]
-            problem = _mismatch(got, expected, self.reference.tolerance, self.reference.native_error)
+            problem = recheck_compare.mismatch(got, expected, self.reference.tolerance, self.reference.native_error)
             if problem:
                 self.findings.append(Finding("result-cache", f"timed call {k + 1} of batch {b + 1} returned a wrong "
                                                              f"result for the inputs it was given ({problem})"))
@@ -411,85 +435,4 @@ class PairTimer:
 
     # -- the outcome --
     def _outcome(self, reasons: dict[str, str]) -> TimingOutcome:
-        """Timings from the batch means: the runner's own clock where the judge's clock verified it, else the
-        judge's clock on both sides (clock_check module doc)."""
-        # A loaded host (CPU) or a harness misfit (GPU) makes honest clocks disagree by more than any fair slack: a
-        # disagreement short of a gross one only puts both sides on the judge's clock (clock_check.judge).
-        gross = clock_check.GROSS_SHORTFALL["cuda" if self.cuda else "cpu"]
-        verdict = clock_check.judge(self.batches, self.null, gross)
-        timings: dict[str, Timing] = {}
-        calls = sum(b.calls for b in self.batches)
-        for name in self.names:
-            side_runs = 0
-            values = self.stream[name]
-            if self.cuda and self._side_stream(name):
-                values, side_runs = self.device_ms[name], len(self.device_ms[name])
-            if not verdict.verified and name in PAIR:
-                # The judge's clock, but never under what was measured on the device: a harness estimate that came
-                # out high (a cold first batch) must not make J ~0. The runner gains nothing by the max: only a
-                # report *under* J would help it.
-                values = [max(j, m) for j, m in zip(self.judged[name], values, strict=False)]
-                side_runs = 0
-            values = [max(v, 1e-9) for v in values]
-            if values:
-                t = stats.summarize(values, self.clock, side_runs, stop_reason=reasons.get(name, ""))
-                t.n = calls if name in PAIR else self.compiled_calls  # calls, not batches: samples are batch means
-                timings[name] = t
-        if "candidate" not in timings:
-            if self._caught():
-                return TimingOutcome(candidate=None, reference=None, findings=list(self.findings))
-            raise RuntimeError("every timed batch was dropped (the GPU was throttled throughout)")
-        self.findings += verdict.findings
-        from workbench.eval.checks.runtime import judge_cpu_share
-
-        self.findings += judge_cpu_share(self.cpu_batches)
-        judge = [clock_check.judge_time(b, self.null) * 1e3 for b in self.batches]
-        outcome = TimingOutcome(candidate=timings["candidate"], reference=timings["reference"],
-                                compiled=timings.get("compiled"),
-                                judge_clock=stats.summarize(judge, "judge-clock", stop_reason="") if judge else None,
-                                findings=list(self.findings))
-        if outcome.candidate.side_stream_runs:
-            outcome.findings.append(Finding("side-stream", "work ran on another stream; the candidate was timed to "
-                                                           "the device synchronize"))
-        outcome.protocol.update(timing_input_sets=self.pool.n, checked_timed_calls=self.checked,
-                                dropped_batches=self.dropped, timed_batches=len(self.batches),
-                                candidate_first_batches=self.candidate_first,
-                                memory_released_rounds=self.released,
-                                calls_per_batch=self.batches[-1].calls if self.batches else 0,
-                                harness=self.null.to_dict(), judge_harness=self.calibration.judge.to_dict(),
-                                clock_check=verdict.to_dict(),
-                                timing_basis="runner clock, bounded by the judge's clock" if verdict.verified
-                                else "the judge's clock",
-                                warmup_rounds=2,
-                                timing_phases={k: round(v, 3) for k, v in self.phases.items()})
-        if self.reference_fallback:
-            outcome.protocol["reference_timed_in"] = f"judge: {self.reference_fallback}"
-            outcome.notes.append("the reference's runner failed during timing; the judge timed the reference in its "
-                                 f"own process from then on ({self.reference_fallback[:200]})")
-        if verdict.disagreed:
-            outcome.notes.append("the runner's clock did not agree with the judge's (a busy host, or a clock the "
-                                 "candidate changed): both sides were timed by the judge's clock")
-        if self.pool.fixed_inputs:
-            outcome.notes.append("the task's inputs do not change with the seed, so timed calls repeat contents: a "
-                                 "result cached by content would not be caught on this task")
-        return outcome
-
-
-def _mismatch(got: torch.Tensor, expected: torch.Tensor, tolerance: Any, native_error: float) -> str:
-    """Why `got` is not `expected` within the re-check budget (empty when it is): for floats,
-    |got - expected| <= 2 max(atol + rtol |expected|, k x native error), the correctness protocol's bound with the
-    native error on both sides; other dtypes exactly. One pass on a GPU (`recheck_compare`): a re-check runs on
-    every timed round, while the timing holds the device."""
-    if got.shape != expected.shape or got.dtype != expected.dtype:
-        return f"shape {tuple(got.shape)} {got.dtype}, expected {tuple(expected.shape)} {expected.dtype}"
-    g = got.to(expected.device)
-    if not (expected.is_floating_point() or expected.is_complex()):
-        bad = int((g != expected).sum())
-        return f"{bad} of {g.numel()} elements differ" if bad else ""
-    tol = tolerance(dtype_name(expected.dtype)) if tolerance is not None else None
-    atol, rtol = (tol.atol, tol.rtol) if tol is not None else (1e-5, 1e-5)
-    bad = recheck_compare.count_off(g, expected, atol, rtol, ERROR_BUDGET_K * native_error)
-    if not bad:
-        return ""
-    count = expected.numel() * (2 if expected.is_complex() else 1)
-    return f"{bad} of {count} elements off, largest error {recheck_compare.largest_error(g, expected):.3g}"
+        return timing_outcome.outcome_of(self, reasons)
