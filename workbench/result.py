@@ -37,8 +37,7 @@ class Timing:
     #: those runs are timed up to the full device synchronize (CHEATS.md row 7).
     side_stream_runs: int = 0
     #: Why timing stopped: "ci-target" (the 95% CI of the median reached the target relative width),
-    #: "time-cap", "max-reps", "fixed" (a fixed number of reps was asked for), "verdict" (timing went on past the
-    #: cap while the speedup's verdict was inconclusive, and stopped when it settled), or "with-pair" (the compiled
+    #: "time-cap", "max-reps", "fixed" (a fixed number of reps was asked for), or "with-pair" (the compiled
     #: reference, an aside timed in every other batch, stopped when the reference and the candidate did); "" when
     #: unknown.
     stop_reason: str = ""

@@ -58,9 +58,6 @@ MIN_BATCHES = 10
 DECIDED_REL_CI = 0.04
 #: Calls checked per round after the first (the first round checks every call).
 CHECKS_PER_BATCH = 2
-#: Multiple of the time cap an inconclusive verdict may add (`PairTimer._extend_for_verdict`). Nothing on the CPU,
-#: whose wall clock is advisory and whose cap bounds every small evaluation.
-VERDICT_EXTENSION = {"cuda": 1.0, "cpu": 0.0}
 
 
 def stopping_rule(device: str, interpreted: bool, calls: int | None) -> StoppingRule:
@@ -127,9 +124,6 @@ class PairTimer:
     #: numbers in forward, since seeding costs ~20-80 us a call.
     seeded: bool = True
     rng: random.Random = field(default_factory=random.SystemRandom)
-    #: Multiple of the time cap that an "inconclusive" verdict at the cap may add (`_extend_for_verdict`); None:
-    #: the device's VERDICT_EXTENSION.
-    verdict_extension: float | None = None
 
     def __post_init__(self) -> None:
         self.cuda = self.device.startswith("cuda")
@@ -157,8 +151,6 @@ class PairTimer:
         self.candidate_first = 0
         #: Why the reference's runner was given up during timing ("" while it times, or when there is none).
         self.reference_fallback = ""
-        #: Seconds of rounds after the time cap, spent on an inconclusive verdict (`_extend_for_verdict`).
-        self.extended_s = 0.0
 
     @functools.cached_property
     def scratch(self) -> torch.Tensor | None:
@@ -199,43 +191,9 @@ class PairTimer:
         reasons = stopper.reasons
         if decided:
             reasons = {name: reason or "ci-target" for name, reason in reasons.items()}
-        elif fixed_left is None and stopper.capped and not self._caught() and self._verdict() == "inconclusive":
-            r, settled = self._extend_for_verdict(r, calls)
-            if settled:
-                reasons = {name: "verdict" for name in reasons}
         if "compiled" in self.names:
             reasons["compiled"] = "with-pair"
         return self._outcome(reasons)
-
-    def _extend_for_verdict(self, r: int, calls: int) -> tuple[int, bool]:
-        """More rounds after the time cap while the speedup's verdict is "inconclusive", for up to
-        `verdict_extension` x the cap (protocol `timing_extended_s`): (the next round, whether the verdict settled).
-
-        Why: a launch-bound network (KernelBench L3 MobileNetV2, EfficientNet) reached the cap with identical code
-        at 1.001x, CI [0.968, 1.019], one edge just outside the noise band: the user reads "inconclusive" where a
-        few more seconds of rounds say "same". Only an open verdict buys the time, once, and a settled one (same,
-        faster or slower) stops it after a whole pair of rounds (each side first once)."""
-        extension = self.verdict_extension if self.verdict_extension is not None else \
-            VERDICT_EXTENSION["cuda" if self.cuda else "cpu"]
-        budget, spent = self.rule.time_cap_s * extension, 0.0
-        settled = False
-        while spent < budget and not self._caught():
-            started = time.perf_counter()
-            self._round(r, calls, count=True)
-            spent += time.perf_counter() - started
-            r += 1
-            if r % 2 == 0 and self._verdict() != "inconclusive":
-                settled = True
-                break
-        self.extended_s = spent
-        return r, settled
-
-    def _verdict(self) -> str:
-        """The paired verdict on the samples so far, as timing watches them."""
-        ref, cand = self._watched("reference"), self._watched("candidate")
-        if min(len(ref), len(cand)) < MIN_BATCHES:
-            return "inconclusive"
-        return stats.compare(ref, cand, paired=True).verdict
 
     def _speedup_decided(self) -> bool:
         """Whether the A/B verdict is settled before each side reached its own CI target: the speedup's CI lies

@@ -77,7 +77,6 @@ def outcome_of(timer: PairTimer, reasons: dict[str, str]) -> TimingOutcome:
     outcome.protocol.update(timing_input_sets=timer.pool.n, checked_timed_calls=timer.checked,
                             dropped_batches=timer.dropped, timed_batches=len(timer.batches),
                             candidate_first_batches=timer.candidate_first,
-                            timing_extended_s=round(timer.extended_s, 3),
                             memory_released_rounds=timer.released,
                             calls_per_batch=timer.batches[-1].calls if timer.batches else 0,
                             harness=timer.null.to_dict(), judge_harness=timer.calibration.judge.to_dict(),
