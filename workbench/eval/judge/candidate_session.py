@@ -230,13 +230,12 @@ class CandidateSession:
         return message.model
 
     def post_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef]) -> int:
-        """`register_pool` without waiting: the runner maps the pool while the judge goes on."""
-        self._next_pool += 1
-        self.post(protocol.Pool(pool=self._next_pool, input_sets=tuple(tuple(s) for s in input_refs),
-                                slots=tuple(slot_refs)))
+        """`register_pool` without waiting: the runner maps the pool while the judge goes on (`collect` reads the
+        ping's pong)."""
+        pool = self._send_pool(input_refs, slot_refs)
         self._next_call += 1
         self.post(protocol.Ping(call=self._next_call))
-        return self._next_pool
+        return pool
 
     def ping(self, timeout: float) -> None:
         """A round trip (the runner answers between requests)."""
@@ -324,13 +323,16 @@ class CandidateSession:
         return dict(reply.kernels)
 
     def register_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef], timeout: float) -> int:
-        """Send a timing pool to the runner once (`protocol.Pool`); returns its id for `time`."""
+        """Send a timing pool to the runner once (`protocol.Pool`) and wait until it is mapped (a ping answered);
+        returns its id for `time`."""
+        pool = self._send_pool(input_refs, slot_refs)
+        self.ping(timeout)
+        return pool
+
+    def _send_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef]) -> int:
         self._next_pool += 1
-        self._announce()
-        self.runner.send(protocol.Pool(pool=self._next_pool, input_sets=tuple(tuple(s) for s in input_refs),
-                                       slots=tuple(slot_refs)))
-        self._next_call += 1
-        self._expect(protocol.Ping(call=self._next_call), "pong", timeout)
+        self.post(protocol.Pool(pool=self._next_pool, input_sets=tuple(tuple(s) for s in input_refs),
+                                slots=tuple(slot_refs)))
         return self._next_pool
 
     def time(self, model: int, pool: int, order: list[int], timeout: float, seeds: tuple[int, ...] = (),

@@ -470,11 +470,11 @@ def compare(reference_ms: Iterable[float], candidate_ms: Iterable[float], *, ban
         raise ValueError(f"resamples must be >= 2000 for a stable 95% percentile interval, got {resamples}")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
+    reference_ms, candidate_ms = list(reference_ms), list(candidate_ms)  # read once: any iterable, in round order
     ref, cand = _as_sorted(reference_ms, "reference"), _as_sorted(candidate_ms, "candidate")
     rng = np.random.default_rng(seed)
     if paired and ref.size == cand.size:
-        per_round = np.sort(np.asarray(list(reference_ms), dtype=np.float64) /
-                            np.asarray(list(candidate_ms), dtype=np.float64))
+        per_round = np.sort(np.asarray(reference_ms, dtype=np.float64) / np.asarray(candidate_ms, dtype=np.float64))
         ratios = bootstrap_medians(per_round, resamples, rng)
         point = float(np.median(per_round))
         method = (f"median of per-round ratios (paired), bootstrap of {resamples} resamples of the rounds, "

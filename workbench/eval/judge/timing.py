@@ -241,13 +241,16 @@ class PairTimer:
             clock.lap("freeze")
             contents = pool.refresh(self.rng, n) if b or pool.lent else []
             clock.lap("refresh")
-            if candidate_first:
+            if self.reference.runner is not None:
+                # The re-check's outputs, by the judge on the round's inputs before either batch; the inputs are then
+                # written again (on a GPU so that each batch follows the same work, and always before the candidate
+                # goes first: the reference may have written into them).
                 self._reference_outputs(order, seeds, checks, kept)
-                if contents:
+                if contents and (self.cuda or candidate_first):
                     pool.refresh(None, seeds=contents)
                 clock.lap("reference")
-            else:
-                ref_stream, ref_dev, ref_bracket, comp = self._reference_side(b, order, seeds, checks, kept, contents)
+            if not candidate_first:
+                ref_stream, ref_dev, ref_bracket, comp = self._reference_side(b, order, seeds, checks, kept)
                 clock.lap("reference")
                 if contents and self.cuda:  # the candidate's batch follows the same work as the reference's
                     pool.refresh(None, seeds=contents)
@@ -261,8 +264,7 @@ class PairTimer:
                 if contents:
                     pool.refresh(None, seeds=contents)
                     clock.lap("refresh")
-                ref_stream, ref_dev, ref_bracket, comp = self._reference_side(b, order, seeds, checks, kept, contents,
-                                                                              outputs_kept=True)
+                ref_stream, ref_dev, ref_bracket, comp = self._reference_side(b, order, seeds, checks, kept)
                 clock.lap("reference")
             clock.lap("freeze")
         clock.lap("candidate")
@@ -313,11 +315,10 @@ class PairTimer:
         return reply, bracket
 
     def _reference_side(self, b: int, order: list[int], seeds: tuple[int, ...], checks: set[int],
-                        kept: dict[int, Any], contents: list[int], outputs_kept: bool = False
-                        ) -> tuple[list[float], list[float], float, Any]:
+                        kept: dict[int, Any]) -> tuple[list[float], list[float], float, Any]:
         """The reference's batch (`_time_reference`), then the compiled reference's aside in the rounds that time
         it, then the judge's cached memory given back if it runs short."""
-        ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept, contents, outputs_kept)
+        ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept)
         comp = None
         if self.reference.compiled is not None and (b < 2 or b % 2 == 0 or self.rule.is_fixed):
             comp = judge_batch(lambda xs: self.reference.compiled(*xs), self.pool, order, seeds, self.scratch)[:2]
@@ -329,14 +330,13 @@ class PairTimer:
         return runs > 0
 
     def _time_reference(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
-                        kept: dict[int, Any], contents: list[int], outputs_kept: bool = False
-                        ) -> tuple[list[float], list[float], float]:
-        """The reference's batch: in its own runner (`reference_runner.py`), the judge computing the outputs of the
-        calls in `checks` for the re-check first, then writing the round's `contents` into the sets again, so the
-        batch follows the same work as the candidate's will (a pool refresh); or in the judge, right after the
-        round's refresh, keeping those outputs as it goes and copying the others out like the candidate's commit
-        (the same work on both sides). A runner that fails hands the reference back to the judge for this round
-        and every later one (protocol `reference_timed_in`).
+                        kept: dict[int, Any]) -> tuple[list[float], list[float], float]:
+        """The reference's batch: in its own runner (`reference_runner.py`), the judge having computed the outputs
+        of the calls in `checks` for the re-check before the round's batches (`_round`), then written the round's
+        inputs into the sets again, so the batch follows the same work as the candidate's will (a pool refresh);
+        or in the judge, right after the round's refresh, keeping those outputs as it goes and copying the others
+        out like the candidate's commit (the same work on both sides). A runner that fails hands the reference
+        back to the judge for this round and every later one (protocol `reference_timed_in`).
 
         Why the same work before each side (on a GPU): the side timed first in a round followed the judge's refresh,
         the other its own opponent's batch, and identical memory-bound code read 3-10% slower first (KernelBench
@@ -344,10 +344,6 @@ class PairTimer:
         on the CPU, where drawing a round's inputs again would double the cost of a round of small calls."""
         runner = self.reference.runner
         if runner is not None:
-            if not outputs_kept:  # else the judge computed them before the candidate's batch (candidate first)
-                self._reference_outputs(order, seeds, checks, kept)
-                if contents and self.cuda:
-                    self.pool.refresh(None, seeds=contents)
             try:
                 reply, bracket = runner.time(order, seeds, self.session.timeout)
                 return list(reply.stream_ms), list(reply.device_ms), bracket
