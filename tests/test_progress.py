@@ -48,8 +48,10 @@ def test_progress_reports_every_stage_in_order_on_the_evaluating_thread():
     firsts = list(dict.fromkeys(s for s in stages if s != "startup"))
     assert firsts[:2] == ["scan", "load"] and firsts.index("check") < firsts.index("count") < firsts.index("time")
     assert "calibrate" in firsts
-    # After the nested calibration the judge says it is loading again, before it checks.
-    assert stages[stages.index("calibrate") + 1] == "load"
+    # After the nested calibration the judge says it is loading again, before it checks (the relay repeats the
+    # latest stage once a second while the judge is silent: a calibration over a second is seen twice in a row).
+    changes = [s for k, s in enumerate(stages) if k == 0 or s != stages[k - 1]]
+    assert changes[changes.index("calibrate") + 1] == "load"
     assert all(isinstance(p.elapsed, float) and p.elapsed >= 0 for p in seen)
     assert threads == {threading.get_ident()}
     assert all(p.describe().startswith(p.stage) for p in seen)
