@@ -127,3 +127,35 @@ def test_a_judge_waiting_for_its_compile_must_hold_no_lock(tmp_path):
     assert STAGE_LOCKS.get("compile", NONE) == NONE  # the timing stage's wait (`compiled_reference`) holds nothing
     main.close()
     other.close()
+
+
+def test_the_main_thread_gets_the_interpreter_quickly_while_a_compile_runs():
+    """The compile thread hands the GIL over within COMPILE_SWITCH_S while it runs, and the interval in force before
+    comes back when the last of two overlapping compiles ends, and after a failing one."""
+    import sys
+
+    before = sys.getswitchinterval()
+    assert before > reference_compile.COMPILE_SWITCH_S
+    seen: list[float] = []
+    release = threading.Event()
+
+    def compile_fn(model, inputs):
+        seen.append(sys.getswitchinterval())
+        assert release.wait(5)
+        return model, ""
+
+    def broken(model, inputs):
+        seen.append(sys.getswitchinterval())
+        assert release.wait(5)
+        raise RuntimeError("inductor exploded")
+
+    first = reference_compile.start(lambda x: x, [torch.ones(1)], "cpu", None, compile_fn)
+    second = reference_compile.start(lambda x: x, [torch.ones(1)], "cpu", None, broken)
+    deadline = time.monotonic() + 5
+    while len(seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen == [reference_compile.COMPILE_SWITCH_S] * 2
+    assert sys.getswitchinterval() == reference_compile.COMPILE_SWITCH_S
+    release.set()
+    assert first.take(5)[1] == "" and "inductor exploded" in second.take(5)[1]
+    assert sys.getswitchinterval() == before

@@ -10,7 +10,11 @@ How many judges a device mode gets: `KWB_JUDGES` (a number), else on a GPU one p
 timing, one loading) and 4, and 1 on the CPU (where the interpreter's work and the timing share the same cores). Only
 the timing holds the GPU exclusively (about 0.5 s of a 2.5-4 s evaluation of a small kernel), so more judges keep it
 busier as long as each has cores for its runner: on one H100 with 16 cores, 4 judges evaluated 16 Triton variants
-15-25% faster than 2. A second judge is started only when two
+15-25% faster than 2. A fifth was 3-16% faster again on that batch (`benchmarks/eval_throughput.py --judges 4,5`), but
+it stays opt-in: every judge's pool shrinks with the number of judges (`input_pool.memory_share`), so a single
+evaluation of a task whose sets fill memory gets fewer, smaller batches (the 256 MiB softmax: 9-15 sets with five
+judges, 11-19 with four); the single-evaluation benchmarks (the KernelBench comparison, the A/A sample) ran with
+four. A second judge is started only when two
 evaluations are in flight at once; `prestart` starts them ahead of a batch so their imports overlap the first
 candidate.
 """

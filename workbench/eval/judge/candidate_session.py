@@ -141,9 +141,14 @@ class CandidateSession:
         if group:
             self.runner.send(protocol.Share(buffers=tuple(group)), group_fds)
 
-    def _expect(self, message: protocol.Message, kind: str, timeout: float | None = None, stage: str = "forward"):
+    def _expect(self, message: protocol.Message, kind: str, timeout: float | None = None, stage: str = "forward",
+                meanwhile: Callable[[], None] | None = None):
+        """Send `message` and wait for its reply of `kind`; `meanwhile()`, the judge's own work, runs after the send
+        and before the wait (the runner works on the request meanwhile)."""
         self._announce()
         self.runner.send(message)
+        if meanwhile is not None:
+            meanwhile()
         reply = compile_pause.reply(self.runner, kind, timeout or self.timeout, self.release_device, self.pauses)
         if isinstance(reply, protocol.Fault):
             raise CandidateFailure(reply.stage if reply.stage in ("init", "compile", "load") else stage,
@@ -192,9 +197,11 @@ class CandidateSession:
         return value, value
 
     # -- stages --
-    def load(self, source: str, language: str, entry: str, precision: dict[str, Any], budget: float) -> None:
+    def load(self, source: str, language: str, entry: str, precision: dict[str, Any], budget: float,
+             meanwhile: Callable[[], None] | None = None) -> None:
+        """Import the candidate in the runner; `meanwhile()` runs in the judge while the runner imports."""
         reply = self._expect(protocol.Load(source=source, language=language, entry=entry, device=self.device,
-                                           precision=precision), "loaded", budget, "load")
+                                           precision=precision), "loaded", budget, "load", meanwhile)
         self.kernels, self.load_seconds = reply.kernels, reply.seconds
 
     def model(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None = None) -> RemoteModel:

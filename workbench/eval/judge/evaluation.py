@@ -28,7 +28,14 @@ from workbench.eval.checks import static_scan as static_checks
 from workbench.eval.checks.evidence import Evidence
 from workbench.eval.checks.flags import Finding, first_per_flag, verdict
 from workbench.eval.checks.what_ran import WhatRan
-from workbench.eval.judge import evidence_stage, ran_stage, reference_compile, reference_runner, timing_stage
+from workbench.eval.judge import (
+    check_rounds,
+    evidence_stage,
+    ran_stage,
+    reference_compile,
+    reference_runner,
+    timing_stage,
+)
 from workbench.eval.judge import fault_messages as faults
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.context import Context, task_key
@@ -36,7 +43,7 @@ from workbench.eval.judge.correctness import CandidateFailure, run_correctness
 from workbench.eval.judge.counting import count_work
 from workbench.eval.judge.device_lock import EXCLUSIVE, NONE, SHARED
 from workbench.eval.judge.input_pool import free_bytes
-from workbench.eval.judge.reference_rounds import ReferenceRounds, build_reference
+from workbench.eval.judge.reference_rounds import build_reference
 from workbench.eval.judge.reply import Stop
 from workbench.eval.judge.runner_handle import RunnerDied, RunnerViolation
 from workbench.eval.judge.runner_start import load_candidate, start_runner
@@ -74,6 +81,8 @@ class Evaluation:
     evidence: Evidence = field(default_factory=Evidence)
     #: The background compile of the reference this evaluation started (`reference_compile`), if any.
     compile_job: reference_compile.CompileJob | None = None
+    #: Whether this evaluation made the correctness rounds' reference side (none kept from an earlier one).
+    rounds_made_here: bool = False
 
     def __post_init__(self) -> None:
         self.task = Task.from_spec(self.job["task"])
@@ -255,7 +264,7 @@ class Evaluation:
                 reference_runner.launch_for(self)
             self._start_compile()
         with self._device(SHARED):  # the candidate's import may already use the device
-            load_candidate(self)
+            load_candidate(self, meanwhile=lambda: check_rounds.make_ahead(self))
 
     def _prepare_timing(self) -> None:
         interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
@@ -286,16 +295,14 @@ class Evaluation:
 
     def check(self):
         """The correctness protocol, every candidate call made in the runner; the reference's side of every round
-        from the judge's cache when an earlier candidate of this task already made it."""
+        from the judge's cache when an earlier candidate of this task already made it (or this evaluation did,
+        during the import)."""
         sizes = [self._cpu_safe(s) for s in self.job["check_sizes"]]
         rounds = int(self.job.get("rounds", 5))
         self.session.record_ops = self.ran.wants_record
         if self.plan is not None:
             self.session.lend_pool(self.plan.pool)
-        key = (self.key, repr([sorted(s.items()) for s in sizes]), self.seed, self.device, rounds)
-        reference, cached = self.ctx.rounds.get(key, lambda budget: ReferenceRounds.create(
-            self.reference(), self.device, sizes, self.seed, self.task.tolerance, self.task.distributions, rounds,
-            budget), self.device)
+        reference, cached = check_rounds.rounds_for(self)
         self.base["protocol"]["reference_cache"] = "hit" if cached else "miss"
         report = run_correctness(self.reference(), self.session, device=self.device, sizes=sizes, seed=self.seed,
                                  rounds=rounds, tolerance=self.task.tolerance, reference=reference)

@@ -382,5 +382,9 @@ class ReferenceCache:
         self._entries[key] = rounds
         return rounds, False
 
+    def discard(self, key: Any) -> None:
+        """Forget the rounds for `key` (made partly when their making failed: made again from the start)."""
+        self._entries.pop(key, None)
+
     def clear(self) -> None:
         self._entries.clear()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from workbench.eval.judge import build_cache
@@ -61,12 +62,14 @@ def start_runner(ev: Any) -> CandidateSession:
     return session
 
 
-def load_candidate(ev: Any) -> None:
-    """Import the candidate in its runner within the compile budget; store a CUDA build the judge may reuse."""
+def load_candidate(ev: Any, meanwhile: Callable[[], None] | None = None) -> None:
+    """Import the candidate in its runner within the compile budget (`meanwhile()`, the judge's own work, runs while
+    the runner imports); store a CUDA build the judge may reuse."""
     session, cand = ev.session, ev.cand
     budget = float(ev.job.get("compile_timeout") or DEFAULT_COMPILE_TIMEOUT)
     try:
-        session.load(cand["source"], cand["language"], cand.get("entry", "ModelNew"), ev.precision.to_spec(), budget)
+        session.load(cand["source"], cand["language"], cand.get("entry", "ModelNew"), ev.precision.to_spec(), budget,
+                     meanwhile)
     except CandidateFailure as exc:
         f = exc.original.fault if isinstance(exc.original, RemoteError) else None
         raise Stop({"status": "compile_error", "message": str(exc.original), "log": f.log if f else ""}) from None

@@ -1,0 +1,55 @@
+"""The reference's side of an evaluation's correctness rounds: which `ReferenceRounds` the check uses (kept per
+task, sizes, seed and round count in the judge's `ReferenceCache`), and making them ahead of the check, while the
+runner imports the candidate.
+
+Why ahead: during the import the judge only waits for the runner's reply, and a round of a real-size KernelBench
+problem (its inputs, the native output, the float64 reference) takes a fifth of a second or more on a GPU, the
+import about as long. The rounds are the judge's own work on trusted inputs; nothing of the candidate takes part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.eval.judge.reference_rounds import ReferenceRounds
+from workbench.eval.wire.tensors import release_unused
+
+
+def rounds_key(ev: Any) -> tuple[Any, ...]:
+    """What the rounds of the evaluation `ev` are kept under."""
+    sizes = [ev._cpu_safe(s) for s in ev.job["check_sizes"]]
+    return (ev.key, repr([sorted(s.items()) for s in sizes]), ev.seed, ev.device, int(ev.job.get("rounds", 5)))
+
+
+def rounds_for(ev: Any) -> tuple[ReferenceRounds, bool]:
+    """The rounds for `ev`, and whether an earlier evaluation made them (this one, having made them ahead, says no:
+    the Result's `reference_cache` is "miss")."""
+    sizes = [ev._cpu_safe(s) for s in ev.job["check_sizes"]]
+    rounds = int(ev.job.get("rounds", 5))
+    reference, cached = ev.ctx.rounds.get(rounds_key(ev), lambda budget: ReferenceRounds.create(
+        ev.reference(), ev.device, sizes, ev.seed, ev.task.tolerance, ev.task.distributions, rounds, budget),
+        ev.device)
+    ev.rounds_made_here = ev.rounds_made_here or not cached
+    return reference, cached and not ev.rounds_made_here
+
+
+def make_ahead(ev: Any) -> None:
+    """While the runner imports `ev`'s candidate: its rounds, one at a time, until the runner answers (a reply, or a
+    compile pause it waits on) or every round is made (Result.protocol["reference_rounds_ahead"] counts them). Only
+    rounds the judge keeps are worth making ahead, so a task too large to keep them stops after the first. Best
+    effort: whatever fails here is forgotten and happens again in the check, which reports it in its own stage."""
+    runner = ev.session.runner if ev.session is not None else None
+    if runner is None:
+        return
+    try:
+        reference, cached = rounds_for(ev)
+        if cached:
+            return
+        r = 0
+        while reference.keep and r < reference.n and not runner.answers_within(0):
+            reference.round(r)
+            r += 1
+        ev.base["protocol"]["reference_rounds_ahead"] = r
+    except Exception:  # noqa: BLE001 - made again, and reported, by the check
+        ev.ctx.rounds.discard(rounds_key(ev))
+        release_unused(ev.device)
