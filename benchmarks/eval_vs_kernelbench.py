@@ -54,7 +54,8 @@ def workbench_eval(path: Path, device: str, fit: str | None) -> dict[str, Any]:
             "n": res.timing.n if res.timing else 0, "stop": res.timing.stop_reason if res.timing else "",
             "ci": res.speedup_ci, "stages": dict(res.stage_seconds), "message": res.message,
             "compile": (res.protocol or {}).get("reference_compile"),
-            "check_phases": (res.protocol or {}).get("check_phases")}
+            "check_phases": (res.protocol or {}).get("check_phases"),
+            "rounds_ahead": (res.protocol or {}).get("reference_rounds_ahead")}
 
 
 def kernelbench_eval(harness: Any, source: str, build_dir: str) -> dict[str, Any]:
@@ -158,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
               if theirs else "")
         print(f"[{i}/{len(chosen)}] {path.name}: workbench {ours['wall']:.2f} s {ours['status']} n={ours['n']} "
               f"({ours['stop']}){kb}\n    stages: {_stage_line(ours['stages'])}\n    reference compile: "
-              f"{ours.get('compile')}; check phases: {ours.get('check_phases')}", flush=True)
+              f"{ours.get('compile')}; check phases: {ours.get('check_phases')}; reference rounds made during the "
+              f"import: {ours.get('rounds_ahead')}", flush=True)
     print("\nproblem                                   wb s    kb s   ratio  wb n  kb n")
     for name, ours, theirs, ratio in rows:
         kb_s = f"{theirs['wall']:7.2f}" if theirs else "      -"
