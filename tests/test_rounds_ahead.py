@@ -42,3 +42,32 @@ def test_a_reference_failing_ahead_fails_in_the_check_with_the_task_named(one_ju
     assert "the reference failed" in res.message and "no rows of 100" in res.message
     assert "not the candidate" in res.message
     assert "reference_rounds_ahead" not in res.protocol
+
+
+class _Answered:
+    """A runner whose reply is already waiting."""
+
+    def answers_within(self, seconds: float) -> bool:
+        return True
+
+
+def test_no_round_is_made_ahead_once_the_runner_has_answered():
+    """A round made after the runner answered would only delay its reply (the check makes it next anyway)."""
+    import tempfile
+    from types import SimpleNamespace
+
+    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.context import task_key
+    from workbench.eval.judge.reference_rounds import ReferenceCache
+    from workbench.tasks.task import LoadedReference
+
+    task = softmax_task()
+    ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_test_ref_"))
+    ev = SimpleNamespace(job={"check_sizes": task.check_sizes("cpu"), "rounds": 5}, key=task_key(task), seed=0,
+                         device="cpu", ctx=SimpleNamespace(rounds=ReferenceCache()), task=task, reference=lambda: ref,
+                         _cpu_safe=lambda s: s, base={"protocol": {}}, rounds_made_here=False,
+                         session=SimpleNamespace(runner=_Answered()))
+    check_rounds.make_ahead(ev)
+    assert ev.base["protocol"]["reference_rounds_ahead"] == 0
+    reference, cached = check_rounds.rounds_for(ev)
+    assert not cached and reference.n >= 5  # the check makes them, and its Result says "miss"
