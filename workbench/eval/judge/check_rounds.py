@@ -20,17 +20,21 @@ from workbench.eval.judge.reference_rounds import ReferenceRounds
 from workbench.eval.wire.tensors import release_unused
 
 
+def plan(ev: Any) -> tuple[list[dict[str, Any]], int]:
+    """The evaluation `ev`'s checked sizes (made safe for the CPU) and the number of rounds it asks for."""
+    return [ev._cpu_safe(s) for s in ev.job["check_sizes"]], int(ev.job.get("rounds", 5))
+
+
 def rounds_key(ev: Any) -> tuple[Any, ...]:
     """What the rounds of the evaluation `ev` are kept under."""
-    sizes = [ev._cpu_safe(s) for s in ev.job["check_sizes"]]
-    return (ev.key, repr([sorted(s.items()) for s in sizes]), ev.seed, ev.device, int(ev.job.get("rounds", 5)))
+    sizes, rounds = plan(ev)
+    return (ev.key, repr([sorted(s.items()) for s in sizes]), ev.seed, ev.device, rounds)
 
 
 def rounds_for(ev: Any) -> tuple[ReferenceRounds, bool]:
     """The rounds for `ev`, and whether an earlier evaluation made them (this one, having made them ahead, says no:
     the Result's `reference_cache` is "miss")."""
-    sizes = [ev._cpu_safe(s) for s in ev.job["check_sizes"]]
-    rounds = int(ev.job.get("rounds", 5))
+    sizes, rounds = plan(ev)
     reference, cached = ev.ctx.rounds.get(rounds_key(ev), lambda budget: ReferenceRounds.create(
         ev.reference(), ev.device, sizes, ev.seed, ev.task.tolerance, ev.task.distributions, rounds, budget),
         ev.device)
@@ -43,9 +47,7 @@ def make_ahead(ev: Any) -> None:
     compile pause it waits on) or every round is made (Result.protocol["reference_rounds_ahead"] counts them). Only
     rounds the judge keeps are worth making ahead, so a task too large to keep them stops after the first. Best
     effort: whatever fails here is forgotten and happens again in the check, which reports it in its own stage."""
-    runner = ev.session.runner if ev.session is not None else None
-    if runner is None:
-        return
+    runner = ev.session.runner
     try:
         reference, cached = rounds_for(ev)
         if cached:

@@ -297,8 +297,7 @@ class Evaluation:
         """The correctness protocol, every candidate call made in the runner; the reference's side of every round
         from the judge's cache when an earlier candidate of this task already made it (or this evaluation did,
         during the import)."""
-        sizes = [self._cpu_safe(s) for s in self.job["check_sizes"]]
-        rounds = int(self.job.get("rounds", 5))
+        sizes, rounds = check_rounds.plan(self)
         self.session.record_ops = self.ran.wants_record
         if self.plan is not None:
             self.session.lend_pool(self.plan.pool)
