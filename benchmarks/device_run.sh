@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|side|sample|baseline|speed|ab|oom|probe|bisect|big|dask
+#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|side|first|sample|baseline|speed|ab|oom|probe|bisect|big|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,6 +81,19 @@ PY
     # A/A with the reference timed in the judge's process against in its own runner, two judges taking turns.
     timeout 580 python3 benchmarks/aa_reference_side.py --reps "${KB_REPS:-2}" --deadline 420 \
       ${KB_IDS:+--ids "$KB_IDS"} ${KB_SIDES:+--sides "$KB_SIDES"} --out "$OUT/aa_side.json" 2>&1 | tee "$OUT/aa_side.log" | grep -v "^\[judge\|^\[runner" | tail -45
+    ;;
+  first)
+    # First evaluations of new tasks, before (the engine in .base) and after in one run, this side only: the new GPU
+    # tests, then KB_IDS (the first problem is the warm-up, measured as a repeat) with each engine.
+    ids=${KB_IDS:-1/1,1/40,2/1,2/12,3/1}
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
+    [ -n "${KB_TESTS:-}" ] && timeout 150 python3 -m pytest $KB_TESTS -q -rfE -p no:cacheprovider 2>&1 | tail -8
+    # Each engine with empty Inductor and Triton caches of its own: neither finds the other's compiles.
+    (cd .base && PYTHONPATH="$PWD" TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) timeout 230 \
+      python3 ../benchmarks/eval_vs_kernelbench.py --problems ../.kernelbench/KernelBench --ids "$ids") 2>&1 \
+      | tee "$OUT/first_before.log" | grep -v "^\[judge\|^\[runner" | tail -8
+    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) timeout 230 python3 \
+      benchmarks/eval_vs_kernelbench.py --ids "$ids" 2>&1 | tee "$OUT/first_after.log" | grep -v "^\[judge\|^\[runner" | tail -8
     ;;
   sample)
     # The seeded 30-problem sample of issue-sized work (12 L1, 12 L2, 6 L3) at real sizes, one shard per command

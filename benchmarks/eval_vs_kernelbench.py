@@ -55,7 +55,9 @@ def workbench_eval(path: Path, device: str, fit: str | None) -> dict[str, Any]:
             "ci": res.speedup_ci, "stages": dict(res.stage_seconds), "message": res.message,
             "compile": (res.protocol or {}).get("reference_compile"),
             "check_phases": (res.protocol or {}).get("check_phases"),
-            "rounds_ahead": (res.protocol or {}).get("reference_rounds_ahead")}
+            "rounds_ahead": (res.protocol or {}).get("reference_rounds_ahead"),
+            "warmup": (res.protocol or {}).get("runner_warmup_s"),
+            "built_on": (res.protocol or {}).get("models_built_on")}
 
 
 def kernelbench_eval(harness: Any, source: str, build_dir: str) -> dict[str, Any]:
@@ -160,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{i}/{len(chosen)}] {path.name}: workbench {ours['wall']:.2f} s {ours['status']} n={ours['n']} "
               f"({ours['stop']}){kb}\n    stages: {_stage_line(ours['stages'])}\n    reference compile: "
               f"{ours.get('compile')}; check phases: {ours.get('check_phases')}; reference rounds made during the "
-              f"import: {ours.get('rounds_ahead')}", flush=True)
+              f"import: {ours.get('rounds_ahead')}; runner warm-up s: {ours.get('warmup')}; models built on: "
+              f"{ours.get('built_on')}", flush=True)
     print("\nproblem                                   wb s    kb s   ratio  wb n  kb n")
     for name, ours, theirs, ratio in rows:
         kb_s = f"{theirs['wall']:7.2f}" if theirs else "      -"

@@ -14,7 +14,8 @@ class UnknownNameError(WorkbenchError, KeyError):
 
     def __init__(self, kind: str, name: str, known: list[str]):
         self.kind, self.name, self.known = kind, name, sorted(known)
-        super().__init__(f"unknown {kind} {name!r}; known {kind}s: {', '.join(self.known) or '(none)'}")
+        plural = kind[:-1] + "ies" if kind.endswith("y") and kind[-2:-1] not in "aeiou" else kind + "s"
+        super().__init__(f"unknown {kind} {name!r}; known {plural}: {', '.join(self.known) or '(none)'}")
 
     def __str__(self) -> str:  # KeyError would quote the whole message otherwise
         return self.args[0]

@@ -22,6 +22,7 @@ from workbench.eval.judge import compile_pause
 from workbench.eval.judge.correctness import CandidateFailure
 from workbench.eval.judge.launch_probe import ProbePlanner
 from workbench.eval.judge.runner_handle import RunnerProcess
+from workbench.eval.wire import model_init
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire.runner_messages import OutputForm, TensorRef
 from workbench.eval.wire.shared_memory import Arena, dtype_from_name
@@ -101,6 +102,10 @@ class CandidateSession:
     profiles: list[dict[str, float]] = field(default_factory=list)
     kernels: tuple[str, ...] = ()
     load_seconds: float = 0.0
+    #: Seconds the runner spent loading GPU libraries before its first request (`runner/library_warmup.py`).
+    warmup_seconds: float = 0.0
+    #: Why a candidate model was built on the host rather than the device (`model_init`), for the Result's notes.
+    init_notes: list[str] = field(default_factory=list)
     _next_model: int = 0
     _next_call: int = 0
     _next_pool: int = 0
@@ -202,11 +207,13 @@ class CandidateSession:
         """Import the candidate in the runner; `meanwhile()` runs in the judge while the runner imports."""
         reply = self._expect(protocol.Load(source=source, language=language, entry=entry, device=self.device,
                                            precision=precision), "loaded", budget, "load", meanwhile)
-        self.kernels, self.load_seconds = reply.kernels, reply.seconds
+        self.kernels, self.load_seconds, self.warmup_seconds = reply.kernels, reply.seconds, reply.warmup_seconds
 
     def model(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None = None) -> RemoteModel:
         message = self._build(ref_model, init, seed, sizes)
-        self._expect(message, "built", stage="init")
+        reply = self._expect(message, "built", stage="init")
+        if reply.init_note and reply.init_note not in self.init_notes:
+            self.init_notes.append(reply.init_note[:400])
         return RemoteModel(self, message.model)
 
     def _build(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None) -> protocol.Build:
@@ -219,7 +226,8 @@ class CandidateSession:
                 state[name] = self.share_arg(t)[0]
         refs = tuple(self.share_arg(v)[0] for v in init)
         return protocol.Build(model=self._next_model, init=refs, seed=seed, state=state,
-                              sizes=_plain_sizes(sizes or {}))
+                              sizes=_plain_sizes(sizes or {}),
+                              init_device=model_init.built_on(ref_model, model_init.place_for(self.device)))
 
     # -- queued requests: sent now, their replies read later (`reference_runner.py`) --
     def post(self, message: protocol.Message) -> None:

@@ -61,6 +61,7 @@ from workbench.eval.judge.prior_outputs import PriorOutput
 from workbench.eval.judge.reference64 import nbytes as _nbytes
 from workbench.eval.judge.reference_rounds import MIN_ROUNDS, ReferenceRounds, RoundData, build_reference
 from workbench.eval.runner.poison import Poison
+from workbench.eval.wire import model_init
 from workbench.eval.wire.tensors import (
     LARGE_OUTPUT_BYTES,
     as_list,
@@ -147,8 +148,9 @@ def build_candidate(ref: LoadedReference, ref_model: Any, candidate_cls: Any, si
     if hasattr(candidate_cls, "model") and hasattr(candidate_cls, "runner"):
         return candidate_cls.model(ref_model, copy.deepcopy(init), seed, {**ref.defaults, **size})
     try:
-        seed_all(seed)
-        cand_model = candidate_cls(*copy.deepcopy(init))
+        cand_model, _, _ = model_init.build(lambda: candidate_cls(*copy.deepcopy(init)), device,
+                                            lambda: seed_all(seed),
+                                            model_init.built_on(ref_model, model_init.place_for(device)))
         if isinstance(cand_model, torch.nn.Module):
             _copy_weights(ref_model, cand_model)
             cand_model = cand_model.to(device).eval()

@@ -48,6 +48,7 @@ from workbench.eval.judge.reply import Stop
 from workbench.eval.judge.runner_handle import RunnerDied, RunnerViolation
 from workbench.eval.judge.runner_start import load_candidate, start_runner
 from workbench.eval.judge.timing import ReferenceSide
+from workbench.eval.wire import model_init
 from workbench.tasks import precision
 from workbench.tasks.task import LoadedReference, Task
 
@@ -306,6 +307,7 @@ class Evaluation:
         report = run_correctness(self.reference(), self.session, device=self.device, sizes=sizes, seed=self.seed,
                                  rounds=rounds, tolerance=self.task.tolerance, reference=reference)
         self.base["protocol"]["check_phases"] = report.phases
+        self.base["protocol"]["models_built_on"] = model_init.built_on(reference.model(0))
         placement = {f.placement for f in reference._f64.values()}
         if placement:
             self.base["protocol"]["float64_reference"] = "/".join(sorted(placement))
@@ -320,7 +322,7 @@ class Evaluation:
                                           [r.passthrough for r in records])
         findings += guards.judge_threads([r.launch for r in records])
         findings += self.ran.after_check(records, report.passed)
-        self.notes += self.ran.take_notes()
+        self.notes += self.ran.take_notes() + self.session.init_notes
         findings += self._stage("evidence", evidence_stage.after_check, self,
                                 any(f.severity == "reject" for f in findings))
         result: dict[str, Any] = {

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 import torch
 
+from workbench.eval.judge import compare_warmup
 from workbench.eval.judge.ceilings import measured_ceilings
 from workbench.eval.judge.context import Context, probe_transport
 from workbench.eval.judge.device_lock import EXCLUSIVE, DeviceLock
@@ -186,6 +187,7 @@ def _start(device: str) -> tuple[ForkServer, Context]:
     _warm_counting()
     server = ForkServer(device)
     ctx = Context(fork_server=server, workdir=tempfile.mkdtemp(prefix="kwb_judge_"), device_lock=DeviceLock(device))
+    compare_warmup.start(device, ctx.device_lock)
     ctx.transport, ctx.share_ipc, ctx.transport_note = probe_transport(server, device)
     return server, ctx
 

@@ -23,6 +23,7 @@ tensors it holds; the kernels are the judge's own code.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -59,7 +60,7 @@ def _load64(ptr, offs, m):
     return tl.load(ptr + offs, mask=m, other=0.0).to(tl.float64)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N"])
 def _native_error_kernel(n_ptr, e_ptr, part_ptr, N, BLOCK_SIZE: tl.constexpr):
     pid, offs, m = _block(N, BLOCK_SIZE)
     n = _load64(n_ptr, offs, m)
@@ -69,7 +70,7 @@ def _native_error_kernel(n_ptr, e_ptr, part_ptr, N, BLOCK_SIZE: tl.constexpr):
     tl.store(part_ptr + pid, tl.max(d, axis=0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N", "p1", "p2"])
 def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N, p1, p2,
                   HAS_POISON: tl.constexpr, NF: tl.constexpr, NI: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     # The bounds come in float64 from memory: a float argument would be passed as float32.
@@ -120,7 +121,7 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
     tl.store(i_ptr + ibase + 3, tl.min(tl.where(m, ok.to(tl.int32), 1), axis=0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N"])
 def _pair_kernel(a_ptr, b_ptr, s_ptr, part_ptr, k_ptr, N, BLOCK_SIZE: tl.constexpr):
     atol, rtol, floor, big = tl.load(k_ptr), tl.load(k_ptr + 1), tl.load(k_ptr + 2), tl.load(k_ptr + 3)
     pid, offs, m = _block(N, BLOCK_SIZE)
@@ -137,9 +138,17 @@ def _pair_kernel(a_ptr, b_ptr, s_ptr, part_ptr, k_ptr, N, BLOCK_SIZE: tl.constex
     tl.store(part_ptr + pid, tl.max(ratio, axis=0))
 
 
+#: Set while no compile of these kernels runs in the background (`compare_warmup.py` clears it while it does).
+WARMED = threading.Event()
+WARMED.set()
+#: Seconds a comparison waits for the background compile before it compiles the kernels itself.
+WARM_WAIT_S = 120.0
+
+
 def usable(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, interpreter: bool = False) -> bool:
     """Whether the one-pass kernels can judge this output: real floats on one device, a GPU (or, with
-    `interpreter`, any device under Triton's interpreter: the tests compare the two paths there)."""
+    `interpreter`, any device under Triton's interpreter: the tests compare the two paths there). Yes waits for a
+    background compile of the kernels (`compare_warmup.py`) rather than compiling them again beside it."""
     import os
 
     tensors = (o, n, e)
@@ -147,7 +156,10 @@ def usable(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, interpreter: bool 
         return False
     if len({t.device for t in tensors}) != 1:
         return False
-    return o.is_cuda or (interpreter and os.environ.get("TRITON_INTERPRET") == "1")
+    fits = o.is_cuda or (interpreter and os.environ.get("TRITON_INTERPRET") == "1")
+    if fits and not WARMED.is_set():
+        WARMED.wait(WARM_WAIT_S)
+    return fits
 
 
 def _poison_patterns(o: torch.Tensor) -> tuple[torch.Tensor | None, int, int]:

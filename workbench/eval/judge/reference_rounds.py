@@ -26,6 +26,7 @@ from workbench.eval.judge.output_compare import constant_passes
 from workbench.eval.judge.output_compare_chunked import CHUNK
 from workbench.eval.judge.prior_outputs import PriorOutput
 from workbench.eval.judge.reference64 import Float64Reference, nbytes
+from workbench.eval.wire import model_init
 from workbench.eval.wire.tensors import (
     all_finite,
     as_list,
@@ -77,13 +78,15 @@ class RoundData:
 
 
 def build_reference(ref: LoadedReference, size: dict, device: str, seed: int) -> Any:
-    """The reference `Model(*init_inputs)` under `seed`, on `device`, in eval mode (KernelBench's rule)."""
+    """The reference `Model(*init_inputs)` under `seed`, on `device`, in eval mode (KernelBench's rule), built on the
+    device where its constructor allows (`model_init`: its random initialization runs there, not on the host)."""
     init = ref.init_inputs(size, seed)
     try:
-        seed_all(seed)
-        model = ref.module.Model(*copy.deepcopy(init))
+        model, place, _ = model_init.build(lambda: ref.module.Model(*copy.deepcopy(init)), device,
+                                           lambda: seed_all(seed))
         if isinstance(model, torch.nn.Module):
             model = model.to(device).eval()
+        model_init.remember(model, place)
     except Exception as exc:
         raise TaskError(f"the reference Model could not be built at size {size}: {type(exc).__name__}: {exc}. "
                         "The task is broken, not the candidate: fix its Model or get_init_inputs.") from exc

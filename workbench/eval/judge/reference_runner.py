@@ -34,6 +34,7 @@ from typing import Any
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.correctness import CandidateFailure
 from workbench.eval.judge.runner_handle import Limits, RunnerDied, RunnerProcess, RunnerViolation
+from workbench.eval.judge.runner_libraries import libraries_for
 from workbench.eval.wire import runner_messages as protocol
 
 #: Seconds the reference's runner may take to start, import the reference, build it and map the pool, counted
@@ -105,7 +106,8 @@ class ReferenceRunner:
             raise ReferenceRunnerFailed("the timing inputs are nested (lists of tensors): they live in the "
                                         "candidate's own shared memory, which a second runner cannot map")
         try:
-            runner = RunnerProcess(ctx.fork_server, device, limits, [], share_ipc=ctx.share_ipc)
+            runner = RunnerProcess(ctx.fork_server, device, limits, [], share_ipc=ctx.share_ipc,
+                                   warm=libraries_for(device, source))
         except (RuntimeError, OSError) as exc:
             raise ReferenceRunnerFailed(f"the reference's runner could not be started: {exc}") from None
         session = CandidateSession(runner, device, timeout, ctx.transport)

@@ -140,7 +140,8 @@ class RunnerProcess:
     """One candidate's runner. Use as a context manager: `with RunnerProcess.start(server, ...) as runner:`."""
 
     def __init__(self, server: ForkServer, device: str, limits: Limits, extra_binds: list[tuple[str, str]],
-                 share_ipc: bool = False, writable_binds: list[tuple[str, str]] | None = None):
+                 share_ipc: bool = False, writable_binds: list[tuple[str, str]] | None = None,
+                 warm: tuple[str, ...] = ()):
         self.server, self.device = server, device
         self.job, self.nonce = protocol.new_nonce()[:12], protocol.new_nonce()
         self.seq_out = 0
@@ -153,7 +154,8 @@ class RunnerProcess:
             job=self.job, nonce=self.nonce, device=device, address_space=limits.memory_bytes,
             cpu_seconds=limits.cpu_seconds, scratch_bytes=limits.scratch_bytes, share_ipc=share_ipc,
             extra_binds=tuple((str(a), str(b)) for a, b in extra_binds),
-            writable_binds=tuple((str(a), str(b)) for a, b in writable_binds or []), workdir=self.workdir or "")
+            writable_binds=tuple((str(a), str(b)) for a, b in writable_binds or []), workdir=self.workdir or "",
+            warm=tuple(warm))
         try:
             reply = server.call(request, "spawned", (theirs.fileno(), log_w))
         finally:
@@ -170,10 +172,11 @@ class RunnerProcess:
     @classmethod
     def start(cls, server: ForkServer, device: str, limits: Limits | None = None,
               extra_binds: list[tuple[str, str]] | None = None, share_ipc: bool = False,
-              writable_binds: list[tuple[str, str]] | None = None) -> RunnerProcess:
+              writable_binds: list[tuple[str, str]] | None = None, warm: tuple[str, ...] = ()) -> RunnerProcess:
         """`extra_binds` are bound read-only into the sandbox, `writable_binds` writable (a source's own Triton
-        cache); without a sandbox a writable bind's path is given to the runner directly."""
-        runner = cls(server, device, limits or Limits(), list(extra_binds or []), share_ipc, writable_binds)
+        cache); without a sandbox a writable bind's path is given to the runner directly. `warm`: the GPU libraries
+        it loads right after Ready (`runner_libraries.py`)."""
+        runner = cls(server, device, limits or Limits(), list(extra_binds or []), share_ipc, writable_binds, warm)
         runner.await_ready()
         return runner
 

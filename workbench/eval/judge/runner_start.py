@@ -22,6 +22,7 @@ from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.correctness import CandidateFailure
 from workbench.eval.judge.reply import Stop
 from workbench.eval.judge.runner_handle import Limits, RunnerDied, RunnerProcess
+from workbench.eval.judge.runner_libraries import libraries_for
 
 #: Seconds for loading a candidate, CUDA compilation included (evaluate(compile_timeout=...) overrides).
 DEFAULT_COMPILE_TIMEOUT = 600.0
@@ -44,8 +45,9 @@ def start_runner(ev: Any) -> CandidateSession:
     if triton_dir is not None:
         writable.append((str(triton_dir), TRITON_MOUNT))
     started = time.perf_counter()
+    warm = libraries_for(ev.device, ev.task.source, cand["source"])
     runner = RunnerProcess.start(ev.ctx.fork_server, ev.device, Limits(memory_bytes=ev.job.get("memory_bytes")),
-                                 binds, share_ipc=ev.ctx.share_ipc, writable_binds=writable)
+                                 binds, share_ipc=ev.ctx.share_ipc, writable_binds=writable, warm=warm)
     ev.base["protocol"]["runner_start_s"] = round(time.perf_counter() - started, 3)
     session = CandidateSession(runner, ev.device, ev.timeout, ev.ctx.transport)
     if ev.build_entry is not None and runner.workdir:  # no sandbox: no bind, the judge copies the entry in
@@ -80,6 +82,8 @@ def load_candidate(ev: Any, meanwhile: Callable[[], None] | None = None) -> None
                 "compilation included). Raise it with evaluate(..., compile_timeout=seconds).")}) from None
         raise
     ev.base["protocol"]["load_seconds"] = round(session.load_seconds, 3)
+    if session.warmup_seconds:
+        ev.base["protocol"]["runner_warmup_s"] = round(session.warmup_seconds, 3)
     if ev.build_key is not None:
         ev.base["protocol"]["compile_seconds"] = round(session.load_seconds, 3)
         ev.base["protocol"]["compile_cache"] = "hit" if ev.build_entry is not None else "miss"

@@ -74,7 +74,7 @@ def _serve_runner(req: Spawn, tier: str, note: str) -> None:
 
     faulthandler.enable()
     try:
-        serve(RUNNER_SOCKET_FD, req.job, req.nonce, req.device, tier, note)
+        serve(RUNNER_SOCKET_FD, req.job, req.nonce, req.device, tier, note, req.warm)
     except BaseException as exc:  # noqa: BLE001 - the runner's own failure, said as such (not the sandbox's)
         _say(f"kwb runner failed: {type(exc).__name__}: {exc}")
         os._exit(1)

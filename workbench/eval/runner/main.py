@@ -22,8 +22,9 @@ from typing import Any
 import torch
 import torch.profiler
 
-from workbench.eval.runner import compile_pause, kernel_trace, launches, op_record, seal
+from workbench.eval.runner import compile_pause, kernel_trace, launches, library_warmup, op_record, seal
 from workbench.eval.runner.poison import Poison
+from workbench.eval.wire import model_init
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire import timed_loop as timing
 from workbench.eval.wire.runner_messages import (
@@ -121,6 +122,8 @@ class Runner:
         #: Whether a compile may pause the judge's hold of the device now (`compile_pause.py`): inside a load, build
         #: or call, never inside a timed batch.
         self.pausable = False
+        #: Seconds `library_warmup.warm` took before the first request.
+        self.warmup_seconds = 0.0
 
     # -- messages --
     def send(self, message: protocol.Message) -> None:
@@ -191,28 +194,37 @@ class Runner:
             return
         kernels = tuple(sorted(_kernel_names(self.module, msg.source)))
         self.send(Loaded(kernels=kernels, seconds=time.perf_counter() - started,
-                         build_dir=os.environ.get("TORCH_EXTENSIONS_DIR", "")))
+                         build_dir=os.environ.get("TORCH_EXTENSIONS_DIR", ""),
+                         warmup_seconds=round(self.warmup_seconds, 4)))
 
     def on_build(self, msg: Build) -> None:
+        """Build the candidate where the judge built the reference (`model_init`), then copy the reference's state
+        in when the names and shapes match (device to device, finished before the reply: the judge may reuse the
+        shared state's memory once it has the reply)."""
+        note = ""
         try:
             init = [self.arg(v) for v in msg.init]
             _apply_sizes(self.module, msg.sizes)
-            seed_all(msg.seed)
-            model = self.cls(*init)
+            host_only = msg.init_device == model_init.HOST  # the reference's constructor only ran there
+            model, _, failed = model_init.build(lambda: self.cls(*init), self.device, lambda: seed_all(msg.seed),
+                                                model_init.HOST if host_only else None)
+            if failed is not None:
+                note = model_init.BUILT_ON_HOST_NOTE.format(error=f"{type(failed).__name__}: {failed}"[:200])
             loaded = False
             if isinstance(model, torch.nn.Module):
                 state = {k: self.arg(v) for k, v in msg.state.items()}
                 own = model.state_dict()
                 if state and own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own):
-                    model.load_state_dict({k: v.detach().to("cpu") if v.device != torch.device("cpu") else v
-                                           for k, v in state.items()})
+                    model.load_state_dict({k: v.detach() for k, v in state.items()})
                     loaded = True
                 model = model.to(self.device).eval()
+                if self.cuda:
+                    torch.cuda.synchronize()
             self.models[msg.model] = model
         except BaseException as exc:  # noqa: BLE001
             self.fault("init", exc)
             return
-        self.send(Built(model=msg.model, weights_loaded=loaded))
+        self.send(Built(model=msg.model, weights_loaded=loaded, init_note=note))
 
     def _forms_and_copy(self, out: Any, slots: tuple[TensorRef, ...]) -> tuple[tuple[OutputForm, ...], bool]:
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -410,8 +422,10 @@ class _null:
         return False
 
 
-def serve(sock_fd: int, job: str, nonce: str, device: str, sandbox: str, reason: str) -> None:
-    """The runner's main: announce itself, then answer the judge until Shutdown or the end of the channel."""
+def serve(sock_fd: int, job: str, nonce: str, device: str, sandbox: str, reason: str,
+          warm: tuple[str, ...] = ()) -> None:
+    """The runner's main: announce itself, load the GPU libraries the judge named (`warm`: while the judge goes on
+    with its own work), then answer the judge until Shutdown or the end of the channel."""
     import socket
 
     channel = Channel(socket.socket(fileno=sock_fd))
@@ -425,4 +439,5 @@ def serve(sock_fd: int, job: str, nonce: str, device: str, sandbox: str, reason:
     compile_pause.install_triton()
     runner.send(Ready(protocol=protocol.PROTOCOL, pid=os.getpid(), versions=_versions(),
                       device_name=_device_name(device), sandbox=sandbox, sandbox_reason=reason))
+    runner.warmup_seconds = library_warmup.warm(device, warm)
     runner.loop()

@@ -48,6 +48,8 @@ class Spawn(Message):
     extra_binds: tuple[Bind, ...] = ()
     writable_binds: tuple[Bind, ...] = ()
     workdir: str = ""
+    #: GPU libraries the runner loads right after Ready (`judge/runner_libraries.py`).
+    warm: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

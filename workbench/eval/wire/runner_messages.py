@@ -85,7 +85,9 @@ class Build(Message):
     """Build the candidate model `model` from init arguments under `seed`, then load `state` (the reference's
     parameters and buffers, by name) when its state_dict has the same keys and shapes. `sizes`: the size constants
     of this build (as the reference module got them); the candidate's module-level constants of the same names
-    are set to them first, so a candidate that sizes itself from `batch_size` & co. follows a non-default size."""
+    are set to them first, so a candidate that sizes itself from `batch_size` & co. follows a non-default size.
+    `init_device`: where the reference was built, so where the candidate is built first (`model_init`; "" for the
+    runner's default)."""
 
     kind: ClassVar[str] = "build"
     model: int
@@ -93,6 +95,7 @@ class Build(Message):
     seed: int
     state: dict[str, TensorRef] = field(default_factory=dict)
     sizes: dict[str, Any] = field(default_factory=dict)
+    init_device: str = ""
 
 
 @dataclass(frozen=True)
@@ -210,17 +213,23 @@ class Ready(Message):
 
 @dataclass(frozen=True)
 class Loaded(Message):
+    """`warmup_seconds`: what loading the GPU libraries took before the first request (`runner/library_warmup.py`)."""
+
     kind: ClassVar[str] = "loaded"
     kernels: tuple[str, ...]
     seconds: float
     build_dir: str = ""
+    warmup_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
 class Built(Message):
+    """`init_note`: why the candidate was built on the host instead of where the Build asked ("" when it was not)."""
+
     kind: ClassVar[str] = "built"
     model: int
     weights_loaded: bool
+    init_note: str = ""
 
 
 @dataclass(frozen=True)

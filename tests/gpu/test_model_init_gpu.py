@@ -1,0 +1,101 @@
+"""Models built on the GPU (`wire/model_init.py`) and GPU libraries loaded before a runner's first request
+(`judge/runner_libraries.py`), on a real device: equal weights on both sides whichever way a model is built, the
+host as a visible fallback, and the warm-up's seconds in the Result."""
+
+from __future__ import annotations
+
+import pytest
+
+import workbench as wb
+
+pytestmark = pytest.mark.gpu
+
+SCALED = '''
+import torch
+import torch.nn as nn
+
+batch_size = 64
+dim = 4096
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.rand(dimHOST))
+
+    def forward(self, x):
+        return torch.softmax(x * self.scale, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+HOST_GEN = ", generator=torch.Generator().manual_seed(1)"  # a host generator: this constructor only runs on the host
+
+
+def _task(source: str) -> wb.Task:
+    return wb.Task.from_source(source, name="scaled_softmax", kernel_policy="partial")
+
+
+def _candidate(source: str) -> wb.Candidate:
+    return wb.Candidate(source.replace("class Model(", "class ModelNew("), language="torch")
+
+
+def test_parameters_with_other_names_get_the_same_device_drawn_values():
+    source = SCALED.replace("HOST", "")
+    res = wb.evaluate(_task(source), _candidate(source.replace("self.scale", "self.gain")), device="cuda",
+                      time_it=False)
+    assert res.status == "ok", res.message
+    assert res.protocol["models_built_on"].startswith("cuda")  # other values would scale the softmax otherwise
+
+
+def test_a_reference_that_only_builds_on_the_host_has_its_candidate_built_there_too():
+    source = SCALED.replace("HOST", HOST_GEN)
+    res = wb.evaluate(_task(source), _candidate(source.replace("self.scale", "self.gain")), device="cuda",
+                      time_it=False)
+    assert res.status == "ok", res.message
+    assert res.protocol["models_built_on"] == "cpu"
+
+
+def test_a_candidate_that_only_builds_on_the_host_is_built_there_and_said_so():
+    source = SCALED.replace("HOST", "")
+    res = wb.evaluate(_task(source), _candidate(SCALED.replace("HOST", HOST_GEN)), device="cuda", time_it=False)
+    assert res.status == "ok", res.message  # same parameter names: the reference's state is copied in
+    assert any("built on the host" in note for note in res.details["notes"]), res.details["notes"]
+
+
+CONV = '''
+import torch
+import torch.nn as nn
+
+batch_size, channels, size = 8, 16, 64
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, channels, size, size)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_conv_tasks_runner_loads_cudnn_before_its_first_request():
+    task = wb.Task.from_source(CONV, name="conv_relu", kernel_policy="partial")
+    res = wb.evaluate(task, _candidate(CONV), device="cuda")
+    assert res.status == "ok", res.message
+    assert res.protocol["runner_warmup_s"] > 0
+    assert 0.9 < res.speedup < 1.1  # both runners warmed alike: the reference against itself

@@ -1,0 +1,37 @@
+"""The runner loads the GPU libraries the judge named before it reads its first request (`judge/runner_libraries.py`
+says why and how they are chosen).
+
+It runs after Ready is sent and before any candidate code is imported: tiny operations on data of its own, whose
+only effect is that the CUDA context exists and cuBLAS's and cuDNN's libraries and handles are loaded in this thread
+(the one that serves every request). A failure here is ignored: the candidate's own first call then meets the same
+problem and reports it in its own stage.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def warm(device: str, libraries: tuple[str, ...]) -> float:
+    """Load `libraries` ("cuda", "cublas", "cudnn") on `device`; the seconds it took (0 when there was nothing)."""
+    if not libraries or not device.startswith("cuda"):
+        return 0.0
+    started = time.perf_counter()
+    try:
+        torch.cuda.init()
+        dev = torch.device(device)
+        x = torch.ones(4, 8, 8, 8, device=dev)
+        if "cublas" in libraries:
+            a = x.view(32, 64)
+            torch.nn.functional.linear(a, a[:16], a[0, :16])  # cuBLASLt, as a Linear with bias calls it
+            torch.mm(a.half(), a.half().t())
+        if "cudnn" in libraries:
+            torch.nn.functional.conv2d(x, torch.ones(4, 4, 3, 3, device=dev), padding=1)
+            mean, var = torch.zeros(4, device=dev), torch.ones(4, device=dev)
+            torch.nn.functional.batch_norm(x, mean, var, training=False)
+        torch.cuda.synchronize(dev)
+    except Exception:  # noqa: BLE001 - module doc: the candidate's first call meets it again
+        pass
+    return time.perf_counter() - started
