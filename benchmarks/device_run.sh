@@ -74,7 +74,7 @@ PY
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
     timeout 330 python3 benchmarks/eval_throughput.py --before .base --judges "${KB_JUDGES:-2,3}" 2>&1 \
       | tee "$OUT/throughput.log" | grep -v "^\[" | tail -24
-    timeout 220 python3 -m pytest tests/gpu -m "gpu and not slow" -q -rfE -p no:cacheprovider 2>&1 \
+    timeout 400 python3 -m pytest tests/gpu -m "gpu and not slow" -q -rfE -p no:cacheprovider 2>&1 \
       | tee "$OUT/gpu_tests_fast.log" | tail -15
     ;;
   side)

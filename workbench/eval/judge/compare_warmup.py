@@ -1,7 +1,8 @@
 """The judge compiles its comparison kernels (`output_compare_fused`, `recheck_compare`) as soon as it starts, on a
 GPU.
 
-Why: Triton compiles a kernel the first time a process launches it with a new kind of argument (an output dtype).
+Why: Triton compiles a kernel the first time a process launches it with a new kind of argument (an output dtype, a
+length divisible by 16 or not).
 Compiled inside a check, the three kernels took 2.2 s of the first evaluation of a real-size KernelBench LayerNorm on
 an H100 with an empty Triton cache: its whole check took 2.6 s, its comparisons 0.2 s once compiled. Compiled here,
 in a thread of the judge's own, they overlap the judge's wait for its first job and that job's runner start, and
@@ -35,7 +36,10 @@ DTYPES = (torch.float32,)
 def compile_for(device: str, dtype: torch.dtype) -> None:
     """Launch the four kernels once on a few blocks of `dtype` (what a check's comparison and a timed re-check of such
     an output launch)."""
-    o = torch.linspace(-2, 2, 3 * fused.BLOCK + 5, device=device).to(dtype)
+    # A length divisible by 16, as most outputs' are: Triton compiles a kernel apart for lengths that are not, and
+    # that knowledge is worth keeping (compiled for any length, the checks' comparisons of a 256 MiB softmax output
+    # took a median 0.27 s instead of 0.16 s, four judges on an H100).
+    o = torch.linspace(-2, 2, 3 * fused.BLOCK, device=device).to(dtype)
     e = o.double()
     fused.native_error(o, e)
     fused.pair_worst(o, o, e, 1e-5, 1e-5, 0.0)

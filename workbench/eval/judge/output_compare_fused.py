@@ -60,7 +60,7 @@ def _load64(ptr, offs, m):
     return tl.load(ptr + offs, mask=m, other=0.0).to(tl.float64)
 
 
-@triton.jit(do_not_specialize=["N"])
+@triton.jit
 def _native_error_kernel(n_ptr, e_ptr, part_ptr, N, BLOCK_SIZE: tl.constexpr):
     pid, offs, m = _block(N, BLOCK_SIZE)
     n = _load64(n_ptr, offs, m)
@@ -70,7 +70,7 @@ def _native_error_kernel(n_ptr, e_ptr, part_ptr, N, BLOCK_SIZE: tl.constexpr):
     tl.store(part_ptr + pid, tl.max(d, axis=0))
 
 
-@triton.jit(do_not_specialize=["N", "p1", "p2"])
+@triton.jit
 def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N, p1, p2,
                   HAS_POISON: tl.constexpr, NF: tl.constexpr, NI: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     # The bounds come in float64 from memory: a float argument would be passed as float32.
@@ -121,7 +121,7 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
     tl.store(i_ptr + ibase + 3, tl.min(tl.where(m, ok.to(tl.int32), 1), axis=0))
 
 
-@triton.jit(do_not_specialize=["N"])
+@triton.jit
 def _pair_kernel(a_ptr, b_ptr, s_ptr, part_ptr, k_ptr, N, BLOCK_SIZE: tl.constexpr):
     atol, rtol, floor, big = tl.load(k_ptr), tl.load(k_ptr + 1), tl.load(k_ptr + 2), tl.load(k_ptr + 3)
     pid, offs, m = _block(N, BLOCK_SIZE)
