@@ -28,6 +28,12 @@ def get_init_inputs():
     return []
 '''
 
+#: SOFTMAX with a parameter drawn in the constructor (where models are built: tests/test_model_init.py and its GPU
+#: twin); variants replace its draw, `torch.rand(dim)`, or its name, `self.scale`.
+SCALED_SOFTMAX = SOFTMAX.replace(
+    "        super().__init__()\n", "        super().__init__()\n        self.scale = nn.Parameter(torch.rand(dim))\n"
+).replace("torch.softmax(x, dim=-1)", "torch.softmax(x * self.scale, dim=-1)")
+
 TWO_OUTPUTS = '''
 import torch
 import torch.nn as nn

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from engine_tasks import SOFTMAX
+from engine_tasks import SCALED_SOFTMAX
 from redteam.attacks import kernel, softmax_task
 
 import workbench as wb
@@ -78,23 +78,11 @@ def test_a_cpu_evaluation_builds_on_the_host_and_warms_nothing(one_judge):
     assert "runner_warmup_s" not in res.protocol
 
 
-PARAMS_RENAMED = SOFTMAX.replace("class Model(", "class _Unused(") + '''
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.scale = torch.nn.Parameter(torch.rand(dim))
-
-    def forward(self, x):
-        return torch.softmax(x * self.scale, dim=-1)
-'''
-
-
 def test_a_candidate_with_other_parameter_names_draws_the_references_weights(one_judge):
     """KernelBench's rule, kept with the builds in one place: the candidate's own parameter (another name, so no
     state is copied) gets the same values as the reference's from the same seed."""
-    task = wb.Task.from_source(PARAMS_RENAMED, name="scaled_softmax", kernel_policy="partial")
-    cand = PARAMS_RENAMED.replace("class Model(", "class ModelNew(").replace("self.scale", "self.gain")
+    task = wb.Task.from_source(SCALED_SOFTMAX, name="scaled_softmax", kernel_policy="partial")
+    cand = SCALED_SOFTMAX.replace("class Model(", "class ModelNew(").replace("self.scale", "self.gain")
     res = wb.evaluate(task, wb.Candidate(cand, language="torch"), device="cpu", time_it=False)
     assert res.status == "ok", res.message
     other = cand.replace("torch.rand(dim)", "torch.rand(dim) + 0.5")

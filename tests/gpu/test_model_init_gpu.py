@@ -5,36 +5,15 @@ host as a visible fallback, and the warm-up's seconds in the Result."""
 from __future__ import annotations
 
 import pytest
+from engine_tasks import SCALED_SOFTMAX
 
 import workbench as wb
 
 pytestmark = pytest.mark.gpu
 
-SCALED = '''
-import torch
-import torch.nn as nn
-
-batch_size = 64
-dim = 4096
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.scale = nn.Parameter(torch.rand(dimHOST))
-
-    def forward(self, x):
-        return torch.softmax(x * self.scale, dim=-1)
-
-
-def get_inputs():
-    return [torch.randn(batch_size, dim)]
-
-
-def get_init_inputs():
-    return []
-'''
-HOST_GEN = ", generator=torch.Generator().manual_seed(1)"  # a host generator: this constructor only runs on the host
+#: A draw with a host generator: a constructor with it only runs on the host.
+HOST_DRAW = "torch.rand(dim, generator=torch.Generator().manual_seed(1))"
+ON_HOST = SCALED_SOFTMAX.replace("torch.rand(dim)", HOST_DRAW)
 
 
 def _task(source: str) -> wb.Task:
@@ -46,24 +25,21 @@ def _candidate(source: str) -> wb.Candidate:
 
 
 def test_parameters_with_other_names_get_the_same_device_drawn_values():
-    source = SCALED.replace("HOST", "")
-    res = wb.evaluate(_task(source), _candidate(source.replace("self.scale", "self.gain")), device="cuda",
-                      time_it=False)
+    renamed = _candidate(SCALED_SOFTMAX.replace("self.scale", "self.gain"))
+    res = wb.evaluate(_task(SCALED_SOFTMAX), renamed, device="cuda", time_it=False)
     assert res.status == "ok", res.message
     assert res.protocol["models_built_on"].startswith("cuda")  # other values would scale the softmax otherwise
 
 
 def test_a_reference_that_only_builds_on_the_host_has_its_candidate_built_there_too():
-    source = SCALED.replace("HOST", HOST_GEN)
-    res = wb.evaluate(_task(source), _candidate(source.replace("self.scale", "self.gain")), device="cuda",
+    res = wb.evaluate(_task(ON_HOST), _candidate(ON_HOST.replace("self.scale", "self.gain")), device="cuda",
                       time_it=False)
     assert res.status == "ok", res.message
     assert res.protocol["models_built_on"] == "cpu"
 
 
 def test_a_candidate_that_only_builds_on_the_host_is_built_there_and_said_so():
-    source = SCALED.replace("HOST", "")
-    res = wb.evaluate(_task(source), _candidate(SCALED.replace("HOST", HOST_GEN)), device="cuda", time_it=False)
+    res = wb.evaluate(_task(SCALED_SOFTMAX), _candidate(ON_HOST), device="cuda", time_it=False)
     assert res.status == "ok", res.message  # same parameter names: the reference's state is copied in
     assert any("built on the host" in note for note in res.details["notes"]), res.details["notes"]
 

@@ -1,31 +1,28 @@
-"""The judge compiles its comparison kernels (`output_compare_fused`, `recheck_compare`) as soon as it starts, on a
-GPU.
+"""The judge compiles its comparison kernels (`output_compare_fused`, `recheck_compare`) as soon as it starts, on a GPU.
 
 Why: Triton compiles a kernel the first time a process launches it with a new kind of argument (an output dtype, a
-length divisible by 16 or not).
-Compiled inside a check, the three kernels took 2.2 s of the first evaluation of a real-size KernelBench LayerNorm on
-an H100 with an empty Triton cache: its whole check took 2.6 s, its comparisons 0.2 s once compiled. Compiled here,
-in a thread of the judge's own, they overlap the judge's wait for its first job and that job's runner start, and
-Triton's on-disk cache makes them a fraction of a second for every later judge on the machine.
+length divisible by 16 or not). Compiled inside a check, the three kernels took 2.2 s of the first evaluation of a
+real-size KernelBench LayerNorm on an H100 with an empty Triton cache: its whole check took 2.6 s, its comparisons 0.2 s
+once compiled. Compiled here, in a thread of the judge's own, they overlap the judge's wait for its first job and that
+job's runner start, and Triton's on-disk cache makes them a fraction of a second for every later judge on the machine.
 
-The thread holds the device shared (as `reference_compile` does), so no measurement, this judge's or another's,
-runs while it compiles, and the judge's main thread gets the GIL first meanwhile. A check's comparison that comes
-before the compile has ended waits for it (`output_compare_fused.usable`) instead of compiling the same kernels beside
-it; a timed re-check cannot come meanwhile, since the timing holds the device exclusively. Only the judge's own
-kernels and data are involved.
+The thread holds the device shared (`reference_compile.beside_the_judge`, as the reference's compile does), so no
+measurement, this judge's or another's, runs while it compiles, and the judge's main thread gets the GIL first
+meanwhile. A check's comparison that comes before the compile has ended waits for it (`output_compare_fused.usable`)
+instead of compiling the same kernels beside it; a timed re-check cannot come meanwhile, since the timing holds the
+device exclusively. Only the judge's own kernels and data are involved.
 """
 
 from __future__ import annotations
 
 import threading
-from contextlib import nullcontext
 
 import torch
 
 from workbench.eval.judge import output_compare_fused as fused
 from workbench.eval.judge import recheck_compare
-from workbench.eval.judge.device_lock import SHARED, DeviceLock
-from workbench.eval.judge.reference_compile import main_thread_first
+from workbench.eval.judge.device_lock import DeviceLock
+from workbench.eval.judge.reference_compile import beside_the_judge
 
 #: The output dtypes compiled for: KernelBench's problems' (others compile at their first comparison, as before; each
 #: dtype here holds the first measurement of a judge's first job back by up to a second on a machine that never
@@ -56,18 +53,13 @@ def start(device: str, lock: DeviceLock | None) -> threading.Thread | None:
     fused.WARMED.clear()
 
     def work() -> None:
-        own = lock.companion() if lock is not None else None
         try:
-            if torch.device(device).index is not None:
-                torch.cuda.set_device(torch.device(device))  # the current device is per thread
-            with own.hold(SHARED) if own is not None else nullcontext(), main_thread_first():
+            with beside_the_judge(device, lock):
                 for dtype in DTYPES:
                     compile_for(device, dtype)
         except Exception:  # noqa: BLE001 - only a warm-up: a comparison compiles what it needs itself
             pass
         finally:
-            if own is not None:
-                own.close()
             fused.WARMED.set()
 
     thread = threading.Thread(target=work, name="kwb-warm-compare", daemon=True)

@@ -68,6 +68,22 @@ def main_thread_first() -> Iterator[None]:
                 sys.setswitchinterval(_switch_saved)
 
 
+@contextmanager
+def beside_the_judge(device: str, lock: DeviceLock | None) -> Iterator[None]:
+    """For the block, in a background thread of the judge: `device` current in this thread (it is per thread), the
+    device held shared through a lock description of the thread's own (module doc), and the GIL given to the main
+    thread first (`main_thread_first`)."""
+    own = lock.companion() if lock is not None else None
+    try:
+        if device.startswith("cuda") and torch.device(device).index is not None:
+            torch.cuda.set_device(torch.device(device))
+        with own.hold(SHARED) if own is not None else nullcontext(), main_thread_first():
+            yield
+    finally:
+        if own is not None:
+            own.close()
+
+
 @dataclass
 class CompileJob:
     """One background compile: the compiled callable when it worked, or None and a note saying why not."""
@@ -123,18 +139,13 @@ def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
 
     def work() -> None:
         started = time.perf_counter()
-        own = lock.companion() if lock is not None else None
         try:
-            if device.startswith("cuda") and torch.device(device).index is not None:
-                torch.cuda.set_device(torch.device(device))  # the current device is per thread
-            with own.hold(SHARED) if own is not None else nullcontext(), main_thread_first():
+            with beside_the_judge(device, lock):
                 job.compiled, job.note = compile_fn(model, inputs)
         except Exception as exc:  # noqa: BLE001 - drawing the inputs or taking the lock failed: still only a note
             job.compiled, job.note = None, (f"torch.compile of the reference failed ({type(exc).__name__}: "
                                             f"{str(exc)[:200]}); compiled line omitted")
         finally:
-            if own is not None:
-                own.close()
             job.seconds = time.perf_counter() - started
             job.done.set()
 
