@@ -88,3 +88,11 @@ def test_a_candidate_with_other_parameter_names_draws_the_references_weights(one
     other = cand.replace("torch.rand(dim)", "torch.rand(dim) + 0.5")
     bad = wb.evaluate(task, wb.Candidate(other, language="torch"), device="cpu", time_it=False)
     assert bad.status == "incorrect"
+
+
+def test_the_references_state_loads_only_into_the_same_names_and_shapes():
+    own = torch.nn.Linear(4, 3).state_dict()
+    assert model_init.same_layout(own, torch.nn.Linear(4, 3).state_dict())
+    assert not model_init.same_layout(own, torch.nn.Linear(5, 3).state_dict())  # a shape differs
+    assert not model_init.same_layout(own, {"weight": own["weight"]})  # a name is missing
+    assert not model_init.same_layout({}, {})  # nothing to load

@@ -162,8 +162,8 @@ def build_candidate(ref: LoadedReference, ref_model: Any, candidate_cls: Any, si
 def _copy_weights(ref_model: Any, cand_model: torch.nn.Module) -> None:
     if not isinstance(ref_model, torch.nn.Module):
         return
-    rs, cs = ref_model.state_dict(), cand_model.state_dict()
-    if rs and rs.keys() == cs.keys() and all(rs[k].shape == cs[k].shape for k in rs):
+    rs = ref_model.state_dict()
+    if model_init.same_layout(cand_model.state_dict(), rs):
         cand_model.load_state_dict(rs)
 
 

@@ -214,7 +214,7 @@ class Runner:
             if isinstance(model, torch.nn.Module):
                 state = {k: self.arg(v) for k, v in msg.state.items()}
                 own = model.state_dict()
-                if state and own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own):
+                if model_init.same_layout(own, state):
                     model.load_state_dict({k: v.detach() for k, v in state.items()})
                     loaded = True
                 model = model.to(self.device).eval()

@@ -69,6 +69,12 @@ def build(make: Callable[[], Any], device: str, reseed: Callable[[], None], plac
     return make(), HOST, failure
 
 
+def same_layout(own: dict[str, Any], state: dict[str, Any]) -> bool:
+    """Whether the reference's `state` can be loaded into a model whose own state_dict is `own`: the same names,
+    each with the same shape (a candidate with other parameters keeps its own, drawn under the same seed)."""
+    return bool(state) and own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own)
+
+
 def remember(model: Any, place: str) -> None:
     """Record where the judge built `model` (`built_on` reads it when the runners are told)."""
     try:
