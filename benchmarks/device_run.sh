@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|side|first|sample|baseline|speed|ab|oom|probe|bisect|big|dask
+#   bash benchmarks/device_run.sh tests-fast|tests|engine|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +66,15 @@ PY
     # Overlap on the GPU: candidates per minute with 1, 2 and 3 judges in one run, then the overhead figure.
     timeout 330 python3 benchmarks/eval_throughput.py --judges "${KB_JUDGES:-1,2,3}" 2>&1 | tee "$OUT/eval_throughput.log" | grep -v "^\[" | tail -30
     timeout 220 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --before .pre 2>&1 | tee "$OUT/eval_overhead.log" | tail -25
+    ;;
+  survey)
+    # Where a session starts: candidates per minute with this tree at KB_JUDGES (default 4,5), the overhead against
+    # the pre-sandbox engine (.pre), then KB_TESTS (optional) GPU tests.
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+    timeout 260 python3 benchmarks/eval_throughput.py --judges "${KB_JUDGES:-4,5}" 2>&1 \
+      | tee "$OUT/throughput.log" | grep -v "^\[" | tail -24
+    timeout 200 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --before .pre 2>&1 | tee "$OUT/eval_overhead.log" | tail -25
+    [ -n "${KB_TESTS:-}" ] && timeout 100 python3 -m pytest $KB_TESTS -q -rfE -p no:cacheprovider 2>&1 | tail -8
     ;;
   ab)
     # A change to the evaluation path, before and after in one run: candidates per minute with the engine in .base

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from workbench.eval.judge import stats
-from workbench.eval.judge.stats import StoppingRule
+from workbench.eval.judge.stopping import StoppingRule
 from workbench.result import SPEEDUP_VERDICTS, Timing
 
 
@@ -169,6 +169,23 @@ def test_joint_time_cap_is_shared_and_names_the_one_not_done():
     assert joint.reasons == {"ref": "ci-target", "cand": "time-cap"}
     with pytest.raises(ValueError, match="known"):
         joint.add({"other": [1.0]})
+
+
+def test_an_extended_pair_goes_on_past_its_cap_and_bound_once():
+    joint = StoppingRule(plateau_batches=0, min_samples=10, max_samples=20, time_cap_s=5.0).start_joint(["ref", "cand"])
+    noisy = [1.0, 1.5] * 5
+    while not joint.add({"ref": noisy, "cand": noisy}, elapsed_s=0.1):
+        pass
+    assert joint.reasons == {"ref": "max-reps", "cand": "max-reps"} and joint.stoppers["cand"].n == 20
+    assert joint.extend(time_cap_s=5.5, max_samples=100)
+    assert not joint.done() and joint.reasons == {"ref": "", "cand": ""}
+    batches = 0
+    while not joint.add({"ref": noisy, "cand": noisy}, elapsed_s=1.0):
+        batches += 1
+    assert batches == 5  # 0.2 s + 6 x 1 s passes the extended 5.5 s cap on the sixth batch
+    assert joint.reasons == {"ref": "time-cap", "cand": "time-cap"} and joint.stoppers["cand"].n == 80
+    assert not joint.extend(time_cap_s=60.0, max_samples=1000)  # once only
+    assert joint.done()
 
 
 # ---- the A/B verdict -----------------------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ class Context:
     #: The last timing pool, kept for the next candidate of the same task, size and seed (`input_pool.py`): one
     #: at most, by its timing key.
     kept_pool: tuple[Any, Any] | None = None
+    #: The next candidate's runner, started and warmed up during this one's evaluation (`spare_runner.py`).
+    spare: Any = None
 
     def take_pool(self, key: Any) -> Any:
         """The kept timing pool of `key` (no longer kept: the caller gives it back with `keep_pool`), or None. A
@@ -91,6 +93,14 @@ class Context:
             self.kept_pool[1].free()
             self.kept_pool = None
 
+    def release_spare(self) -> None:
+        """Close the spare runner (the judge has been idle, ends, or needs the memory its CUDA context holds)."""
+        if self.spare is not None:
+            from workbench.eval.judge.spare_runner import discard
+
+            discard(self.spare)
+            self.spare = None
+
     def drop_device_caches(self, task: str = "") -> bool:
         """Forget every cached reference round, model and compiled model (they may hold GPU memory a larger task
         needs); True when any of them belonged to a task other than `task` (a task key): only then can a second
@@ -103,6 +113,7 @@ class Context:
         if self.kept_pool is not None:
             had = had or self.kept_pool[0][0] != task
             self.release_pool()
+        self.release_spare()
         import gc
 
         gc.collect()

@@ -46,7 +46,7 @@ from workbench.eval.judge.input_pool import free_bytes
 from workbench.eval.judge.reference_rounds import build_reference
 from workbench.eval.judge.reply import Stop
 from workbench.eval.judge.runner_handle import RunnerDied, RunnerViolation
-from workbench.eval.judge.runner_start import load_candidate, start_runner
+from workbench.eval.judge.runner_start import after_close, load_candidate, settle_spare, start_runner, start_spare
 from workbench.eval.judge.timing import ReferenceSide
 from workbench.eval.wire import model_init
 from workbench.tasks import precision
@@ -204,6 +204,7 @@ class Evaluation:
                 if self.session.pauses.count:
                     self.base["protocol"]["compile_pauses"] = self.session.pauses.to_dict()
                 self.session.close()
+                after_close(self)
             if self.plan is not None and self.plan.pool.keepable:
                 # Its runner is closed (dead): the next candidate of this task, size and seed is lent the pool (and
                 # the reference's runner with it).
@@ -265,7 +266,12 @@ class Evaluation:
                 reference_runner.launch_for(self)
             self._start_compile()
         with self._device(SHARED):  # the candidate's import may already use the device
-            load_candidate(self, meanwhile=lambda: check_rounds.make_ahead(self))
+            load_candidate(self, meanwhile=self._while_importing)
+
+    def _while_importing(self) -> None:
+        """The judge's own work while the runner imports: the next candidate's runner, this one's rounds ahead."""
+        start_spare(self)
+        check_rounds.make_ahead(self)
 
     def _prepare_timing(self) -> None:
         interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
@@ -304,8 +310,11 @@ class Evaluation:
             self.session.lend_pool(self.plan.pool)
         reference, cached = check_rounds.rounds_for(self)
         self.base["protocol"]["reference_cache"] = "hit" if cached else "miss"
-        report = run_correctness(self.reference(), self.session, device=self.device, sizes=sizes, seed=self.seed,
-                                 rounds=rounds, tolerance=self.task.tolerance, reference=reference)
+        try:
+            report = run_correctness(self.reference(), self.session, device=self.device, sizes=sizes,
+                                     seed=self.seed, rounds=rounds, tolerance=self.task.tolerance, reference=reference)
+        finally:
+            settle_spare(self)  # before the lock is let go: its warm-up stays out of other judges' timing
         self.base["protocol"]["check_phases"] = report.phases
         self.base["protocol"]["models_built_on"] = model_init.built_on(reference.model(0))
         placement = {f.placement for f in reference._f64.values()}

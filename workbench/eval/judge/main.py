@@ -206,9 +206,10 @@ def main() -> None:
     try:
         while True:
             try:
-                line = lines.get(timeout=POOL_IDLE_S if ctx.kept_pool is not None else None)
-            except queue.Empty:  # no job for a while: the kept timing pool's memory goes back
+                line = lines.get(timeout=POOL_IDLE_S if ctx.kept_pool is not None or ctx.spare is not None else None)
+            except queue.Empty:  # no job for a while: the kept timing pool's memory and the spare runner go back
                 ctx.release_pool()
+                ctx.release_spare()
                 continue
             if line is None:
                 break
@@ -229,12 +230,13 @@ def main() -> None:
             _send(reply, job_id)
             gc.collect()
     finally:
+        ctx.release_spare()
         server.close()
 
 
-#: Seconds a judge without a job keeps the timing pool of its last task (`Context.keep_pool`): long enough for the
-#: next candidate of a sweep or an LLM loop, short enough that an idle judge does not hold GPU memory the user's
-#: own work needs.
+#: Seconds a judge without a job keeps the timing pool of its last task (`Context.keep_pool`) and its spare runner
+#: (`spare_runner.py`): long enough for the next candidate of a sweep or an LLM loop, short enough that an idle judge
+#: does not hold GPU memory the user's own work needs.
 POOL_IDLE_S = float(os.environ.get("KWB_POOL_IDLE_S") or 10.0)
 
 

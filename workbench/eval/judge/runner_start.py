@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from workbench.eval.judge import build_cache
+from workbench.eval.judge import build_cache, spare_runner
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.correctness import CandidateFailure
 from workbench.eval.judge.reply import Stop
@@ -46,9 +46,17 @@ def start_runner(ev: Any) -> CandidateSession:
         writable.append((str(triton_dir), TRITON_MOUNT))
     started = time.perf_counter()
     warm = libraries_for(ev.device, ev.task.source, cand["source"])
-    runner = RunnerProcess.start(ev.ctx.fork_server, ev.device, Limits(memory_bytes=ev.job.get("memory_bytes")),
-                                 binds, share_ipc=ev.ctx.share_ipc, writable_binds=writable, warm=warm)
+    ev.spare_key = spare_runner.SpareKey(ev.device, ev.job.get("memory_bytes"), ev.ctx.share_ipc, warm)
+    ev.spare = _take_spare(ev.ctx, ev.spare_key) if not binds else None
+    if ev.spare is not None:
+        ev.triton_dir = triton_dir
+        ev.base["protocol"]["triton_entries_lent"] = spare_runner.fill(ev.spare, triton_dir)
+        runner = ev.spare.runner
+    else:
+        runner = RunnerProcess.start(ev.ctx.fork_server, ev.device, Limits(memory_bytes=ev.job.get("memory_bytes")),
+                                     binds, share_ipc=ev.ctx.share_ipc, writable_binds=writable, warm=warm)
     ev.base["protocol"]["runner_start_s"] = round(time.perf_counter() - started, 3)
+    ev.base["protocol"]["runner"] = "spare" if ev.spare is not None else "started"
     session = CandidateSession(runner, ev.device, ev.timeout, ev.ctx.transport)
     if ev.build_entry is not None and runner.workdir:  # no sandbox: no bind, the judge copies the entry in
         build_cache.copy_entry(ev.build_entry, os.path.join(runner.workdir, "torch_extensions"))
@@ -62,6 +70,42 @@ def start_runner(ev: Any) -> CandidateSession:
     if ev.ctx.transport_note:
         ev.base["protocol"]["transport_note"] = ev.ctx.transport_note
     return session
+
+
+def _take_spare(ctx: Any, key: spare_runner.SpareKey) -> spare_runner.Spare | None:
+    """The judge's spare runner when it was started for jobs like this one and is up (`spare_runner.py`); a spare
+    that does not fit is closed (the next one is started for this job's kind)."""
+    spare, ctx.spare = ctx.spare, None
+    if spare is None:
+        return None
+    fits = (spare.key.device, spare.key.memory_bytes, spare.key.share_ipc) == \
+        (key.device, key.memory_bytes, key.share_ipc) and set(key.warm) <= set(spare.key.warm)
+    if not fits:
+        spare_runner.discard(spare)
+        return None
+    return spare if spare_runner.settle(spare) else None
+
+
+def start_spare(ev: Any) -> None:
+    """Start the runner of this judge's next candidate, like this one's (`spare_runner.py`); called while the judge
+    holds the device shared."""
+    set_bytes = ev.plan.pool.set_bytes if ev.plan is not None else None
+    if ev.ctx.spare is None and getattr(ev, "spare_key", None) is not None and \
+            spare_runner.wanted(ev.device, set_bytes):
+        ev.ctx.spare = spare_runner.spawn(ev.ctx, ev.spare_key)
+
+
+def settle_spare(ev: Any) -> None:
+    """Wait, still holding the device shared, for the spare's warm-up to end (`spare_runner.py`)."""
+    if ev.ctx.spare is not None and not spare_runner.settle(ev.ctx.spare):
+        ev.ctx.spare = None
+
+
+def after_close(ev: Any) -> None:
+    """Once the evaluation's runner is closed: a spare's Triton entries copied into its source's cache."""
+    spare, ev.spare = getattr(ev, "spare", None), None
+    if spare is not None:
+        spare_runner.give_back(spare, getattr(ev, "triton_dir", None))
 
 
 def load_candidate(ev: Any, meanwhile: Callable[[], None] | None = None) -> None:

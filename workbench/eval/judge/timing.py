@@ -42,7 +42,7 @@ from workbench.eval.judge.candidate_session import CandidateSession
 from workbench.eval.judge.clock_check import Batch
 from workbench.eval.judge.input_pool import InputPool
 from workbench.eval.judge.reference_runner import ReferenceRunnerFailed
-from workbench.eval.judge.stats import StoppingRule
+from workbench.eval.judge.stopping import JointStopper, StoppingRule, _rel_width
 from workbench.eval.judge.timing_batches import Calibration, copy_out_mirrored, judge_batch
 from workbench.eval.judge.timing_outcome import PAIR, TimingOutcome
 from workbench.eval.judge.timing_placement import Frozen, OneCore
@@ -56,6 +56,9 @@ TARGET_BATCH_S = {"cuda": 0.02, "cpu": 0.02}
 MIN_BATCHES = 10
 #: Each side's relative 95% CI width (of its median batch mean) under which a settled A/B verdict stops timing.
 DECIDED_REL_CI = 0.04
+#: Seconds of timed rounds, and batches per side, a GPU timing may go on to when its cap stopped it with the speedup
+#: still inconclusive (`PairTimer._worth_more`): the cap, 2 s, and the bound, 200 batches, otherwise.
+EXTENDED_CAP_S, EXTENDED_MAX_BATCHES = 6.0, 600
 #: Calls checked per round after the first (the first round checks every call).
 CHECKS_PER_BATCH = 2
 
@@ -174,26 +177,44 @@ class PairTimer:
         fixed_left = self.rule.max_samples if self.rule.is_fixed else None
         r = 2
         decided = ""
-        while not stopper.done() and not self._caught():
-            n = calls if fixed_left is None else max(1, min(calls, (fixed_left + 1) // 2))
-            started = time.perf_counter()
-            got = self._round(r, n, count=True)
-            samples = {m: ([got[m]] * (n if fixed_left is not None else 1) if got else []) for m in PAIR}
-            stopper.add(samples, time.perf_counter() - started)
-            r += 1
-            if fixed_left is None and r % 2 == 0 and self._speedup_decided():
-                decided = "verdict"
-                break
-            if fixed_left is not None:
-                fixed_left -= n
-                if fixed_left <= 0:
+        while True:
+            while not stopper.done() and not self._caught():
+                n = calls if fixed_left is None else max(1, min(calls, (fixed_left + 1) // 2))
+                started = time.perf_counter()
+                got = self._round(r, n, count=True)
+                samples = {m: ([got[m]] * (n if fixed_left is not None else 1) if got else []) for m in PAIR}
+                stopper.add(samples, time.perf_counter() - started)
+                r += 1
+                if fixed_left is None and r % 2 == 0 and self._speedup_decided():
+                    decided = "verdict"
                     break
+                if fixed_left is not None:
+                    fixed_left -= n
+                    if fixed_left <= 0:
+                        break
+            if decided or fixed_left is not None or not self._worth_more(stopper):
+                break
         reasons = stopper.reasons
         if decided:
             reasons = {name: reason or "ci-target" for name, reason in reasons.items()}
         if "compiled" in self.names:
             reasons["compiled"] = "with-pair"
         return self._outcome(reasons)
+
+    def _worth_more(self, stopper: JointStopper) -> bool:
+        """Whether timing goes on past its cap (once, to EXTENDED_CAP_S; `JointStopper.extend`): on a GPU, when the
+        cap or the batch bound stopped a side while the speedup's verdict is still inconclusive. A launch-bound
+        network's batches are noisy (a 2-5 ms KernelBench CNN reached its 2 s cap at a CI of +-2-5%), and a few more
+        seconds turn its "inconclusive" into a verdict; a kernel whose sides reached their CI targets is not timed
+        longer: its verdict rests on a difference near the band's edge, not on too few batches."""
+        if not self.cuda or self._caught() or stopper.extended:
+            return False
+        if not any(r in ("time-cap", "max-reps") for r in stopper.reasons.values()):
+            return False
+        ref, cand = self._watched("reference"), self._watched("candidate")
+        if min(len(ref), len(cand)) < MIN_BATCHES or stats.compare(ref, cand, paired=True).verdict != "inconclusive":
+            return False
+        return stopper.extend(EXTENDED_CAP_S, EXTENDED_MAX_BATCHES)
 
     def _speedup_decided(self) -> bool:
         """Whether the A/B verdict is settled before each side reached its own CI target: the speedup's CI lies
@@ -203,7 +224,7 @@ class PairTimer:
         ref, cand = self._watched("reference"), self._watched("candidate")
         if min(len(ref), len(cand)) < MIN_BATCHES:
             return False
-        if max(stats._rel_width(sorted(ref), 0.95), stats._rel_width(sorted(cand), 0.95)) > DECIDED_REL_CI:
+        if max(_rel_width(sorted(ref), 0.95), _rel_width(sorted(cand), 0.95)) > DECIDED_REL_CI:
             return False
         return stats.compare(ref, cand, paired=True).verdict != "inconclusive"
 
