@@ -50,3 +50,28 @@ def test_the_compiled_bound_of_two_calls_is_the_sliced_one(dtype):
     from test_output_compare_fused import test_the_one_pass_bound_of_two_calls_is_the_sliced_one as check
 
     check(dtype, device="cuda")
+
+
+@pytest.mark.parametrize("with_reference", [True, False])
+def test_a_first_output_kept_on_the_host_is_judged_on_the_gpu_slice_by_slice(monkeypatch, with_reference):
+    """A large output's first call is kept in page-locked host memory when the GPU has no room for a copy
+    (`correctness._Protocol._keep_first`); the two calls' bound is then judged a slice at a time on the GPU, with the same result as
+    when both are on the GPU."""
+    from test_output_compare_fused import _case
+
+    from workbench.eval.judge import correctness
+    from workbench.eval.judge import output_compare_fused as fused
+
+    monkeypatch.setattr(correctness, "CHUNK", 3 * fused.BLOCK + 5)  # several slices, the last one ragged
+    a, native, ref64 = _case(torch.float32, True, seed=7, device="cuda")
+    b = a.clone()
+    b[11] += 0.25  # a reordered sum, larger than the bound
+    b[2 * fused.BLOCK + 1] = float("nan")
+    a[2 * fused.BLOCK + 1] = float("nan")  # NaN in both: the same
+    tol = Tolerance(atol=1e-3, rtol=1e-3)
+    reference = ref64 if with_reference else None
+    on_gpu = correctness._pair_ratio(a, b, native, reference, tol)
+    on_host = correctness._pair_ratio(a.cpu().pin_memory(), b, native, reference, tol)
+    assert on_host == pytest.approx(on_gpu, rel=1e-12) and on_gpu > 1
+    b[fused.BLOCK + 9] = 1.0  # NaN in the first call only
+    assert correctness._pair_ratio(a.cpu().pin_memory(), b, native, reference, tol) == float("inf")
