@@ -129,7 +129,10 @@ def run_problem(level: int, path: Path, device: str, *, fit: str | None = None, 
                       ms=result.timing.median_ms if result.timing else None,
                       ref_ms=result.reference_timing.median_ms if result.reference_timing else None,
                       memory_gib=result.protocol.get("judge_memory_gib"),
-                      check_phases=result.protocol.get("check_phases"))
+                      check_phases=result.protocol.get("check_phases"),
+                      # Where each side ran: an A/A bias differs when the judge timed the reference itself.
+                      reference_timed_in=result.protocol.get("reference_timed_in"),
+                      runner=result.protocol.get("runner"))
     record["seconds"] = round(time.perf_counter() - started, 2)
     return record
 
