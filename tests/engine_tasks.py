@@ -78,3 +78,16 @@ def get_init_inputs():
 def softmax_task() -> wb.Task:
     return wb.Task.from_source(SOFTMAX, name="tiny_softmax",
                                sweep={"cpu": [{"batch_size": 5, "dim": 37}, {"batch_size": 3, "dim": 100}]})
+
+
+def evaluate_after_an_import_failure(task: wb.Task, device: str = "cpu") -> wb.Result:
+    """A candidate that fails at import, then the task's reference as its candidate: what a judge keeps from an
+    evaluation that never reached its checks (the reference's runner, the spare runner) must serve the next one."""
+    from workbench.tasks.kernelbench import reference_as_candidate
+
+    broken = wb.Candidate(source="import torch\nraise RuntimeError('fails at import')\n", language="torch")
+    failed = wb.evaluate(task, broken, device=device)
+    assert failed.status == "compile_error", failed.message
+    res = wb.evaluate(task, reference_as_candidate(task), device=device)
+    assert res.status == "ok", res.message
+    return res

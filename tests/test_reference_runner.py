@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import time
 
+from engine_tasks import evaluate_after_an_import_failure
+
 import workbench as wb
 from workbench.tasks.kernelbench import reference_as_candidate
 
@@ -119,10 +121,5 @@ def test_a_runner_kept_from_a_candidate_that_never_reached_timing_serves_the_nex
     """The reference's runner is launched before the candidate's import: a candidate that fails there leaves it kept
     with the pool, its queued replies unread; the next candidate of the task reads them and times on it."""
     monkeypatch.setenv("KWB_REFERENCE_RUNNER", "1")
-    task = wb.Task.from_source(SOFTMAX, name="aa-softmax-after-failure")
-    broken = wb.Candidate(source="import torch\nraise RuntimeError('fails at import')\n", language="torch")
-    failed = wb.evaluate(task, broken, device="cpu")
-    assert failed.status == "compile_error", failed.message
-    res = wb.evaluate(task, reference_as_candidate(task), device="cpu")
-    assert res.status == "ok", res.message
+    res = evaluate_after_an_import_failure(wb.Task.from_source(SOFTMAX, name="aa-softmax-after-failure"))
     assert res.protocol["reference_timed_in"] == "runner (kept)"

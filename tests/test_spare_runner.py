@@ -13,33 +13,12 @@ import types
 from pathlib import Path
 
 import pytest
+from engine_tasks import SOFTMAX, evaluate_after_an_import_failure
 
 import workbench as wb
 from workbench.eval.judge import runner_start, spare_runner
 from workbench.eval.judge.runner_handle import ForkServer
 from workbench.tasks.kernelbench import reference_as_candidate
-
-SOFTMAX = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.softmax(x, dim=-1)
-
-
-batch_size = 32
-dim = 256
-
-
-def get_inputs():
-    return [torch.randn(batch_size, dim)]
-
-
-def get_init_inputs():
-    return []
-'''
 
 MARKER = "kwb-spare-marker"
 
@@ -99,12 +78,7 @@ def test_the_next_candidate_runs_in_the_spare_a_runner_no_candidate_ran_in(spare
 
 
 def test_a_candidate_that_fails_at_import_leaves_a_spare_that_serves_the_next(spares):
-    task = wb.Task.from_source(SOFTMAX, name="spare-after-failure")
-    broken = wb.Candidate(source="import torch\nraise RuntimeError('fails at import')\n", language="torch")
-    failed = wb.evaluate(task, broken, device="cpu")
-    assert failed.status == "compile_error", failed.message
-    res = wb.evaluate(task, reference_as_candidate(task), device="cpu")
-    assert res.status == "ok", res.message
+    res = evaluate_after_an_import_failure(wb.Task.from_source(SOFTMAX, name="spare-after-failure"))
     assert res.protocol["runner"] == "spare"
 
 
