@@ -9,6 +9,7 @@ in its source's cache nor plant anything in a cache but its own source's."""
 from __future__ import annotations
 
 import os
+import time
 import types
 from pathlib import Path
 
@@ -89,6 +90,23 @@ def test_without_the_switch_every_cpu_candidate_starts_its_runner(one_judge, mon
         res = wb.evaluate(task, reference_as_candidate(task), device="cpu", time_it=False)
         assert res.status == "ok", res.message
         assert res.protocol["runner"] == "started"
+
+
+def test_an_idle_judge_closes_its_spare(spares, monkeypatch):
+    from test_reference_runner import _descendants
+
+    monkeypatch.setenv("KWB_POOL_IDLE_S", "2")
+    task = wb.Task.from_source(SOFTMAX, name="spare-idle")
+    res = wb.evaluate(task, reference_as_candidate(task), device="cpu", time_it=False)
+    assert res.status == "ok", res.message
+    pid = res.metadata["judge_pid"]
+    with_spare = _descendants(pid)  # the fork server and the spare runner
+    deadline = time.monotonic() + 30
+    while len(_descendants(pid)) >= len(with_spare) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert len(_descendants(pid)) < len(with_spare), "the idle judge still runs its spare runner"
+    again = wb.evaluate(task, reference_as_candidate(task), device="cpu", time_it=False)
+    assert again.status == "ok" and again.protocol["runner"] == "started"
 
 
 @pytest.fixture

@@ -93,6 +93,18 @@ class Context:
             self.kept_pool[1].free()
             self.kept_pool = None
 
+    def release_idle(self) -> None:
+        """What an idle judge gives back (the kept timing pool with its reference runner, the spare runner), holding
+        the device shared: the runners' CUDA contexts are torn down as they exit, which must not land in another
+        judge's timed batches."""
+        from contextlib import nullcontext
+
+        from workbench.eval.judge.device_lock import SHARED
+
+        with self.device_lock.hold(SHARED) if self.device_lock is not None else nullcontext(0.0):
+            self.release_pool()
+            self.release_spare()
+
     def release_spare(self) -> None:
         """Close the spare runner (the judge has been idle, ends, or needs the memory its CUDA context holds)."""
         if self.spare is not None:

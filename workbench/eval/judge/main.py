@@ -208,8 +208,7 @@ def main() -> None:
             try:
                 line = lines.get(timeout=POOL_IDLE_S if ctx.kept_pool is not None or ctx.spare is not None else None)
             except queue.Empty:  # no job for a while: the kept timing pool's memory and the spare runner go back
-                ctx.release_pool()
-                ctx.release_spare()
+                ctx.release_idle()
                 continue
             if line is None:
                 break
