@@ -1,6 +1,8 @@
 """When a timing loop fed batch by batch may stop (`StoppingRule`), for one callable (`Stopper`) or for callables
 timed interleaved (`JointStopper`): the CI target, the plateau, the sample bound and the time cap, in the order
-`StoppingRule` gives. The statistics they read (the CI of the median, `summarize`) are `stats.py`'s.
+`StoppingRule` gives. The statistics they read (the CI of the median, `summarize`) are `stats.py`'s, and like them
+the stoppers use builtins bound to private names at import: a candidate that later patches `sorted` or `math` cannot
+change when its timing stops.
 """
 
 from __future__ import annotations
