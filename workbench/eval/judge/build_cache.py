@@ -226,6 +226,10 @@ def copy_entry(entry: str | Path, target: str | Path) -> None:
     shutil.copytree(entry, target, symlinks=True, dirs_exist_ok=True)
 
 
+#: Where a runner finds its Triton cache inside the sandbox (the runner's TRITON_CACHE_DIR, `runner/sandbox.py`).
+TRITON_MOUNT = "/tmp/triton"
+
+
 def triton_dir(source: str, device: str) -> Path | None:
     """The Triton kernel cache of one candidate source (GPU only: the interpreter compiles nothing), made for the
     runner's user: bound writable into that source's runners and no other's (module doc of

@@ -28,8 +28,6 @@ from workbench.eval.judge.runner_libraries import libraries_for
 
 #: Seconds for loading a candidate, CUDA compilation included (evaluate(compile_timeout=...) overrides).
 DEFAULT_COMPILE_TIMEOUT = 600.0
-#: Where a runner finds its source's Triton cache inside the sandbox.
-TRITON_MOUNT = "/tmp/triton"
 
 
 def start_runner(ev: Any) -> CandidateSession:
@@ -45,7 +43,7 @@ def start_runner(ev: Any) -> CandidateSession:
     writable = []
     triton_dir = build_cache.triton_dir(cand["source"], ev.device)
     if triton_dir is not None:
-        writable.append((str(triton_dir), TRITON_MOUNT))
+        writable.append((str(triton_dir), build_cache.TRITON_MOUNT))
     started = time.perf_counter()
     warm = libraries_for(ev.device, ev.task.source, cand["source"])
     ev.spare_key = spare_runner.SpareKey(ev.device, ev.job.get("memory_bytes"), ev.ctx.share_ipc, warm)
@@ -80,9 +78,7 @@ def _take_spare(ctx: Any, key: spare_runner.SpareKey) -> spare_runner.Spare | No
     spare, ctx.spare = ctx.spare, None
     if spare is None:
         return None
-    fits = (spare.key.device, spare.key.memory_bytes, spare.key.share_ipc) == \
-        (key.device, key.memory_bytes, key.share_ipc) and set(key.warm) <= set(spare.key.warm)
-    if not fits:
+    if not spare.key.serves(key):
         lock = getattr(ctx, "device_lock", None)
         with lock.hold(SHARED) if lock is not None else nullcontext(0.0):  # its context's teardown: no timing beside
             spare_runner.discard(spare)

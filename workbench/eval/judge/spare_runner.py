@@ -40,8 +40,6 @@ from workbench.eval.wire import runner_messages as protocol
 
 #: Seconds a spare may take to start and warm up before the judge gives it up (`settle`).
 SETTLE_TIMEOUT_S = 30.0
-#: Where a runner finds its Triton cache inside the sandbox (runner_start.TRITON_MOUNT).
-TRITON_MOUNT = "/tmp/triton"
 
 
 #: On a GPU a spare is kept only after a task whose one timing set (inputs and output slot) takes at most this share
@@ -76,6 +74,12 @@ class SpareKey:
     memory_bytes: int | None
     share_ipc: bool
     warm: tuple[str, ...]
+
+    def serves(self, job: SpareKey) -> bool:
+        """Whether a spare started for this key can run a job that asks for `job`: the same device, limits and IPC
+        namespace, and every library the job wants already loaded."""
+        return (self.device, self.memory_bytes, self.share_ipc) == (job.device, job.memory_bytes, job.share_ipc) \
+            and set(job.warm) <= set(self.warm)
 
 
 @dataclass
@@ -113,7 +117,7 @@ def _own(path: Path) -> None:
 def spawn(ctx: Any, key: SpareKey) -> Spare | None:
     """Start a spare for `key` (Ready and warm-up are read later: `settle`); None when it cannot start."""
     triton = _runner_dir(ctx.workdir) if key.device.startswith("cuda") else None
-    writable = [(str(triton), TRITON_MOUNT)] if triton is not None else []
+    writable = [(str(triton), build_cache.TRITON_MOUNT)] if triton is not None else []
     try:
         runner = RunnerProcess(ctx.fork_server, key.device, Limits(memory_bytes=key.memory_bytes), [],
                                key.share_ipc, writable, key.warm)
