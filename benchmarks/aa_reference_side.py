@@ -79,6 +79,7 @@ def evaluate_on(judge: Any, task: Any, device: str) -> dict[str, Any]:
             "wall": round(wall, 2), "ref_ms": res.reference_timing.median_ms if res.reference_timing else None,
             "ms": res.timing.median_ms if res.timing else None, "stop": res.timing.stop_reason if res.timing else "",
             "timed_in": proto.get("reference_timed_in", "judge"), "wait": proto.get("reference_runner_wait_s"),
+            "runner": proto.get("runner", ""), "n": len(res.timing.samples_ms) if res.timing else 0,
             "stages": dict(res.stage_seconds), "message": (res.message or "")[:200],
             "ref_samples": list(res.reference_timing.samples_ms) if res.reference_timing else [],
             "samples": list(res.timing.samples_ms) if res.timing else [],
@@ -92,7 +93,8 @@ def _line(name: str, side: str, rec: dict[str, Any]) -> str:
         return f"{name:44s} {side:12s} {rec['status']} {rec['message'][:120]} ({rec['wall']:.1f} s)"
     lo, hi = rec["ci"] or (float("nan"), float("nan"))
     return (f"{name:44s} {side:12s} {rec['speedup']:.3f} [{lo:.3f}, {hi:.3f}] {rec['verdict']:12s} "
-            f"ref {rec['ref_ms']:.4f} ms cand {rec['ms']:.4f} ms  {rec['wall']:.1f} s  ({rec['timed_in'][:60]}; "
+            f"ref {rec['ref_ms']:.4f} ms cand {rec['ms']:.4f} ms n {rec['n']} {rec['stop']}  {rec['wall']:.1f} s  "
+            f"({rec['timed_in'][:60]}; candidate runner {rec['runner'] or '?'}; "
             f"judge released {rec['protocol'].get('memory_released_rounds')}, sets "
             f"{rec['protocol'].get('timing_input_sets')})")
 

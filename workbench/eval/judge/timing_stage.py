@@ -202,6 +202,7 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
         result.update(speedup=ab.speedup, speedup_ci=[ab.low, ab.high], speedup_verdict=ab.verdict,
                       speedup_basis="gpu-only" if clock == "cuda-events" else "wall")
         outcome.protocol["speedup_ci_method"] = ab.method
+        outcome.protocol["speedup_band"] = round(ab.band, 4)
     result["timing"] = outcome.candidate.to_dict()
     result["reference_timing"] = outcome.reference.to_dict()
     if clock == "interpreter":  # the reference is compiled PyTorch code, timed on the same wall clock
