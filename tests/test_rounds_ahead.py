@@ -71,3 +71,83 @@ def test_no_round_is_made_ahead_once_the_runner_has_answered():
     assert ev.base["protocol"]["reference_rounds_ahead"] == 0
     reference, cached = check_rounds.rounds_for(ev)
     assert not cached and reference.n >= 5  # the check makes them, and its Result says "miss"
+
+
+class _AnswersAfter:
+    """A runner whose reply arrives after `polls` looks at its channel."""
+
+    def __init__(self, polls: int):
+        self.polls = polls
+
+    def answers_within(self, seconds: float) -> bool:
+        self.polls -= 1
+        return self.polls < 0
+
+
+def _evaluation(task, device: str, runner):
+    """An evaluation's judge-side state as `check_rounds` reads it, its rounds on `device`."""
+    import tempfile
+    from types import SimpleNamespace
+
+    from workbench.eval.judge.context import task_key
+    from workbench.eval.judge.reference_rounds import ReferenceCache
+    from workbench.tasks.task import LoadedReference
+
+    ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_test_ref_"))
+    return SimpleNamespace(job={"check_sizes": task.check_sizes("cpu"), "rounds": 5}, key=task_key(task), seed=0,
+                           device=device, ctx=SimpleNamespace(rounds=ReferenceCache()), task=task,
+                           reference=lambda: ref, _cpu_safe=lambda s: s, base={"protocol": {}},
+                           rounds_made_here=False, session=SimpleNamespace(runner=runner))
+
+
+def test_beside_a_gpu_call_the_next_rounds_are_made_until_the_runner_answers():
+    """`check_rounds.ahead_of_calls`, the judge's work while the runner runs a correctness call on a GPU: rounds in
+    order, one at a time, none after the reply is waiting. (The reference itself runs on the CPU here; only the
+    evaluation's device decides whether the work is done.)"""
+    from workbench.eval.judge import check_rounds
+
+    runner = _AnswersAfter(polls=2)
+    ev = _evaluation(softmax_task(), "cpu", runner)
+    reference, _ = check_rounds.rounds_for(ev)
+    ev.device = "cuda"
+    work = check_rounds.ahead_of_calls(ev, reference)
+    assert work is not None and reference.pending() == 0
+    work()
+    assert reference.pending() == 2 and ev.base["protocol"]["reference_rounds_during_calls"] == 2
+    work()  # the reply is waiting: nothing more
+    assert reference.pending() == 2
+    runner.polls = 99
+    work()
+    assert reference.pending() is None and ev.base["protocol"]["reference_rounds_during_calls"] == reference.n
+
+
+def test_on_the_cpu_no_round_is_made_beside_a_call():
+    """On the CPU the judge's rounds would take the cores the runner's call is timed and run on."""
+    from workbench.eval.judge import check_rounds
+
+    ev = _evaluation(softmax_task(), "cpu", _AnswersAfter(polls=99))
+    reference, _ = check_rounds.rounds_for(ev)
+    assert check_rounds.ahead_of_calls(ev, reference) is None
+
+
+def test_a_round_failing_beside_a_call_is_left_for_its_call():
+    """A reference that fails on a checked size stops the work beside the calls; the round stays unmade, so the
+    check makes it when its call comes and reports the task's failure there."""
+    from workbench.eval.judge import check_rounds
+
+    source = SOFTMAX.replace("return torch.softmax(x, dim=-1)",
+                             "if x.shape[-1] == 100:\n            raise ValueError('no rows of 100')\n"
+                             "        return torch.softmax(x, dim=-1)")
+    task = wb.Task.from_source(source, name="fails_at_100",
+                               sweep={"cpu": [{"batch_size": 5, "dim": 37}, {"batch_size": 3, "dim": 100}]})
+    ev = _evaluation(task, "cpu", _AnswersAfter(polls=99))
+    reference, _ = check_rounds.rounds_for(ev)
+    ev.device = "cuda"
+    work = check_rounds.ahead_of_calls(ev, reference)
+    assert work is not None
+    work()
+    stuck = reference.pending()
+    assert stuck is not None and reference.sizes[stuck % len(reference.sizes)]["dim"] == 100
+    made = ev.base["protocol"].get("reference_rounds_during_calls", 0)
+    work()  # stopped for good: the failure is the check's to report
+    assert reference.pending() == stuck and ev.base["protocol"].get("reference_rounds_during_calls", 0) == made

@@ -119,6 +119,8 @@ class CandidateSession:
     #: context manager factory, `DeviceLock.released` as the evaluation binds it; None: nothing to let go of.
     release_device: Callable[[], Any] | None = None
     pauses: compile_pause.PauseLog = field(default_factory=compile_pause.PauseLog)
+    #: The judge's own work while the runner runs a correctness call (`check_rounds.ahead_of_calls`); None: none.
+    between_calls: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         self.arena = Arena(self.device, transport=self.transport)
@@ -280,7 +282,8 @@ class CandidateSession:
         probe = self.probes.plan(model, inputs, out_like) if self.probes is not None else 0
         reply, cpu, wall = self._measured(protocol.Call(call=self._next_call, model=model,
                                                         inputs=tuple(p[0] for p in pairs), slots=tuple(slot_refs),
-                                                        seed=seed, record=self.record_ops, probe_ns=probe))
+                                                        seed=seed, record=self.record_ops, probe_ns=probe),
+                                          self.between_calls)
         if self.probes is not None:
             self.probes.reported(reply.launch.launches, cpu)
         passthrough = reply.launch.outputs_prefilled_unchanged and _equals_an_input(
@@ -306,14 +309,16 @@ class CandidateSession:
         result = tuple(outs) if reply.tuple_output else (outs[0] if outs else None)
         return result, [p[1] for p in pairs]
 
-    def _measured(self, message: protocol.Call) -> tuple[Any, int | None, float]:
+    def _measured(self, message: protocol.Call, meanwhile: Callable[[], None] | None = None
+                  ) -> tuple[Any, int | None, float]:
         """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it); new
-        buffers are announced first, so mapping them is not part of the measured call."""
+        buffers are announced first, so mapping them is not part of the measured call. `meanwhile()` (the judge's
+        own work after the send, GPU only: `between_calls`) counts in the wall clock, which is only read on the CPU."""
         from workbench.eval.judge.runner_cpu import cpu_ns
 
         self._announce()
         before, started = cpu_ns(self.runner.inner_pid), time.perf_counter()
-        reply = self._expect(message, "output")
+        reply = self._expect(message, "output", meanwhile=meanwhile)
         wall, after = time.perf_counter() - started, cpu_ns(self.runner.inner_pid)
         return reply, (after - before if before is not None and after is not None else None), wall
 

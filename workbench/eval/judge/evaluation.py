@@ -310,10 +310,12 @@ class Evaluation:
             self.session.lend_pool(self.plan.pool)
         reference, cached = check_rounds.rounds_for(self)
         self.base["protocol"]["reference_cache"] = "hit" if cached else "miss"
+        self.session.between_calls = check_rounds.ahead_of_calls(self, reference)
         try:
             report = run_correctness(self.reference(), self.session, device=self.device, sizes=sizes,
                                      seed=self.seed, rounds=rounds, tolerance=self.task.tolerance, reference=reference)
         finally:
+            self.session.between_calls = None
             settle_spare(self)  # before the lock is let go: its warm-up stays out of other judges' timing
         self.base["protocol"]["check_phases"] = report.phases
         self.base["protocol"]["models_built_on"] = model_init.built_on(reference.model(0))

@@ -166,6 +166,13 @@ class ReferenceRounds:
                 self._rounds[r] = found
         return found
 
+    def pending(self) -> int | None:
+        """The first round not made yet, while rounds are kept (None: every round is made, or nothing is kept, so
+        a round made early would be made again when it is used)."""
+        if not self.keep:
+            return None
+        return next((r for r in range(self.n) if r not in self._rounds), None)
+
     def finish(self) -> None:
         """Judge the task itself (`weak-task`) once every round was computed. Called after the last round was
         used, not while it is: a task too large to keep its rounds has freed the last one by then, and the probe
