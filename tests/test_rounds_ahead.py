@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import torch
 from engine_tasks import SOFTMAX
 from redteam.attacks import kernel, softmax_task
 
@@ -151,3 +152,48 @@ def test_a_round_failing_beside_a_call_is_left_for_its_call():
     made = ev.base["protocol"].get("reference_rounds_during_calls", 0)
     work()  # stopped for good: the failure is the check's to report
     assert reference.pending() == stuck and ev.base["protocol"].get("reference_rounds_during_calls", 0) == made
+
+
+def _rounds(task, budget: int = 1 << 62):
+    import tempfile
+
+    from workbench.eval.judge.reference_rounds import ReferenceRounds
+    from workbench.tasks.task import LoadedReference
+
+    ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_test_ref_"))
+    return ReferenceRounds.create(ref, "cpu", task.check_sizes("cpu"), 0, task.tolerance, task.distributions, 5,
+                                  budget)
+
+
+def test_rounds_too_large_to_keep_are_made_one_ahead_when_two_fit_and_are_the_same_rounds():
+    """A task whose rounds do not all fit the budget makes each one when it is used; beside a call the next one is
+    made and held (two rounds at once, never more), and it is the round the check would have made."""
+    task = softmax_task()
+    plain = _rounds(task)
+    one = plain.round(0).nbytes
+    ahead, alone = _rounds(task, budget=int(2.5 * one)), _rounds(task, budget=int(2.5 * one))
+    ahead.round(0)
+    alone.round(0)
+    assert not ahead.keep and ahead.pending() == 1
+    ahead.prepare(1)
+    assert ahead.pending() is None  # one held already
+    for r in range(1, ahead.n):
+        got, want = ahead.round(r), alone.round(r)
+        assert got.number == want.number == r and got.dist == want.dist
+        assert torch.equal(got.native, want.native)
+        assert all(torch.equal(a, b) for a, b in zip(got.inputs, want.inputs, strict=True))
+        assert [p.whole.tolist() for p in ahead.prior(r)] == [p.whole.tolist() for p in alone.prior(r)]
+        if r + 1 < ahead.n:
+            assert ahead.pending() == r + 1
+            ahead.prepare(r + 1)
+    assert ahead.pending() is None  # the last round is in use
+
+    tight = _rounds(task, budget=int(1.5 * one))
+    tight.round(0)
+    assert not tight.keep and tight.pending() is None  # two rounds would not fit: none is made ahead
+
+    ahead.drop_ahead()
+    ahead.round(0)
+    ahead.prepare(ahead.pending())
+    ahead.drop_ahead()  # a check that ended early: its round ahead is not held, the next check starts over
+    assert ahead._ahead is None and ahead.pending() == 0

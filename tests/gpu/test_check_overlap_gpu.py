@@ -12,14 +12,17 @@ import workbench as wb
 
 pytestmark = pytest.mark.gpu
 
-#: The reference, as a candidate whose every call takes a quarter of a second on the host (a first call loading its
-#: library kernels): the judge has time for every round left.
-SLOW_CALLS = SOFTMAX.replace("class Model(", "import time\n\n\nclass ModelNew(").replace(
-    "        return torch.softmax(x, dim=-1)", "        time.sleep(0.25)\n        return torch.softmax(x, dim=-1)")
+#: A reference whose every forward takes 50 ms on the host: its rounds outlast the candidate's import, so some are
+#: left for the check.
+SLOW_REFERENCE = SOFTMAX.replace("class Model(", "import time\n\n\nclass Model(").replace(
+    "        return torch.softmax(x, dim=-1)", "        time.sleep(0.05)\n        return torch.softmax(x, dim=-1)")
+#: The same as a candidate whose every call takes half a second (a first call loading its library kernels): the
+#: judge has time for the rounds left while it runs.
+SLOW_CALLS = SLOW_REFERENCE.replace("class Model(", "class ModelNew(").replace("time.sleep(0.05)", "time.sleep(0.5)")
 
 
 def test_the_rounds_left_are_made_while_a_slow_call_runs_and_the_verdict_stands():
-    task = wb.Task.from_source(SOFTMAX, name=f"softmax_{uuid.uuid4().hex[:8]}")  # rounds no other test made
+    task = wb.Task.from_source(SLOW_REFERENCE, name=f"softmax_{uuid.uuid4().hex[:8]}")  # rounds no test made
     res = wb.evaluate(task, wb.Candidate(SLOW_CALLS, language="torch"), device="cuda", time_it=False)
     assert res.status == "ok", res.message
     rounds = len(res.details["rounds"])

@@ -65,8 +65,9 @@ def make_ahead(ev: Any) -> None:
 
 def ahead_of_calls(ev: Any, reference: ReferenceRounds) -> Callable[[], None] | None:
     """On a GPU, the judge's work while the runner runs one of the check's calls (`CandidateSession.between_calls`):
-    the next rounds not made yet, one at a time, until the runner answers. None on the CPU, where the judge's work
-    would take the cores the runner's call runs on.
+    the next rounds not made yet, one at a time, until the runner answers (a task too large to keep its rounds: the
+    next one only, held until its turn, `ReferenceRounds.pending`). None on the CPU, where the judge's work would
+    take the cores the runner's call runs on.
 
     Why: a round is made just before its first call needs it, and the check's calls and rounds took turns
     (KernelBench L2/1 on an H100: 0.56 s of rounds and 0.51 s of calls, one after the other), while the first call
@@ -85,7 +86,7 @@ def ahead_of_calls(ev: Any, reference: ReferenceRounds) -> Callable[[], None] | 
             if r is None:
                 return
             try:
-                reference.round(r)
+                reference.prepare(r)
             except Exception:  # noqa: BLE001 - made again, and reported, when its call comes
                 failed.append(True)
                 release_unused(ev.device)

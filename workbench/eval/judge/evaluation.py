@@ -316,6 +316,7 @@ class Evaluation:
                                      seed=self.seed, rounds=rounds, tolerance=self.task.tolerance, reference=reference)
         finally:
             self.session.between_calls = None
+            reference.drop_ahead()
             settle_spare(self)  # before the lock is let go: its warm-up stays out of other judges' timing
         self.base["protocol"]["check_phases"] = report.phases
         self.base["protocol"]["models_built_on"] = model_init.built_on(reference.model(0))

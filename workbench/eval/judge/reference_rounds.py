@@ -121,6 +121,11 @@ class ReferenceRounds:
     _input_numel: dict[int, int] = field(default_factory=dict)
     _screened: bool = False
     _judged_task: bool = False
+    #: Where rounds are not kept: the next round, made while the one in use had its calls (`prepare`), the round
+    #: last handed out, and the bytes of one round.
+    _ahead: RoundData | None = None
+    _last: int = -1
+    _round_bytes: int = 0
 
     @classmethod
     def create(cls, ref: LoadedReference, device: str, sizes: list[dict], seed: int,
@@ -153,9 +158,14 @@ class ReferenceRounds:
     def round(self, r: int) -> RoundData:
         if not self._screened:
             self._screen_distributions()
+        if self._ahead is not None and self._ahead.number == r:
+            found, self._ahead = self._ahead, None
+            self._last = r
+            return found
         found = self._rounds.get(r)
         if found is None:
             found = self._compute(r)
+            self._round_bytes = found.nbytes
             if self.keep and found.nbytes * self.n > self.budget:
                 self.keep = False
                 self._recent = {k: rd.native_host for k, rd in self._rounds.items()}
@@ -164,14 +174,31 @@ class ReferenceRounds:
                           "computes them again")
             if self.keep:
                 self._rounds[r] = found
+        self._last = r
         return found
 
     def pending(self) -> int | None:
-        """The first round not made yet, while rounds are kept (None: every round is made, or nothing is kept, so
-        a round made early would be made again when it is used)."""
-        if not self.keep:
+        """The round to make before it is used (`prepare`), or None. While rounds are kept: the first one not made
+        yet. Otherwise the one after the round in use, when two rounds fit the budget and it is not made already:
+        held until its turn, one round ahead at most."""
+        if self.keep:
+            return next((r for r in range(self.n) if r not in self._rounds), None)
+        nxt = self._last + 1
+        if self._ahead is not None or not self._round_bytes or 2 * self._round_bytes > self.budget or nxt >= self.n:
             return None
-        return next((r for r in range(self.n) if r not in self._rounds), None)
+        return nxt
+
+    def drop_ahead(self) -> None:
+        """Forget the round held ahead, when the check that would have used it ended (the rounds outlive it in the
+        judge's cache; its memory does not)."""
+        self._ahead, self._last = None, -1
+
+    def prepare(self, r: int) -> None:
+        """Make round r before it is used (`pending`): kept with the others, or held as the one round ahead."""
+        if self.keep:
+            self.round(r)
+        else:
+            self._ahead = self._compute(r)
 
     def finish(self) -> None:
         """Judge the task itself (`weak-task`) once every round was computed. Called after the last round was
@@ -281,8 +308,8 @@ class ReferenceRounds:
                        [torch.empty_like(t, device="meta") for t in as_list(native) if is_plain(t)], host)
         self._input_numel.setdefault(i, sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)))
         self._weak_stats(r, ref64, native)
-        if not self.keep:
-            self._recent = {k: v for k, v in self._recent.items() if k >= r - PRIOR_ROUNDS + 1}
+        if not self.keep:  # enough for `prior` of the round in use while the next one is made (`prepare`)
+            self._recent = {k: v for k, v in self._recent.items() if k >= r - PRIOR_ROUNDS - 1}
             self._recent[r] = host
         release_unused(self.device)  # the candidate's runner runs next, in another process
         return rd
