@@ -56,3 +56,89 @@ def test_the_compiled_reference_is_an_aside_timed_in_every_other_round(tmp_path)
     assert 0 < outcome.compiled.n < outcome.candidate.n == outcome.reference.n
     warmup_calls = 2 * min(plan.pool.n, 2)
     assert len(compiled_calls) == warmup_calls + outcome.compiled.n
+
+
+class _ScriptedRounds(PairTimer):
+    """PairTimer's stopping with scripted rounds in place of timed batches (`_round` is its one measurement): each
+    round's reference and candidate means come from `script(k)`; everything that decides when to stop is real."""
+
+    def __init__(self, script, cap_s: float = 2.0):
+        from workbench.eval.judge.stopping import StoppingRule
+
+        self.cuda, self.findings, self.names = True, [], ["reference", "candidate"]
+        self.stream = {n: [] for n in self.names}
+        self.device_ms = {n: [] for n in self.names}
+        self.script, self.rounds = script, 0
+        self.rule = StoppingRule(target_rel_ci=0.01, min_samples=10, max_samples=200, time_cap_s=cap_s)
+
+    def _round(self, b, n, count):
+        ref, cand = self.script(self.rounds)
+        self.rounds += 1
+        for name, v in (("reference", ref), ("candidate", cand)):
+            self.stream[name].append(v)
+            self.device_ms[name].append(v)
+        return {"reference": ref, "candidate": cand}
+
+
+def _outliers_apart(k: int) -> tuple[float, float]:
+    """Identical code whose sides each have one slow and one fast round in ten, in different rounds: each side's
+    median is tight (its CI within 1% at ten rounds), while four ratios in ten are 8% off."""
+    jitter = 1.0 + 0.0005 * (k % 3)
+    ref = jitter * {0: 1.08, 5: 0.92}.get(k % 10, 1.0)
+    cand = jitter * {2: 1.08, 7: 0.92}.get(k % 10, 1.0)
+    return ref, cand
+
+
+def test_sides_settled_with_the_verdict_open_get_more_rounds_until_it_settles():
+    """Each side reaches its 1% CI target at ten batches while the median of ten swinging ratios is too uncertain
+    for a verdict: timing goes on (`PairTimer._settle`) until the paired verdict settles, not past SETTLE_BATCHES."""
+    from workbench.eval.judge import stats
+    from workbench.eval.judge.timing import MIN_BATCHES, PAIR, SETTLE_BATCHES
+
+    timer = _ScriptedRounds(_outliers_apart)
+    stopper = timer.rule.start_joint(PAIR)
+    for k in range(MIN_BATCHES):
+        got = timer._round(k, 1, True)
+        stopper.add({m: [got[m]] for m in PAIR}, 0.01)
+    assert all(r == "ci-target" for r in stopper.reasons.values())
+    assert stats.compare(timer.stream["reference"], timer.stream["candidate"], paired=True).verdict == "inconclusive"
+    assert timer._unsettled(stopper)
+    r, decided = timer._settle(stopper, MIN_BATCHES, 1)
+    got = stats.compare(timer.stream["reference"], timer.stream["candidate"], paired=True)
+    assert decided == "verdict" and got.verdict == "same" and MIN_BATCHES < timer.rounds <= SETTLE_BATCHES
+    assert not timer._unsettled(stopper)
+
+
+def test_settling_stops_at_its_batch_bound_and_at_the_time_cap():
+    from workbench.eval.judge.timing import MIN_BATCHES, PAIR, SETTLE_BATCHES
+
+    def undecidable(k: int) -> tuple[float, float]:  # 3% slower: right on the band's edge, round after round
+        ref = 1.0 + 0.0005 * (k % 3)
+        return ref, 1.03 * ref * (1.0 + 0.001 * ((k * 7) % 5 - 2))
+
+    for cap, most in ((100.0, SETTLE_BATCHES), (0.05, MIN_BATCHES)):  # ten rounds of 10 ms are past 0.05 s
+        timer = _ScriptedRounds(undecidable, cap_s=cap)
+        stopper = timer.rule.start_joint(PAIR)
+        for k in range(MIN_BATCHES):
+            got = timer._round(k, 1, True)
+            stopper.add({m: [got[m]] for m in PAIR}, 0.01)
+        _, decided = timer._settle(stopper, MIN_BATCHES, 1)
+        assert decided == "" and timer.rounds <= most
+
+
+def test_on_the_cpu_or_with_a_settled_verdict_no_round_is_added():
+    from workbench.eval.judge.timing import MIN_BATCHES, PAIR
+
+    timer = _ScriptedRounds(lambda k: (1.0 + 0.0001 * k, 1.0 + 0.0001 * k))
+    stopper = timer.rule.start_joint(PAIR)
+    for k in range(MIN_BATCHES):
+        got = timer._round(k, 1, True)
+        stopper.add({m: [got[m]] for m in PAIR}, 0.01)
+    assert not timer._unsettled(stopper)  # "same" already
+    swinging = _ScriptedRounds(_outliers_apart)
+    swinging.cuda = False
+    stopper = swinging.rule.start_joint(PAIR)
+    for k in range(MIN_BATCHES):
+        got = swinging._round(k, 1, True)
+        stopper.add({m: [got[m]] for m in PAIR}, 0.01)
+    assert not swinging._unsettled(stopper)  # the CPU keeps its rules

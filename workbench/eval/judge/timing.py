@@ -59,6 +59,9 @@ DECIDED_REL_CI = 0.04
 #: Seconds of timed rounds, and batches per side, a GPU timing may go on to when its cap stopped it with the speedup
 #: still inconclusive (`PairTimer._worth_more`): the cap, 2 s, and the bound, 200 batches, otherwise.
 EXTENDED_CAP_S, EXTENDED_MAX_BATCHES = 6.0, 600
+#: Batches per side a GPU timing goes on to when both sides reached their CI targets sooner with the speedup still
+#: inconclusive (`PairTimer._settle`), within the time cap.
+SETTLE_BATCHES = 30
 #: Calls checked per round after the first (the first round checks every call).
 CHECKS_PER_BATCH = 2
 
@@ -192,6 +195,8 @@ class PairTimer:
                     fixed_left -= n
                     if fixed_left <= 0:
                         break
+            if not decided and fixed_left is None and self._unsettled(stopper):
+                r, decided = self._settle(stopper, r, calls)
             if decided or fixed_left is not None or not self._worth_more(stopper):
                 break
         reasons = stopper.reasons
@@ -200,6 +205,33 @@ class PairTimer:
         if "compiled" in self.names:
             reasons["compiled"] = "with-pair"
         return self._outcome(reasons)
+
+    def _unsettled(self, stopper: JointStopper) -> bool:
+        """Whether each side reached its own CI target within fewer than SETTLE_BATCHES batches while the speedup's
+        verdict is still inconclusive (on a GPU): `_settle` then times more rounds."""
+        if not self.cuda or self._caught() or any(r != "ci-target" for r in stopper.reasons.values()):
+            return False
+        ref, cand = self._watched("reference"), self._watched("candidate")
+        return MIN_BATCHES <= min(len(ref), len(cand)) < SETTLE_BATCHES and \
+            stats.compare(ref, cand, paired=True).verdict == "inconclusive"
+
+    def _settle(self, stopper: JointStopper, r: int, calls: int) -> tuple[int, str]:
+        """More rounds, up to SETTLE_BATCHES and within the time cap, until the verdict settles; returns (the next
+        round, "verdict" when it settled, else "").
+
+        Why: each side's CI measures its own batches, the verdict the per-round ratios. A pair whose sides each
+        agree within 1% can still have ratios that scatter by a few percent from round to round (which side went
+        first), and ten of them left an A/A pair of KernelBench L1/52 at 1.008 [0.979, 1.057], inconclusive after
+        2.6 s; a few more rounds narrow that interval, where a side timed longer would not."""
+        while len(self._watched("candidate")) < SETTLE_BATCHES and stopper.elapsed_s < stopper.time_cap_s and \
+                not self._caught():
+            started = time.perf_counter()
+            got = self._round(r, calls, count=True)
+            stopper.add({m: [got[m]] if got else [] for m in PAIR}, time.perf_counter() - started)
+            r += 1
+            if r % 2 == 0 and self._speedup_decided():
+                return r, "verdict"
+        return r, ""
 
     def _worth_more(self, stopper: JointStopper) -> bool:
         """Whether timing goes on past its cap (once, to EXTENDED_CAP_S; `JointStopper.extend`): on a GPU, when the
