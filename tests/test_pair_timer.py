@@ -80,6 +80,17 @@ class _ScriptedRounds(PairTimer):
         return {"reference": ref, "candidate": cand}
 
 
+def _first_rounds(timer: _ScriptedRounds):
+    """The MIN_BATCHES counted rounds `_run` starts with, 10 ms each, fed to a new joint stopper (returned)."""
+    from workbench.eval.judge.timing import MIN_BATCHES, PAIR
+
+    stopper = timer.rule.start_joint(PAIR)
+    for k in range(MIN_BATCHES):
+        got = timer._round(k, 1, True)
+        stopper.add({m: [got[m]] for m in PAIR}, 0.01)
+    return stopper
+
+
 def _outliers_apart(k: int) -> tuple[float, float]:
     """Identical code whose sides each have one slow and one fast round in ten, in different rounds: each side's
     median is tight (its CI within 1% at ten rounds), while four ratios in ten are 8% off."""
@@ -93,13 +104,10 @@ def test_sides_settled_with_the_verdict_open_get_more_rounds_until_it_settles():
     """Each side reaches its 1% CI target at ten batches while the median of ten swinging ratios is too uncertain
     for a verdict: timing goes on (`PairTimer._settle`) until the paired verdict settles, not past SETTLE_BATCHES."""
     from workbench.eval.judge import stats
-    from workbench.eval.judge.timing import MIN_BATCHES, PAIR, SETTLE_BATCHES
+    from workbench.eval.judge.timing import MIN_BATCHES, SETTLE_BATCHES
 
     timer = _ScriptedRounds(_outliers_apart)
-    stopper = timer.rule.start_joint(PAIR)
-    for k in range(MIN_BATCHES):
-        got = timer._round(k, 1, True)
-        stopper.add({m: [got[m]] for m in PAIR}, 0.01)
+    stopper = _first_rounds(timer)
     assert all(r == "ci-target" for r in stopper.reasons.values())
     assert stats.compare(timer.stream["reference"], timer.stream["candidate"], paired=True).verdict == "inconclusive"
     assert timer._unsettled(stopper)
@@ -110,7 +118,7 @@ def test_sides_settled_with_the_verdict_open_get_more_rounds_until_it_settles():
 
 
 def test_settling_stops_at_its_batch_bound_and_at_the_time_cap():
-    from workbench.eval.judge.timing import MIN_BATCHES, PAIR, SETTLE_BATCHES
+    from workbench.eval.judge.timing import MIN_BATCHES, SETTLE_BATCHES
 
     def undecidable(k: int) -> tuple[float, float]:  # 3% slower: right on the band's edge, round after round
         ref = 1.0 + 0.0005 * (k % 3)
@@ -118,27 +126,17 @@ def test_settling_stops_at_its_batch_bound_and_at_the_time_cap():
 
     for cap, most in ((100.0, SETTLE_BATCHES), (0.05, MIN_BATCHES)):  # ten rounds of 10 ms are past 0.05 s
         timer = _ScriptedRounds(undecidable, cap_s=cap)
-        stopper = timer.rule.start_joint(PAIR)
-        for k in range(MIN_BATCHES):
-            got = timer._round(k, 1, True)
-            stopper.add({m: [got[m]] for m in PAIR}, 0.01)
+        stopper = _first_rounds(timer)
         _, decided = timer._settle(stopper, MIN_BATCHES, 1)
         assert decided == "" and timer.rounds <= most
 
 
 def test_on_the_cpu_or_with_a_settled_verdict_no_round_is_added():
-    from workbench.eval.judge.timing import MIN_BATCHES, PAIR
 
     timer = _ScriptedRounds(lambda k: (1.0 + 0.0001 * k, 1.0 + 0.0001 * k))
-    stopper = timer.rule.start_joint(PAIR)
-    for k in range(MIN_BATCHES):
-        got = timer._round(k, 1, True)
-        stopper.add({m: [got[m]] for m in PAIR}, 0.01)
+    stopper = _first_rounds(timer)
     assert not timer._unsettled(stopper)  # "same" already
     swinging = _ScriptedRounds(_outliers_apart)
     swinging.cuda = False
-    stopper = swinging.rule.start_joint(PAIR)
-    for k in range(MIN_BATCHES):
-        got = swinging._round(k, 1, True)
-        stopper.add({m: [got[m]] for m in PAIR}, 0.01)
+    stopper = _first_rounds(swinging)
     assert not swinging._unsettled(stopper)  # the CPU keeps its rules

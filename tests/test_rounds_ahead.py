@@ -54,20 +54,9 @@ class _Answered:
 
 def test_no_round_is_made_ahead_once_the_runner_has_answered():
     """A round made after the runner answered would only delay its reply (the check makes it next anyway)."""
-    import tempfile
-    from types import SimpleNamespace
-
     from workbench.eval.judge import check_rounds
-    from workbench.eval.judge.context import task_key
-    from workbench.eval.judge.reference_rounds import ReferenceCache
-    from workbench.tasks.task import LoadedReference
 
-    task = softmax_task()
-    ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_test_ref_"))
-    ev = SimpleNamespace(job={"check_sizes": task.check_sizes("cpu"), "rounds": 5}, key=task_key(task), seed=0,
-                         device="cpu", ctx=SimpleNamespace(rounds=ReferenceCache()), task=task, reference=lambda: ref,
-                         _cpu_safe=lambda s: s, base={"protocol": {}}, rounds_made_here=False,
-                         session=SimpleNamespace(runner=_Answered()))
+    ev = _evaluation(softmax_task(), "cpu", _Answered())
     check_rounds.make_ahead(ev)
     assert ev.base["protocol"]["reference_rounds_ahead"] == 0
     reference, cached = check_rounds.rounds_for(ev)

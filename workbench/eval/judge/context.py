@@ -97,11 +97,9 @@ class Context:
         """What an idle judge gives back (the kept timing pool with its reference runner, the spare runner), holding
         the device shared: the runners' CUDA contexts are torn down as they exit, which must not land in another
         judge's timed batches."""
-        from contextlib import nullcontext
+        from workbench.eval.judge.device_lock import SHARED, held
 
-        from workbench.eval.judge.device_lock import SHARED
-
-        with self.device_lock.hold(SHARED) if self.device_lock is not None else nullcontext(0.0):
+        with held(self.device_lock, SHARED):
             self.release_pool()
             self.release_spare()
 

@@ -41,7 +41,7 @@ from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness import CandidateFailure, run_correctness
 from workbench.eval.judge.counting import count_work
-from workbench.eval.judge.device_lock import EXCLUSIVE, NONE, SHARED
+from workbench.eval.judge.device_lock import EXCLUSIVE, NONE, SHARED, held
 from workbench.eval.judge.input_pool import free_bytes
 from workbench.eval.judge.reference_rounds import build_reference
 from workbench.eval.judge.reply import Stop
@@ -134,8 +134,7 @@ class Evaluation:
     @contextmanager
     def _device(self, mode: int) -> Iterator[None]:
         """Hold the device lock in `mode` for the block; the seconds spent waiting for it go to stage_seconds."""
-        lock = self.ctx.device_lock
-        with lock.hold(mode) if lock is not None else nullcontext(0.0) as waited:
+        with held(self.ctx.device_lock, mode) as waited:
             self._add_wait(waited)
             yield
 

@@ -21,7 +21,6 @@ import tempfile
 import threading
 import time
 import traceback
-from contextlib import nullcontext
 from typing import IO, Any
 
 import torch
@@ -29,7 +28,7 @@ import torch
 from workbench.eval.judge import compare_warmup
 from workbench.eval.judge.ceilings import measured_ceilings
 from workbench.eval.judge.context import Context, probe_transport
-from workbench.eval.judge.device_lock import EXCLUSIVE, DeviceLock
+from workbench.eval.judge.device_lock import EXCLUSIVE, DeviceLock, held
 from workbench.eval.judge.evaluation import Evaluation
 from workbench.eval.judge.reply import reply_from_evaluation
 from workbench.eval.judge.runner_handle import ForkServer
@@ -163,7 +162,7 @@ def answer(job: wire.Job, job_id: str, ctx: Context) -> wire.Reply:
             faulthandler.cancel_dump_traceback_later()
         ctx.progress.stop()
     clock = reply.timing.clock if reply.timing is not None else None
-    with ctx.device_lock.hold(EXCLUSIVE) if ctx.device_lock is not None else nullcontext(0.0):
+    with held(ctx.device_lock, EXCLUSIVE):
         ceilings, why_not = measured_ceilings(job.device, reply.device_name, clock)  # measured once per device
     if ceilings is not None:
         return dataclasses.replace(reply, ceilings=ceilings)

@@ -15,13 +15,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any
 
 from workbench.eval.judge import build_cache, spare_runner
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
 from workbench.eval.judge.correctness import CandidateFailure
-from workbench.eval.judge.device_lock import SHARED
+from workbench.eval.judge.device_lock import SHARED, held
 from workbench.eval.judge.reply import Stop
 from workbench.eval.judge.runner_handle import Limits, RunnerDied, RunnerProcess
 from workbench.eval.judge.runner_libraries import libraries_for
@@ -79,8 +78,7 @@ def _take_spare(ctx: Any, key: spare_runner.SpareKey) -> spare_runner.Spare | No
     if spare is None:
         return None
     if not spare.key.serves(key):
-        lock = getattr(ctx, "device_lock", None)
-        with lock.hold(SHARED) if lock is not None else nullcontext(0.0):  # its context's teardown: no timing beside
+        with held(getattr(ctx, "device_lock", None), SHARED):  # its context's teardown: no timing beside
             spare_runner.discard(spare)
         return None
     return spare if spare_runner.settle(spare) else None

@@ -183,10 +183,7 @@ class PairTimer:
         while True:
             while not stopper.done() and not self._caught():
                 n = calls if fixed_left is None else max(1, min(calls, (fixed_left + 1) // 2))
-                started = time.perf_counter()
-                got = self._round(r, n, count=True)
-                samples = {m: ([got[m]] * (n if fixed_left is not None else 1) if got else []) for m in PAIR}
-                stopper.add(samples, time.perf_counter() - started)
+                self._counted_round(stopper, r, n, per_call=fixed_left is not None)
                 r += 1
                 if fixed_left is None and r % 2 == 0 and self._speedup_decided():
                     decided = "verdict"
@@ -211,9 +208,7 @@ class PairTimer:
         verdict is still inconclusive (on a GPU): `_settle` then times more rounds."""
         if not self.cuda or self._caught() or any(r != "ci-target" for r in stopper.reasons.values()):
             return False
-        ref, cand = self._watched("reference"), self._watched("candidate")
-        return MIN_BATCHES <= min(len(ref), len(cand)) < SETTLE_BATCHES and \
-            stats.compare(ref, cand, paired=True).verdict == "inconclusive"
+        return len(self._watched("candidate")) < SETTLE_BATCHES and self._paired_verdict() == "inconclusive"
 
     def _settle(self, stopper: JointStopper, r: int, calls: int) -> tuple[int, str]:
         """More rounds, up to SETTLE_BATCHES and within the time cap, until the verdict settles; returns (the next
@@ -225,9 +220,7 @@ class PairTimer:
         2.6 s; a few more rounds narrow that interval, where a side timed longer would not."""
         while len(self._watched("candidate")) < SETTLE_BATCHES and stopper.elapsed_s < stopper.time_cap_s and \
                 not self._caught():
-            started = time.perf_counter()
-            got = self._round(r, calls, count=True)
-            stopper.add({m: [got[m]] if got else [] for m in PAIR}, time.perf_counter() - started)
+            self._counted_round(stopper, r, calls)
             r += 1
             if r % 2 == 0 and self._speedup_decided():
                 return r, "verdict"
@@ -243,10 +236,7 @@ class PairTimer:
             return False
         if not any(r in ("time-cap", "max-reps") for r in stopper.reasons.values()):
             return False
-        ref, cand = self._watched("reference"), self._watched("candidate")
-        if min(len(ref), len(cand)) < MIN_BATCHES or stats.compare(ref, cand, paired=True).verdict != "inconclusive":
-            return False
-        return stopper.extend(EXTENDED_CAP_S, EXTENDED_MAX_BATCHES)
+        return self._paired_verdict() == "inconclusive" and stopper.extend(EXTENDED_CAP_S, EXTENDED_MAX_BATCHES)
 
     def _speedup_decided(self) -> bool:
         """Whether the A/B verdict is settled before each side reached its own CI target: the speedup's CI lies
@@ -258,7 +248,22 @@ class PairTimer:
             return False
         if max(_rel_width(sorted(ref), 0.95), _rel_width(sorted(cand), 0.95)) > DECIDED_REL_CI:
             return False
-        return stats.compare(ref, cand, paired=True).verdict != "inconclusive"
+        return self._paired_verdict() != "inconclusive"
+
+    def _paired_verdict(self) -> str | None:
+        """The A/B verdict of the rounds counted so far (`stats.compare`, paired), or None before MIN_BATCHES."""
+        ref, cand = self._watched("reference"), self._watched("candidate")
+        if min(len(ref), len(cand)) < MIN_BATCHES:
+            return None
+        return stats.compare(ref, cand, paired=True).verdict
+
+    def _counted_round(self, stopper: JointStopper, r: int, n: int, per_call: bool = False) -> None:
+        """Round r of n calls per side, counted: each side's batch mean goes to `stopper` (once, or once per call
+        for a fixed count: `per_call`) with the round's seconds."""
+        started = time.perf_counter()
+        got = self._round(r, n, count=True)
+        samples = {m: ([got[m]] * (n if per_call else 1) if got else []) for m in PAIR}
+        stopper.add(samples, time.perf_counter() - started)
 
     def _watched(self, name: str) -> list[float]:
         d = self.device_ms[name]
