@@ -186,3 +186,55 @@ def test_rounds_too_large_to_keep_are_made_one_ahead_when_two_fit_and_are_the_sa
     ahead.prepare(ahead.pending())
     ahead.drop_ahead()  # a check that ended early: its round ahead is not held, the next check starts over
     assert ahead._ahead is None and ahead.pending() == 0
+
+
+def test_a_first_round_made_ahead_that_shows_the_rounds_too_large_to_keep_is_the_checks_first_round():
+    """Made while the runner imports, the first round may show that the rounds are too large to keep: it is held for
+    the check, which does not make it again (`ReferenceRounds.hold_ahead`), and it is the round the check would have
+    made; an evaluation that ends before its check lets it go."""
+    from workbench.eval.judge import check_rounds
+
+    task = softmax_task()
+    one = _rounds(task).round(0).nbytes
+    ev = _evaluation(task, "cpu", _AnswersAfter(polls=99))
+    reference, _ = check_rounds.rounds_for(ev)
+    reference.budget = int(2.5 * one)
+    check_rounds.make_ahead(ev)
+    assert not reference.keep and ev.base["protocol"]["reference_rounds_ahead"] == 1
+    assert ev.held_rounds is reference and reference._ahead is not None
+    made = reference._ahead
+
+    used = reference.round(0)
+    assert used is made  # not made twice
+    alone = _rounds(task, budget=int(2.5 * one)).round(0)
+    assert torch.equal(used.native, alone.native)
+    assert all(torch.equal(a, b) for a, b in zip(used.inputs, alone.inputs, strict=True))
+    assert reference.pending() == 1  # the next round is made beside the first one's calls, as before
+
+    again = _evaluation(task, "cpu", _AnswersAfter(polls=99))
+    again_ref, _ = check_rounds.rounds_for(again)
+    again_ref.budget = int(2.5 * one)
+    check_rounds.make_ahead(again)
+    again.held_rounds.drop_ahead()  # what Evaluation._run does when no check came
+    assert again_ref._ahead is None and again_ref.pending() == 0  # the next check starts over
+
+
+def test_a_constant_is_tried_on_later_rounds_only_for_outputs_it_passed_so_far():
+    """`weak-task` needs a constant to pass in every round: once a round rules an output out, later rounds skip
+    the passes over it, and a task whose output a constant does pass is still found weak."""
+    weak_src = SOFTMAX.replace("return torch.softmax(x, dim=-1)", "return torch.zeros_like(x) + 1e-9")
+    weak = wb.Task.from_source(weak_src, name="weak_constant")
+    strong = _rounds(softmax_task())
+    for r in range(strong.n):
+        strong.round(r)
+    assert strong._constant[0] == [False]
+    assert all(strong._constant[r] == [None] for r in range(1, strong.n))  # not tried again
+    strong.finish()
+    assert not strong.task_findings
+
+    found = _rounds(weak)
+    for r in range(found.n):
+        found.round(r)
+    assert all(found._constant[r] == [True] for r in range(found.n))
+    found.finish()
+    assert any(f == "weak-task" and "a constant output passes" in d for f, d in found.task_findings)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from workbench.eval.judge import trace
 from workbench.eval.judge.reference_rounds import ReferenceRounds
 from workbench.eval.wire.tensors import release_unused
 
@@ -55,8 +56,12 @@ def make_ahead(ev: Any) -> None:
             return
         r = 0
         while reference.keep and r < reference.n and not runner.answers_within(0):
-            reference.round(r)
+            with trace.span("reference round ahead", round=r):
+                made = reference.round(r)
             r += 1
+            if not reference.keep:  # this round showed them too large to keep: the check takes it as it is
+                reference.hold_ahead(made)
+                ev.held_rounds = reference  # let go when the evaluation ends without a check
         ev.base["protocol"]["reference_rounds_ahead"] = r
     except Exception:  # noqa: BLE001 - made again, and reported, by the check
         ev.ctx.rounds.discard(rounds_key(ev))
@@ -86,7 +91,8 @@ def ahead_of_calls(ev: Any, reference: ReferenceRounds) -> Callable[[], None] | 
             if r is None:
                 return
             try:
-                reference.prepare(r)
+                with trace.span("reference round during a call", round=r):
+                    reference.prepare(r)
             except Exception:  # noqa: BLE001 - made again, and reported, when its call comes
                 failed.append(True)
                 release_unused(ev.device)

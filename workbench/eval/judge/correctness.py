@@ -49,6 +49,7 @@ import torch
 
 from workbench.eval.checks.flags import REJECT, Finding
 from workbench.eval.judge import output_compare_fused as fused
+from workbench.eval.judge import trace
 from workbench.eval.judge.output_compare import (
     ERROR_BUDGET_K,
     Comparison,
@@ -210,6 +211,7 @@ class _Protocol:
     def _lap(self, name: str) -> None:
         now = time.perf_counter()
         self.report.phases[name] = round(self.report.phases.get(name, 0.0) + now - self._last, 3)
+        trace.ended(f"check {name}", self._last, now)
         self._last = now
 
     def run(self) -> CheckReport:

@@ -35,6 +35,7 @@ from workbench.eval.judge import (
     reference_compile,
     reference_runner,
     timing_stage,
+    trace,
 )
 from workbench.eval.judge import fault_messages as faults
 from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
@@ -84,6 +85,8 @@ class Evaluation:
     compile_job: reference_compile.CompileJob | None = None
     #: Whether this evaluation made the correctness rounds' reference side (none kept from an earlier one).
     rounds_made_here: bool = False
+    #: Rounds holding one made ahead for a check that may not come (`check_rounds.make_ahead`).
+    held_rounds: Any = None
 
     def __post_init__(self) -> None:
         self.task = Task.from_spec(self.job["task"])
@@ -119,7 +122,7 @@ class Evaluation:
         seconds spent waiting for the lock ("wait"), go to stage_seconds."""
         stages = self.base["stage_seconds"]
         cuda = self.device.startswith("cuda") and torch.cuda.is_initialized()
-        with self._device(STAGE_LOCKS.get(name, NONE)):
+        with self._device(STAGE_LOCKS.get(name, NONE)), trace.span(f"stage {name}"):
             started = time.perf_counter()
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
@@ -196,6 +199,8 @@ class Evaluation:
             return {**self.base, "status": "runtime_error", "message": self._too_big(exc),
                     "log": traceback.format_exc()[-3000:], "out_of_memory": True}
         finally:
+            if self.held_rounds is not None:  # a candidate that failed to import never used it
+                self.held_rounds.drop_ahead()
             if self.compile_job is not None and self.compile_job.running:
                 # It compiles under this evaluation's precision policy, which is restored when the run ends.
                 self.compile_job.take()
@@ -261,7 +266,7 @@ class Evaluation:
         self.session.release_device = self._released
         if self.job.get("time_it", True):
             self._stage("calibrate", self._prepare_timing)
-            with self._device(SHARED):  # its weights are copied into shared memory on the device
+            with self._device(SHARED), trace.span("reference runner launch"):  # weights copied to shared memory
                 reference_runner.launch_for(self)
             self._start_compile()
         with self._device(SHARED):  # the candidate's import may already use the device
@@ -269,7 +274,8 @@ class Evaluation:
 
     def _while_importing(self) -> None:
         """The judge's own work while the runner imports: the next candidate's runner, this one's rounds ahead."""
-        start_spare(self)
+        with trace.span("start spare"):
+            start_spare(self)
         check_rounds.make_ahead(self)
 
     def _prepare_timing(self) -> None:
@@ -296,7 +302,8 @@ class Evaluation:
         """The reference model at the timing size, built once per task, size and seed in this judge."""
         key = self.timing_key
         if key not in self.ctx.models:
-            self.ctx.models[key] = build_reference(self.reference(), self.time_size, self.device, self.seed)
+            with trace.span("reference model"):
+                self.ctx.models[key] = build_reference(self.reference(), self.time_size, self.device, self.seed)
         return self.ctx.models[key]
 
     def check(self):
@@ -317,6 +324,8 @@ class Evaluation:
             self.session.between_calls = None
             reference.drop_ahead()
             settle_spare(self)  # before the lock is let go: its warm-up stays out of other judges' timing
+        if report.passed and self.job.get("time_it", True):
+            reference_runner.settle(self)  # its queued work, still under this stage's shared hold
         self.base["protocol"]["check_phases"] = report.phases
         self.base["protocol"]["models_built_on"] = model_init.built_on(reference.model(0))
         placement = {f.placement for f in reference._f64.values()}

@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import torch
 
-from workbench.eval.judge import compare_warmup
+from workbench.eval.judge import compare_warmup, trace
 from workbench.eval.judge.ceilings import measured_ceilings
 from workbench.eval.judge.context import Context, probe_transport
 from workbench.eval.judge.device_lock import EXCLUSIVE, DeviceLock, held
@@ -101,6 +101,14 @@ class ReportedEvaluation(Evaluation):
 def _evaluate(job: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """One evaluation; with KWB_JUDGE_PROFILE set to a folder, under cProfile with its stats written there (where
     the judge's seconds go, function by function: `python -m pstats FILE`)."""
+    trace.begin()
+    try:
+        return _profiled(job, ctx)
+    finally:
+        trace.end(f"{job['task'].get('name', '?')} / {job['candidate'].get('name', '?')}")
+
+
+def _profiled(job: dict[str, Any], ctx: Context) -> dict[str, Any]:
     folder = os.environ.get("KWB_JUDGE_PROFILE")
     if not folder:
         return ReportedEvaluation(job, ctx).run()

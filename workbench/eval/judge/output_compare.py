@@ -221,10 +221,15 @@ def _degenerate(o64: torch.Tensor, exp: torch.Tensor, finite: torch.Tensor, dtyp
                 f"reference varies (std {ref_std:.3g})")
     return ""
 
-def constant_passes(ref64: list[Any], natives: list[Any], tol_for: Callable[[str], Tolerance]) -> list[bool | None]:
-    """Per output: would a constant (the midrange, or zero) pass the tolerance? None for scalars and non-floats."""
+def constant_passes(ref64: list[Any], natives: list[Any], tol_for: Callable[[str], Tolerance],
+                    asked: list[bool] | None = None) -> list[bool | None]:
+    """Per output: would a constant (the midrange, or zero) pass the tolerance? None for scalars and non-floats, and
+    for outputs `asked` leaves out (False at their index)."""
     verdicts: list[bool | None] = []
-    for r64, rn in zip(ref64, natives, strict=False):
+    for k, (r64, rn) in enumerate(zip(ref64, natives, strict=False)):
+        if asked is not None and k < len(asked) and not asked[k]:
+            verdicts.append(None)
+            continue
         if not (isinstance(rn, torch.Tensor) and rn.is_floating_point() and rn.numel() > 1):
             verdicts.append(None)
             continue

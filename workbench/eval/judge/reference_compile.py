@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from workbench.eval.judge import trace
 from workbench.eval.judge.device_lock import SHARED, DeviceLock
 
 #: Seconds the timing stage waits for a compile still running before it times without the compiled line.
@@ -140,7 +141,7 @@ def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
     def work() -> None:
         started = time.perf_counter()
         try:
-            with beside_the_judge(device, lock):
+            with beside_the_judge(device, lock), trace.span("reference compile"):
                 job.compiled, job.note = compile_fn(model, inputs)
         except Exception as exc:  # noqa: BLE001 - drawing the inputs or taking the lock failed: still only a note
             job.compiled, job.note = None, (f"torch.compile of the reference failed ({type(exc).__name__}: "

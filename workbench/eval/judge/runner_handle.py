@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.eval.judge import trace
 from workbench.eval.runner import sandbox
 from workbench.eval.wire import forkserver_messages as server_messages
 from workbench.eval.wire import runner_messages as protocol
@@ -168,6 +169,8 @@ class RunnerProcess:
         self.closed = False
         self.frozen = False
         self._status: int | None = None
+        #: Whose runner this is, in the judge's trace (`trace.py`): the candidate's, the reference's or a spare.
+        self.role = "runner"
 
     @classmethod
     def start(cls, server: ForkServer, device: str, limits: Limits | None = None,
@@ -207,6 +210,7 @@ class RunnerProcess:
     # -- messages --
     def send(self, message: protocol.Message, fds: list[int] | tuple[int, ...] = ()) -> None:
         self.seq_out += 1
+        trace.instant(f"{self.role} <- {message.kind}")
         try:
             self.channel.send(protocol.encode(message, self.job, self.nonce, self.seq_out), fds)
         except ChannelClosed:
@@ -233,6 +237,7 @@ class RunnerProcess:
         except protocol.ProtocolError as exc:
             self.kill()
             raise RunnerViolation(str(exc), self.log_tail()) from None
+        trace.instant(f"{self.role} -> {message.kind}", **trace.reported(message))
         if fds:
             self.kill()
             raise RunnerViolation("the runner sent file descriptors", self.log_tail())

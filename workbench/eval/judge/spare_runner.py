@@ -125,6 +125,7 @@ def spawn(ctx: Any, key: SpareKey) -> Spare | None:
         if triton is not None:
             shutil.rmtree(triton, ignore_errors=True)
         return None
+    runner.role = "spare"
     return Spare(key, runner, triton)
 
 

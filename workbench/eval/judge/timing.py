@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from workbench.eval.checks.flags import Finding
-from workbench.eval.judge import clock_check, recheck_compare, stats, timing_outcome
+from workbench.eval.judge import clock_check, recheck_compare, stats, timing_outcome, trace
 from workbench.eval.judge.candidate_session import CandidateSession
 from workbench.eval.judge.clock_check import Batch
 from workbench.eval.judge.input_pool import InputPool
@@ -100,12 +100,13 @@ class ReferenceSide:
 class _PhaseClock:
     """Adds the seconds since the last lap to a named phase."""
 
-    def __init__(self, phases: dict[str, float]):
-        self.phases, self.last = phases, time.perf_counter()
+    def __init__(self, phases: dict[str, float], round_no: int = 0):
+        self.phases, self.last, self.round_no = phases, time.perf_counter(), round_no
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
         self.phases[name] = self.phases.get(name, 0.0) + now - self.last
+        trace.ended(f"timing {name}", self.last, now, round=self.round_no)
         self.last = now
 
 
@@ -289,7 +290,7 @@ class PairTimer:
         seeds = tuple(self.rng.randrange(1 << 62) for _ in range(n)) if self.seeded else ()
         checks = set(range(n)) if b <= 2 else set(self.rng.sample(range(n), min(n, CHECKS_PER_BATCH)))
         kept: dict[int, Any] = {}
-        clock = _PhaseClock(self.phases)
+        clock = _PhaseClock(self.phases, b)
         before = self.telemetry.sample() if self.telemetry is not None else None
         clock.lap("telemetry")
         # Which side goes first alternates from round to round where both are runners: whatever the first side of

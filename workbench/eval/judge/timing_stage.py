@@ -19,7 +19,7 @@ import torch
 
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
-from workbench.eval.judge import stats
+from workbench.eval.judge import stats, trace
 from workbench.eval.judge.candidate_session import CandidateSession
 from workbench.eval.judge.input_pool import MAX_SETS, InputPool
 from workbench.eval.judge.timing import TARGET_BATCH_S, PairTimer, ReferenceSide, stopping_rule
@@ -108,17 +108,23 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
             raise
     if kept is not None:
         kept.free()
+    lap = trace.laps("timing plan")
     first = reference.make_inputs(size, seed + 101, device, "default")
+    lap("first inputs")
     with torch.no_grad():
         out = ref_model(*clone_inputs(first))
+    lap("first output")
     if known is None:
         with measuring():
             estimate = _estimate_ms(ref_model, first, device)
+        lap("estimate")
         known = ReferenceProfile(estimate, draws_random_numbers(ref_model, first, device))
+        lap("random numbers")
     est = known.reference_ms
     target = TARGET_BATCH_S["cuda" if device.startswith("cuda") else "cpu"] * 1e3
     wanted = 3 if interpreted else max(2, min(MAX_SETS, math.ceil(4 * target / max(est, 1e-3))))
-    pool = InputPool.create(session, reference, size, device, first, out, wanted, random.SystemRandom())
+    with trace.span("timing pool", sets=wanted):
+        pool = InputPool.create(session, reference, size, device, first, out, wanted, random.SystemRandom())
     del first, out
     release_unused(device)  # the estimate's temporaries: the candidate's runner needs the memory
     try:
@@ -136,7 +142,7 @@ def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile
         time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
     if not fresh:
         measured = time.perf_counter()
-        with measuring():
+        with measuring(), trace.span("null calibration"):
             known.calibration = calibrate(session, pool, timeout, known.seeded)
         known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
         pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
