@@ -254,12 +254,6 @@ class CandidateSession:
         self.post(protocol.Ping(call=self._next_call))
         return pool
 
-    def post_time(self, model: int, pool: int, order: list[int]) -> None:
-        """`time` without waiting (`collect` reads its samples): an untimed warm-up batch queued behind the build."""
-        self._next_call += 1
-        self.post(protocol.Time(call=self._next_call, model=model, input_sets=(), order=tuple(order), warmup=0,
-                                seeds=(), pool=pool))
-
     def ping(self, timeout: float) -> None:
         """A round trip (the runner answers between requests)."""
         self._next_call += 1

@@ -324,8 +324,6 @@ class Evaluation:
             self.session.between_calls = None
             reference.drop_ahead()
             settle_spare(self)  # before the lock is let go: its warm-up stays out of other judges' timing
-        if report.passed and self.job.get("time_it", True):
-            reference_runner.settle(self)  # its queued work, still under this stage's shared hold
         self.base["protocol"]["check_phases"] = report.phases
         self.base["protocol"]["models_built_on"] = model_init.built_on(reference.model(0))
         placement = {f.placement for f in reference._f64.values()}

@@ -16,11 +16,8 @@ reference computes is ever written where a candidate's runner can read it. The o
 compare against are still computed in the judge (`timing.PairTimer`).
 
 Speed: it is launched when the pool is made, before the candidate is imported, and its requests (load, build, map
-the pool, one untimed call) are queued at once; their replies are read when the candidate's check passed (`settle`,
-still holding the device shared, so none of that work lands in another judge's timing) or when timing starts, so its
-start-up overlaps the candidate's import and checks. The untimed call pays the reference's first-call costs in a
-fresh process (cuDNN loading the kernels of the task's convolution shapes: 0.17 s of the first timed batch of
-KernelBench L2/1 on an H100, where the candidate had paid its own in its correctness calls). It lives with the pool (`InputPool.reference_runner`) and is kept with it for the next candidate
+the pool) are queued at once; their replies are read when timing starts, so its start-up overlaps the candidate's
+import and checks. It lives with the pool (`InputPool.reference_runner`) and is kept with it for the next candidate
 of the same task, size and seed.
 
 When it cannot start or load the reference (a reference its sandbox refuses), or fails while timing, the judge
@@ -120,7 +117,6 @@ class ReferenceRunner:
             model_id = session.post_model(ref_model, init, seed, sizes)
             session.arena.adopt(pool.arena.owned())
             pool_id = session.post_pool(pool.refs, _scratch_slots(session, pool))
-            session.post_time(model_id, pool_id, [0])  # first-call costs (module doc)
         except BaseException as exc:
             session.close()
             if isinstance(exc, (RunnerDied, RunnerViolation, RuntimeError, OSError)):
@@ -155,7 +151,6 @@ class ReferenceRunner:
             self.session.collect("loaded", deadline)
             self.session.collect("built", deadline)
             self.session.collect("pong", deadline)
-            self.session.collect("samples", deadline)
         except (CandidateFailure, RunnerDied, RunnerViolation, RuntimeError, OSError) as exc:
             self.close()
             raise ReferenceRunnerFailed(_why(exc)) from None
@@ -222,19 +217,6 @@ def tight(pool: Any, device: str) -> str:
             "timed in the judge's process, which gives its cache back before the candidate's batch")
 
 
-def settle(ev: Any) -> None:
-    """Read the replies of the reference runner's queued requests once the candidate's check passed, while the judge
-    still holds the device shared (module doc); a failure is reported when timing takes the runner."""
-    pool = ev.plan.pool if ev.plan is not None else None
-    runner = pool.reference_runner if pool is not None else None
-    if runner is None or runner.is_ready:
-        return
-    try:
-        ev.base["protocol"]["reference_runner_wait_s"] = round(runner.ready(), 3)
-    except ReferenceRunnerFailed:
-        pass
-
-
 def take_for_timing(ev: Any) -> ReferenceRunner | None:
     """When timing starts: the pool's reference runner, ready (its replies read), or None when there is none, it
     failed, or memory is too tight for two runners (`tight`); then the judge times the reference, and the Result
@@ -255,8 +237,7 @@ def take_for_timing(ev: Any) -> ReferenceRunner | None:
         ev.base["protocol"]["reference_timed_in"] = f"judge: {exc}"
         return None
     runner.uses += 1
-    if waited or "reference_runner_wait_s" not in ev.base["protocol"]:
-        ev.base["protocol"]["reference_runner_wait_s"] = round(waited, 3)
+    ev.base["protocol"]["reference_runner_wait_s"] = round(waited, 3)
     return runner
 
 

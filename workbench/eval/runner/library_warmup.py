@@ -14,24 +14,11 @@ import time
 import torch
 
 
-def _import_sealed_modules() -> None:
-    """`torch.utils.cpp_extension`, which the seal reads hook points from before every candidate's import
-    (`runner/main.py` `_seal_hooks`): 0.41 s of the 0.44-0.47 s a KernelBench reference took to load as a candidate on
-    an H100 (a torch built for CUDA). Imported here it is paid before the first request, in a spare runner long
-    before its candidate comes. Not in the fork server: with a CUDA torch the import asks whether CUDA is available,
-    and every runner forked after that crashed."""
-    try:
-        import torch.utils.cpp_extension  # noqa: F401
-    except Exception:  # noqa: BLE001 - the seal imports it itself, and reports what fails
-        pass
-
-
 def warm(device: str, libraries: tuple[str, ...]) -> float:
     """Load `libraries` ("cuda", "cublas", "cudnn") on `device`; the seconds it took (0 when there was nothing)."""
     if not libraries or not device.startswith("cuda"):
         return 0.0
     started = time.perf_counter()
-    _import_sealed_modules()
     try:
         torch.cuda.init()
         dev = torch.device(device)
