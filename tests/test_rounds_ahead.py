@@ -211,6 +211,12 @@ def test_a_first_round_made_ahead_that_shows_the_rounds_too_large_to_keep_is_the
     assert all(torch.equal(a, b) for a, b in zip(used.inputs, alone.inputs, strict=True))
     assert reference.pending() == 1  # the next round is made beside the first one's calls, as before
 
+    tight = _evaluation(task, "cpu", _AnswersAfter(polls=99))
+    tight_ref, _ = check_rounds.rounds_for(tight)
+    tight_ref.budget = int(1.5 * one)  # two rounds would not fit: the one made ahead is let go, as before
+    check_rounds.make_ahead(tight)
+    assert not tight_ref.keep and tight_ref._ahead is None and tight_ref.pending() is None
+
     again = _evaluation(task, "cpu", _AnswersAfter(polls=99))
     again_ref, _ = check_rounds.rounds_for(again)
     again_ref.budget = int(2.5 * one)

@@ -192,8 +192,11 @@ class ReferenceRounds:
     def hold_ahead(self, rd: RoundData) -> None:
         """Hold `rd`, made before the check asked for it (`check_rounds.make_ahead`), as the round ahead when making
         it showed the rounds too large to keep: the check uses it instead of making it again (KernelBench L2/1 on an
-        H100: 0.15 s of its first round made twice, the second time on the check's critical path)."""
-        if not self.keep and self._ahead is None:
+        H100: 0.15 s of its first round made twice, the second time on the check's critical path). Only where two
+        rounds fit the budget, as for a round made beside a call (`pending`): a round of a problem that fills the GPU
+        (KernelBench L1/19, L1/34: 7-8 GiB inputs) held through the candidate's model build and first call ran the
+        judge out of memory."""
+        if not self.keep and self._ahead is None and 2 * rd.nbytes <= self.budget:
             self._ahead, self._last = rd, rd.number - 1
 
     def drop_ahead(self) -> None:
