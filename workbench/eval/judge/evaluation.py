@@ -30,7 +30,6 @@ from workbench.eval.checks.flags import Finding, first_per_flag, verdict
 from workbench.eval.checks.what_ran import WhatRan
 from workbench.eval.judge import (
     check_rounds,
-    compile_worker,
     evidence_stage,
     ran_stage,
     reference_compile,
@@ -435,12 +434,10 @@ class Evaluation:
         if not self._wants_compiled() or self.plan is None or key in self.ctx.compiled or self.plan.seeded:
             return
         if not reference_compile.fits_beside(self.plan.pool.set_bytes, free_bytes(self.device)):
-            compile_worker.release(self.ctx)  # its CUDA context's memory: this task fills the device
             return
         with self._device(SHARED):
             inputs = self._sample_inputs()
-        self.compile_job = reference_compile.start(self.reference_model(), inputs, self.device, self.ctx.device_lock,
-                                                   ahead=compile_worker.ahead_for(self))
+        self.compile_job = reference_compile.start(self.reference_model(), inputs, self.device, self.ctx.device_lock)
         self.ctx.compiled[key] = self.compile_job
 
     def compiled_reference(self) -> Any:
@@ -466,7 +463,7 @@ class Evaluation:
             self.notes.append(note if job is self.compile_job else
                               "torch.compile of the reference failed earlier in this judge; compiled line omitted")
         self.base["protocol"]["reference_compile"] = {"how": how, "seconds": round(job.seconds, 3),
-                                                      "waited": round(waited, 3), "worker": job.ahead}
+                                                      "waited": round(waited, 3)}
         return fn
 
     def finish(self, result: dict[str, Any]) -> dict[str, Any]:

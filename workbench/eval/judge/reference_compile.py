@@ -92,8 +92,6 @@ class CompileJob:
     compiled: Any = None
     note: str = ""
     seconds: float = 0.0
-    #: What the judge's compile worker said of its compile made first (`compile_worker.py`), when one was asked.
-    ahead: dict[str, Any] | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
@@ -135,22 +133,16 @@ def fits_beside(set_bytes: int, free: int | None) -> bool:
 
 
 def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
-          compile_fn: Callable[[Any, list[Any]], tuple[Any, str]] = compile_reference,
-          ahead: Callable[[], dict[str, Any]] | None = None) -> CompileJob:
+          compile_fn: Callable[[Any, list[Any]], tuple[Any, str]] = compile_reference) -> CompileJob:
     """Compile `model` on `inputs` (drawn by the caller: the global RNG belongs to the main thread) in a daemon
-    thread holding the device shared (module doc); returns the job at once. `ahead`: the judge's compile worker
-    compiling the same reference first, so this compile finds Inductor's caches warm (`compile_worker.py`)."""
+    thread holding the device shared (module doc); returns the job at once."""
     job = CompileJob()
 
     def work() -> None:
         started = time.perf_counter()
         try:
-            with beside_the_judge(device, lock):
-                if ahead is not None:
-                    with trace.span("reference compile in the worker"):
-                        job.ahead = ahead()
-                with trace.span("reference compile"):
-                    job.compiled, job.note = compile_fn(model, inputs)
+            with beside_the_judge(device, lock), trace.span("reference compile"):
+                job.compiled, job.note = compile_fn(model, inputs)
         except Exception as exc:  # noqa: BLE001 - drawing the inputs or taking the lock failed: still only a note
             job.compiled, job.note = None, (f"torch.compile of the reference failed ({type(exc).__name__}: "
                                             f"{str(exc)[:200]}); compiled line omitted")
