@@ -99,8 +99,9 @@ class ReportedEvaluation(Evaluation):
 
 
 def _evaluate(job: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    """One evaluation; with KWB_JUDGE_PROFILE set to a folder, under cProfile with its stats written there (where
-    the judge's seconds go, function by function: `python -m pstats FILE`)."""
+    """One evaluation; with KWB_JUDGE_TRACE set to a folder, its timeline written there (`trace.py`); with
+    KWB_JUDGE_PROFILE set to a folder, under cProfile with its stats written there (where the judge's seconds go,
+    function by function: `python -m pstats FILE`)."""
     trace.begin()
     try:
         return _profiled(job, ctx)
