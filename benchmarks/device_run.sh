@@ -150,8 +150,9 @@ PY
     # First evaluations as timelines (what waited on what): KB_IDS' problems after a built-in warm-up.
     files=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from kernelbench_aa import DEFAULT_PROBLEMS, problems, only_ids; \
 print(' '.join(str(p) for _, p in only_ids(problems(DEFAULT_PROBLEMS, [1, 2, 3]), sys.argv[1])))" "${KB_IDS:-1/40,2/1}")
+    extra=${KB_TRACE_ARGS:-}  # e.g. --no-compile; the log is named after it
     timeout 300 python3 benchmarks/eval_trace.py --kernelbench $files --warm-with softmax --out "$OUT/traces" \
-      ${KB_TRACE_ARGS:-} 2>&1 | grep -v "^\[judge\|^\[runner" | tee "$OUT/trace${KB_TRACE_ARGS// /}.log" | grep "^===" 
+      $extra 2>&1 | grep -v "^\[judge\|^\[runner" | tee "$OUT/trace${extra// /}.log" | grep "^==="
     ;;
   dask)
     timeout 500 python3 benchmarks/study_throughput.py --out "$OUT" 2>&1 | tail -20

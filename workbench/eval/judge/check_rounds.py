@@ -59,8 +59,7 @@ def make_ahead(ev: Any) -> None:
             with trace.span("reference round ahead", round=r):
                 made = reference.round(r)
             r += 1
-            if not reference.keep:  # this round showed them too large to keep: the check takes it as it is
-                reference.hold_ahead(made)
+            if not reference.keep and reference.hold_ahead(made):  # too large to keep: the check takes this one
                 ev.held_rounds = reference  # let go when the evaluation ends without a check
         ev.base["protocol"]["reference_rounds_ahead"] = r
     except Exception:  # noqa: BLE001 - made again, and reported, by the check

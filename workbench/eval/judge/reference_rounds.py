@@ -185,19 +185,25 @@ class ReferenceRounds:
         if self.keep:
             return next((r for r in range(self.n) if r not in self._rounds), None)
         nxt = self._last + 1
-        if self._ahead is not None or not self._round_bytes or 2 * self._round_bytes > self.budget or nxt >= self.n:
+        if self._ahead is not None or not self._two_fit(self._round_bytes) or nxt >= self.n:
             return None
         return nxt
 
-    def hold_ahead(self, rd: RoundData) -> None:
+    def _two_fit(self, round_bytes: int) -> bool:
+        """Whether two rounds of `round_bytes` fit the budget: the one in use and one held ahead of it."""
+        return 0 < 2 * round_bytes <= self.budget
+
+    def hold_ahead(self, rd: RoundData) -> bool:
         """Hold `rd`, made before the check asked for it (`check_rounds.make_ahead`), as the round ahead when making
         it showed the rounds too large to keep: the check uses it instead of making it again (KernelBench L2/1 on an
         H100: 0.15 s of its first round made twice, the second time on the check's critical path). Only where two
         rounds fit the budget, as for a round made beside a call (`pending`): a round of a problem that fills the GPU
         (KernelBench L1/19, L1/34: 7-8 GiB inputs) held through the candidate's model build and first call ran the
-        judge out of memory."""
-        if not self.keep and self._ahead is None and 2 * rd.nbytes <= self.budget:
-            self._ahead, self._last = rd, rd.number - 1
+        judge out of memory. Returns whether it is held."""
+        if self.keep or self._ahead is not None or not self._two_fit(rd.nbytes):
+            return False
+        self._ahead, self._last = rd, rd.number - 1
+        return True
 
     def drop_ahead(self) -> None:
         """Forget the round held ahead, when the check that would have used it ended (the rounds outlive it in the
