@@ -73,6 +73,19 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+def _settled_descendants(pid: int) -> set[int]:
+    """`_descendants` once the last evaluation's runner has gone: the judge reaps it after the reply
+    (`runner_start.close_runner`), so a count taken at once may still hold it."""
+    seen = _descendants(pid)
+    for _ in range(20):
+        time.sleep(0.2)
+        now = _descendants(pid)
+        if now == seen:
+            return now
+        seen = now
+    return seen
+
+
 def test_the_reference_is_timed_in_its_own_runner_kept_with_the_pool_until_the_judge_idles(one_judge, monkeypatch):
     monkeypatch.setenv("KWB_REFERENCE_RUNNER", "1")
     monkeypatch.setenv("KWB_POOL_IDLE_S", "3")
@@ -90,7 +103,7 @@ def test_the_reference_is_timed_in_its_own_runner_kept_with_the_pool_until_the_j
     assert second.protocol["reference_timed_in"] == "runner (kept)"
     assert second.protocol["timing_pool"] == "kept"
     pid = second.metadata["judge_pid"]
-    kept = _descendants(pid)
+    kept = _settled_descendants(pid)
     deadline = time.monotonic() + 30
     while len(_descendants(pid)) >= len(kept) and time.monotonic() < deadline:
         time.sleep(0.25)

@@ -93,14 +93,14 @@ def test_without_the_switch_every_cpu_candidate_starts_its_runner(one_judge, mon
 
 
 def test_an_idle_judge_closes_its_spare(spares, monkeypatch):
-    from test_reference_runner import _descendants
+    from test_reference_runner import _descendants, _settled_descendants
 
     monkeypatch.setenv("KWB_POOL_IDLE_S", "2")
     task = wb.Task.from_source(SOFTMAX, name="spare-idle")
     res = wb.evaluate(task, reference_as_candidate(task), device="cpu", time_it=False)
     assert res.status == "ok", res.message
     pid = res.metadata["judge_pid"]
-    with_spare = _descendants(pid)  # the fork server and the spare runner
+    with_spare = _settled_descendants(pid)  # the fork server and the spare runner
     deadline = time.monotonic() + 30
     while len(_descendants(pid)) >= len(with_spare) and time.monotonic() < deadline:
         time.sleep(0.25)

@@ -254,6 +254,12 @@ class CandidateSession:
         self.post(protocol.Ping(call=self._next_call))
         return pool
 
+    def post_call(self, model: int, input_refs: tuple[Any, ...]) -> None:
+        """An untimed call of `model` on inputs the runner already maps (a pool's set), its output dropped, without
+        waiting (`collect("output")` reads the reply): a warm-up, not a correctness call."""
+        self._next_call += 1
+        self.post(protocol.Call(call=self._next_call, model=model, inputs=tuple(input_refs), slots=(), poison=False))
+
     def ping(self, timeout: float) -> None:
         """A round trip (the runner answers between requests)."""
         self._next_call += 1
@@ -375,8 +381,16 @@ class CandidateSession:
             raise CandidateFailure("timing", RemoteError(reply))
         return reply, elapsed
 
-    def close(self) -> None:
-        self.runner.close()
+    def close(self, wait: bool = True) -> None:
+        """End the runner (killed before this returns) and give back the shared memory; `wait` False leaves both
+        waiting for its exit and the memory to `release`."""
+        self.runner.close(wait)
+        if wait:
+            self.arena.close()
+
+    def release(self) -> None:
+        """After `close(wait=False)`: the runner's exit waited for, then the shared memory given back."""
+        self.runner.reap()
         self.arena.close()
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +73,20 @@ class Context:
     kept_pool: tuple[Any, Any] | None = None
     #: The next candidate's runner, started and warmed up during this one's evaluation (`spare_runner.py`).
     spare: Any = None
+    #: What an evaluation leaves for after its reply has gone (`tidy`): waits and releases that decide nothing.
+    after_reply: list[Callable[[], Any]] = field(default_factory=list)
+
+    def tidy(self) -> None:
+        """Run what the last evaluation left for after its reply (`after_reply`), oldest first: the judge main loop
+        calls it once a reply is sent, and every evaluation before it starts, so the next one finds the memory
+        given back. A failure is printed, never raised (the reply is already gone)."""
+        jobs, self.after_reply = self.after_reply, []
+        for job in jobs:
+            try:
+                job()
+            except Exception as exc:  # noqa: BLE001 - the docstring
+                print(f"[judge] tidying after a reply failed: {type(exc).__name__}: {exc}", file=sys.stderr,
+                      flush=True)
 
     def take_pool(self, key: Any) -> Any:
         """The kept timing pool of `key` (no longer kept: the caller gives it back with `keep_pool`), or None. A

@@ -47,7 +47,7 @@ from workbench.eval.judge.input_pool import free_bytes
 from workbench.eval.judge.reference_rounds import build_reference
 from workbench.eval.judge.reply import Stop
 from workbench.eval.judge.runner_handle import RunnerDied, RunnerViolation
-from workbench.eval.judge.runner_start import after_close, load_candidate, settle_spare, start_runner, start_spare
+from workbench.eval.judge.runner_start import close_runner, load_candidate, settle_spare, start_runner, start_spare
 from workbench.eval.judge.timing import ReferenceSide
 from workbench.eval.wire import model_init
 from workbench.tasks import precision
@@ -105,6 +105,7 @@ class Evaluation:
 
     # ---- driver ---------------------------------------------------------------------------------------------
     def run(self, retry_out_of_memory: bool = True) -> dict[str, Any]:
+        self.ctx.tidy()  # what the last evaluation left for after its reply, if its caller did not run it yet
         # The task's precision policy around every reference computation in the judge (the runner applies it too).
         with precision.applied(self.precision, self.device):
             reply = self._run()
@@ -207,8 +208,7 @@ class Evaluation:
             if self.session is not None:
                 if self.session.pauses.count:
                     self.base["protocol"]["compile_pauses"] = self.session.pauses.to_dict()
-                self.session.close()
-                after_close(self)
+                close_runner(self)
             if self.plan is not None and self.plan.pool.keepable:
                 # Its runner is closed (dead): the next candidate of this task, size and seed is lent the pool (and
                 # the reference's runner with it).
@@ -217,9 +217,9 @@ class Evaluation:
                 self.plan.pool.drop_reference_runner()
             self.plan = None
             if self.device.startswith("cuda"):
-                # Memory the judge freed goes back to the driver: the next runner, another process, needs it.
-                gc.collect()
-                torch.cuda.empty_cache()
+                # Memory the judge freed goes back to the driver (the next runner, another process, needs it), once
+                # the reply is sent and the runner's own memory went (`close_runner`).
+                self.ctx.after_reply.append(_give_memory_back)
 
     def _too_big(self, exc: BaseException) -> str:
         """The judge's own out-of-memory: the task at this size does not fit beside the protocol's copies."""
@@ -266,9 +266,9 @@ class Evaluation:
         self.session.release_device = self._released
         if self.job.get("time_it", True):
             self._stage("calibrate", self._prepare_timing)
+            self._start_compile()  # first: where it outlasts the check, it sets the wall
             with self._device(SHARED), trace.span("reference runner launch"):  # weights copied to shared memory
                 reference_runner.launch_for(self)
-            self._start_compile()
         with self._device(SHARED):  # the candidate's import may already use the device
             load_candidate(self, meanwhile=self._while_importing)
 
@@ -482,6 +482,11 @@ class Evaluation:
             self.notes.append("bf16 is broken in Triton's interpreter: this CPU run used float32; run on a GPU for "
                               "a bf16 verdict")
         return {**size, "dtype": "float32"}
+
+
+def _give_memory_back() -> None:
+    gc.collect()
+    torch.cuda.empty_cache()
 
 
 def _scan(cand: dict[str, Any], policy: str) -> list[Finding]:

@@ -161,11 +161,15 @@ _STACKS: tuple[float, IO[str]] | None = None
 
 def answer(job: wire.Job, job_id: str, ctx: Context) -> wire.Reply:
     """Run `job` (progress lines sent as it goes when it asked for them) and make its Reply."""
+    started = time.perf_counter()
     ctx.progress.start((lambda message: _send(message, job_id)) if job.progress else None)
     if _STACKS is not None:
         faulthandler.dump_traceback_later(_STACKS[0], repeat=True, file=_STACKS[1])
     try:
-        reply = reply_from_evaluation({**_evaluate(_job_dict(job), ctx), "judge_pid": os.getpid()})
+        evaluated = _evaluate(_job_dict(job), ctx)
+        evaluated["protocol"] = {**evaluated.get("protocol", {}),
+                                 "evaluation_s": round(time.perf_counter() - started, 3)}
+        reply = reply_from_evaluation({**evaluated, "judge_pid": os.getpid()})
     finally:
         if _STACKS is not None:
             faulthandler.cancel_dump_traceback_later()
@@ -173,11 +177,12 @@ def answer(job: wire.Job, job_id: str, ctx: Context) -> wire.Reply:
     clock = reply.timing.clock if reply.timing is not None else None
     with held(ctx.device_lock, EXCLUSIVE):
         ceilings, why_not = measured_ceilings(job.device, reply.device_name, clock)  # measured once per device
-    if ceilings is not None:
-        return dataclasses.replace(reply, ceilings=ceilings)
+    # The judge's own seconds for the job (`judge_s`) and for its evaluation (`evaluation_s`): what a caller's wall
+    # time holds beyond them is the queue and the transport (and the last job's tidying, `Context.tidy`).
+    protocol = {**reply.protocol, "judge_s": round(time.perf_counter() - started, 3)}
     if why_not:
-        return dataclasses.replace(reply, protocol={**reply.protocol, "ceilings": why_not})
-    return reply
+        protocol["ceilings"] = why_not
+    return dataclasses.replace(reply, protocol=protocol, **({"ceilings": ceilings} if ceilings is not None else {}))
 
 
 def _job_dict(job: wire.Job) -> dict[str, Any]:
@@ -235,8 +240,10 @@ def main() -> None:
             except BaseException as exc:  # a reply must always come back
                 reply = _judge_error(exc)
             _send(reply, job_id)
+            ctx.tidy()  # after the reply: its caller does not wait for the runner's exit (`close_runner`)
             gc.collect()
     finally:
+        ctx.tidy()
         ctx.release_spare()
         server.close()
 

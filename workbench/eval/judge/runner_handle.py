@@ -368,7 +368,9 @@ class RunnerProcess:
             except ProcessLookupError:
                 pass
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """End the runner: it is killed before this returns, so nothing of the candidate runs past it. `wait`
+        False leaves waiting for its exit (a GPU process's exit takes its driver's teardown) to `reap`."""
         if self.closed:
             return
         self.closed = True
@@ -379,6 +381,11 @@ class RunnerProcess:
         except Exception:
             pass
         self.kill()
+        if wait:
+            self.reap()
+
+    def reap(self) -> None:
+        """After `close`: wait for the killed runner's exit, then drop its channel, log and scratch folder."""
         self.wait_status()
         self.channel.close()
         self.log.join(1.0)

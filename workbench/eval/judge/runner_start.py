@@ -99,6 +99,22 @@ def settle_spare(ev: Any) -> None:
         ev.ctx.spare = None
 
 
+def close_runner(ev: Any) -> None:
+    """At the end of an evaluation: its runner killed now (nothing of the candidate runs past this point), and what
+    only waits left for after the reply (`Context.tidy`): the runner's exit (on a GPU a process's exit waits for
+    its driver's teardown), its shared memory, then the spare's Triton entries (`after_close`, once nothing of the
+    runner can write any more). The caller gets its Result sooner; the judge still takes its next job only once
+    all of it is done, so a next evaluation finds the memory given back."""
+    session = ev.session
+    session.close(wait=False)
+
+    def gone() -> None:
+        session.release()
+        after_close(ev)
+
+    ev.ctx.after_reply.append(gone)
+
+
 def after_close(ev: Any) -> None:
     """Once the evaluation's runner is closed: a spare's Triton entries copied into its source's cache."""
     spare, ev.spare = getattr(ev, "spare", None), None
