@@ -384,9 +384,9 @@ class CandidateSession:
     def close(self, wait: bool = True) -> None:
         """End the runner (killed before this returns) and give back the shared memory; `wait` False leaves both
         waiting for its exit and the memory to `release`."""
-        self.runner.close(wait)
+        self.runner.close(wait=False)
         if wait:
-            self.arena.close()
+            self.release()
 
     def release(self) -> None:
         """After `close(wait=False)`: the runner's exit waited for, then the shared memory given back."""

@@ -7,6 +7,7 @@ each bounded so a study over hundreds of tasks cannot fill the GPU with them.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import sys
@@ -77,16 +78,22 @@ class Context:
     after_reply: list[Callable[[], Any]] = field(default_factory=list)
 
     def tidy(self) -> None:
-        """Run what the last evaluation left for after its reply (`after_reply`), oldest first: the judge main loop
-        calls it once a reply is sent, and every evaluation before it starts, so the next one finds the memory
-        given back. A failure is printed, never raised (the reply is already gone)."""
+        """Run what the last evaluation left for after its reply (`after_reply`), oldest first, then collect the
+        judge's garbage and give its cached GPU memory back to the driver (the next runner, another process, needs
+        it): the judge main loop calls it once a reply is sent, and every evaluation before it starts, so the next
+        one finds the memory given back. A failure is printed, never raised (the reply is already gone)."""
         jobs, self.after_reply = self.after_reply, []
+        if not jobs:
+            return
         for job in jobs:
             try:
                 job()
             except Exception as exc:  # noqa: BLE001 - the docstring
                 print(f"[judge] tidying after a reply failed: {type(exc).__name__}: {exc}", file=sys.stderr,
                       flush=True)
+        gc.collect()
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
 
     def take_pool(self, key: Any) -> Any:
         """The kept timing pool of `key` (no longer kept: the caller gives it back with `keep_pool`), or None. A

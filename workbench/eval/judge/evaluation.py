@@ -11,7 +11,6 @@ count as "calibrate").
 
 from __future__ import annotations
 
-import gc
 import os
 import time
 import traceback
@@ -210,16 +209,12 @@ class Evaluation:
                     self.base["protocol"]["compile_pauses"] = self.session.pauses.to_dict()
                 close_runner(self)
             if self.plan is not None and self.plan.pool.keepable:
-                # Its runner is closed (dead): the next candidate of this task, size and seed is lent the pool (and
+                # Its runner is killed: the next candidate of this task, size and seed is lent the pool (and
                 # the reference's runner with it).
                 self.ctx.keep_pool(self.timing_key, self.plan.pool)
             elif self.plan is not None:
                 self.plan.pool.drop_reference_runner()
-            self.plan = None
-            if self.device.startswith("cuda"):
-                # Memory the judge freed goes back to the driver (the next runner, another process, needs it), once
-                # the reply is sent and the runner's own memory went (`close_runner`).
-                self.ctx.after_reply.append(_give_memory_back)
+            self.plan = None  # its memory, and the judge's cached GPU memory, go back after the reply (`Context.tidy`)
 
     def _too_big(self, exc: BaseException) -> str:
         """The judge's own out-of-memory: the task at this size does not fit beside the protocol's copies."""
@@ -482,11 +477,6 @@ class Evaluation:
             self.notes.append("bf16 is broken in Triton's interpreter: this CPU run used float32; run on a GPU for "
                               "a bf16 verdict")
         return {**size, "dtype": "float32"}
-
-
-def _give_memory_back() -> None:
-    gc.collect()
-    torch.cuda.empty_cache()
 
 
 def _scan(cand: dict[str, Any], policy: str) -> list[Finding]:

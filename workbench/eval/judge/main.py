@@ -241,7 +241,6 @@ def main() -> None:
                 reply = _judge_error(exc)
             _send(reply, job_id)
             ctx.tidy()  # after the reply: its caller does not wait for the runner's exit (`close_runner`)
-            gc.collect()
     finally:
         ctx.tidy()
         ctx.release_spare()
