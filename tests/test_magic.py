@@ -151,3 +151,25 @@ def test_extension_registers_the_magic_and_usage_errors_have_no_traceback():
     assert "kwb" in shell.magics_manager.magics["cell"]
     with pytest.raises(UsageError, match="unknown option --nope"):
         shell.run_cell_magic("kwb", "vector_add --nope", HONEST)
+
+
+PLAIN_TORCH_SOFTMAX = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+"""
+
+
+def test_a_plain_torch_cell_is_judged_by_the_kernel_policy_unless_declared_a_baseline():
+    """`%%kwb softmax` on plain PyTorch is no kernel (rejected); `--language torch` declares a baseline, and the
+    card says the kernel policy was not applied."""
+    shown = Shown()
+    rejected = run_cell("softmax --device cpu", PLAIN_TORCH_SOFTMAX, display=shown)
+    assert rejected.status == "rejected" and "no-custom-kernel" in rejected.flags, rejected.message
+    assert 'data-kwb-status="rejected"' in shown.cards[0]._panel.value
+    baseline = run_cell("softmax --device cpu --language torch", PLAIN_TORCH_SOFTMAX, display=shown)
+    assert baseline.status == "ok" and baseline.kernel_policy == "baseline", baseline.message
+    assert "PyTorch baseline: kernel policy not applied" in shown.cards[1]._panel.value

@@ -21,7 +21,7 @@ from widgets.error_map import HEATMAP_MAX_CELLS, error_heatmap, fill_error_heatm
 from widgets.skeleton import is_starting_point, skeleton_source
 from widgets.static import StaticMixin
 from widgets.verdict import line_refs, result_html, state_html
-from workbench.candidate import LANGUAGES, Candidate, infer_language
+from workbench.candidate import LANGUAGES, Candidate
 from workbench.errors import WorkbenchError, require
 from workbench.result import Result
 from workbench.tasks.sizes import size_label
@@ -59,8 +59,9 @@ def solution_source(task: Task) -> str | None:
 
 
 def build_candidate(source: str, language: str = "auto", name: str = "") -> Candidate:
-    """The candidate the Run button evaluates; "auto" infers the language from the source."""
-    lang = infer_language(source) if language in ("", "auto") else language
+    """The candidate the Run button evaluates; "auto" infers the language from the source (plain PyTorch is then
+    judged by the task's kernel policy: only the language "torch" picked here makes a PyTorch baseline)."""
+    lang = None if language in ("", "auto") else language
     return Candidate(source=source, language=lang, name=name.strip() or None)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from widgets._runner import discard_judge
 from widgets.static import StaticMixin
 from widgets.verdict import result_html, state_html
-from workbench.candidate import LANGUAGES, Candidate, infer_language
+from workbench.candidate import LANGUAGES, Candidate
 from workbench.errors import WorkbenchError, require
 from workbench.result import Result
 from workbench.tasks.sizes import SizeError, size_label, split_pairs, validate_size
@@ -141,7 +141,7 @@ def cell_candidate(cell: str, args: MagicArgs) -> Candidate:
     """The cell as a candidate: the `%%kwb` line becomes a comment so line numbers match the cell's."""
     if not cell.strip():
         raise MagicUsageError("the cell is empty: write the kernel (a ModelNew class) below the %%kwb line")
-    language = infer_language(cell) if args.language == "auto" else args.language
+    language = None if args.language == "auto" else args.language  # inferred torch is judged by the kernel policy
     return Candidate(source=HEADER + cell, language=language, name=args.name or None,
                      metadata={"origin": "%%kwb cell"})
 

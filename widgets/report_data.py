@@ -12,6 +12,8 @@ import json
 import math
 from typing import Any
 
+from workbench.result import kernel_policy_text
+
 #: What a missing number says. Interpreter times have no speedup by design, and the report says so.
 NA = "n/a"
 NA_INTERPRETER = "n/a (interpreter)"
@@ -126,7 +128,7 @@ def _row_values(row: dict[str, Any]) -> dict[str, str]:
         "speedup_basis": text(row.get("speedup_basis"), NA), "sol": percent(row.get("sol_fraction")),
         "bound": text(row.get("bound"), NA), "coverage": percent(row.get("coverage")),
         "max_abs_err": number(row.get("max_abs_err"), "{:.3g}"), "max_rel_err": number(row.get("max_rel_err"), "{:.3g}"),
-        "precision": text(row.get("precision"), NA), "kernel_policy": text(row.get("kernel_policy"), NA),
+        "precision": text(row.get("precision"), NA), "kernel_policy": text(kernel_policy_text(v) if isinstance(v := row.get("kernel_policy"), str) else v, NA),
         "sandbox": text(row.get("sandbox"), NA), "message": first_line(row.get("message")),
     }
 

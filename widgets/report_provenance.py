@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from widgets.report_data import missing, records, text
+from workbench.result import kernel_policy_text
 
 
 def git_commit(directory: str | Path | None) -> str | None:
@@ -79,7 +80,8 @@ def provenance(frame, run: dict[str, Any] | None, results: list[Any] = (), store
     out.append(("sandbox", ", ".join(sandboxes) if sandboxes else "not recorded (results from before sandboxing)"))
     for key, label in (("precision", "precision policy"), ("kernel_policy", "kernel policy"),
                        ("speedup_basis", "speedup basis")):
-        found = _distinct(r.get(key) for r in rows)
+        found = _distinct(kernel_policy_text(v) if key == "kernel_policy" and isinstance(v, str) else v
+                          for v in (r.get(key) for r in rows))
         if found:
             out.append((label, ", ".join(found)))
     if run:

@@ -19,7 +19,7 @@ from typing import Any
 from roofline.projection import projection_text
 from widgets._html import esc, fmt_ms, plain, rich, status_badge, timing_text
 from workbench.eval.checks.flags import FLAGS, REJECT, WARN, Finding
-from workbench.result import Result
+from workbench.result import BASELINE_POLICY, Result, kernel_policy_text
 
 #: Chip colours per severity: a reject-level flag decides the verdict, a warn-level one qualifies it.
 SEVERITY_COLORS = {REJECT: ("#fdecea", "#b71c1c"), WARN: ("#fff8e1", "#8d6e00")}
@@ -262,7 +262,8 @@ def stats_rows(result: Result) -> list[tuple[str, str]]:
     elif result.status == "ok" and (projected := projection_text(result)) is not None:
         rows.append(("roofline", projected))
     policy = [f"precision {result.precision}" if result.precision else "",
-              f"kernel policy {result.kernel_policy}" if result.kernel_policy else "",
+              (f"kernel policy {result.kernel_policy}" if result.kernel_policy != BASELINE_POLICY
+               else kernel_policy_text(result.kernel_policy)) if result.kernel_policy else "",
               f"sandbox {result.sandbox}" if result.sandbox and result.sandbox != "none" else ""]
     if any(policy):
         rows.append(("protocol", ", ".join(p for p in policy if p)))

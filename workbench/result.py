@@ -12,6 +12,14 @@ from typing import Any
 STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "rejected", "cancelled")
 #: A/B verdicts of a speedup (its 95% CI against 1 within the noise band): see workbench.eval.judge.stats.
 SPEEDUP_VERDICTS = ("faster", "slower", "same", "inconclusive")
+#: The kernel policy a declared PyTorch baseline (`Candidate(language="torch")`) is judged under: timed, the task's
+#: kernel policy not applied.
+BASELINE_POLICY = "baseline"
+
+
+def kernel_policy_text(policy: str) -> str:
+    """How every surface names a Result's kernel policy: a baseline says the policy was not applied."""
+    return "PyTorch baseline: kernel policy not applied" if policy == BASELINE_POLICY else policy
 
 
 @dataclass
@@ -91,7 +99,8 @@ class Result:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     #: Share of GPU kernel time spent in the candidate's own kernels (GPU only; None where not measured).
     coverage: float | None = None
-    #: Kernel policy the verdict used: "strict" (torch compute in forward is rejected) or "partial".
+    #: Kernel policy the verdict used: "strict" (torch compute in forward is rejected), "partial" or "baseline" (a
+    #: declared PyTorch baseline: the task's policy was not applied).
     kernel_policy: str = ""
     #: Precision policy applied to reference and candidate alike, e.g. "ieee" (no TF32, full-precision
     #: reductions) or "tf32".

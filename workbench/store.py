@@ -127,6 +127,8 @@ def result_row(result: Result, run_id: str | None = None, metadata: dict[str, An
     """The column values of one result. `metadata` (add()'s keyword arguments) overrides result.metadata."""
     meta = {**result.metadata, **(metadata or {})}
     timing, ref, compiled = result.timing, result.reference_timing, result.compiled_reference_timing
+    if timing is not None and timing.clock == "interpreter":  # never set beside compiled code (older results had it)
+        ref = compiled = None
     return {
         "task": result.task, "candidate_id": result.candidate_id, "candidate_name": result.candidate_name,
         "language": result.language, "status": result.status, "message": result.message,

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from workbench.result import kernel_policy_text
 from workbench.tasks.sizes import size_label
 
 
@@ -73,6 +74,14 @@ def sol_text(result) -> str:
     return f"{100 * result.sol_fraction:.1f}%" + (f" ({result.bound}-bound)" if result.bound else "")
 
 
+def _reference_text(result) -> str:
+    """The reference's time, never beside an interpreter time (it measures the interpreter, not a kernel)."""
+    if result.timing is not None and result.timing.clock == "interpreter":
+        return "not compared: interpreter times measure Triton's interpreter, not the kernel"
+    ref = result.reference_timing
+    return f"{ref.median_ms:.4g} ms ({ref.clock})" if ref else "-"
+
+
 def format_result(result, stored: str | None = None, projection_gpu: str | None = None) -> str:
     """The `kwb eval` report of one Result; without a measured SOL, where its counted work would sit on
     `projection_gpu`'s datasheet roofline (default the H100)."""
@@ -80,7 +89,6 @@ def format_result(result, stored: str | None = None, projection_gpu: str | None 
     if result.max_abs_err is not None or result.max_rel_err is not None:
         errors = "  ".join(f"{name} {'-' if v is None else format(v, '.3g')}"
                            for name, v in (("abs", result.max_abs_err), ("rel", result.max_rel_err)))
-    ref = result.reference_timing
     rows = [
         ("task", f"{result.task} ({size_label(result.size, result.dtype) or '(file defaults)'})"),
         ("candidate", f"{result.candidate_name} ({result.language}, id {result.candidate_id[:8]})"),
@@ -89,7 +97,7 @@ def format_result(result, stored: str | None = None, projection_gpu: str | None 
         ("flags", ", ".join(result.flags) or "-"),
         ("max error", errors),
         ("time", time_text(result)),
-        ("reference", f"{ref.median_ms:.4g} ms ({ref.clock})" if ref else "-"),
+        ("reference", _reference_text(result)),
         ("speedup", speedup_text(result)),
     ]
     if result.sol_fraction is not None:
@@ -102,7 +110,8 @@ def format_result(result, stored: str | None = None, projection_gpu: str | None 
         rows.append(("with launch", f"reference {result.launch_reference_timing.median_ms:.4g} ms with host launch "
                                     f"gaps (the speedup above is {result.speedup_basis or 'gpu-only'})"))
     if result.precision or result.kernel_policy:
-        rows.append(("policies", f"precision {result.precision or '-'}, kernels {result.kernel_policy or '-'}"))
+        rows.append(("policies", f"precision {result.precision or '-'}, "
+                                 f"kernels {kernel_policy_text(result.kernel_policy) or '-'}"))
     if getattr(result, "sandbox", ""):
         reason = result.protocol.get("sandbox_reason", "")
         if reason and not result.sandbox.startswith("namespaces"):

@@ -9,8 +9,9 @@ The task's kernel policy (DESIGN.md section 4) decides about torch compute in fo
 call in a branch that never runs or an identity (eval-mode dropout) computes nothing (`what_ran.py`); under "partial"
 library calls may do part of the work (cuDNN's convolution with the epilogue in the candidate's kernel, KernelBench
 L2's usual strategy) and the runtime coverage check judges how much.
-A Triton or CUDA candidate without any kernel of its own is rejected under both. A torch candidate is the user's
-declared PyTorch baseline: it may compute with torch under any policy.
+A candidate without any kernel of its own is rejected under both, plain PyTorch whose language was inferred included.
+Only a declared PyTorch baseline (`Candidate(language="torch")`, judged under the policy "baseline") may compute
+with torch.
 
 The entry class is `ModelNew`, else a module-level alias `ModelNew = X`, else a class named `Model`: KernelBench's own
 scripts accept a candidate whose only class is `Model`. Beside a `ModelNew`, though, a `Model` is the reference (that
@@ -22,6 +23,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from workbench.candidate import BASELINE_POLICY
 from workbench.errors import UnknownNameError
 from workbench.eval.checks.flags import Finding, first_per_flag
 from workbench.eval.checks.static_tamper import foreign_compute, harness_tamper, timer_patch
@@ -94,8 +96,8 @@ def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "str
     loader (it reports them with a line)."""
     from workbench.tasks.task import KERNEL_POLICIES
 
-    if policy not in KERNEL_POLICIES:
-        raise UnknownNameError("kernel policy", policy, list(KERNEL_POLICIES))
+    if policy not in (*KERNEL_POLICIES, BASELINE_POLICY):
+        raise UnknownNameError("kernel policy", policy, [*KERNEL_POLICIES, BASELINE_POLICY])
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -103,7 +105,7 @@ def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "str
     mod = _Module(tree, source, language, entry)
     _collect(mod)
     findings: list[Finding] = []
-    findings += _no_custom_kernel(mod)
+    findings += _no_custom_kernel(mod, policy)
     findings += _reference_use(mod)
     findings += harness_tamper(mod.tree, mod.imports)
     findings += timer_patch(mod.tree, mod.imports)
@@ -111,7 +113,7 @@ def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "str
     findings += _threads(mod)
     findings += _streams(mod)
     findings += _module_cache(mod)
-    if language in ("triton", "cuda"):
+    if language in ("triton", "cuda") or policy != BASELINE_POLICY:
         if policy == "strict":
             findings += _torch_compute(mod)
         findings += _try_fallback(mod)
@@ -215,7 +217,11 @@ def _decorator_is_jit(dec: ast.expr, mod: _Module) -> bool:
     return isinstance(target, ast.Name) and target.id in (mod.jit_names | {"jit"})
 
 
-def _no_custom_kernel(mod: _Module) -> list[Finding]:
+def _no_custom_kernel(mod: _Module, policy: str) -> list[Finding]:
+    if mod.language == "torch" and policy != BASELINE_POLICY:
+        return [Finding("no-custom-kernel", "no @triton.jit or __global__ kernel in the source (its language was "
+                                            "inferred as plain PyTorch); to time PyTorch code as a baseline, declare "
+                                            "it: language='torch'")]
     if mod.language == "triton":
         kernels = [n.name for n in ast.walk(mod.tree) if isinstance(n, ast.FunctionDef)
                    and any(_decorator_is_jit(d, mod) for d in n.decorator_list)]

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from workbench.candidate import BASELINE_POLICY
 from workbench.errors import TaskError
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks import static_scan as static_checks
@@ -95,6 +96,8 @@ class Evaluation:
         self.seed = int(self.job.get("seed", 0))
         self.timeout = float(self.job.get("timeout", 60.0))
         self.policy = getattr(self.task, "kernel_policy", "strict") or "strict"
+        if self.cand.get("baseline") and self.cand["language"] == "torch":
+            self.policy = BASELINE_POLICY  # a declared PyTorch baseline: timed, the kernel policy not applied
         self.precision = self.task.precision
         self.time_size = self._cpu_safe(self.job["size"])
         self.base = {"versions": {}, "device_name": "", "sandbox": self.ctx.fork_server.sandbox,
