@@ -291,20 +291,21 @@ def empty_text(roofs: list[Roofs]) -> str:
 
 def roofline_figure(points: Any = (), spec: Any = None, ceilings: Any = None,
                     dtypes: tuple[str, ...] = ("fp32", "fp16"), as_widget: bool = False, title: str | None = None,
-                    projections: Any = (), figure: Any = None):
+                    projections: Any = (), figure: Any = None, kernels: Any = ()):
     """A roofline go.Figure (go.FigureWidget with `as_widget=True`; refilled in place when `figure` is given).
 
     points: Results, store rows or a store DataFrame (`Store.frame()`); only those timed on the roofs' hardware
     are drawn (`split_points` says why the others are not). spec: a DeviceSpec (datasheet roofs, dashed; a
     measured spec is drawn solid) or Ceilings; ceilings: measured Ceilings (solid); dtypes: which compute
     roofs to draw (keys fp64, fp32, tf32, fp16, bf16, fp8, int8). projections: `roofline.projection.Projection`s
-    drawn as hollow diamonds with their bound and floor in the legend (counted work, not measured).
+    drawn as hollow diamonds with their bound and floor in the legend (counted work, not measured). kernels:
+    Projections of named kernels' work, drawn as filled stars in their task's colour (`projection_figure`).
     """
     go = _go()
     roofs = [Roofs(s) for s in (spec, ceilings) if s is not None]
     rows, _ = split_points(points, roofs)
-    projected = tuple(projections or ())
-    x_range, y_range = _ranges(rows, roofs, dtypes, projected)
+    projected, marked = tuple(projections or ()), tuple(kernels or ())
+    x_range, y_range = _ranges(rows, roofs, dtypes, projected + marked)
     if figure is not None:
         fig = figure
         fig.data = ()
@@ -320,9 +321,14 @@ def roofline_figure(points: Any = (), spec: Any = None, ceilings: Any = None,
             fig.add_trace(trace)
         labels += _roof_labels(source, dtypes, x_range, slot, lowest)
     fig.add_trace(point_trace(go, rows))
+    colors = {}
     for i, p in enumerate(projected):
+        colors.setdefault(p.task, _PROJECTION_COLORS[i % len(_PROJECTION_COLORS)])
         fig.add_trace(projection_trace(go, p, _PROJECTION_COLORS[i % len(_PROJECTION_COLORS)]))
-    if not rows and not projected:  # the upper left is empty on every roofline: the slope rises to the right
+    for i, p in enumerate(marked):
+        fig.add_trace(kernel_trace(go, p, colors.get(p.task) or _PROJECTION_COLORS[(len(projected) + i)
+                                                                                    % len(_PROJECTION_COLORS)]))
+    if not rows and not projected and not marked:  # the upper left is empty on every roofline: the slope rises to the right
         labels.append({"x": 0.03, "y": 0.9, "xref": "paper", "yref": "paper", "showarrow": False, "xanchor": "left",
                        "text": empty_text(roofs), "font": {"size": 14, "color": "#666"}, "name": "empty"})
     names = " vs ".join(f"{s.name} ({s.origin})" for s in roofs)
@@ -332,7 +338,7 @@ def roofline_figure(points: Any = (), spec: Any = None, ceilings: Any = None,
         title={"text": title or (f"Roofline: {names}" if names else "Roofline"), "x": 0.01, "xanchor": "left"},
         annotations=labels, legend={"orientation": "h", "y": -0.18, "yanchor": "top"}, hovermode="closest",
         template="plotly_white", margin={"l": 70, "r": 20, "t": 64, "b": 50},
-        height=480 + 38 * len(projected), showlegend=bool(projected) or bool(rows))
+        height=480 + 38 * len(projected + marked), showlegend=bool(projected) or bool(marked) or bool(rows))
     return fig
 
 
@@ -356,26 +362,47 @@ def projection_trace(go: Any, p: Any, color: str):
                       text=[hover], hovertemplate="%{text}<extra></extra>")
 
 
+def kernel_trace(go: Any, p: Any, color: str):
+    """Named kernels (`p.candidates`) that ran a task's work at one size: a filled star where that work sits on the
+    GPU's roofline. The projection of what they computed, never of a time they took."""
+    names = ", ".join(p.candidates[:3]) + (f" and {len(p.candidates) - 3} more" if len(p.candidates) > 3 else "")
+    inside = ", ".join(part for part in (p.size_text, p.dtype) if part)
+    label = f"{names} ({inside})" if inside else names
+    hover = (f"<b>{label}</b><br>its counted work projected on {p.gpu}, not a measured time<br>{p.intensity:.3g} "
+             f"FLOP/B: {p.bound}-bound, at best {fmt_rate(p.attainable_flops_per_s, 'FLOP/s')}, floor "
+             f"{_fmt_s(p.floor_s)}<br>{fmt_rate(p.flops, 'FLOP')}, {fmt_rate(p.bytes, 'B')} moved")
+    return go.Scatter(x=[p.intensity], y=[p.attainable_flops_per_s], mode="markers",
+                      name=f"{label}<br><span style='color:#555'>{p.verdict()}</span>", legendgroup="kernels",
+                      meta={"projection": True, "kernel": True, "bound": p.bound, "floor_s": p.floor_s},
+                      marker={"symbol": "star", "size": 15, "color": color, "line": {"width": 1, "color": "white"}},
+                      text=[hover], hovertemplate="%{text}<extra></extra>")
+
+
 def _fmt_s(seconds: float) -> str:
     from roofline.projection import fmt_seconds
 
     return fmt_seconds(seconds)
 
 
-def projection_figure(rows: Any, gpu: Any = None, *, as_widget: bool = False, figure: Any = None,
+def projection_figure(rows: Any, gpu: Any = None, *, kernels: Any = (), as_widget: bool = False, figure: Any = None,
                       title: str | None = None) -> tuple[Any, list[dict[str, Any]]]:
     """(the datasheet roofline of `gpu` with every task of `rows` placed at its counted intensity, the rows
-    left out with why). For machines without that GPU: nothing here is a measured time."""
+    left out with why). For machines without that GPU: nothing here is a measured time.
+
+    kernels: Results (or store rows) of kernels to show by name, e.g. ones just timed by the Triton interpreter:
+    each is a filled star at the counted work of the size it ran, labelled with the candidate's name."""
     from roofline.projection import project, resolve_gpu
     from roofline.specs import dtype_key
 
     spec = resolve_gpu(gpu)
     projected, left = project(rows, spec)
-    dtypes = tuple(dict.fromkeys(["fp32", "fp16", *[dtype_key(p.dtype) for p in projected if p.dtype]]))
+    marked, left_kernels = project(kernels, spec)
+    dtypes = tuple(dict.fromkeys(["fp32", "fp16", *[dtype_key(p.dtype) for p in projected + marked if p.dtype]]))
     head = title or f"Projection on {spec.name} (datasheet)"
     sub = "projection: counted work, not measured times"
     fig = roofline_figure([], spec=spec, dtypes=dtypes, as_widget=as_widget, figure=figure, projections=projected,
-                          title=f"{head}<br><span style='font-size:12px;color:#555'>{sub}</span>")
+                          kernels=marked, title=f"{head}<br><span style='font-size:12px;color:#555'>{sub}</span>")
+    left = left + left_kernels
     fig.update_layout(margin={"t": 78}, meta={**(fig.layout.meta or {}), "projection_gpu": spec.name})
     return fig, left
 

@@ -84,7 +84,9 @@ def test_notebooks_are_stored_without_outputs_and_with_unsolved_exercises():
 
 @pytest.mark.parametrize("solved", [False, True], ids=["as-shipped", "solved"])
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.stem)
-def test_tutorial_runs_on_cpu(path, solved, tmp_path):
+def test_tutorial_runs_on_cpu(path, solved, tmp_path, tmp_path_factory, monkeypatch):
+    # Measured ceilings (tutorial 05) go to a cache of this test session, never to the home directory.
+    monkeypatch.setenv("KWB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kwb-cache"))
     parameters = {"device": "cpu", **(_solutions(path.stem) if solved else {})}
     nb, seconds = _execute(path, tmp_path, **parameters)
     errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
@@ -93,8 +95,12 @@ def test_tutorial_runs_on_cpu(path, solved, tmp_path):
     assert [n for n, _, _ in verdicts] == [str(n) for n in range(1, EXERCISES[path.stem] + 1)], verdicts
     expected = "solved" if solved else "not solved yet"
     assert all(v == expected for _, v, _ in verdicts), verdicts
+    if path.stem == "04_tiling_matmul":
+        _assert_optional_extras_unmentioned(nb)
     if path.stem == "05_roofline":
-        _assert_roofline_has_no_interpreter_point(nb)
+        _assert_roofline_shows_ceilings_and_kernels(nb)
+    if path.stem == "07_prompting_an_llm":
+        _assert_exercise_reveals_after_prediction_only(nb, solved)
     _assert_offline(nb, path.name)
     # Tutorials promise a CPU-only laptop run in under a minute; CI's 2 shared cores get some slack.
     assert seconds < 120, f"{path.name} took {seconds:.0f} s"
@@ -114,21 +120,62 @@ def test_tutorials_and_studies_draw_figures_without_the_network():
     assert not offenders, offenders
 
 
-def _assert_roofline_has_no_interpreter_point(nb: dict) -> None:
-    """Tutorial 05 on a CPU: each task's counted work projected on the H100's datasheet roofline (bound and floor
-    in the legend), interpreter times only listed."""
+def _assert_roofline_shows_ceilings_and_kernels(nb: dict) -> None:
+    """Tutorial 05 on a CPU: this machine's measured ceilings are printed; the plot projects each task's counted
+    work on the H100's datasheet roofline (bound and floor in the legend) and places the kernels the notebook
+    evaluated by name at their counted work; their interpreter times are printed, never plotted."""
+    out = _stdout(nb)
+    assert re.search(r"this machine, measured \(cpu: .*\):\n  copy [\d.]+ [kMGT]?B/s, fp32 matmul [\d.]+ [kMGT]?FLOP/s", out), out
     figures = [o["data"]["application/vnd.plotly.v1+json"] for c in nb["cells"] for o in c.get("outputs", [])
                if "application/vnd.plotly.v1+json" in o.get("data", {})]
     assert len(figures) == 1
     traces = figures[0]["data"]
     measured = [t for t in traces if t.get("name") == "results"]
     assert measured and all(not t.get("x") for t in measured), "interpreter times must not be plotted"
-    projected = [t for t in traces if (t.get("meta") or {}).get("projection")]
+    projected = [t for t in traces if (t.get("meta") or {}).get("projection") and not t["meta"].get("kernel")]
     assert len(projected) == 4 and "projection" in figures[0]["layout"]["title"]["text"]
     bounds = {t["name"].split(" (")[0]: t["meta"]["bound"] for t in projected}
     assert bounds == {"vector_add": "memory", "softmax": "memory", "layernorm": "memory", "matmul": "compute"}
-    assert "matmul      floor on an H100: 0.1389 ms (compute-bound)" in _stdout(nb)
-    assert "interpreter clock: not a hardware time, not plotted" in _stdout(nb)
+    kernels = [t for t in traces if (t.get("meta") or {}).get("kernel")]
+    assert [t["name"].split(" (")[0] for t in kernels] == ["vector_add-solution", "softmax-solution"]
+    assert all(t["marker"]["symbol"] == "star" and "on H100 SXM" in t["name"] for t in kernels)
+    assert "matmul      floor on an H100: 0.1389 ms (compute-bound)" in out
+    assert "on the interpreter clock, not a hardware time; the star is its counted work" in out
+
+
+def _assert_optional_extras_unmentioned(nb: dict) -> None:
+    """Tutorial 04 without triton-viz says nothing about it, and counts loads in plain words."""
+    out = _stdout(nb)
+    try:
+        import triton_viz  # noqa: F401
+    except Exception:
+        assert "triton-viz" not in out and "not usable" not in out, out
+    assert "BLOCK_N=16: each element of A is loaded 4 times" in out and "4-4" not in out, out
+
+
+def _assert_exercise_reveals_after_prediction_only(nb: dict, solved: bool) -> None:
+    """Tutorial 07's first exercise: before a prediction the check says only "not solved yet" and what to fill
+    in; the replay's outcome and its explanation come once a prediction exists."""
+    out = _stdout(nb)
+    reveals = ("candidates changed", "turns whose prompt lost the error text", "cannot change")
+    markdown = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert not any(r in markdown for r in reveals), "the explanation must not be readable before predicting"
+    if solved:
+        assert all(r in out for r in reveals), out
+        assert "turns whose prompt lost the error text: [2, 3, 4]" in out
+    else:
+        assert not any(r in out for r in reveals), out
+        assert "exercise 1: not solved yet - fill in `my_prediction`" in out
+
+
+def test_first_tutorial_points_to_the_second_and_its_text_matches_its_code():
+    nb = json.loads((ROOT / "notebooks/01_first_kernel.ipynb").read_text())
+    markdown = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "](02_fusion_softmax.ipynb)" in markdown[-1]
+    assert "(max(n // 128, 1),)" in code
+    exercise = next(m for m in markdown if m.startswith("## Exercise"))
+    assert "`max(n // 128, 1)`" in exercise and "`n // 128` instead" not in exercise
 
 
 #: Small but real parameters per study, given as a user types them (JSON text for lists and dicts).

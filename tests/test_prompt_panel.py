@@ -74,12 +74,18 @@ def test_lineage_figure_has_edges_nodes_and_best_so_far(chain):
     tree = Lineage.from_nodes("r", chain)
     assert tree_positions(tree) == {"n00": (0, 0), "n01": (1, 1), "n02": (2, 2), "n03": (3, 3)}
     fig = lineage_figure(tree)
-    edges, points, curve = fig.data
+    edges, points, curve, *legend = fig.data
     assert list(edges.x) == [0, 1, None, 1, 2, None, 2, 3, None]
     assert list(points.marker.color) == [STATUS_COLORS[s] for s in ("rejected", "ok", "ok", "incorrect")]
     assert list(points.marker.symbol) == ["circle", "circle", "star", "circle"]
     assert list(curve.y) == [None, 0.25, 1.0, 1.0]  # 1/time of the best correct node so far
     assert fig.layout.yaxis2.title.text == "1 / time (1/ms)"
+    # The node colours and the star have legend entries of their own (legend-only traces: no points).
+    assert [(t.name, t.marker.color) for t in legend] == [
+        ("rejected", STATUS_COLORS["rejected"]), ("ok", STATUS_COLORS["ok"]), ("incorrect", STATUS_COLORS["incorrect"]),
+        ("best correct", STATUS_COLORS["ok"])]
+    assert all(list(t.x) == [None] for t in legend) and legend[-1].marker.symbol == "star"
+    assert fig.layout.showlegend is True and points.showlegend is False and curve.showlegend is False
 
 
 def test_prompt_tab_of_the_workbench_runs_and_feeds_the_other_tabs(tmp_path):

@@ -24,6 +24,8 @@ _EXPORTS = {
     "Workbench": "widgets.workbench_widget",
     "PromptPanel": "widgets.prompt_panel",
     "CodeEditor": "widgets.code_editor",
+    # Tick values and full-number labels for a plotly log axis (study notebooks draw their own figures).
+    "log_ticks": "widgets._plot",
 }
 
 __all__ = list(_EXPORTS)

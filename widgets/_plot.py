@@ -12,7 +12,8 @@ draws the mime type with the plotly.js of its own extension, loaded once and off
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import math
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -118,3 +119,50 @@ def titled(fig: Any, title: str, height: int = 380, **layout: Any) -> Any:
                              "font": {"size": 14}},
                       height=height, margin=margin, template="plotly_white", **layout)
     return fig
+
+
+def _tick_text(value: float) -> str:
+    """A tick label written out in full: 300 -> "300", 0.05 -> "0.05", 1e-05 -> "1e-5"."""
+    text = f"{value:.6g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return text
+
+
+def log_ticks(values: Iterable[Any]) -> dict[str, Any]:
+    """tickvals and ticktext for a log axis over `values`, every label a full number.
+
+    Left to itself plotly labels a log axis spanning one to three decades at its minor ticks with their leading
+    digit alone, so 300 ms reads "3". Here: powers of ten where the values span 2.5 decades or more, 1-2-5 steps
+    where they span less (so at least two labels fall among the values), evenly spaced values where they span under ~0.7 of a decade (as plotly would draw
+    them, labelled in full). Ticks reach a little past the values so the axis padding gets its labels too.
+    Empty ({}: plotly's own ticks) when no value is positive."""
+    xs = []
+    for value in values:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):  # None, a missing value
+            continue
+        if math.isfinite(x) and x > 0:
+            xs.append(x)
+    if not xs:
+        return {}
+    lo, hi = min(xs), max(xs)
+    span = math.log10(hi / lo)
+    if span < 0.7:
+        step = _nice_step((hi - lo) / 4 if hi > lo else lo / 4)
+        first, last = math.floor(lo / step) - 1, math.ceil(hi / step) + 1
+        vals = [round(k * step, 12) for k in range(max(first, 1), last + 1)]
+    else:
+        mantissas = (1,) if span >= 2.5 else (1, 2, 5)
+        vals = [m * 10.0 ** k for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+                for m in mantissas]
+        vals = [v for v in vals if lo / 2 <= v <= hi * 2]
+    return {"tickmode": "array", "tickvals": vals, "ticktext": [_tick_text(v) for v in vals]}
+
+
+def _nice_step(rough: float) -> float:
+    """The 1-2-5 x 10^k step nearest above `rough`."""
+    base = 10.0 ** math.floor(math.log10(rough))
+    return next(m * base for m in (1, 2, 5, 10) if m * base >= rough)

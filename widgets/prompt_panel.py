@@ -177,11 +177,19 @@ def lineage_figure(tree: Lineage, *, widget: bool = False):
     uses_speedup = best is not None and best.speedup is not None
     fig.add_trace(go.Scatter(x=list(range(len(curve))), y=curve, mode="lines+markers", line={"shape": "hv"},
                              name="best", showlegend=False), row=1, col=2)
+    # The legend names each verdict colour the tree uses, and the star: legend-only entries (no points of their own).
+    for status in dict.fromkeys(n.status for n in nodes):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=status, legendgroup="verdict",
+                                 marker={"size": 11, "color": STATUS_COLORS.get(status, "#757575")}), row=1, col=1)
+    if best is not None:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="best correct", legendgroup="verdict",
+                                 marker={"size": 14, "symbol": "star", "color": STATUS_COLORS["ok"]}), row=1, col=1)
     fig.update_xaxes(title_text="turn", row=1, col=1)
     fig.update_yaxes(title_text="depth", row=1, col=1)
     fig.update_xaxes(title_text="turn", row=1, col=2)
     fig.update_yaxes(title_text="speedup" if uses_speedup else "1 / time (1/ms)", row=1, col=2)
-    fig.update_layout(height=320, margin={"l": 40, "r": 10, "t": 48, "b": 40}, template="plotly_white")
+    fig.update_layout(height=380, margin={"l": 40, "r": 10, "t": 48, "b": 80}, template="plotly_white",
+                      showlegend=True, legend={"orientation": "h", "y": -0.25, "yanchor": "top"})
     if not widget:
         return fig
     from widgets._plot import live_figure
@@ -354,9 +362,9 @@ class PromptPanel(w.VBox):
             self.table.value = candidates_html(nodes, tree.best, tree.external)
             self.figure_box.layout.display = "flex" if nodes else "none"
             fresh = lineage_figure(tree)
-            with self.figure.batch_update():
-                for target, source in zip(self.figure.data, fresh.data, strict=True):
-                    target.update(source.to_plotly_json())
+            with self.figure.batch_update():  # the legend grows with the verdicts seen: traces are replaced
+                self.figure.data = ()
+                self.figure.add_traces([source.to_plotly_json() for source in fresh.data])
                 self.figure.layout.yaxis2.title.text = fresh.layout.yaxis2.title.text
 
     # -- static rendering

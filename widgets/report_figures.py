@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from widgets._plot import log_ticks
 from widgets.report_data import missing, records, size_label, size_order, text
 from workbench.errors import require
 
@@ -42,21 +43,24 @@ def _series(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 def _line_with_band(fig, go, name: str, color: str, xs: list[str], ys: list[float], lows: list[float | None],
                     highs: list[float | None], unit: str) -> None:
-    """A line with markers, a shaded band between the CI bounds where known, and error bars on each point."""
+    """A line with markers, a shaded band between the CI bounds where known, and error bars on each point. The
+    line is always in the legend (plotly would hide the legend of a one-line figure)."""
     have_ci = [lo is not None and hi is not None for lo, hi in zip(lows, highs, strict=True)]
     if sum(have_ci) >= 2:
         bx = [x for x, ok in zip(xs, have_ci, strict=True) if ok]
         lo = [v for v, ok in zip(lows, have_ci, strict=True) if ok]
         hi = [v for v, ok in zip(highs, have_ci, strict=True) if ok]
-        fig.add_trace(go.Scatter(x=bx + bx[::-1], y=hi + lo[::-1], fill="toself", fillcolor=_rgba(color, 0.15),
-                                 line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=name,
-                                 name=f"{name} 95% CI"))
+        # mode "lines": left to its default, plotly marks every vertex of a short polygon with a dot in the next
+        # colour of its palette, dots no legend entry names.
+        fig.add_trace(go.Scatter(x=bx + bx[::-1], y=hi + lo[::-1], mode="lines", fill="toself",
+                                 fillcolor=_rgba(color, 0.15), line={"width": 0}, hoverinfo="skip", showlegend=False,
+                                 legendgroup=name, name=f"{name} 95% CI"))
     plus = [(hi - y) if hi is not None else 0 for y, hi in zip(ys, highs, strict=True)]
     minus = [(y - lo) if lo is not None else 0 for y, lo in zip(ys, lows, strict=True)]
     ci_text = [f"[{lo:.4g}, {hi:.4g}]" if lo is not None and hi is not None else "no CI"
                for lo, hi in zip(lows, highs, strict=True)]
     fig.add_trace(go.Scatter(
-        x=xs, y=ys, mode="lines+markers", name=name, legendgroup=name, line={"color": color},
+        x=xs, y=ys, mode="lines+markers", name=name, legendgroup=name, showlegend=True, line={"color": color},
         error_y={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "thickness": 1,
                  "width": 3, "color": color},
         customdata=ci_text, hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.4g}} {unit} (95% CI %{{customdata}})<extra></extra>"))
@@ -64,6 +68,12 @@ def _line_with_band(fig, go, name: str, color: str, xs: list[str], ys: list[floa
 
 def _num(value: Any) -> float | None:
     return None if missing(value) else float(value)
+
+
+def _times(rows: list[dict[str, Any]]) -> list[float]:
+    """Every median and CI bound of `rows` in ms: what a log time axis must label."""
+    keys = ("time_median_ms", "time_ci95_low_ms", "time_ci95_high_ms")
+    return [v for r in rows for k in keys if (v := _num(r.get(k))) is not None]
 
 
 def time_figure(task: str, rows: list[dict[str, Any]]):
@@ -88,7 +98,7 @@ def time_figure(task: str, rows: list[dict[str, Any]]):
     note = " · interpreter times: relative only, not hardware speed" if clocks == ["interpreter"] else ""
     fig.update_layout(title=f"{task}: median time by size ({', '.join(clocks) or 'unknown clock'}){note}",
                       xaxis={"title": "size", "type": "category", "categoryorder": "array", "categoryarray": order},
-                      yaxis={"title": "time (ms), median and 95% CI", "type": "log"},
+                      yaxis={"title": "time (ms), median and 95% CI", "type": "log", **log_ticks(_times(timed))},
                       height=420 if len(order) > 1 else 320,
                       legend={"orientation": "h", "y": -0.25}, margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return fig

@@ -19,8 +19,9 @@ import math
 import re
 from typing import Any
 
+from widgets._plot import log_ticks
 from widgets.report_data import missing, size_label, size_order, text
-from widgets.report_figures import PALETTE, _line_with_band, _num
+from widgets.report_figures import PALETTE, _line_with_band, _num, _times
 from workbench.errors import require
 
 #: Point parameters that say what ran, not what varied (the size is read from the result itself).
@@ -127,7 +128,8 @@ def lines_figure(task: str, rows: list[dict[str, Any]], dims: list[str], metric:
     note = " · interpreter times: relative only, not hardware speed" if clock == "interpreter" else ""
     fig.update_layout(title=f"{task}: {what} by {x}" + (f" ({clock})" if metric == "time" and clock else "") + note,
                       xaxis=_axis(rows, x), height=440, legend={"orientation": "h", "y": -0.22, "yanchor": "top"},
-                      yaxis={"title": y_title, "type": "log" if metric == "time" else "linear"},
+                      yaxis={"title": y_title, **({"type": "log", **log_ticks(_times(rows))} if metric == "time"
+                                                  else {"type": "linear"})},
                       margin={"l": 70, "r": 20, "t": 60, "b": 50}, template="plotly_white")
     if metric == "speedup":
         fig.add_hline(y=1.0, line={"dash": "dash", "color": "#6b7280"}, annotation_text="reference (eager)",
@@ -195,6 +197,7 @@ def glance_figure(rows: list[dict[str, Any]], clock: str):
     fig.update_layout(title=f"Median time per task ({clock}){note}", height=400, template="plotly_white",
                       xaxis={"title": "", "tickangle": -30 if len(labels) > 6 else 0},
                       yaxis={"title": "time (ms), median and 95% CI", "type": "log",
-                             "range": [math.log10(min(ys) / 3), math.log10(top * 3)]},
+                             "range": [math.log10(min(ys) / 3), math.log10(top * 3)],
+                             **log_ticks([min(ys) / 3, *ys, top * 3])},
                       margin={"l": 70, "r": 20, "t": 60, "b": 90}, showlegend=False)
     return fig

@@ -121,20 +121,25 @@ def fill_figure(fig: Any, series: Series, metric: str) -> None:
     """Replace the figure's traces with `series` (one trace per line, same order)."""
     styles = {REFERENCE: {"dash": "dash", "color": "#555"}, COMPILED: {"dash": "dot", "color": "#999"}}
     fig.data = []
+    # showlegend on every line: plotly hides the legend of a one-line figure, which would leave its dots unnamed.
     fig.add_traces([
-        go.Scatter(x=line.x, y=line.y, name=line.name, mode="lines+markers",
+        go.Scatter(x=line.x, y=line.y, name=line.name, mode="lines+markers", showlegend=True,
                    line=styles.get(line.name, {}), marker={"size": 9 if line.kind == "variant" else 5},
                    hovertemplate=f"{esc(line.name)}<br>%{{x}}: %{{y:.4g}}<extra></extra>")
         for line in series.lines
     ])
-    from widgets._plot import titled
+    from widgets._plot import log_ticks, titled
 
     title = "Variants across sizes" + ("" if series.lines else ": no passing, timed results yet")
+    yaxis = {"title": {"text": METRICS[metric]}, "type": "log" if metric == "time" else "linear",
+             "tickmode": "auto", "tickvals": None, "ticktext": None}
+    if metric == "time":
+        yaxis.update(log_ticks(y for line in series.lines for y in line.y))
     titled(
         fig, title, height=380, legend={"orientation": "h", "y": -0.2},
         xaxis={"title": {"text": "size"}, "type": "category", "categoryorder": "array",
                "categoryarray": series.sizes},
-        yaxis={"title": {"text": METRICS[metric]}, "type": "log" if metric == "time" else "linear"},
+        yaxis=yaxis,
         annotations=[{"text": esc(series.note), "xref": "paper", "yref": "paper", "x": 0, "y": 1.04,
                       "showarrow": False, "font": {"size": 10, "color": "#8d6e00"}, "xanchor": "left"}]
         if series.note else [],
