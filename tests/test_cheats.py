@@ -110,7 +110,7 @@ def _module(name: str, source: str):
 def _run_tracked(module, *inputs_list):
     """Call ModelNew once per input set under the launch tracker, as the runner does, and judge each call's report
     as the judge does (with whether the output equals an input, which the judge sees)."""
-    from workbench.eval.judge.candidate_session import _equals_an_input
+    from workbench.eval.judge.runners.session import _equals_an_input
 
     model = module.ModelNew()
     logs, passthrough = [], []

@@ -12,8 +12,8 @@ import triton.language as tl
 import workbench as wb
 from workbench.errors import TaskError
 from workbench.eval.checks.flags import FLAGS
-from workbench.eval.judge import correctness
-from workbench.eval.judge import output_compare as compare
+from workbench.eval.judge.correctness import check as correctness
+from workbench.eval.judge.correctness import compare
 from workbench.eval.runner import poison
 from workbench.tasks.task import DISTRIBUTIONS
 

@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 
 import workbench as wb
-from workbench.eval.judge import correctness
-from workbench.eval.judge.output_compare import ERROR_BUDGET_K, compare, merge_budgets, native_scale
+from workbench.eval.judge.correctness import check as correctness
+from workbench.eval.judge.correctness.compare import ERROR_BUDGET_K, compare, merge_budgets, native_scale
 from workbench.tasks.precision import applied, round_to_tf32
 from workbench.tasks.task import Tolerance
 
@@ -213,8 +213,8 @@ def test_protocol_under_a_tf32_task_accepts_tf32_math():
 def test_large_outputs_are_judged_in_slices_with_the_same_verdicts(monkeypatch):
     # A billion-element output cannot be judged in float64 in one piece on a GPU; the sliced path must agree with
     # the whole-tensor path on every verdict and number (here forced on small tensors).
-    from workbench.eval.judge import output_compare as compare_module
-    from workbench.eval.judge import output_compare_chunked as compare_chunked
+    from workbench.eval.judge.correctness import compare as compare_module
+    from workbench.eval.judge.correctness import compare_chunked
     from workbench.eval.runner.poison import POISON_WORD
 
     torch.manual_seed(1)

@@ -15,11 +15,12 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.eval.judge import compile_pause, timing_stage
-from workbench.eval.judge.candidate_session import CandidateSession
+from workbench.eval.judge import compile_pause
 from workbench.eval.judge.device_lock import EXCLUSIVE, SHARED, DeviceLock
-from workbench.eval.judge.reference_rounds import build_reference
-from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess, RunnerViolation
+from workbench.eval.judge.reference.rounds import build_reference
+from workbench.eval.judge.runners.process import ForkServer, RunnerProcess, RunnerViolation
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing import stage as timing_stage
 from workbench.tasks.task import LoadedReference
 
 COMPILE_S = 1.5

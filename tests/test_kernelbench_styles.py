@@ -12,7 +12,7 @@ import pytest
 
 import workbench as wb
 from workbench.eval.checks.static_scan import scan
-from workbench.eval.judge import correctness
+from workbench.eval.judge.correctness import check as correctness
 from workbench.eval.runner.loading import load_candidate
 from workbench.result import Result, Timing
 from workbench.tasks.precision import applied

@@ -1,4 +1,4 @@
-"""The one-pass re-check of timed outputs (`judge/recheck_compare.py`) counts exactly the elements the elementwise
+"""The one-pass re-check of timed outputs (`judge/correctness/recheck.py`) counts exactly the elements the elementwise
 rule counts: the Triton kernel (the interpreter here, the GPU in tests/gpu), the sliced torch count and the rule
 written out on whole tensors agree on every edge (NaN, infinities, the k E floor, dtypes, complex)."""
 
@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from workbench.eval.judge import recheck_compare
+from workbench.eval.judge.correctness import recheck as recheck_compare
 
 ATOL, RTOL = 1e-5, 1e-5
 

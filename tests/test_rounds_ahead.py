@@ -54,7 +54,7 @@ class _Answered:
 
 def test_no_round_is_made_ahead_once_the_runner_has_answered():
     """A round made after the runner answered would only delay its reply (the check makes it next anyway)."""
-    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.reference import ahead as check_rounds
 
     ev = _evaluation(softmax_task(), "cpu", _Answered())
     check_rounds.make_ahead(ev)
@@ -80,7 +80,7 @@ def _evaluation(task, device: str, runner):
     from types import SimpleNamespace
 
     from workbench.eval.judge.context import task_key
-    from workbench.eval.judge.reference_rounds import ReferenceCache
+    from workbench.eval.judge.reference.rounds import ReferenceCache
     from workbench.tasks.task import LoadedReference
 
     ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_test_ref_"))
@@ -94,7 +94,7 @@ def test_beside_a_gpu_call_the_next_rounds_are_made_until_the_runner_answers():
     """`check_rounds.ahead_of_calls`, the judge's work while the runner runs a correctness call on a GPU: rounds in
     order, one at a time, none after the reply is waiting. (The reference itself runs on the CPU here; only the
     evaluation's device decides whether the work is done.)"""
-    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.reference import ahead as check_rounds
 
     runner = _AnswersAfter(polls=2)
     ev = _evaluation(softmax_task(), "cpu", runner)
@@ -113,7 +113,7 @@ def test_beside_a_gpu_call_the_next_rounds_are_made_until_the_runner_answers():
 
 def test_on_the_cpu_no_round_is_made_beside_a_call():
     """On the CPU the judge's rounds would take the cores the runner's call is timed and run on."""
-    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.reference import ahead as check_rounds
 
     ev = _evaluation(softmax_task(), "cpu", _AnswersAfter(polls=99))
     reference, _ = check_rounds.rounds_for(ev)
@@ -123,7 +123,7 @@ def test_on_the_cpu_no_round_is_made_beside_a_call():
 def test_a_round_failing_beside_a_call_is_left_for_its_call():
     """A reference that fails on a checked size stops the work beside the calls; the round stays unmade, so the
     check makes it when its call comes and reports the task's failure there."""
-    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.reference import ahead as check_rounds
 
     source = SOFTMAX.replace("return torch.softmax(x, dim=-1)",
                              "if x.shape[-1] == 100:\n            raise ValueError('no rows of 100')\n"
@@ -146,7 +146,7 @@ def test_a_round_failing_beside_a_call_is_left_for_its_call():
 def _rounds(task, budget: int = 1 << 62):
     import tempfile
 
-    from workbench.eval.judge.reference_rounds import ReferenceRounds
+    from workbench.eval.judge.reference.rounds import ReferenceRounds
     from workbench.tasks.task import LoadedReference
 
     ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_test_ref_"))
@@ -192,7 +192,7 @@ def test_a_first_round_made_ahead_that_shows_the_rounds_too_large_to_keep_is_the
     """Made while the runner imports, the first round may show that the rounds are too large to keep: it is held for
     the check, which does not make it again (`ReferenceRounds.hold_ahead`), and it is the round the check would have
     made; an evaluation that ends before its check lets it go."""
-    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.reference import ahead as check_rounds
 
     task = softmax_task()
     one = _rounds(task).round(0).nbytes

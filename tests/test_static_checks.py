@@ -383,7 +383,7 @@ def test_work_hidden_in_a_local_helper_or_base_class_is_found():
     (LAUNCH, "def fast():\n    pass\n\nsetattr(torch.allclose, '__code__', fast.__code__)"),
     (LAUNCH, "import workbench"),
     (LAUNCH, "from workbench.eval import timing"),
-    (LAUNCH, "import importlib\nimportlib.import_module('workbench.eval.judge.output_compare')"),
+    (LAUNCH, "import importlib\nimportlib.import_module('workbench.eval.judge.correctness.compare')"),
     (LAUNCH, "import sys\nharness = sys.modules['workbench.eval.wire.timed_loop']"),
     (LAUNCH, "import sys\nharness = sys.modules.get('workbench')"),
     (LAUNCH, "import sys\nfound = [m for m in sys.modules.values() if hasattr(m, 'compare')]"),

@@ -10,8 +10,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from workbench.eval.judge import stats
-from workbench.eval.judge.stopping import StoppingRule
+from workbench.eval.judge.timing import stats
+from workbench.eval.judge.timing.stopping import StoppingRule
 from workbench.result import SPEEDUP_VERDICTS, Timing
 
 

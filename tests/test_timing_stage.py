@@ -1,4 +1,4 @@
-"""The timing stage around the timed rounds (`judge/timing_stage.py`), with a real runner on the CPU: what holds the
+"""The timing stage around the timed rounds (`judge/timing/stage.py`), with a real runner on the CPU: what holds the
 device exclusively while the pool is made, and what a later candidate of the same task reuses."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import time
 import pytest
 
 import workbench as wb
-from workbench.eval.judge import timing_stage
-from workbench.eval.judge.candidate_session import CandidateSession
-from workbench.eval.judge.input_pool import InputPool
-from workbench.eval.judge.reference_rounds import build_reference
-from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
-from workbench.eval.judge.timing import ReferenceSide
+from workbench.eval.judge.reference.rounds import build_reference
+from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing import stage as timing_stage
+from workbench.eval.judge.timing.inputs import InputPool
+from workbench.eval.judge.timing.pair import ReferenceSide
 from workbench.tasks.kernelbench import reference_as_candidate
 from workbench.tasks.task import LoadedReference
 

@@ -10,7 +10,7 @@ from typing import Any
 #: Every status a Result can carry; "ok" is the only passing one. "cancelled": the caller stopped the evaluation
 #: (EvalOptions.cancel); nothing was judged, and `evaluate` never stores it.
 STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "rejected", "cancelled")
-#: A/B verdicts of a speedup (its 95% CI against 1 within the noise band): see workbench.eval.judge.stats.
+#: A/B verdicts of a speedup (its 95% CI against 1 within the noise band): see workbench.eval.judge.timing.stats.
 SPEEDUP_VERDICTS = ("faster", "slower", "same", "inconclusive")
 #: The kernel policy a declared PyTorch baseline (`Candidate(language="torch")`) is judged under: timed, the task's
 #: kernel policy not applied.

@@ -61,7 +61,7 @@ def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Re
 
 def _judge_died_message(reply: Reply, cand: Candidate, job: Job) -> str:
     """The judge itself died or stopped answering (not the candidate's runner, whose faults the judge reports)."""
-    from workbench.eval.judge.fault_messages import died_message
+    from workbench.eval.judge.runners.faults import died_message
 
     return "the evaluation's judge process " + died_message(reply.status, reply.died, reply.log, cand.source,
                                                             cand.language or "", job.device, job.timeout)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.eval.judge.runner_handle import RunnerProcess, RunnerViolation
+from workbench.eval.judge.runners.process import RunnerProcess, RunnerViolation
 from workbench.eval.wire import runner_messages as protocol
 
 #: Pauses of one request that let go of the device.

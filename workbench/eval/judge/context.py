@@ -20,8 +20,8 @@ import torch
 
 from workbench.eval.judge.device_lock import DeviceLock
 from workbench.eval.judge.progress import ProgressHook
-from workbench.eval.judge.reference_rounds import ReferenceCache
-from workbench.eval.judge.runner_handle import RunnerDied, RunnerProcess, RunnerViolation
+from workbench.eval.judge.reference.rounds import ReferenceCache
+from workbench.eval.judge.runners.process import RunnerDied, RunnerProcess, RunnerViolation
 from workbench.tasks.task import LoadedReference, Task
 
 
@@ -129,7 +129,7 @@ class Context:
     def release_spare(self) -> None:
         """Close the spare runner (the judge has been idle, ends, or needs the memory its CUDA context holds)."""
         if self.spare is not None:
-            from workbench.eval.judge.spare_runner import discard
+            from workbench.eval.judge.runners.spare import discard
 
             discard(self.spare)
             self.spare = None

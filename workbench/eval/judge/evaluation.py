@@ -28,27 +28,25 @@ from workbench.eval.checks import static_scan as static_checks
 from workbench.eval.checks.evidence import Evidence
 from workbench.eval.checks.flags import Finding, first_per_flag, verdict
 from workbench.eval.checks.what_ran import WhatRan
-from workbench.eval.judge import (
-    check_rounds,
-    evidence_stage,
-    ran_stage,
-    reference_compile,
-    reference_runner,
-    timing_stage,
-    trace,
-)
-from workbench.eval.judge import fault_messages as faults
-from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
+from workbench.eval.judge import trace
 from workbench.eval.judge.context import Context, task_key
-from workbench.eval.judge.correctness import CandidateFailure, run_correctness
-from workbench.eval.judge.counting import count_work
+from workbench.eval.judge.correctness.check import CandidateFailure, run_correctness
 from workbench.eval.judge.device_lock import EXCLUSIVE, NONE, SHARED, held
-from workbench.eval.judge.input_pool import free_bytes
-from workbench.eval.judge.reference_rounds import build_reference
+from workbench.eval.judge.evidence import ran as ran_stage
+from workbench.eval.judge.evidence import stage as evidence_stage
+from workbench.eval.judge.reference import ahead as check_rounds
+from workbench.eval.judge.reference import compiled as reference_compile
+from workbench.eval.judge.reference import runner as reference_runner
+from workbench.eval.judge.reference.counting import count_work
+from workbench.eval.judge.reference.rounds import build_reference
 from workbench.eval.judge.reply import Stop
-from workbench.eval.judge.runner_handle import RunnerDied, RunnerViolation
-from workbench.eval.judge.runner_start import close_runner, load_candidate, settle_spare, start_runner, start_spare
-from workbench.eval.judge.timing import ReferenceSide
+from workbench.eval.judge.runners import faults
+from workbench.eval.judge.runners.process import RunnerDied, RunnerViolation
+from workbench.eval.judge.runners.session import CandidateSession, RemoteError
+from workbench.eval.judge.runners.start import close_runner, load_candidate, settle_spare, start_runner, start_spare
+from workbench.eval.judge.timing import stage as timing_stage
+from workbench.eval.judge.timing.inputs import free_bytes
+from workbench.eval.judge.timing.pair import ReferenceSide
 from workbench.eval.wire import model_init
 from workbench.tasks import precision
 from workbench.tasks.task import LoadedReference, Task
@@ -366,7 +364,7 @@ class Evaluation:
 
     def time(self, result: dict[str, Any], compiled: Any = None) -> None:
         """Candidate (its runner) and reference (its own runner on a GPU, else the judge) in alternating batches on
-        shared inputs, by the judge's clock (`judge/timing.py`); on a GPU, then the coverage of the candidate's own
+        shared inputs, by the judge's clock (`judge/timing/pair.py`); on a GPU, then the coverage of the candidate's own
         kernels."""
         ref = self.reference()
         ref_model = self.reference_model()
@@ -405,7 +403,7 @@ class Evaluation:
             raise Stop({**result, "status": status, "flags": flags, "message": message})
 
     def settle_evidence(self, result: dict[str, Any]) -> None:
-        """What the verdict rests on (`judge/evidence_stage.py`): a strict-policy "ok" needs launches the judge
+        """What the verdict rests on (`judge/evidence/stage.py`): a strict-policy "ok" needs launches the judge
         corroborated."""
         found = evidence_stage.before_verdict(self, result)
         status, flags, message = verdict(first_per_flag(found))

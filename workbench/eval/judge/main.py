@@ -25,13 +25,14 @@ from typing import IO, Any
 
 import torch
 
-from workbench.eval.judge import compare_warmup, trace
+from workbench.eval.judge import trace
 from workbench.eval.judge.ceilings import measured_ceilings
 from workbench.eval.judge.context import Context, probe_transport
+from workbench.eval.judge.correctness import warmup as compare_warmup
 from workbench.eval.judge.device_lock import EXCLUSIVE, DeviceLock, held
 from workbench.eval.judge.evaluation import Evaluation
 from workbench.eval.judge.reply import reply_from_evaluation
-from workbench.eval.judge.runner_handle import ForkServer
+from workbench.eval.judge.runners.process import ForkServer
 from workbench.eval.wire import judge_messages as wire
 from workbench.eval.wire.timed_loop import cpu_timing_threads
 
@@ -128,7 +129,7 @@ def _warm_counting() -> None:
     waits for its first job, not in the first evaluation's count stage."""
     def warm() -> None:
         try:
-            from workbench.eval.judge.counting import count_work
+            from workbench.eval.judge.reference.counting import count_work
 
             count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
         except Exception:  # noqa: BLE001 - only a warm-up

@@ -6,7 +6,7 @@ so the judge and the caller cannot drift apart silently.
 
 A stage that ends the evaluation early raises `Stop` with its reply. It lives here, beside the reply it carries,
 rather than in workbench.eval.judge.evaluation, so that stages kept in modules of their own (loading the candidate
-in workbench.eval.judge.runner_start) can stop the evaluation without importing the module that runs them.
+in workbench.eval.judge.runners.start) can stop the evaluation without importing the module that runs them.
 """
 
 from __future__ import annotations

@@ -48,19 +48,19 @@ from typing import Any
 import torch
 
 from workbench.eval.checks.flags import REJECT, Finding
-from workbench.eval.judge import output_compare_fused as fused
 from workbench.eval.judge import trace
-from workbench.eval.judge.output_compare import (
+from workbench.eval.judge.correctness import compare_fused as fused
+from workbench.eval.judge.correctness.compare import (
     ERROR_BUDGET_K,
     Comparison,
     compare,
     downsample,
     merge_budgets,
 )
-from workbench.eval.judge.output_compare_chunked import CHUNK
-from workbench.eval.judge.prior_outputs import PriorOutput
-from workbench.eval.judge.reference64 import nbytes as _nbytes
-from workbench.eval.judge.reference_rounds import MIN_ROUNDS, ReferenceRounds, RoundData, build_reference
+from workbench.eval.judge.correctness.compare_chunked import CHUNK
+from workbench.eval.judge.correctness.prior_outputs import PriorOutput
+from workbench.eval.judge.reference.float64 import nbytes as _nbytes
+from workbench.eval.judge.reference.rounds import MIN_ROUNDS, ReferenceRounds, RoundData, build_reference
 from workbench.eval.runner.poison import Poison
 from workbench.eval.wire import model_init
 from workbench.eval.wire.tensors import (
@@ -105,7 +105,7 @@ class CheckReport:
     notes: list[str] = field(default_factory=list)
     error_map: list[list[float]] | None = None
     #: How errors were judged, merged over every compared call: {tolerance, k, native_error (max abs), native_bound,
-    #: bound ("tolerance" | "k x native" | "both"), worst_ratio, norm} (workbench.eval.judge.output_compare).
+    #: bound ("tolerance" | "k x native" | "both"), worst_ratio, norm} (workbench.eval.judge.correctness.compare).
     error_budget: dict[str, Any] = field(default_factory=dict)
     #: Whether the reference's side came from the judge's cache (an earlier candidate of the same task).
     reference_cached: bool = False

@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from workbench.eval.judge import compile_pause
-from workbench.eval.judge.correctness import CandidateFailure
-from workbench.eval.judge.launch_probe import ProbePlanner
-from workbench.eval.judge.runner_handle import RunnerProcess
+from workbench.eval.judge.correctness.check import CandidateFailure
+from workbench.eval.judge.evidence.probe import ProbePlanner
+from workbench.eval.judge.runners.process import RunnerProcess
 from workbench.eval.wire import model_init
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire.runner_messages import OutputForm, TensorRef
@@ -320,7 +320,7 @@ class CandidateSession:
         """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it); new
         buffers are announced first, so mapping them is not part of the measured call. `meanwhile()` (the judge's
         own work after the send, GPU only: `between_calls`) counts in the wall clock, which is only read on the CPU."""
-        from workbench.eval.judge.runner_cpu import cpu_ns
+        from workbench.eval.judge.runners.cpu_time import cpu_ns
 
         self._announce()
         before, started = cpu_ns(self.runner.inner_pid), time.perf_counter()

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from workbench.eval.judge.error_budget import (
+from workbench.eval.judge.correctness.budget import (
     DEGENERATE_RATIO,
     ERROR_BUDGET_K,
     RESOLVABLE_ULPS,
@@ -36,7 +36,7 @@ from workbench.eval.judge.error_budget import (
     budget_entry,
     native_scale,
 )
-from workbench.eval.judge.output_compare_chunked import CHUNK, compare_large
+from workbench.eval.judge.correctness.compare_chunked import CHUNK, compare_large
 from workbench.eval.runner.poison import poison_mask
 from workbench.eval.wire.tensors import as_list, dtype_name, is_plain, real_view, same_bits
 from workbench.tasks.task import Tolerance

@@ -12,7 +12,7 @@ import math as _math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from workbench.eval.judge.stats import _median_sorted, median_ci_ranks, summarize
+from workbench.eval.judge.timing.stats import _median_sorted, median_ci_ranks, summarize
 from workbench.result import Timing
 
 _len, _min, _max, _float, _sum = len, min, max, float, sum

@@ -31,10 +31,10 @@ import os
 import time
 from typing import Any
 
-from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
-from workbench.eval.judge.correctness import CandidateFailure
-from workbench.eval.judge.runner_handle import Limits, RunnerDied, RunnerProcess, RunnerViolation
-from workbench.eval.judge.runner_libraries import libraries_for
+from workbench.eval.judge.correctness.check import CandidateFailure
+from workbench.eval.judge.runners.libraries import libraries_for
+from workbench.eval.judge.runners.process import Limits, RunnerDied, RunnerProcess, RunnerViolation
+from workbench.eval.judge.runners.session import CandidateSession, RemoteError
 from workbench.eval.wire import runner_messages as protocol
 
 #: Seconds the reference's runner may take to start, import the reference, build it and map the pool, counted
@@ -78,7 +78,7 @@ def _why(exc: BaseException) -> str:
 def _scratch_slots(session: CandidateSession, pool: Any) -> list[Any]:
     """One output buffer in the reference session's own memory, as every set's slot (module doc); none for an
     output over LARGE_OUTPUT_BYTES, which the judge did not mirror either (`timing_batches.copy_out_mirrored`)."""
-    from workbench.eval.judge.timing_batches import copy_out_mirrored
+    from workbench.eval.judge.timing.batches import copy_out_mirrored
 
     if not copy_out_mirrored(pool):
         return []
@@ -220,8 +220,8 @@ def warm_first_call(pool: Any, device: str) -> bool:
     round. Only where its output and temporaries fit beside the check as a compile's first call would
     (`reference_compile.fits_beside`): on a problem that fills the device, such a call held an 8 GiB output beside
     the check, whose own copy then took 6.6 s (L1/19). The runner gives the call's memory back before it replies."""
-    from workbench.eval.judge.input_pool import free_bytes
-    from workbench.eval.judge.reference_compile import fits_beside
+    from workbench.eval.judge.reference.compiled import fits_beside
+    from workbench.eval.judge.timing.inputs import free_bytes
 
     return device.startswith("cuda") and fits_beside(pool.set_bytes, free_bytes(device))
 

@@ -233,7 +233,7 @@ TRITON_MOUNT = "/tmp/triton"
 def triton_dir(source: str, device: str) -> Path | None:
     """The Triton kernel cache of one candidate source (GPU only: the interpreter compiles nothing), made for the
     runner's user: bound writable into that source's runners and no other's (module doc of
-    `workbench.eval.judge.runner_start`). None where it cannot be made (the runner then compiles privately)."""
+    `workbench.eval.judge.runners.start`). None where it cannot be made (the runner then compiles privately)."""
     if not device.startswith("cuda"):
         return None
     import triton

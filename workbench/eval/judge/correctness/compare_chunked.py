@@ -14,8 +14,14 @@ from typing import Any
 
 import torch
 
-from workbench.eval.judge import output_compare_fused as fused
-from workbench.eval.judge.error_budget import DEGENERATE_RATIO, RESOLVABLE_ULPS, STALE_SHARE, budget_entry, native_scale
+from workbench.eval.judge.correctness import compare_fused as fused
+from workbench.eval.judge.correctness.budget import (
+    DEGENERATE_RATIO,
+    RESOLVABLE_ULPS,
+    STALE_SHARE,
+    budget_entry,
+    native_scale,
+)
 from workbench.tasks.task import Tolerance
 
 #: Elements per slice: about 2 GB of float64 temporaries at a time.

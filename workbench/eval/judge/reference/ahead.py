@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workbench.eval.judge import trace
-from workbench.eval.judge.reference_rounds import ReferenceRounds
+from workbench.eval.judge.reference.rounds import ReferenceRounds
 from workbench.eval.wire.tensors import release_unused
 
 

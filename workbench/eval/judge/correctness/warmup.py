@@ -19,10 +19,10 @@ import threading
 
 import torch
 
-from workbench.eval.judge import output_compare_fused as fused
-from workbench.eval.judge import recheck_compare
+from workbench.eval.judge.correctness import compare_fused as fused
+from workbench.eval.judge.correctness import recheck as recheck_compare
 from workbench.eval.judge.device_lock import DeviceLock
-from workbench.eval.judge.reference_compile import beside_the_judge
+from workbench.eval.judge.reference.compiled import beside_the_judge
 
 #: The output dtypes compiled for: KernelBench's problems' (others compile at their first comparison, as before; each
 #: dtype here holds the first measurement of a judge's first job back by up to a second on a machine that never

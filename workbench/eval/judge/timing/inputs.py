@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from workbench.errors import TaskError
-from workbench.eval.judge.reference64 import nbytes
+from workbench.eval.judge.reference.float64 import nbytes
 from workbench.eval.wire.runner_messages import TensorRef
 from workbench.eval.wire.shared_memory import POOL_BUFFER_IDS, Arena
 from workbench.eval.wire.tensors import as_list, is_plain

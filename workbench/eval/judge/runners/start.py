@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from workbench.eval.judge import build_cache, spare_runner
-from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
-from workbench.eval.judge.correctness import CandidateFailure
+from workbench.eval.judge.correctness.check import CandidateFailure
 from workbench.eval.judge.device_lock import SHARED, held
 from workbench.eval.judge.reply import Stop
-from workbench.eval.judge.runner_handle import Limits, RunnerDied, RunnerProcess
-from workbench.eval.judge.runner_libraries import libraries_for
+from workbench.eval.judge.runners import build_cache
+from workbench.eval.judge.runners import spare as spare_runner
+from workbench.eval.judge.runners.libraries import libraries_for
+from workbench.eval.judge.runners.process import Limits, RunnerDied, RunnerProcess
+from workbench.eval.judge.runners.session import CandidateSession, RemoteError
 
 #: Seconds for loading a candidate, CUDA compilation included (evaluate(compile_timeout=...) overrides).
 DEFAULT_COMPILE_TIMEOUT = 600.0

@@ -37,15 +37,18 @@ from typing import Any
 import torch
 
 from workbench.eval.checks.flags import Finding
-from workbench.eval.judge import clock_check, recheck_compare, stats, timing_outcome, trace
-from workbench.eval.judge.candidate_session import CandidateSession
-from workbench.eval.judge.clock_check import Batch
-from workbench.eval.judge.input_pool import InputPool
-from workbench.eval.judge.reference_runner import ReferenceRunnerFailed
-from workbench.eval.judge.stopping import JointStopper, StoppingRule, _rel_width
-from workbench.eval.judge.timing_batches import Calibration, copy_out_mirrored, judge_batch
-from workbench.eval.judge.timing_outcome import PAIR, TimingOutcome
-from workbench.eval.judge.timing_placement import Frozen, OneCore
+from workbench.eval.judge import trace
+from workbench.eval.judge.correctness import recheck as recheck_compare
+from workbench.eval.judge.reference.runner import ReferenceRunnerFailed
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing import clock_check, stats
+from workbench.eval.judge.timing import outcome as timing_outcome
+from workbench.eval.judge.timing.batches import Calibration, copy_out_mirrored, judge_batch
+from workbench.eval.judge.timing.clock_check import Batch
+from workbench.eval.judge.timing.inputs import InputPool
+from workbench.eval.judge.timing.outcome import PAIR, TimingOutcome
+from workbench.eval.judge.timing.placement import Frozen, OneCore
+from workbench.eval.judge.timing.stopping import JointStopper, StoppingRule, _rel_width
 from workbench.eval.wire import timed_loop
 from workbench.eval.wire.tensors import as_list, is_plain, release_if_short
 

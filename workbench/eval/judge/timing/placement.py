@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from workbench.eval.judge.candidate_session import CandidateSession
+from workbench.eval.judge.runners.session import CandidateSession
 
 
 class Frozen:

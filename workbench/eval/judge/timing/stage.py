@@ -19,11 +19,12 @@ import torch
 
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
-from workbench.eval.judge import stats, trace
-from workbench.eval.judge.candidate_session import CandidateSession
-from workbench.eval.judge.input_pool import MAX_SETS, InputPool
-from workbench.eval.judge.timing import TARGET_BATCH_S, PairTimer, ReferenceSide, stopping_rule
-from workbench.eval.judge.timing_batches import Calibration, calibrate
+from workbench.eval.judge import trace
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing import stats
+from workbench.eval.judge.timing.batches import Calibration, calibrate
+from workbench.eval.judge.timing.inputs import MAX_SETS, InputPool
+from workbench.eval.judge.timing.pair import TARGET_BATCH_S, PairTimer, ReferenceSide, stopping_rule
 from workbench.eval.wire.tensors import clone_inputs, release_unused
 
 
@@ -169,7 +170,7 @@ def _telemetry(device: str):
     """NVML sensors for the device's timed batches (None on the CPU; an "unavailable" summary without NVML)."""
     if not device.startswith("cuda"):
         return None
-    from workbench.eval.judge.telemetry import Telemetry
+    from workbench.eval.judge.timing.telemetry import Telemetry
 
     index = torch.device(device).index or 0
     try:

@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from workbench.eval.judge.candidate_session import CandidateSession
-from workbench.eval.judge.clock_check import NullFit
-from workbench.eval.judge.input_pool import InputPool
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing.clock_check import NullFit
+from workbench.eval.judge.timing.inputs import InputPool
 from workbench.eval.wire import timed_loop
 from workbench.eval.wire.runner_messages import NULL_KERNEL, NULL_MODEL
 from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list, is_plain

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from workbench.eval.checks.flags import Finding
-from workbench.eval.judge import clock_check, stats
+from workbench.eval.judge.timing import clock_check, stats
 from workbench.result import Timing
 
 if TYPE_CHECKING:
-    from workbench.eval.judge.timing import PairTimer
+    from workbench.eval.judge.timing.pair import PairTimer
 
 #: The two sides whose medians make the speedup: timing stops on their figures alone.
 PAIR = ("reference", "candidate")

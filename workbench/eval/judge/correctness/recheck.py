@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from workbench.eval.judge.output_compare import ERROR_BUDGET_K
+from workbench.eval.judge.correctness.compare import ERROR_BUDGET_K
 from workbench.eval.wire.tensors import dtype_name
 
 #: Elements per program of the kernel.

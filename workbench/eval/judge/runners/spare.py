@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.eval.judge import build_cache
-from workbench.eval.judge.runner_handle import Limits, RunnerProcess
+from workbench.eval.judge.runners import build_cache
+from workbench.eval.judge.runners.process import Limits, RunnerProcess
 from workbench.eval.wire import runner_messages as protocol
 
 #: Seconds a spare may take to start and warm up before the judge gives it up (`settle`).
