@@ -147,15 +147,13 @@ def test_where_the_kernels_count_an_element_torch_does_not_find_the_slices_decid
 
 
 def test_the_judges_start_up_compile_launches_every_kernel_and_a_comparison_waits_for_it():
-    """`compare_warmup`: the kernels a float32 comparison launches, launched at the judge's start; a comparison that
+    """`compare_fused.start_warmup`: the kernels a float32 comparison launches, launched at the judge's start; a comparison that
     comes while that compile runs waits for it instead of compiling the same kernels beside it."""
     import threading
     import time
 
-    from workbench.eval.judge.correctness import warmup as compare_warmup
-
-    compare_warmup.compile_for("cpu", torch.float32)  # under the interpreter here: every launch runs
-    assert compare_warmup.start("cpu", None) is None and fused.WARMED.is_set()  # off the GPU: nothing to compile
+    fused.warm_for("cpu", torch.float32)  # under the interpreter here: every launch runs
+    assert fused.start_warmup("cpu", None) is None and fused.WARMED.is_set()  # off the GPU: nothing to compile
     o = torch.ones(8)
     fused.WARMED.clear()
     timer = threading.Timer(0.3, fused.WARMED.set)

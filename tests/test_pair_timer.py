@@ -63,7 +63,7 @@ class _ScriptedRounds(PairTimer):
     round's reference and candidate means come from `script(k)`; everything that decides when to stop is real."""
 
     def __init__(self, script, cap_s: float = 2.0):
-        from workbench.eval.judge.timing.stopping import StoppingRule
+        from workbench.eval.judge.timing.stats import StoppingRule
 
         self.cuda, self.findings, self.names = True, [], ["reference", "candidate"]
         self.stream = {n: [] for n in self.names}

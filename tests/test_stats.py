@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from workbench.eval.judge.timing import stats
-from workbench.eval.judge.timing.stopping import StoppingRule
+from workbench.eval.judge.timing.stats import StoppingRule
 from workbench.result import SPEEDUP_VERDICTS, Timing
 
 

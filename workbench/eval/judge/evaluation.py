@@ -32,8 +32,8 @@ from workbench.eval.judge import trace
 from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness.check import CandidateFailure, run_correctness
 from workbench.eval.judge.device_lock import EXCLUSIVE, NONE, SHARED, held
-from workbench.eval.judge.evidence import ran as ran_stage
 from workbench.eval.judge.evidence import stage as evidence_stage
+from workbench.eval.judge.evidence import stage as ran_stage
 from workbench.eval.judge.reference import ahead as check_rounds
 from workbench.eval.judge.reference import compiled as reference_compile
 from workbench.eval.judge.reference import runner as reference_runner

@@ -28,7 +28,7 @@ import torch
 from workbench.eval.judge import trace
 from workbench.eval.judge.ceilings import measured_ceilings
 from workbench.eval.judge.context import Context, probe_transport
-from workbench.eval.judge.correctness import warmup as compare_warmup
+from workbench.eval.judge.correctness import compare_fused
 from workbench.eval.judge.device_lock import EXCLUSIVE, DeviceLock, held
 from workbench.eval.judge.evaluation import Evaluation
 from workbench.eval.judge.reply import reply_from_evaluation
@@ -201,7 +201,7 @@ def _start(device: str) -> tuple[ForkServer, Context]:
     _warm_counting()
     server = ForkServer(device)
     ctx = Context(fork_server=server, workdir=tempfile.mkdtemp(prefix="kwb_judge_"), device_lock=DeviceLock(device))
-    compare_warmup.start(device, ctx.device_lock)
+    compare_fused.start_warmup(device, ctx.device_lock)
     ctx.transport, ctx.share_ipc, ctx.transport_note = probe_transport(server, device)
     return server, ctx
 

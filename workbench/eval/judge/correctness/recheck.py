@@ -17,48 +17,16 @@ the two to the same counts. Integer outputs never come here: they are compared e
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 
 from workbench.eval.judge.correctness.compare import ERROR_BUDGET_K
+from workbench.eval.judge.correctness.compare_fused import count_off_kernel, flat_real, wide_dtype
 from workbench.eval.wire.tensors import dtype_name
 
-#: Elements per program of the kernel.
-BLOCK = 4096
 #: Elements per slice when the largest error is measured for a message (only after a mismatch was found).
 MESSAGE_CHUNK = 1 << 26
-
-
-@functools.lru_cache(maxsize=1)
-def _kernel() -> Any:
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def count_off(g_ptr, e_ptr, n, atol2, rtol2, floor2, out_ptr, BLOCK: tl.constexpr, WIDE: tl.constexpr):
-        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        inside = offs < n
-        g = tl.load(g_ptr + offs, mask=inside, other=0).to(WIDE)
-        e = tl.load(e_ptr + offs, mask=inside, other=0).to(WIDE)
-        err = tl.abs(g - e)
-        bound = tl.maximum(atol2 + rtol2 * tl.abs(e), floor2)
-        ok = ((err <= bound) & (tl.abs(e) < float("inf"))) | (g == e) | ((g != g) & (e != e))
-        off = inside & ~ok
-        tl.atomic_add(out_ptr, tl.sum(off.to(tl.int32), axis=0))
-
-    return count_off
-
-
-def _flat_real(t: torch.Tensor) -> torch.Tensor:
-    if t.is_complex():
-        t = torch.view_as_real(t)
-    return t.contiguous().reshape(-1)
-
-
-def _wide(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype in (torch.float64, torch.complex128) else torch.float32
 
 
 def count_off(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
@@ -70,22 +38,10 @@ def count_off(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: floa
         return count_off_kernel(got, expected, atol, rtol, floor)
 
 
-def count_off_kernel(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
-    """`count_off` by the Triton kernel on whatever device the tensors are on (the interpreter's on the CPU)."""
-    import triton.language as tl
-
-    g, e = _flat_real(got), _flat_real(expected)
-    out = torch.zeros(1, dtype=torch.int32, device=e.device)
-    wide = tl.float64 if _wide(expected.dtype) == torch.float64 else tl.float32
-    grid = (-(-e.numel() // BLOCK),)
-    _kernel()[grid](g, e, e.numel(), 2.0 * atol, 2.0 * rtol, 2.0 * floor, out, BLOCK=BLOCK, WIDE=wide)
-    return int(out.item())
-
-
 def count_off_torch(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
     """The same count with torch, slice by slice (no temporary larger than MESSAGE_CHUNK elements)."""
-    g, e = _flat_real(got).to(expected.device), _flat_real(expected)
-    wide = _wide(expected.dtype)
+    g, e = flat_real(got).to(expected.device), flat_real(expected)
+    wide = wide_dtype(expected.dtype)
     bad = 0
     for start in range(0, e.numel(), MESSAGE_CHUNK):
         es, gs = e[start:start + MESSAGE_CHUNK].to(wide), g[start:start + MESSAGE_CHUNK].to(wide)
@@ -98,8 +54,8 @@ def count_off_torch(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol
 
 def largest_error(got: torch.Tensor, expected: torch.Tensor) -> float:
     """The largest finite |got - expected|, slice by slice (for the message of a mismatch)."""
-    g, e = _flat_real(got).to(expected.device), _flat_real(expected)
-    wide = _wide(expected.dtype)
+    g, e = flat_real(got).to(expected.device), flat_real(expected)
+    wide = wide_dtype(expected.dtype)
     largest = float("-inf")
     for start in range(0, e.numel(), MESSAGE_CHUNK):
         err = (g[start:start + MESSAGE_CHUNK].to(wide) - e[start:start + MESSAGE_CHUNK].to(wide)).abs()

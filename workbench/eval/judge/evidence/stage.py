@@ -14,6 +14,7 @@ from typing import Any
 from workbench.eval.checks import evidence as ev
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
+from workbench.eval.checks.runtime import own_kernel_names
 
 
 def after_check(evaluation: Any, rejected: bool = False) -> list[Finding]:
@@ -96,3 +97,18 @@ def _profiled(evaluation: Any, result: dict[str, Any]) -> list[Finding]:
     evaluation.evidence.set("launches", level, how)
     evaluation.evidence.set("coverage", level, how)
     return found + guards.judge_tamper(tampered)
+
+
+def settle(ev: Any, result: dict[str, Any]) -> list[Finding]:
+    """Findings of the decision for the evaluation `ev` (a judge.evaluation.Evaluation); its notes go to `result`."""
+    kernels = ev.session.profiles[-1] if ev.session.profiles else _profile(ev)
+    found = ev.ran.after_profile(kernels, own_kernel_names(ev.cand["source"]))
+    result.setdefault("details", {}).setdefault("notes", []).extend(ev.ran.take_notes())
+    return found
+
+
+def _profile(ev: Any) -> dict[str, float]:
+    ref = ev.reference()
+    model = ev.session.model(ev.reference_model(), ref.init_inputs(ev.time_size, ev.seed), ev.seed,
+                             {**ref.defaults, **ev.time_size})
+    return ev.session.profile(model.model_id, ref.make_inputs(ev.time_size, ev.seed + 101, ev.device))

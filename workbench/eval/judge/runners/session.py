@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from workbench.eval.judge import compile_pause
+from workbench.eval.judge import device_lock as compile_pause
 from workbench.eval.judge.correctness.check import CandidateFailure
 from workbench.eval.judge.evidence.probe import ProbePlanner
 from workbench.eval.judge.runners.process import RunnerProcess

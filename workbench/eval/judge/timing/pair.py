@@ -48,7 +48,7 @@ from workbench.eval.judge.timing.clock_check import Batch
 from workbench.eval.judge.timing.inputs import InputPool
 from workbench.eval.judge.timing.outcome import PAIR, TimingOutcome
 from workbench.eval.judge.timing.placement import Frozen, OneCore
-from workbench.eval.judge.timing.stopping import JointStopper, StoppingRule, _rel_width
+from workbench.eval.judge.timing.stats import JointStopper, StoppingRule, _rel_width
 from workbench.eval.wire import timed_loop
 from workbench.eval.wire.tensors import as_list, is_plain, release_if_short
 
