@@ -236,7 +236,7 @@ def test_honest_candidate_passes_with_every_size_and_distribution_in_the_rounds(
     assert all(r["ok"] and r["flags"] == [] and r["max_abs"] < 1e-6 for r in report.rounds)
     assert len(_run(softmax, HonestSoftmax, SOFTMAX_SIZES, rounds=2, distributions=("default",)).rounds) == 5
     assert 0 < report.max_abs_err < 1e-6 and report.max_rel_err < 1e-5
-    assert report.error_map is not None and max(max(row) for row in report.error_map) <= 1
+    assert report.error_map is not None and max(max(row) for row in report.error_map["cells"]) <= 1
 
 
 def test_more_rounds_than_sizes_and_distributions_cycle_through_them(softmax):
@@ -673,8 +673,11 @@ def test_error_map_is_pooled_to_64_cells_and_shows_where_the_output_is_wrong():
             return y
 
     report = _run(task, LastRowOff)
-    grid = report.error_map
+    grid = report.error_map["cells"]
     assert len(grid) == 50 and len(grid[0]) == 44  # 100 x 130 max-pooled by 2 x 3
+    # The map carries the output's true extent and its pooling, so the axes can name real rows and columns.
+    assert (report.error_map["rows"], report.error_map["cols"], report.error_map["pool"]) == (100, 130, [2, 3])
+    assert not report.rounds[report.error_map_round - 1]["ok"]  # from the worst failing round
     assert all(v > 1 for v in grid[-1]) and all(v <= 1 for row in grid[:-1] for v in row)
 
 

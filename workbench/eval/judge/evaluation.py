@@ -341,7 +341,8 @@ class Evaluation:
                                 any(f.severity == "reject" for f in findings))
         result: dict[str, Any] = {
             "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
-            "details": {"rounds": report.rounds, "error_map": report.error_map, "notes": report.notes + self.notes},
+            "details": {"rounds": report.rounds, "error_map": report.error_map,
+                        "error_map_round": report.error_map_round, "notes": report.notes + self.notes},
             "error_budget": getattr(report, "error_budget", {}) or {},
         }
         status, flags, message = verdict(first_per_flag(findings))

@@ -51,13 +51,13 @@ from workbench.eval.checks.flags import REJECT, Finding
 from workbench.eval.judge import trace
 from workbench.eval.judge.correctness import compare_fused as fused
 from workbench.eval.judge.correctness.compare import (
+    CHUNK,
     ERROR_BUDGET_K,
     Comparison,
     compare,
-    downsample,
+    error_map,
     merge_budgets,
 )
-from workbench.eval.judge.correctness.compare_chunked import CHUNK
 from workbench.eval.judge.correctness.prior_outputs import PriorOutput
 from workbench.eval.judge.reference.float64 import nbytes as _nbytes
 from workbench.eval.judge.reference.rounds import MIN_ROUNDS, ReferenceRounds, RoundData, build_reference
@@ -95,15 +95,16 @@ class CandidateFailure(Exception):
 @dataclass
 class CheckReport:
     """What the protocol saw. `rounds`: one dict per round {size, dist, seed, max_abs, max_rel, ok, flags};
-    `error_map`: |err| / (atol + rtol |ref|) of a 2-D output (leading dims flattened for N-D), max-pooled to at
-    most 64 x 64, from the worst failing round, else the last one."""
+    `error_map`: |err| / bound of a 2-D output (leading dims flattened for N-D) with its true extent and pooling
+    (`compare.error_map`), from the worst failing round (`error_map_round`, 1-based), else the last one."""
 
     findings: list[Finding] = field(default_factory=list)
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     rounds: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    error_map: list[list[float]] | None = None
+    error_map: dict[str, Any] | None = None
+    error_map_round: int | None = None
     #: How errors were judged, merged over every compared call: {tolerance, k, native_error (max abs), native_bound,
     #: bound ("tolerance" | "k x native" | "both"), worst_ratio, norm} (workbench.eval.judge.correctness.compare).
     error_budget: dict[str, Any] = field(default_factory=dict)
@@ -112,6 +113,7 @@ class CheckReport:
     #: Seconds per part of the protocol (reference rounds, candidate calls, comparisons, host copies, the task's
     #: own judgement): where a long check goes.
     phases: dict[str, float] = field(default_factory=dict)
+    _worst: dict[str, float] = field(default_factory=dict, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -121,10 +123,16 @@ class CheckReport:
     def flags(self) -> list[str]:
         return [f.flag for f in self.findings]
 
-    def add(self, flag: str, detail: str = "") -> None:
-        """Record a finding once per flag (the first occurrence's detail is the most telling)."""
-        if not any(f.flag == flag for f in self.findings):
+    def add(self, flag: str, detail: str = "", worst: float | None = None) -> None:
+        """Record a finding once per flag: the first occurrence's detail, except that a `mismatch` names the
+        comparison with the worst error ratio (`worst`), the one whose budget the Result reports."""
+        found = next((f for f in self.findings if f.flag == flag), None)
+        if found is None:
             self.findings.append(Finding(flag, detail))
+            if worst is not None:
+                self._worst[flag] = worst
+        elif worst is not None and worst > self._worst.get(flag, float("inf")):
+            found.detail, self._worst[flag] = detail, worst
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -200,7 +208,7 @@ class _Protocol:
         self.candidates: dict[int, Any] = {}
         #: Page-locked host buffers for large first outputs (`_to_pinned_host`).
         self.pinned: dict[Any, torch.Tensor] = {}
-        self.failing_map: tuple[float, list[list[float]]] | None = None
+        self.failing_map: tuple[float, dict[str, Any], int] | None = None
         #: The last round's error ratios; made into the Result's map once, at the end (downsampling every round's
         #: output cost ~50 ms a round on a GPU, for a map nobody sees).
         self.last_ratio: torch.Tensor | None = None
@@ -227,8 +235,10 @@ class _Protocol:
             self.report.add(flag, detail)
         for text in self.refs.notes:
             self.report.note(text)
-        self.report.error_map = self.failing_map[1] if self.failing_map else (
-            downsample(self.last_ratio) if self.last_ratio is not None else None)
+        if self.failing_map:
+            _, self.report.error_map, self.report.error_map_round = self.failing_map
+        elif self.last_ratio is not None:
+            self.report.error_map, self.report.error_map_round = error_map(self.last_ratio), len(self.report.rounds)
         return self.report
 
     def _candidate_model(self, i: int) -> Any:
@@ -273,6 +283,7 @@ class _Protocol:
         self._lap("calls")
         flags: list[tuple[str, str]] = []
         cmp1 = compare(out1, rd.ref64, rd.native, self.tol)
+        self._add_mismatch(cmp1, f"{where}, call 1")
         flags += [(f, f"{where}, call 1: {d}") for f, d in cmp1.flags]
         flags += self._mutation(given1, rd.inputs, f"{where}, call 1")
         self._lap("compare")
@@ -282,13 +293,15 @@ class _Protocol:
         out2, given2 = self._candidate(cand_model, rd.inputs, like + rd.out_like, rd.out_like, rd.call_seed)
         self._lap("calls")
         cmp2 = compare(out2, rd.ref64, rd.native, self.tol)
+        self._add_mismatch(cmp2, f"{where}, call 2")
         flags += [(f, f"{where}, call 2: {d}") for f, d in cmp2.flags]
         flags += self._mutation(given2, rd.inputs, f"{where}, call 2")
         flags += self._stale_or_racy(rd, out1, out2, cmp1, cmp2, where)
         self._lap("compare")
         self.report.error_budget = merge_budgets(self.report.error_budget, cmp1.budget, cmp2.budget)
         for flag, detail in flags:
-            self.report.add(flag, detail)
+            if flag != "mismatch":  # added by `_add_mismatch`, from the worst comparison
+                self.report.add(flag, detail)
         record: dict[str, Any] = {"size": rd.size, "dist": rd.dist, "seed": rd.seed, "max_abs": None,
                                   "max_rel": None, "ok": True, "flags": list(dict.fromkeys(f for f, _ in flags))}
         record["ok"] = not any(Finding(f).severity == REJECT for f in record["flags"])
@@ -362,13 +375,19 @@ class _Protocol:
             worst = max(worst, _pair_ratio(a, b, rn, r64, self.tol(dtype_name(rn.dtype))))
         return worst
 
+    def _add_mismatch(self, cmp: Comparison, where: str) -> None:
+        """A comparison's mismatch, reported from the comparison with the worst ratio (its budget is the Result's)."""
+        for flag, detail in cmp.flags:
+            if flag == "mismatch":
+                self.report.add(flag, f"{where}: {detail}", worst=cmp.worst)
+
     def _error_map(self, cmp1: Comparison, cmp2: Comparison, ok: bool) -> None:
         cmp = cmp2 if cmp2.ratio is not None and cmp2.worst > cmp1.worst else cmp1
         if cmp.ratio is None:
             return
         self.last_ratio = cmp.ratio
         if not ok and (self.failing_map is None or cmp.worst > self.failing_map[0]):
-            self.failing_map = (cmp.worst, downsample(cmp.ratio))
+            self.failing_map = (cmp.worst, error_map(cmp.ratio), len(self.report.rounds))
 
 
 def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, tol: Tolerance) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from workbench.eval.judge.correctness.budget import STALE_SHARE
+from workbench.eval.judge.correctness.compare import STALE_SHARE
 from workbench.eval.wire.tensors import bytes_per_element
 
 #: Outputs up to this size are kept whole (on the host).

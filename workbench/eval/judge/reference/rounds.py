@@ -23,8 +23,7 @@ import torch
 
 from workbench.errors import TaskError
 from workbench.eval.judge import trace
-from workbench.eval.judge.correctness.compare import constant_passes
-from workbench.eval.judge.correctness.compare_chunked import CHUNK
+from workbench.eval.judge.correctness.compare import CHUNK, constant_passes
 from workbench.eval.judge.correctness.prior_outputs import PriorOutput
 from workbench.eval.judge.reference.float64 import Float64Reference, nbytes
 from workbench.eval.wire import model_init
