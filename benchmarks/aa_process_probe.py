@@ -84,7 +84,7 @@ def trial(path: str, rounds: int, device: str, seed: int, copy_b: bool = False,
     from workbench.eval.judge.runners.process import ForkServer, Limits, RunnerProcess
     from workbench.eval.judge.runners.session import CandidateSession
     from workbench.eval.judge.timing import stage as timing_stage
-    from workbench.eval.judge.timing.stats import compare
+    from workbench.eval.judge.verdict import speedup as compare
     from workbench.tasks import precision
     from workbench.tasks.kernelbench import reference_as_candidate
     from workbench.tasks.task import LoadedReference

@@ -93,7 +93,7 @@ class HonestSoftmax(nn.Module):
 
 
 class EmptyLike(nn.Module):
-    """CHEATS.md row 1: returns allocated memory and hopes it still holds the reference's result."""
+    """docs/anti-cheating.md, cheat 1: returns allocated memory and hopes it still holds the reference's result."""
 
     def forward(self, x):
         return torch.empty_like(x)
@@ -261,7 +261,7 @@ def test_fp16_arithmetic_fails_an_fp32_softmax(softmax):
     assert "mismatch" in report.flags and not report.passed
 
 
-# ---- stale and unwritten memory (CHEATS.md row 1) -----------------------------------------------------------------
+# ---- stale and unwritten memory (docs/anti-cheating.md, cheat 1) -----------------------------------------------------------------
 
 @pytest.mark.parametrize("device", sorted({"cpu", DEVICE}))
 def test_empty_like_returned_unwritten_is_stale_memory(softmax, device):
@@ -317,7 +317,7 @@ def test_run_to_run_differences_within_tolerance_are_accepted(softmax):
     assert report.passed and report.findings == []
 
 
-# ---- inputs (CHEATS.md row 3) ----------------------------------------------------------------------------------------
+# ---- inputs (docs/anti-cheating.md, cheat 3) ----------------------------------------------------------------------------------------
 
 def test_writing_to_an_input_is_input_mutation(softmax):
     report = _run(softmax, ZeroesItsInput, SOFTMAX_SIZES)
@@ -355,7 +355,7 @@ def get_init_inputs():
     assert report.passed and report.findings == []
 
 
-# ---- output form (CHEATS.md row 8 and type checks) -------------------------------------------------------------------
+# ---- output form (docs/anti-cheating.md, cheat 8 and type checks) -------------------------------------------------------------------
 
 @pytest.mark.parametrize("cls, flag", [
     (SubclassOutput, "lazy-output"), (MetaOutput, "lazy-output"), (NumpyOutput, "wrong-type"),
@@ -434,7 +434,7 @@ def test_a_distribution_on_which_the_reference_is_not_finite_is_skipped_with_a_n
         f"skipped {d} inputs: the reference is not finite on them" for d in ("normal", "heavy", "negative")}
 
 
-# ---- degenerate outputs and weak tasks (CHEATS.md row 2) -------------------------------------------------------
+# ---- degenerate outputs and weak tasks (docs/anti-cheating.md, cheat 2) -------------------------------------------------------
 
 TINY = '''
 import torch

@@ -34,7 +34,7 @@ def test_the_next_candidate_of_a_task_is_timed_on_the_kept_pool_until_the_judge_
     second = wb.evaluate(task, cand, device="cpu")
     assert first.status == second.status == "ok", (first.message, second.message)
     assert first.protocol["timing_pool"] == "new" and second.protocol["timing_pool"] == "kept"
-    assert second.timing is not None and second.timing.n > 0 and second.reference_timing is not None
+    assert second.timing is not None and second.timing.n > 0
     pid = second.metadata["judge_pid"]
     assert pid == first.metadata["judge_pid"]
     assert _shared_fds(pid) >= 2  # the kept pool's sets and slots

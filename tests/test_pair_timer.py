@@ -103,16 +103,16 @@ def _outliers_apart(k: int) -> tuple[float, float]:
 def test_sides_settled_with_the_verdict_open_get_more_rounds_until_it_settles():
     """Each side reaches its 1% CI target at ten batches while the median of ten swinging ratios is too uncertain
     for a verdict: timing goes on (`PairTimer._settle`) until the paired verdict settles, not past SETTLE_BATCHES."""
-    from workbench.eval.judge.timing import stats
+    from workbench.eval.judge import verdict
     from workbench.eval.judge.timing.pair import MIN_BATCHES, SETTLE_BATCHES
 
     timer = _ScriptedRounds(_outliers_apart)
     stopper = _first_rounds(timer)
     assert all(r == "ci-target" for r in stopper.reasons.values())
-    assert stats.compare(timer.stream["reference"], timer.stream["candidate"], paired=True).verdict == "inconclusive"
+    assert verdict.speedup(timer.stream["reference"], timer.stream["candidate"], paired=True).verdict == "inconclusive"
     assert timer._unsettled(stopper)
     r, decided = timer._settle(stopper, MIN_BATCHES, 1)
-    got = stats.compare(timer.stream["reference"], timer.stream["candidate"], paired=True)
+    got = verdict.speedup(timer.stream["reference"], timer.stream["candidate"], paired=True)
     assert decided == "verdict" and got.verdict == "same" and MIN_BATCHES < timer.rounds <= SETTLE_BATCHES
     assert not timer._unsettled(stopper)
 

@@ -58,7 +58,7 @@ def test_no_round_is_made_ahead_once_the_runner_has_answered():
 
     ev = _evaluation(softmax_task(), "cpu", _Answered())
     check_rounds.make_ahead(ev)
-    assert ev.base["protocol"]["reference_rounds_ahead"] == 0
+    assert ev.diagnostics.reference_rounds_ahead == 0
     reference, cached = check_rounds.rounds_for(ev)
     assert not cached and reference.n >= 5  # the check makes them, and its Result says "miss"
 
@@ -84,9 +84,11 @@ def _evaluation(task, device: str, runner):
     from workbench.tasks.task import LoadedReference
 
     ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_test_ref_"))
-    return SimpleNamespace(job={"check_sizes": task.check_sizes("cpu"), "rounds": 5}, key=task_key(task), seed=0,
+    from workbench.eval.wire.diagnostics import Diagnostics
+
+    return SimpleNamespace(job=SimpleNamespace(check_sizes=task.check_sizes("cpu"), rounds=5), key=task_key(task), seed=0,
                            device=device, ctx=SimpleNamespace(rounds=ReferenceCache()), task=task,
-                           reference=lambda: ref, _cpu_safe=lambda s: s, base={"protocol": {}},
+                           reference=lambda: ref, _cpu_safe=lambda s: s, diagnostics=Diagnostics(),
                            rounds_made_here=False, session=SimpleNamespace(runner=runner))
 
 
@@ -103,12 +105,12 @@ def test_beside_a_gpu_call_the_next_rounds_are_made_until_the_runner_answers():
     work = check_rounds.ahead_of_calls(ev, reference)
     assert work is not None and reference.pending() == 0
     work()
-    assert reference.pending() == 2 and ev.base["protocol"]["reference_rounds_during_calls"] == 2
+    assert reference.pending() == 2 and ev.diagnostics.reference_rounds_during_calls == 2
     work()  # the reply is waiting: nothing more
     assert reference.pending() == 2
     runner.polls = 99
     work()
-    assert reference.pending() is None and ev.base["protocol"]["reference_rounds_during_calls"] == reference.n
+    assert reference.pending() is None and ev.diagnostics.reference_rounds_during_calls == reference.n
 
 
 def test_on_the_cpu_no_round_is_made_beside_a_call():
@@ -138,9 +140,9 @@ def test_a_round_failing_beside_a_call_is_left_for_its_call():
     work()
     stuck = reference.pending()
     assert stuck is not None and reference.sizes[stuck % len(reference.sizes)]["dim"] == 100
-    made = ev.base["protocol"].get("reference_rounds_during_calls", 0)
+    made = (ev.diagnostics.reference_rounds_during_calls or 0)
     work()  # stopped for good: the failure is the check's to report
-    assert reference.pending() == stuck and ev.base["protocol"].get("reference_rounds_during_calls", 0) == made
+    assert reference.pending() == stuck and (ev.diagnostics.reference_rounds_during_calls or 0) == made
 
 
 def _rounds(task, budget: int = 1 << 62):
@@ -200,7 +202,7 @@ def test_a_first_round_made_ahead_that_shows_the_rounds_too_large_to_keep_is_the
     reference, _ = check_rounds.rounds_for(ev)
     reference.budget = int(2.5 * one)
     check_rounds.make_ahead(ev)
-    assert not reference.keep and ev.base["protocol"]["reference_rounds_ahead"] == 1
+    assert not reference.keep and ev.diagnostics.reference_rounds_ahead == 1
     assert ev.held_rounds is reference and reference._ahead is not None
     made = reference._ahead
 

@@ -113,7 +113,10 @@ def test_an_idle_judge_closes_its_spare(spares, monkeypatch):
 @pytest.fixture
 def fork_server(tmp_path):
     server = ForkServer("cpu")
-    yield types.SimpleNamespace(fork_server=server, workdir=str(tmp_path), spare=None)
+    from workbench.eval.judge.runners.process import RunnerProcess
+
+    yield types.SimpleNamespace(fork_server=server, workdir=str(tmp_path), spare=None, runner_class=RunnerProcess,
+                                device_lock=None)
     server.close()
 
 

@@ -3,7 +3,7 @@
 x is the size, one line per variant, y is time, GB/s or TFLOP/s. Picking a variant at a size ("show") shows
 its source and its unified diff against another variant, which is usually the quickest way to see *why* one
 is faster. Reference lines are drawn only when they were timed with the same clock as the variants: a
-Triton-interpreter time is never put beside compiled code (DESIGN.md, section 3).
+Triton-interpreter time is never put beside compiled code (docs/trust-boundary.md).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class Timing:
     clock: str
     samples_ms: list[float] = field(default_factory=list, repr=False)
     #: Runs in which work was still pending on another stream after the current stream finished (GPU);
-    #: those runs are timed up to the full device synchronize (CHEATS.md row 7).
+    #: those runs are timed up to the full device synchronize (docs/anti-cheating.md, cheat 7).
     side_stream_runs: int = 0
     #: Why timing stopped: "ci-target" (the 95% CI of the median reached the target relative width),
     #: "time-cap", "max-reps", "fixed" (a fixed number of reps was asked for), or "with-pair" (the compiled

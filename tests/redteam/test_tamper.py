@@ -1,4 +1,4 @@
-"""CHEATS.md rows 15, 16, 19, 20: tampering with the checker, finding the reference, slowing the reference, and
+"""docs/anti-cheating.md, cheats 15, 16, 19, 20: tampering with the checker, finding the reference, slowing the reference, and
 poisoning what later evaluations trust. None of it can work: the checker, the reference and the timer of the
 reference live in the judge, which never runs candidate code; each candidate has a runner of its own; the runner's
 filesystem is read-only."""

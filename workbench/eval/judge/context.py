@@ -1,6 +1,6 @@
 """What the judge process keeps between evaluations, and how its runners reach shared memory.
 
-Everything here is trusted, judge-side state reused by every later candidate (DESIGN.md section 4, speed): loaded
+Everything here is trusted, judge-side state reused by every later candidate (docs/verdicts.md, speed): loaded
 references, built reference models, the reference's correctness rounds, FLOP/byte counts and compiled references,
 each bounded so a study over hundreds of tasks cannot fill the GPU with them.
 """
@@ -52,6 +52,9 @@ class Context:
 
     fork_server: Any
     workdir: str
+    #: What starts a runner: `RunnerProcess` (a sandboxed process from the fork server); tests of the judge's logic
+    #: put a scripted in-process runner with the same interface here (tests/fake_runner.py).
+    runner_class: type[RunnerProcess] = RunnerProcess
     transport: str = "auto"
     share_ipc: bool = False
     transport_note: str = ""

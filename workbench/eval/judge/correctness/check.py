@@ -1,4 +1,4 @@
-"""Correctness protocol, run inside the worker (CHEATS.md rows 1, 2, 3, 11, 12 and the output type checks).
+"""Correctness protocol, run inside the worker (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12 and the output type checks).
 
 At least five rounds, each with fresh inputs from its own seed; sizes and input distributions cycle. The reference's
 side of every round (inputs, native output, float64 output, task-level findings) comes from `ReferenceRounds`, made

@@ -1,4 +1,4 @@
-"""The judgement of one large floating output in one pass on the GPU (DESIGN.md section 4, scale).
+"""The judgement of one large floating output in one pass on the GPU (docs/verdicts.md, scale).
 
 `output_compare_chunked.compare_large` judges an output too large for whole-tensor float64 temporaries in slices;
 each slice still runs some sixty float64 element-wise passes and reductions, so a real-size KernelBench output

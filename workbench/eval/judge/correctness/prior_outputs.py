@@ -1,4 +1,4 @@
-"""What the judge keeps of earlier rounds' reference outputs, to recognise a stale result (CHEATS.md row 1).
+"""What the judge keeps of earlier rounds' reference outputs, to recognise a stale result (docs/anti-cheating.md, cheat 1).
 
 A candidate that returns memory it never wrote may be handed a block that still holds an earlier round's result;
 its output then equals that result wherever it is wrong. To see it, the judge keeps each round's reference output:

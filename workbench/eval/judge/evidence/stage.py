@@ -9,19 +9,23 @@ the evaluation is not timed).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.eval.checks import evidence as ev
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
 from workbench.eval.checks.runtime import own_kernel_names
 
+if TYPE_CHECKING:
+    from workbench.eval.judge.evaluation import Evaluation
+    from workbench.eval.judge.runners.session import CallRecord, CandidateSession
 
-def after_check(evaluation: Any, rejected: bool = False) -> list[Finding]:
+
+def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]:
     """Findings from the correctness calls' launch reports as the judge can check them (module doc); fills
     `evaluation.evidence`. `rejected`: other checks already reject the candidate, so no call is added to probe it."""
     session, evidence = evaluation.session, evaluation.evidence
-    language = evaluation.cand["language"]
+    language = evaluation.candidate.language
     records = session.reports
     evidence.set("outputs", ev.JUDGE, "read from shared memory by the judge and compared with its reference")
     found = guards.judge_tamper(name for r in records for name in r.launch.tampered)
@@ -39,7 +43,7 @@ def after_check(evaluation: Any, rejected: bool = False) -> list[Finding]:
     return found
 
 
-def _interpreted(session: Any) -> tuple[str, str]:
+def _interpreted(session: CandidateSession) -> tuple[str, str]:
     """(level, how) of the CPU launches from the probe pairs among the calls (a pair made now if there is none): the
     runner's CPU time from /proc, or the judge's wall clock where /proc gives none (noisier, still the judge's own
     measurement)."""
@@ -54,15 +58,15 @@ def _interpreted(session: Any) -> tuple[str, str]:
     return ev.interpreted_launches(pairs, "CPU time (from /proc)" if cpu else "wall time (the judge's clock)")
 
 
-def _pairs(records: list[Any]) -> list[tuple[Any, Any]]:
+def _pairs(records: list[CallRecord]) -> list[tuple[CallRecord, CallRecord]]:
     """(ordinary, probe) records: each probe call and the call before it (`launch_probe.ProbePlanner`)."""
     return [(records[i - 1], r) for i, r in enumerate(records) if r.probe_ns and i > 0]
 
 
-def before_verdict(evaluation: Any, result: dict[str, Any]) -> list[Finding]:
+def before_verdict(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
     """The timing basis, the GPU launch evidence, and the rule every verdict obeys (`checks.evidence.findings`)."""
-    evidence, language = evaluation.evidence, evaluation.cand["language"]
-    basis = evaluation.base["protocol"].get("timing_basis", "")
+    evidence, language = evaluation.evidence, evaluation.candidate.language
+    basis = evaluation.diagnostics.timing_basis or ""
     if "timing" not in result:
         evidence.set("time", ev.NOT_APPLICABLE, "not timed")
     elif basis.startswith("runner clock"):
@@ -75,16 +79,13 @@ def before_verdict(evaluation: Any, result: dict[str, Any]) -> list[Finding]:
     return found + ev.findings(evidence, evaluation.policy, language)
 
 
-def _profiled(evaluation: Any, result: dict[str, Any]) -> list[Finding]:
+def _profiled(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
     """GPU: the profiled forward of the timing stage, or one made here (untimed evaluations), as launch evidence;
     where it was made here, its coverage is judged as the timing stage's would be."""
     session, found = evaluation.session, []
     if session.profiled is None:
-        ref, size = evaluation.reference(), evaluation.time_size
-        model = session.model(evaluation.reference_model(), ref.init_inputs(size, evaluation.seed), evaluation.seed,
-                              {**ref.defaults, **size})
-        kernels = session.profile(model.model_id, ref.make_inputs(size, evaluation.seed + 101, evaluation.device))
-        coverage, found = guards.judge_coverage(kernels, guards.own_kernel_names(evaluation.cand["source"]),
+        kernels = _profile(evaluation)
+        coverage, found = guards.judge_coverage(kernels, guards.own_kernel_names(evaluation.candidate.source),
                                                 evaluation.policy)
         result["coverage"] = coverage
     kernels, tampered = session.profiled
@@ -93,22 +94,24 @@ def _profiled(evaluation: Any, result: dict[str, Any]) -> list[Finding]:
     # runner gains nothing by raising its own time to make a forged profile look plausible.
     timed = [t.get("median_ms") for t in (result.get("judge_clock_timing"), result.get("timing")) if t]
     call_ms = max((v for v in timed if v is not None), default=None)
-    level, how = ev.profiled_launches(kernels, guards.own_kernel_names(evaluation.cand["source"]), tampered, call_ms)
+    level, how = ev.profiled_launches(kernels, guards.own_kernel_names(evaluation.candidate.source), tampered, call_ms)
     evaluation.evidence.set("launches", level, how)
     evaluation.evidence.set("coverage", level, how)
     return found + guards.judge_tamper(tampered)
 
 
-def settle(ev: Any, result: dict[str, Any]) -> list[Finding]:
-    """Findings of the decision for the evaluation `ev` (a judge.evaluation.Evaluation); its notes go to `result`."""
-    kernels = ev.session.profiles[-1] if ev.session.profiles else _profile(ev)
-    found = ev.ran.after_profile(kernels, own_kernel_names(ev.cand["source"]))
-    result.setdefault("details", {}).setdefault("notes", []).extend(ev.ran.take_notes())
+def settle(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
+    """Findings of the decision for the evaluation (a judge.evaluation.Evaluation); its notes go to `result`."""
+    kernels = evaluation.session.profiles[-1] if evaluation.session.profiles else _profile(evaluation)
+    assert evaluation.ran is not None
+    found = evaluation.ran.after_profile(kernels, own_kernel_names(evaluation.candidate.source))
+    result.setdefault("details", {}).setdefault("notes", []).extend(evaluation.ran.take_notes())
     return found
 
 
-def _profile(ev: Any) -> dict[str, float]:
-    ref = ev.reference()
-    model = ev.session.model(ev.reference_model(), ref.init_inputs(ev.time_size, ev.seed), ev.seed,
-                             {**ref.defaults, **ev.time_size})
-    return ev.session.profile(model.model_id, ref.make_inputs(ev.time_size, ev.seed + 101, ev.device))
+def _profile(evaluation: Evaluation) -> dict[str, float]:
+    """One profiled forward of the candidate at the timing size (its kernel microseconds by name)."""
+    ref, size, seed = evaluation.reference(), evaluation.time_size, evaluation.seed
+    model = evaluation.session.model(evaluation.reference_model(), ref.init_inputs(size, seed), seed,
+                                     {**ref.defaults, **size})
+    return evaluation.session.profile(model.model_id, ref.make_inputs(size, seed + 101, evaluation.device))

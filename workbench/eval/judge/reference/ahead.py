@@ -15,25 +15,28 @@ yet, though the build takes tens of seconds.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.eval.judge import trace
 from workbench.eval.judge.reference.rounds import ReferenceRounds
 from workbench.eval.wire.tensors import release_unused
 
+if TYPE_CHECKING:
+    from workbench.eval.judge.evaluation import Evaluation
 
-def plan(ev: Any) -> tuple[list[dict[str, Any]], int]:
+
+def plan(ev: Evaluation) -> tuple[list[dict[str, Any]], int]:
     """The evaluation `ev`'s checked sizes (made safe for the CPU) and the number of rounds it asks for."""
-    return [ev._cpu_safe(s) for s in ev.job["check_sizes"]], int(ev.job.get("rounds", 5))
+    return [ev._cpu_safe(s) for s in ev.job.check_sizes], ev.job.rounds
 
 
-def rounds_key(ev: Any) -> tuple[Any, ...]:
+def rounds_key(ev: Evaluation) -> tuple[Any, ...]:
     """What the rounds of the evaluation `ev` are kept under."""
     sizes, rounds = plan(ev)
     return (ev.key, repr([sorted(s.items()) for s in sizes]), ev.seed, ev.device, rounds)
 
 
-def rounds_for(ev: Any) -> tuple[ReferenceRounds, bool]:
+def rounds_for(ev: Evaluation) -> tuple[ReferenceRounds, bool]:
     """The rounds for `ev`, and whether an earlier evaluation made them (this one, having made them ahead, says no:
     the Result's `reference_cache` is "miss")."""
     sizes, rounds = plan(ev)
@@ -44,7 +47,7 @@ def rounds_for(ev: Any) -> tuple[ReferenceRounds, bool]:
     return reference, cached and not ev.rounds_made_here
 
 
-def make_ahead(ev: Any) -> None:
+def make_ahead(ev: Evaluation) -> None:
     """While the runner imports `ev`'s candidate: its rounds, one at a time, until the runner answers (a reply, or a
     compile pause it waits on) or every round is made (Result.protocol["reference_rounds_ahead"] counts them). Only
     rounds the judge keeps are worth making ahead, so a task too large to keep them stops after the first. Best
@@ -61,13 +64,13 @@ def make_ahead(ev: Any) -> None:
             r += 1
             if not reference.keep and reference.hold_ahead(made):  # too large to keep: the check takes this one
                 ev.held_rounds = reference  # let go when the evaluation ends without a check
-        ev.base["protocol"]["reference_rounds_ahead"] = r
+        ev.diagnostics.reference_rounds_ahead = r
     except Exception:  # noqa: BLE001 - made again, and reported, by the check
         ev.ctx.rounds.discard(rounds_key(ev))
         release_unused(ev.device)
 
 
-def ahead_of_calls(ev: Any, reference: ReferenceRounds) -> Callable[[], None] | None:
+def ahead_of_calls(ev: Evaluation, reference: ReferenceRounds) -> Callable[[], None] | None:
     """On a GPU, the judge's work while the runner runs one of the check's calls (`CandidateSession.between_calls`):
     the next rounds not made yet, one at a time, until the runner answers (a task too large to keep its rounds: the
     next one only, held until its turn, `ReferenceRounds.pending`). None on the CPU, where the judge's work would
@@ -81,7 +84,7 @@ def ahead_of_calls(ev: Any, reference: ReferenceRounds) -> Callable[[], None] | 
     if not ev.device.startswith("cuda"):
         return None
     runner = ev.session.runner
-    proto = ev.base["protocol"]
+    diag = ev.diagnostics
     failed: list[bool] = []
 
     def make() -> None:
@@ -96,6 +99,6 @@ def ahead_of_calls(ev: Any, reference: ReferenceRounds) -> Callable[[], None] | 
                 failed.append(True)
                 release_unused(ev.device)
                 return
-            proto["reference_rounds_during_calls"] = proto.get("reference_rounds_during_calls", 0) + 1
+            diag.reference_rounds_during_calls = (diag.reference_rounds_during_calls or 0) + 1
 
     return make

@@ -1,6 +1,6 @@
 """The float64 reference: the task's model with its parameters and floating inputs cast to float64, run where it fits.
 
-Placement (DESIGN.md section 4, scale), decided once per model and size:
+Placement (docs/verdicts.md, scale), decided once per model and size:
 
 1. "device": on the evaluation's device when the float64 copies of the inputs, the output and the parameters fit
    in half of its free memory;

@@ -8,7 +8,7 @@ repeat the task's own inputs, a weak task) come from the same pass. The number o
 kept, so it is known once they are screened (`n`). None of it depends on the
 candidate, so the judge keeps it (trusted memory only: the runner sees inputs through shared copies). Kept rounds
 are bounded by `ReferenceCache`'s byte budget; a task too large for it computes each round when it is needed and
-keeps nothing (DESIGN.md section 4, speed and scale).
+keeps nothing (docs/verdicts.md, speed and scale).
 """
 
 from __future__ import annotations
@@ -146,6 +146,10 @@ class ReferenceRounds:
     def n(self) -> int:
         """How many rounds: every size and every kept distribution is seen, and never fewer than MIN_ROUNDS."""
         return max(self.requested, MIN_ROUNDS, len(self.sizes), len(self.kept))
+
+    def float64_placements(self) -> set[str]:
+        """Where the float64 reference of the rounds made so far ran ("device", "device-chunked", "host")."""
+        return {f.placement for f in self._f64.values()}
 
     # -- what the protocol asks --
     def model(self, i: int) -> Any:

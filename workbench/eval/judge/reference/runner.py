@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.eval.judge.correctness.check import CandidateFailure
 from workbench.eval.judge.runners.libraries import libraries_for
-from workbench.eval.judge.runners.process import Limits, RunnerDied, RunnerProcess, RunnerViolation
+from workbench.eval.judge.runners.process import Limits, RunnerDied, RunnerViolation
 from workbench.eval.judge.runners.session import CandidateSession, RemoteError
 from workbench.eval.wire import runner_messages as protocol
+
+if TYPE_CHECKING:
+    from workbench.eval.judge.evaluation import Evaluation
 
 #: Seconds the reference's runner may take to start, import the reference, build it and map the pool, counted
 #: from when the timing starts waiting for it (most of it overlapped the candidate's import and checks).
@@ -110,7 +113,7 @@ class ReferenceRunner:
             raise ReferenceRunnerFailed("the timing inputs are nested (lists of tensors): they live in the "
                                         "candidate's own shared memory, which a second runner cannot map")
         try:
-            runner = RunnerProcess(ctx.fork_server, device, limits, [], share_ipc=ctx.share_ipc,
+            runner = ctx.runner_class(ctx.fork_server, device, limits, [], share_ipc=ctx.share_ipc,
                                    warm=libraries_for(device, source))
         except (RuntimeError, OSError) as exc:
             raise ReferenceRunnerFailed(f"the reference's runner could not be started: {exc}") from None
@@ -183,34 +186,34 @@ class ReferenceRunner:
 
 # ---- an evaluation's use of it (as `runner_start.py` starts the candidate's runner) ---------------------------------
 
-def launch_for(ev: Any) -> None:
+def launch_for(ev: Evaluation) -> None:
     """Before the candidate is imported: reuse the runner kept with the evaluation `ev`'s pool, or launch one (module
     doc). `protocol["reference_timed_in"]` says which, or why the judge will time the reference itself."""
     pool = ev.plan.pool if ev.plan is not None else None
     if pool is None or not wanted(ev.device):
         return
-    proto = ev.base["protocol"]
+    diag = ev.diagnostics
     kept = pool.reference_runner
     if kept is not None and kept.answers():
-        proto["reference_timed_in"] = "runner (kept)"
+        diag.reference_timed_in = "runner (kept)"
         return
     pool.reference_runner = None
     short = tight(pool, ev.device)
     if short:  # it would be given up at timing anyway (`take_for_timing`): no runner, no weights copied for it
-        proto["reference_timed_in"] = f"judge: {short}"
+        diag.reference_timed_in = f"judge: {short}"
         return
     from workbench.tasks.kernelbench import reference_as_candidate
 
     ref = ev.reference()
     try:
         pool.reference_runner = ReferenceRunner.launch(
-            ev.ctx, ev.device, Limits(memory_bytes=ev.job.get("memory_bytes")), ev.timeout, pool,
+            ev.ctx, ev.device, Limits(memory_bytes=ev.job.memory_bytes), ev.timeout, pool,
             ev.reference_model(), reference_as_candidate(ev.task).source, ev.precision.to_spec(),
             ref.init_inputs(ev.time_size, ev.seed), ev.seed, {**ref.defaults, **ev.time_size},
             warm=not ev.plan.seeded and warm_first_call(pool, ev.device))
-        proto["reference_timed_in"] = "runner"
+        diag.reference_timed_in = "runner"
     except ReferenceRunnerFailed as exc:
-        proto["reference_timed_in"] = f"judge: {exc}"
+        diag.reference_timed_in = f"judge: {exc}"
 
 
 def warm_first_call(pool: Any, device: str) -> bool:
@@ -239,7 +242,7 @@ def tight(pool: Any, device: str) -> str:
             "timed in the judge's process, which gives its cache back before the candidate's batch")
 
 
-def take_for_timing(ev: Any) -> ReferenceRunner | None:
+def take_for_timing(ev: Evaluation) -> ReferenceRunner | None:
     """When timing starts: the pool's reference runner, ready (its replies read), or None when there is none, it
     failed, or memory is too tight for two runners (`tight`); then the judge times the reference, and the Result
     says why."""
@@ -250,20 +253,20 @@ def take_for_timing(ev: Any) -> ReferenceRunner | None:
     short = tight(pool, ev.device)
     if short:
         pool.drop_reference_runner()  # its weights and context: the candidate needs the memory
-        ev.base["protocol"]["reference_timed_in"] = f"judge: {short}"
+        ev.diagnostics.reference_timed_in = f"judge: {short}"
         return None
     try:
         waited = runner.ready()
     except ReferenceRunnerFailed as exc:
         pool.reference_runner = None
-        ev.base["protocol"]["reference_timed_in"] = f"judge: {exc}"
+        ev.diagnostics.reference_timed_in = f"judge: {exc}"
         return None
     runner.uses += 1
-    ev.base["protocol"]["reference_runner_wait_s"] = round(waited, 3)
+    ev.diagnostics.reference_runner_wait_s = round(waited, 3)
     return runner
 
 
-def after_timing(ev: Any) -> None:
+def after_timing(ev: Evaluation) -> None:
     """Forget a reference runner that failed during the timing (it closed itself; the judge finished the timing)."""
     pool = ev.plan.pool if ev.plan is not None else None
     if pool is not None and pool.reference_runner is not None and pool.reference_runner.session.runner.closed:

@@ -2,7 +2,7 @@
 same CUDA source again does not compile it again (a `load_inline` build takes 45-70 s; a cached one loads in
 seconds).
 
-Only the judge writes the cache (CHEATS.md row 20): after a runner built a candidate, the judge copies the runner's
+Only the judge writes the cache (docs/anti-cheating.md, cheat 20): after a runner built a candidate, the judge copies the runner's
 private build directory into a new entry and records a SHA-256 of every file in the entry's index. A runner gets an
 entry read-only (bound into its sandbox, or copied into its directory without one) and copies it into its own
 scratch before importing the candidate, so torch's build system finds everything up to date. On every read the
@@ -10,7 +10,7 @@ judge checks the files against the index; an entry that does not match is delete
 
 An entry only ever serves the exact source that built it: a candidate can at worst cache its own build.
 
-The copy out of a runner never follows a link (CHEATS.md row 27): the judge opens the runner's root and walks down
+The copy out of a runner never follows a link (docs/anti-cheating.md, cheat 27): the judge opens the runner's root and walks down
 to the build directory and through it one name at a time, relative to descriptors it already holds, refusing
 symbolic links (O_NOFOLLOW), hard links to files elsewhere, devices, FIFOs and sockets. A runner that replaces its
 build directory (or anything in it) with a link to a host directory therefore gets nothing stored, instead of

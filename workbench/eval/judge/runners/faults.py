@@ -1,10 +1,9 @@
-"""What went wrong, in words: a candidate's exception (as its runner reported it) or a dead runner, turned into a
-reply with a status and a message that names the cause, the candidate's line and what to do."""
+"""What went wrong, in words: a candidate's exception (as its runner reported it) or a dead runner, as a message that
+names the cause, the candidate's line and what to do (`judge/verdict.py` decides the status)."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 _COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
 _FIX_HINTS = {
@@ -39,22 +38,19 @@ def out_of_memory(type_name: str, text: str) -> bool:
         "cannot allocate memory" in text
 
 
-def failure_reply(type_name: str, text: str, stage: str, where: str, log: str) -> dict[str, Any]:
-    """A candidate's exception as a reply: runtime_error (out of memory and CUDA faults explained) or compile_error."""
+def failure_message(type_name: str, text: str, stage: str, where: str) -> tuple[bool, str]:
+    """(whether the kernel failed to compile, the message) of a candidate's exception: out of memory and CUDA faults
+    explained, a compile error named as one (`judge/verdict.py` gives the status)."""
     kind = f"{type_name}: {text}".strip()
-    if out_of_memory(type_name, text):
-        msg = (f"out of memory during {stage}{where}: {kind[:400]}. Allocate less: check the output and temporary "
-               "buffer sizes, or run a smaller size.")
-    elif cuda_fault(text):
-        msg = (f"CUDA fault during {stage}{where}: {kind[:400]}. This usually means an out-of-bounds pointer: check "
-               "masks on every tl.load/tl.store and the grid size.")
-    else:
-        msg = f"{stage} raised {kind[:600]}{where}"
-    reply = {"status": "runtime_error", "message": msg, "log": log[-3000:]}
     if type_name in _COMPILE_ERRORS or stage == "compile":
-        reply["status"] = "compile_error"
-        reply["message"] = f"Triton could not compile the kernel{where}: {kind[:800]}"
-    return reply
+        return True, f"Triton could not compile the kernel{where}: {kind[:800]}"
+    if out_of_memory(type_name, text):
+        return False, (f"out of memory during {stage}{where}: {kind[:400]}. Allocate less: check the output and "
+                       "temporary buffer sizes, or run a smaller size.")
+    if cuda_fault(text):
+        return False, (f"CUDA fault during {stage}{where}: {kind[:400]}. This usually means an out-of-bounds "
+                       "pointer: check masks on every tl.load/tl.store and the grid size.")
+    return False, f"{stage} raised {kind[:600]}{where}"
 
 
 def died_message(kind: str, detail: str, log: str, source: str, language: str, device: str, limit: float) -> str:

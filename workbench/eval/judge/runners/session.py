@@ -115,6 +115,8 @@ class CandidateSession:
     probes: ProbePlanner | None = None
     #: The last profiled forward: (kernel microseconds by name, the runner's hook points found replaced).
     profiled: tuple[dict[str, float], tuple[str, ...]] | None = None
+    #: What recorded the kernels of the last profiled forward (the runner's report).
+    kernel_tracer: str = ""
     #: Lets go of the judge's shared hold of the device while the candidate compiles (`compile_pause.py`): a
     #: context manager factory, `DeviceLock.released` as the evaluation binds it; None: nothing to let go of.
     release_device: Callable[[], Any] | None = None

@@ -119,7 +119,7 @@ def spawn(ctx: Any, key: SpareKey) -> Spare | None:
     triton = _runner_dir(ctx.workdir) if key.device.startswith("cuda") else None
     writable = [(str(triton), build_cache.TRITON_MOUNT)] if triton is not None else []
     try:
-        runner = RunnerProcess(ctx.fork_server, key.device, Limits(memory_bytes=key.memory_bytes), [],
+        runner = ctx.runner_class(ctx.fork_server, key.device, Limits(memory_bytes=key.memory_bytes), [],
                                key.share_ipc, writable, key.warm)
     except Exception:  # noqa: BLE001 - no spare: the next candidate starts its runner as before
         if triton is not None:

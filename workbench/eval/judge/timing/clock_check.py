@@ -1,4 +1,4 @@
-"""The judge's clock is the measurement (DESIGN.md section 3, time; CHEATS.md rows 23 and 24).
+"""The judge's clock is the measurement (docs/trust-boundary.md, time; docs/anti-cheating.md, cheats 23 and 24).
 
 The runner times each call of a batch with its own clock (CUDA events or the wall clock) and reports the samples,
 but the runner is the candidate's process: its clock functions, its timing loop, its channel writer and the native

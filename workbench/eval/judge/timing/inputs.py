@@ -1,5 +1,5 @@
-"""The timing inputs: distinct input sets and output slots in memory shared with the runner (DESIGN.md section 3,
-inputs; CHEATS.md rows 10, 24 and 25).
+"""The timing inputs: distinct input sets and output slots in memory shared with the runner (docs/trust-boundary.md,
+inputs; docs/anti-cheating.md, cheats 10, 24 and 25).
 
 Every call of a timed batch gets an input set of its own, and the judge writes new contents into every set, in
 place, between batches, with seeds the runner cannot know in advance (drawn through the task's own input code, on

@@ -1,4 +1,4 @@
-"""Timing across the trust boundary (DESIGN.md section 3, time): the candidate in its runner, the reference in a
+"""Timing across the trust boundary (docs/trust-boundary.md, time): the candidate in its runner, the reference in a
 runner of its own (on a GPU; in the judge's process on the CPU or when that runner fails: `reference_runner.py`),
 in alternating batches on the same shared inputs, measured by the judge's clock.
 
@@ -37,11 +37,11 @@ from typing import Any
 import torch
 
 from workbench.eval.checks.flags import Finding
-from workbench.eval.judge import trace
+from workbench.eval.judge import trace, verdict
 from workbench.eval.judge.correctness import recheck as recheck_compare
 from workbench.eval.judge.reference.runner import ReferenceRunnerFailed
 from workbench.eval.judge.runners.session import CandidateSession
-from workbench.eval.judge.timing import clock_check, stats
+from workbench.eval.judge.timing import clock_check
 from workbench.eval.judge.timing import outcome as timing_outcome
 from workbench.eval.judge.timing.batches import Calibration, copy_out_mirrored, judge_batch
 from workbench.eval.judge.timing.clock_check import Batch
@@ -55,7 +55,7 @@ from workbench.eval.wire.tensors import as_list, is_plain, release_if_short
 #: Seconds of calls one timed batch aims at: a round's fixed costs (~5-10 ms on a GPU) and its first call stay a
 #: modest share (10 ms batches put an A/A pair of a 1.9 ms KernelBench reduction at 0.86x).
 TARGET_BATCH_S = {"cuda": 0.02, "cpu": 0.02}
-#: Batches per side before the CI may stop timing (the A/B verdict needs at least stats.MIN_AB_SAMPLES).
+#: Batches per side before the CI may stop timing (the A/B verdict needs at least verdict.MIN_AB_SAMPLES).
 MIN_BATCHES = 10
 #: Each side's relative 95% CI width (of its median batch mean) under which a settled A/B verdict stops timing.
 DECIDED_REL_CI = 0.04
@@ -255,11 +255,11 @@ class PairTimer:
         return self._paired_verdict() != "inconclusive"
 
     def _paired_verdict(self) -> str | None:
-        """The A/B verdict of the rounds counted so far (`stats.compare`, paired), or None before MIN_BATCHES."""
+        """The A/B verdict of the rounds counted so far (`verdict.speedup`, paired), or None before MIN_BATCHES."""
         ref, cand = self._watched("reference"), self._watched("candidate")
         if min(len(ref), len(cand)) < MIN_BATCHES:
             return None
-        return stats.compare(ref, cand, paired=True).verdict
+        return verdict.speedup(ref, cand, paired=True).verdict
 
     def _counted_round(self, stopper: JointStopper, r: int, n: int, per_call: bool = False) -> None:
         """Round r of n calls per side, counted: each side's batch mean goes to `stopper` (once, or once per call

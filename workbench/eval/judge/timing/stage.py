@@ -19,12 +19,12 @@ import torch
 
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
-from workbench.eval.judge import trace
+from workbench.eval.judge import trace, verdict
 from workbench.eval.judge.runners.session import CandidateSession
-from workbench.eval.judge.timing import stats
 from workbench.eval.judge.timing.batches import Calibration, calibrate
 from workbench.eval.judge.timing.inputs import MAX_SETS, InputPool
 from workbench.eval.judge.timing.pair import TARGET_BATCH_S, PairTimer, ReferenceSide, stopping_rule
+from workbench.eval.wire.diagnostics import Diagnostics
 from workbench.eval.wire.tensors import clone_inputs, release_unused
 
 
@@ -182,11 +182,12 @@ def _telemetry(device: str):
 
 
 def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: ReferenceSide, device: str,
-        candidate_language: str, reps: int | None, result: dict[str, Any],
+        candidate_language: str, reps: int | None, result: dict[str, Any], diagnostics: Diagnostics,
         known: ReferenceProfile | None = None) -> list[Finding]:
     """Time the pair and fill `result` (timing, reference_timing, compiled_reference_timing, judge_clock_timing,
-    speedup CI and verdict, telemetry); returns the findings of the timing (the clock check, re-checks, threads).
-    `known` (the task's profile in this judge) lends a recent compiled-reference timing and keeps a new one."""
+    speedup CI and verdict, telemetry) and `diagnostics`; returns the findings of the timing (the clock check,
+    re-checks, threads). `known` (the task's profile in this judge) lends a recent compiled-reference timing and
+    keeps a new one."""
     reused = known.recent_compiled() if known is not None and side.compiled is not None else None
     if reused is not None:
         side = dataclasses.replace(side, compiled=None)
@@ -205,7 +206,7 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
         return outcome.findings
     if clock != "interpreter":
         # Sample k of each side is round k's batch mean (`timing.PairTimer`): a paired comparison.
-        ab = stats.compare(outcome.reference.samples_ms, outcome.candidate.samples_ms, paired=True)
+        ab = verdict.speedup(outcome.reference.samples_ms, outcome.candidate.samples_ms, paired=True)
         result.update(speedup=ab.speedup, speedup_ci=[ab.low, ab.high], speedup_verdict=ab.verdict,
                       speedup_basis="gpu-only" if clock == "cuda-events" else "wall")
         outcome.protocol["speedup_ci_method"] = ab.method
@@ -225,7 +226,7 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
     if outcome.judge_clock is not None:
         result["judge_clock_timing"] = outcome.judge_clock.to_dict()
     result.setdefault("details", {}).setdefault("notes", []).extend(outcome.notes)
-    result["timing_protocol"] = outcome.protocol
+    diagnostics.set(**outcome.protocol)
     return outcome.findings
 
 

@@ -1,30 +1,24 @@
-"""Statistics of timing samples: the CI of the median, when to stop timing, and the A/B verdict of a speedup.
-
-Three jobs, all pure (no clocks, no devices), so they can be tested on synthetic samples:
+"""Statistics of timing samples, all pure (no clocks, no devices), so they are tested on synthetic samples:
 
 - `summarize` / `median_ci_ranks`: median, spread and a distribution-free 95% CI of the median (order statistics).
 - `StoppingRule` -> `Stopper` / `JointStopper`: fed batch by batch, they say when the CI of the median is tight
   enough, stopped shrinking, or the budget is spent. The rules follow nvbench's stdrel criterion (stop when the
-  relative noise is below 0.5%, or when the noise estimate has plateaued; a timeout wins over everything), with
-  the relative width of the CI of the median in place of the relative standard deviation, because timing
-  distributions are skewed and have outliers.
-- `compare`: speedup = median(reference) / median(candidate) with a bootstrap 95% CI, and a verdict faster |
-  slower | same | inconclusive against a noise band (nvbench's compare tool: SAME / FAST / SLOW, and a fourth
-  state where it cannot tell).
+  relative noise is small, or when the noise estimate has plateaued; a timeout wins over everything), with the
+  relative width of the CI of the median in place of the relative standard deviation, because timing distributions
+  are skewed and have outliers.
+- `bootstrap_medians`: the bootstrap distribution of a median, which the speedup's CI is read from
+  (`judge/verdict.py` decides what the CI says).
 
-`summarize`, `median_ci_ranks` and the stoppers may run in the worker next to candidate code, so like
-`timing.py` they use builtins bound to private names at import (a candidate that later patches `sorted` or
-`math.comb` cannot change them). `compare` belongs to the judge and uses numpy.
+The stoppers and the CI use builtins bound to private names at import, so nothing that patches `sorted` or `math`
+later in the judge's process can change when timing stops.
 """
-
 from __future__ import annotations
 
 import bisect as _bisect
 import math as _math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction as _Fraction
-from typing import Any
 
 import numpy as np
 
@@ -136,100 +130,7 @@ def summarize(samples_ms: list[float], clock: str, side_stream_runs: int = 0, st
                   stop_reason=stop_reason)
 
 
-# ---- A/B verdict ----------------------------------------------------------------------------------------------------
-
-#: The noise band's floor: a speedup within 3% either way is not claimed (see `verdict`, `noise_band`). Why 3%,
-#: not less: two fresh runners timing identical code on one pool of inputs on an H100 read up to 1.8% apart on a
-#: memory-bound kernel whose rounds agreed within 0.1% (KernelBench L1/39 L2Norm, 8 GiB: where each process's
-#: output buffer landed), and 1.5% on a launch-bound network (L3/22 EfficientNetB0). That offset belongs to the
-#: process, stays for its whole timing and is not in the CI: a 2% band called identical code "inconclusive" at 0.98.
-DEFAULT_BAND = 0.03
-#: The widest band a noisy timing widens it to (`noise_band`).
-MAX_BAND = 0.10
-#: Fewer samples than this on either side gives "inconclusive": a bootstrap of the median of a handful of samples
-#: has only a few distinct values and its percentile interval undercovers.
-MIN_AB_SAMPLES = 10
-
-
-@dataclass(frozen=True)
-class Speedup:
-    """The candidate's speedup (> 1: faster) with its CI and verdict: median(reference) / median(candidate), or for
-    paired rounds the median of the per-round ratios (`compare`)."""
-
-    speedup: float
-    low: float
-    high: float
-    #: faster | slower | same | inconclusive (`verdict`).
-    verdict: str
-    #: How the interval was computed, in words (resamples, level, seed).
-    method: str
-    #: The noise band delta the verdict used, and the CI level.
-    band: float = DEFAULT_BAND
-    level: float = 0.95
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def verdict(low: float, high: float, band: float = DEFAULT_BAND) -> str:
-    """The verdict of a speedup CI [low, high] against the noise band [1 / (1 + band), 1 + band]:
-
-      faster        low > 1 + band              (the whole CI is above the band)
-      slower        high < 1 / (1 + band)       (the whole CI is below the band)
-      same          1 / (1 + band) <= low and high <= 1 + band   (the whole CI is inside the band)
-      inconclusive  otherwise                   (the CI straddles an edge of the band)
-
-    Why the whole CI beyond the band, not just beyond 1: the CI covers the noise within one run, not between
-    runs (clock and thermal state, memory placement), which moves GPU timings by a percent or two. A speedup
-    whose CI reaches into the band may be no more than that, so it is not claimed either way ([1.01, 1.05] is
-    inconclusive, not faster). Why 1 / (1 + band) below: the band is symmetric in ratio, so swapping reference
-    and candidate swaps faster and slower exactly (1.02x faster is the mirror of 1.02x slower, not 0.98x).
-    nvbench's compare calls SAME when the difference is within the noise; ours asks the CI to be within the band,
-    so a "same" is a claim of equivalence, not an absence of evidence. The band itself is `noise_band`: at least
-    DEFAULT_BAND, wider where the timing's rounds scatter.
-    """
-    if not band >= 0:
-        raise ValueError(f"band must be >= 0, got {band!r}")
-    upper, lower = 1.0 + band, 1.0 / (1.0 + band)
-    if low > upper:
-        return "faster"
-    if high < lower:
-        return "slower"
-    if lower <= low and high <= upper:
-        return "same"
-    return "inconclusive"
-
-
-def _relative_mad(values: np.ndarray) -> float:
-    """Median absolute deviation over the median: the spread of positive samples, robust to their outliers."""
-    med = float(np.median(values))
-    return float(np.median(np.abs(values - med))) / med
-
-
-def noise_band(reference_ms: Sequence[float], candidate_ms: Sequence[float], paired: bool) -> float:
-    """The band a comparison of these samples is judged against: DEFAULT_BAND, widened to the relative spread
-    (median absolute deviation) of the rounds, at most MAX_BAND.
-
-    Why wider for a noisy timing: where a call's time is set by the host (a launch-bound network, a microsecond
-    kernel whose launch takes longer than its work), the process that launches it matters as much as the code.
-    Two fresh runners timing the same 48 us convolution read 0.89-1.03 apart over 40 rounds, and a KernelBench CNN
-    up to 2.7%, with their rounds scattering by 5-15%; a fixed band called identical code "slower" at 0.87
-    [0.72, 0.94]. nvbench's compare calls two timings the same when they differ by less than their noise; here
-    the band grows with the noise and the CI must still lie inside it.
-
-    Which spread: paired, that of the per-round ratios (drift common to both sides of a round cancels there, as it
-    does in the speedup) but never more than the reference's own rounds' spread, so a candidate that makes its own
-    batches erratic cannot widen the band beyond what the reference's timing shows; unpaired, the smaller of the
-    two sides' spreads."""
-    ref = np.asarray(reference_ms, dtype=np.float64)
-    cand = np.asarray(candidate_ms, dtype=np.float64)
-    noise = _relative_mad(ref)
-    if paired and ref.size == cand.size:
-        noise = _min(noise, _relative_mad(ref / cand))
-    else:
-        noise = _min(noise, _relative_mad(cand))
-    return _min(MAX_BAND, _max(DEFAULT_BAND, noise))
-
+# ---- the bootstrap of a median ------------------------------------------------------------------------------------
 
 def _as_sorted(samples: Iterable[float], what: str) -> np.ndarray:
     x = np.sort(np.asarray(list(samples), dtype=np.float64))
@@ -263,57 +164,6 @@ def bootstrap_medians(x_sorted: np.ndarray, resamples: int, rng: np.random.Gener
     u1 = rng.beta(k, n - k + 1, size=resamples)
     u2 = u1 + (1.0 - u1) * rng.beta(1, n - k, size=resamples)
     return 0.5 * (x_sorted[_rank_index(u1, n)] + x_sorted[_rank_index(u2, n)])
-
-
-def compare(reference_ms: Iterable[float], candidate_ms: Iterable[float], *, band: float | None = None,
-            level: float = 0.95, resamples: int = 2000, seed: int = 0, paired: bool = False) -> Speedup:
-    """Speedup of the candidate over the reference with a percentile bootstrap CI and its `verdict`.
-
-    Unpaired (the default): median(reference) / median(candidate), each sample set resampled independently
-    (`bootstrap_medians`, `resamples` times each): the safe reading of samples whose pairing is unknown, where
-    drift common to both widens the interval.
-
-    `paired`: sample k of each side comes from the same timed round (the two sides' batches back to back on the
-    same inputs, `timing.PairTimer`). The speedup is then the median over rounds of reference_k / candidate_k,
-    and its CI the bootstrap of that median (the rounds resampled). The machine's drift falls on both sides of a
-    round and cancels in its ratio: a launch-bound network whose batch means wandered between 2.9 and 4.7 ms on
-    both sides alike read [0.76, 1.28] unpaired, and [0.98, 1.00] paired. Sides of different counts (a caller's
-    own samples) are compared unpaired.
-
-    Either way numpy's PCG64 is seeded with `seed` (the same inputs and seed give the same interval), and the
-    interval is the (1 - level) / 2 and (1 + level) / 2 quantiles of the resampled ratios. Fewer than
-    MIN_AB_SAMPLES samples on either side gives "inconclusive" whatever the interval says. `band`: the verdict's
-    noise band; None (the default) takes `noise_band` of these samples.
-    """
-    if resamples < 2000:
-        raise ValueError(f"resamples must be >= 2000 for a stable 95% percentile interval, got {resamples}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
-    reference_ms, candidate_ms = list(reference_ms), list(candidate_ms)  # read once: any iterable, in round order
-    ref, cand = _as_sorted(reference_ms, "reference"), _as_sorted(candidate_ms, "candidate")
-    if band is None:
-        band = noise_band(reference_ms, candidate_ms, paired)
-    rng = np.random.default_rng(seed)
-    if paired and ref.size == cand.size:
-        per_round = np.sort(np.asarray(reference_ms, dtype=np.float64) / np.asarray(candidate_ms, dtype=np.float64))
-        ratios = bootstrap_medians(per_round, resamples, rng)
-        point = float(np.median(per_round))
-        method = (f"median of per-round ratios (paired), bootstrap of {resamples} resamples of the rounds, "
-                  f"percentile {level:.0%} interval, seed {seed}")
-    else:
-        ratios = bootstrap_medians(ref, resamples, rng) / bootstrap_medians(cand, resamples, rng)
-        point = float(np.median(ref) / np.median(cand))
-        method = (f"bootstrap ratio of medians, {resamples} resamples per side, percentile {level:.0%} interval, "
-                  f"seed {seed}")
-    low, high = (float(v) for v in np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2]))
-    if _min(ref.size, cand.size) < MIN_AB_SAMPLES:
-        v = "inconclusive"
-        method += f"; fewer than {MIN_AB_SAMPLES} samples on a side"
-    else:
-        v = verdict(low, high, band)
-    method += f"; noise band {band:.1%}"
-    return Speedup(speedup=point, low=low, high=high, verdict=v, method=method, band=band, level=level)
-
 
 
 
