@@ -220,12 +220,12 @@ def runner_rounds(path: str, device: str, check: bool, keep_cache: bool = False,
     import tempfile
 
     import workbench as wb
-    from workbench.eval.judge import timing_stage
-    from workbench.eval.judge.candidate_session import CandidateSession
-    from workbench.eval.judge.correctness import run_correctness
-    from workbench.eval.judge.reference_rounds import build_reference
-    from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
-    from workbench.eval.judge.timing import PairTimer, ReferenceSide, stopping_rule
+    from workbench.eval.judge.correctness.check import run_correctness
+    from workbench.eval.judge.reference.rounds import build_reference
+    from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
+    from workbench.eval.judge.runners.session import CandidateSession
+    from workbench.eval.judge.timing import stage as timing_stage
+    from workbench.eval.judge.timing.pair import PairTimer, ReferenceSide, stopping_rule
     from workbench.tasks.kernelbench import reference_as_candidate
     from workbench.tasks.task import LoadedReference
 
@@ -272,7 +272,7 @@ def runner_rounds(path: str, device: str, check: bool, keep_cache: bool = False,
 def _count_empty_cache(keep: bool) -> list[int]:
     """Counts the judge's `torch.cuda.empty_cache` calls from here on; with `keep` the timing rounds' own
     `release_if_short` does nothing (the cache stays, no memory goes back to the driver between the two sides)."""
-    from workbench.eval.judge import timing
+    from workbench.eval.judge.timing import pair as timing
 
     count = [0]
     real = torch.cuda.empty_cache

@@ -59,7 +59,7 @@ def _scratch_forced(forced: bool) -> Iterator[None]:
     """With `forced`, a reference runner launched inside copies every output into a scratch buffer of its own even
     when the output is larger than the judge mirrors (`reference_runner._scratch_slots`), as a candidate's runner
     copies into its slot."""
-    from workbench.eval.judge import timing_batches
+    from workbench.eval.judge.timing import batches as timing_batches
 
     if not forced:
         yield
@@ -76,15 +76,15 @@ def trial(path: str, rounds: int, device: str, seed: int, copy_b: bool = False,
           check: bool = True) -> dict[str, Any]:
     """One trial: three new runners on one new pool (module doc); each pair's speedup, CI and verdict."""
     import workbench as wb
-    from workbench.eval.judge import timing_stage
-    from workbench.eval.judge.candidate_session import CandidateSession
     from workbench.eval.judge.context import probe_transport
-    from workbench.eval.judge.correctness import run_correctness
-    from workbench.eval.judge.reference_rounds import build_reference
-    from workbench.eval.judge.reference_runner import ReferenceRunner
-    from workbench.eval.judge.runner_handle import ForkServer, Limits, RunnerProcess
-    from workbench.eval.judge.runner_libraries import libraries_for
-    from workbench.eval.judge.stats import compare
+    from workbench.eval.judge.correctness.check import run_correctness
+    from workbench.eval.judge.reference.rounds import build_reference
+    from workbench.eval.judge.reference.runner import ReferenceRunner
+    from workbench.eval.judge.runners.libraries import libraries_for
+    from workbench.eval.judge.runners.process import ForkServer, Limits, RunnerProcess
+    from workbench.eval.judge.runners.session import CandidateSession
+    from workbench.eval.judge.timing import stage as timing_stage
+    from workbench.eval.judge.verdict import speedup as compare
     from workbench.tasks import precision
     from workbench.tasks.kernelbench import reference_as_candidate
     from workbench.tasks.task import LoadedReference

@@ -62,7 +62,7 @@ def measure(code_root: Path, device: str, reps: int) -> dict:
 def runner_startup(device: str, n: int) -> list[float]:
     """Seconds from asking the fork server for a runner to its Ready message (sandbox set up, CUDA not touched)."""
     sys.path.insert(0, str(ROOT))
-    from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
+    from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
 
     server = ForkServer(device)
     times = []

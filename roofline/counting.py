@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.errors import TaskError
-from workbench.eval.judge.counting import flop_counter, minimal_bytes, module_state
+from workbench.eval.judge.reference.counting import flop_counter, minimal_bytes, module_state
 from workbench.tasks.task import Task
 
 #: Real (non-fake) counting is allowed as a fallback only below this many input bytes.

@@ -18,11 +18,11 @@ in the same worker (`sol_score`), and torch.compile's time when measured (`sol_s
 uses an optimized PyTorch implementation as the baseline, so this one is the closer match).
 
 Faster than physics: a measured median below `PHYSICS_MARGIN` x the physical floor is a broken measurement or
-a cheat, never a win (CHEATS.md row 13). The physical floor is built only on true lower bounds: the minimal bytes
+a cheat, never a win (docs/anti-cheating.md, cheat 13). The physical floor is built only on true lower bounds: the minimal bytes
 (every input read once, every output written once) over the bandwidth, and the task's `min_flops` (a FLOP count
 no correct implementation can go below) over the peak where the task declares one. The reference's own FLOP count
 is *not* a lower bound: a diagonal-matrix matmul done as a row scaling does N^2 work where the reference's dense
-matmul does 2 N^3, and that win is real (DESIGN.md section 4). The physical floor uses the most generous rates the
+matmul does 2 N^3, and that win is real (docs/verdicts.md). The physical floor uses the most generous rates the
 hardware has
 (`DeviceSpec.limit`: TF32 tensor cores for fp32 operands, the datasheet bandwidth or the measured one when
 higher), and the margin absorbs boost clocks and timer noise. A GPU missing from the datasheet table is judged
@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from roofline.specs import DeviceSpec, match_device_name
-from workbench.eval.checks.flags import FLAGS
 from workbench.result import Result
 from workbench.tasks.task import Task
 
@@ -288,55 +287,68 @@ def _min_flops(task: Task, size: dict[str, Any]) -> float | None:
         return None
 
 
+def _point(result: Result, task: Task, flops: float | None, nbytes: float | None, ceilings: Any
+           ) -> tuple[SOL, Roof, float | None] | str:
+    """(SOL point, roof, min FLOPs) of a timed result; a note saying why there is none otherwise."""
+    if result.timing is None:
+        return "not timed"
+    if result.timing.clock == "interpreter":
+        return "no SOL on the Triton interpreter: it is not hardware; evaluate on a GPU for a roofline"
+    if not nbytes:
+        return "no SOL: the bytes this task moves are unknown (give it a `bytes` formula)"
+    roof = roof_for_result(result, ceilings)
+    if roof is None:
+        return "no SOL: no roofline for this device (neither a datasheet entry nor ceilings)"
+    min_flops = _min_flops(task, result.size or {})
+    return sol(flops, nbytes, result.timing.median_ms / 1e3, roof, min_flops=min_flops), roof, min_flops
+
+
+def faster_than_physics(result: Result, task: Task, counted: dict[str, Any] | None = None,
+                        ceilings: Any = None) -> str:
+    """What makes `result`'s time impossible (measured against the physical floor), or "" when it is not: the
+    judge's verdict calls this before it answers (`workbench.eval.judge.verdict.physics`)."""
+    flops, nbytes, _ = _work(result, task, counted)
+    point = _point(result, task, flops, nbytes, ceilings)
+    if isinstance(point, str) or not point[0].faster_than_physics:
+        return ""
+    p, roof, _ = point
+    assert result.timing is not None
+    where = f", bytes from {p.physics_level}" if roof.cache_levels else ""
+    return (f"measured {result.timing.median_ms:.4g} ms, floor {p.physics_floor_s * 1e3:.4g} ms on {roof.name} "
+            f"{roof.source}{where}; a time below {roof.margin:g} x floor is impossible")
+
+
 def annotate_result(result: Result, task: Task, counted: dict[str, Any] | None = None,
                     ceilings: Any = None) -> Result:
     """Fill FLOPs, bytes, achieved FLOP/s and B/s, SOL fraction, bound and SOL score of `result` (in place, and
-    returned); reject an "ok" result that is faster than physics. `counted` is the worker's count on the
-    reference ({"flops", "bytes"}); `ceilings` overrides the roof (Ceilings, DeviceSpec or Roof)."""
+    returned). Numbers only: the status is the judge's (a time below the physical floor was rejected there).
+    `counted` is the judge's count on the reference ({"flops", "bytes"}); `ceilings` overrides the roof."""
     flops, nbytes, source = _work(result, task, counted)
     result.flops, result.bytes = flops, nbytes
     result.metadata["work_source"] = source
-    if result.timing is None:
+    point = _point(result, task, flops, nbytes, ceilings)
+    if isinstance(point, str):
+        if result.timing is not None:
+            result.metadata["sol_note"] = point
         return result
-    if result.timing.clock == "interpreter":
-        result.metadata["sol_note"] = ("no SOL on the Triton interpreter: it is not hardware; evaluate on a GPU "
-                                       "for a roofline")
-        return result
-    if not nbytes:
-        result.metadata["sol_note"] = "no SOL: the bytes this task moves are unknown (give it a `bytes` formula)"
-        return result
-    roof = roof_for_result(result, ceilings)
-    if roof is None:
-        result.metadata["sol_note"] = "no SOL: no roofline for this device (neither a datasheet entry nor ceilings)"
-        return result
+    p, roof, min_flops = point
+    assert result.timing is not None
     seconds = result.timing.median_ms / 1e3
-    min_flops = _min_flops(task, result.size or {})
-    point = sol(flops, nbytes, seconds, roof, min_flops=min_flops)
     if min_flops is not None:
         result.metadata["min_flops"] = min_flops
-    result.achieved_flops_per_s = point.achieved_flops_per_s
-    result.achieved_bytes_per_s = point.achieved_bytes_per_s
-    result.sol_fraction = point.fraction
-    result.bound = point.bound
-    result.metadata.update(floor_ms=point.floor_s * 1e3, physics_floor_ms=point.physics_floor_s * 1e3,
-                           physics_level=point.physics_level, intensity=point.intensity, roof=roof.name,
-                           roof_source=roof.source,
-                           sol_score_baseline="eager PyTorch reference")
+    result.achieved_flops_per_s = p.achieved_flops_per_s
+    result.achieved_bytes_per_s = p.achieved_bytes_per_s
+    result.sol_fraction = p.fraction
+    result.bound = p.bound
+    result.metadata.update(floor_ms=p.floor_s * 1e3, physics_floor_ms=p.physics_floor_s * 1e3,
+                           physics_level=p.physics_level, intensity=p.intensity, roof=roof.name,
+                           roof_source=roof.source, sol_score_baseline="eager PyTorch reference")
     if result.reference_timing:
         t_ref = result.reference_timing.median_ms / 1e3
-        result.metadata["reference_sol_fraction"] = point.floor_s / t_ref if t_ref else None
-        result.metadata["sol_score"] = sol_score(t_ref, seconds, point.floor_s)
-        result.metadata["sol_gap_closed"] = gap_closed(t_ref, seconds, point.floor_s)
+        result.metadata["reference_sol_fraction"] = p.floor_s / t_ref if t_ref else None
+        result.metadata["sol_score"] = sol_score(t_ref, seconds, p.floor_s)
+        result.metadata["sol_gap_closed"] = gap_closed(t_ref, seconds, p.floor_s)
     if result.compiled_reference_timing:
         result.metadata["sol_score_vs_compile"] = sol_score(result.compiled_reference_timing.median_ms / 1e3,
-                                                            seconds, point.floor_s)
-    if point.faster_than_physics and result.status == "ok":
-        info = FLAGS["faster-than-physics"]
-        result.status = "rejected"
-        if "faster-than-physics" not in result.flags:
-            result.flags.append("faster-than-physics")
-        where = f", bytes from {point.physics_level}" if roof.cache_levels else ""
-        result.message = (f"[faster-than-physics] {info.why} (measured {result.timing.median_ms:.4g} ms, floor "
-                          f"{point.physics_floor_s * 1e3:.4g} ms on {roof.name} {roof.source}{where}; a time below "
-                          f"{roof.margin:g} x floor is impossible). Fix: {info.fix}")
+                                                            seconds, p.floor_s)
     return result

@@ -9,7 +9,7 @@ import torch
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
-    # Must be set before triton is imported anywhere in this process (FIELD-NOTES: fixed at decoration).
+    # Must be set before triton is imported anywhere in this process (the interpreter is chosen when a kernel is decorated).
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 

@@ -12,8 +12,8 @@ import triton.language as tl
 import workbench as wb
 from workbench.errors import TaskError
 from workbench.eval.checks.flags import FLAGS
-from workbench.eval.judge import correctness
-from workbench.eval.judge import output_compare as compare
+from workbench.eval.judge.correctness import check as correctness
+from workbench.eval.judge.correctness import compare
 from workbench.eval.runner import poison
 from workbench.tasks.task import DISTRIBUTIONS
 
@@ -93,7 +93,7 @@ class HonestSoftmax(nn.Module):
 
 
 class EmptyLike(nn.Module):
-    """CHEATS.md row 1: returns allocated memory and hopes it still holds the reference's result."""
+    """docs/anti-cheating.md, cheat 1: returns allocated memory and hopes it still holds the reference's result."""
 
     def forward(self, x):
         return torch.empty_like(x)
@@ -236,7 +236,7 @@ def test_honest_candidate_passes_with_every_size_and_distribution_in_the_rounds(
     assert all(r["ok"] and r["flags"] == [] and r["max_abs"] < 1e-6 for r in report.rounds)
     assert len(_run(softmax, HonestSoftmax, SOFTMAX_SIZES, rounds=2, distributions=("default",)).rounds) == 5
     assert 0 < report.max_abs_err < 1e-6 and report.max_rel_err < 1e-5
-    assert report.error_map is not None and max(max(row) for row in report.error_map) <= 1
+    assert report.error_map is not None and max(max(row) for row in report.error_map["cells"]) <= 1
 
 
 def test_more_rounds_than_sizes_and_distributions_cycle_through_them(softmax):
@@ -261,7 +261,7 @@ def test_fp16_arithmetic_fails_an_fp32_softmax(softmax):
     assert "mismatch" in report.flags and not report.passed
 
 
-# ---- stale and unwritten memory (CHEATS.md row 1) -----------------------------------------------------------------
+# ---- stale and unwritten memory (docs/anti-cheating.md, cheat 1) -----------------------------------------------------------------
 
 @pytest.mark.parametrize("device", sorted({"cpu", DEVICE}))
 def test_empty_like_returned_unwritten_is_stale_memory(softmax, device):
@@ -317,7 +317,7 @@ def test_run_to_run_differences_within_tolerance_are_accepted(softmax):
     assert report.passed and report.findings == []
 
 
-# ---- inputs (CHEATS.md row 3) ----------------------------------------------------------------------------------------
+# ---- inputs (docs/anti-cheating.md, cheat 3) ----------------------------------------------------------------------------------------
 
 def test_writing_to_an_input_is_input_mutation(softmax):
     report = _run(softmax, ZeroesItsInput, SOFTMAX_SIZES)
@@ -355,7 +355,7 @@ def get_init_inputs():
     assert report.passed and report.findings == []
 
 
-# ---- output form (CHEATS.md row 8 and type checks) -------------------------------------------------------------------
+# ---- output form (docs/anti-cheating.md, cheat 8 and type checks) -------------------------------------------------------------------
 
 @pytest.mark.parametrize("cls, flag", [
     (SubclassOutput, "lazy-output"), (MetaOutput, "lazy-output"), (NumpyOutput, "wrong-type"),
@@ -434,7 +434,7 @@ def test_a_distribution_on_which_the_reference_is_not_finite_is_skipped_with_a_n
         f"skipped {d} inputs: the reference is not finite on them" for d in ("normal", "heavy", "negative")}
 
 
-# ---- degenerate outputs and weak tasks (CHEATS.md row 2) -------------------------------------------------------
+# ---- degenerate outputs and weak tasks (docs/anti-cheating.md, cheat 2) -------------------------------------------------------
 
 TINY = '''
 import torch
@@ -673,8 +673,11 @@ def test_error_map_is_pooled_to_64_cells_and_shows_where_the_output_is_wrong():
             return y
 
     report = _run(task, LastRowOff)
-    grid = report.error_map
+    grid = report.error_map["cells"]
     assert len(grid) == 50 and len(grid[0]) == 44  # 100 x 130 max-pooled by 2 x 3
+    # The map carries the output's true extent and its pooling, so the axes can name real rows and columns.
+    assert (report.error_map["rows"], report.error_map["cols"], report.error_map["pool"]) == (100, 130, [2, 3])
+    assert not report.rounds[report.error_map_round - 1]["ok"]  # from the worst failing round
     assert all(v > 1 for v in grid[-1]) and all(v <= 1 for row in grid[:-1] for v in row)
 
 

@@ -1,4 +1,4 @@
-"""Code for the next engineer (issue 16, STYLE.md): no module over 500 lines, no function over 80.
+"""Code for the next engineer (issue 16, docs/architecture.md): no module over 500 lines, no function over 80.
 
 Offenders in files that are not yet split are listed with whose they are; the list may only shrink (an entry that
 no longer offends fails the test too, so it is removed when fixed).

@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 
 import workbench as wb
-from workbench.eval.judge import correctness
-from workbench.eval.judge.output_compare import ERROR_BUDGET_K, compare, merge_budgets, native_scale
+from workbench.eval.judge.correctness import check as correctness
+from workbench.eval.judge.correctness.compare import ERROR_BUDGET_K, compare, merge_budgets, native_scale
 from workbench.tasks.precision import applied, round_to_tf32
 from workbench.tasks.task import Tolerance
 
@@ -129,11 +129,16 @@ def test_native_error_ignores_non_finite_elements():
     assert compare(native.clone(), ref64, native, tol_for).ok
 
 
-def test_merge_keeps_the_worst_ratio_and_the_largest_native_error():
-    a = {"k": 16.0, "native_error": 1e-4, "worst_ratio": 0.2, "bound": "both", "tolerance": {"atol": 1e-5}}
-    b = {"k": 16.0, "native_error": 5e-5, "worst_ratio": 0.7, "bound": "tolerance", "tolerance": {"atol": 1e-5}}
+def test_merge_keeps_the_worst_comparisons_record_whole():
+    """One definition of the budget: the record of the comparison with the worst ratio, its native error and its
+    k x native error together (a largest native error from another comparison would not add up with them)."""
+    a = {"k": 16.0, "native_error": 1e-4, "native_bound": 1.6e-3, "worst_ratio": 0.2, "bound": "both",
+         "tolerance": {"atol": 1e-5}}
+    b = {"k": 16.0, "native_error": 5e-5, "native_bound": 8e-4, "worst_ratio": 0.7, "bound": "tolerance",
+         "tolerance": {"atol": 1e-5}}
     merged = merge_budgets(a, {}, b)
-    assert merged["worst_ratio"] == 0.7 and merged["bound"] == "tolerance" and merged["native_error"] == 1e-4
+    assert merged["worst_ratio"] == 0.7 and merged["bound"] == "tolerance" and merged["native_error"] == 5e-5
+    assert merged["native_bound"] == merged["k"] * merged["native_error"]
     assert merged["merged"] == 2 and merge_budgets() == {} and merge_budgets({}, {}) == {}
 
 
@@ -213,8 +218,7 @@ def test_protocol_under_a_tf32_task_accepts_tf32_math():
 def test_large_outputs_are_judged_in_slices_with_the_same_verdicts(monkeypatch):
     # A billion-element output cannot be judged in float64 in one piece on a GPU; the sliced path must agree with
     # the whole-tensor path on every verdict and number (here forced on small tensors).
-    from workbench.eval.judge import output_compare as compare_module
-    from workbench.eval.judge import output_compare_chunked as compare_chunked
+    from workbench.eval.judge.correctness import compare as compare_module
     from workbench.eval.runner.poison import POISON_WORD
 
     torch.manual_seed(1)
@@ -227,7 +231,6 @@ def test_large_outputs_are_judged_in_slices_with_the_same_verdicts(monkeypatch):
     tol = lambda name: Tolerance(1e-5, 1e-5)  # noqa: E731
     for name, out in cases.items():
         whole = compare(out, ref64, nat, tol)
-        monkeypatch.setattr(compare_chunked, "CHUNK", 4096)
         monkeypatch.setattr(compare_module, "CHUNK", 4096)
         sliced = compare(out, ref64, nat, tol)
         monkeypatch.undo()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.eval.judge import build_cache as compile_cache
+from workbench.eval.judge.runners import build_cache as compile_cache
 
 CPP = "int add_one(int x) { return x + 1; }"
 SCRIPT = textwrap.dedent("""

@@ -1,4 +1,4 @@
-"""A candidate's compile lets go of the judge's shared hold of the device (`judge/compile_pause.py`,
+"""A candidate's compile lets go of the judge's shared hold of the device (`judge/device_lock.py`,
 `runner/compile_pause.py`), with a real runner on the CPU and a real device lock: another judge's timing runs during
 the compile, never during the candidate's GPU work, and a runner cannot use the pause to break into a measurement.
 
@@ -15,11 +15,12 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.eval.judge import compile_pause, timing_stage
-from workbench.eval.judge.candidate_session import CandidateSession
+from workbench.eval.judge import device_lock as compile_pause
 from workbench.eval.judge.device_lock import EXCLUSIVE, SHARED, DeviceLock
-from workbench.eval.judge.reference_rounds import build_reference
-from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess, RunnerViolation
+from workbench.eval.judge.reference.rounds import build_reference
+from workbench.eval.judge.runners.process import ForkServer, RunnerProcess, RunnerViolation
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing import stage as timing_stage
 from workbench.tasks.task import LoadedReference
 
 COMPILE_S = 1.5

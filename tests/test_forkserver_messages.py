@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
+from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
 from workbench.eval.wire import forkserver_messages as m
 
 ALL = [m.Spawn(job="j", nonce="n", device="cpu", address_space=1 << 30, extra_binds=(("/a", "/b"),),

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 import workbench as wb
-from workbench.eval.judge.correctness import run_correctness
+from workbench.eval.judge.correctness.check import run_correctness
 from workbench.tasks.distributions import DISTRIBUTIONS
 
 CHEATS = Path(__file__).parent / "cheats"

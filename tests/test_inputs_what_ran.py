@@ -235,7 +235,7 @@ def test_a_gpu_profile_without_the_candidates_kernels_or_failed_rounds_keep_the_
 def test_a_candidate_that_raises_after_passing_keeps_the_static_verdict_instead_of_a_runtime_error():
     """record_pop.py on an H100: forward pops the record's mode, which raises once no mode is there (the timed
     calls); the torch-compute finding that waited for a profile must stand, not turn into runtime_error."""
-    from workbench.eval.checks.flags import verdict
+    from workbench.eval.judge.verdict import decide
 
     ran = _deferred()
     assert ran.after_check([_call(CLEAN)], passed=True) == [] and ran.pending
@@ -243,8 +243,8 @@ def test_a_candidate_that_raises_after_passing_keeps_the_static_verdict_instead_
                               "mode stack)")
     assert found.flag == "torch-compute-in-forward" and not ran.pending
     assert "the static finding stands" in found.detail and "torch.tanh" in found.detail
-    status, flags, _ = verdict([found])
-    assert (status, flags) == ("rejected", ["torch-compute-in-forward"])
+    decision = decide([found])
+    assert (decision.status, decision.flags) == ("rejected", ["torch-compute-in-forward"])
 
 
 def test_on_the_cpu_a_complete_clean_record_clears_and_a_torch_call_that_runs_confirms():

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from workbench.eval.judge.progress import ProgressHook
-from workbench.eval.judge.reply import reply_from_evaluation
+from workbench.eval.judge.verdict import reply as reply_from_evaluation
 from workbench.eval.wire import judge_messages as wire
 from workbench.eval.wire.records import RecordError, from_json
 from workbench.result import Timing
 
-JOB = wire.Job(task={"name": "softmax", "sizes": {"cpu": {"dim": 64}}}, candidate={"source": "x", "language": "torch"},
+JOB = wire.Job(task={"name": "softmax", "sizes": {"cpu": {"dim": 64}}}, candidate=wire.CandidateSpec(source="x", language="torch"),
                device="cpu", size={"dim": 64, "dtype": "float32"}, check_sizes=({"dim": 64}, {"dim": 33}),
                timeout=5.0, compile_timeout=60.0, memory_bytes=2**33, seed=3, rounds=6, progress=True)
 TIMING = Timing(median_ms=1.5, min_ms=1.0, max_ms=2.0, iqr_ms=0.2, ci95_low_ms=1.4, ci95_high_ms=1.6, n=30,
@@ -52,7 +52,7 @@ def test_job_reply_progress_and_ready_round_trip_exactly():
     (lambda f: f["body"].update(check_sizes={"dim": 64}), "Job.check_sizes: expected a list"),
     (lambda f: f["body"].update(check_sizes=[{"dim": 64}, 3]), "Job.check_sizes[1]: expected an object"),
     (lambda f: f["body"].update(memory_bytes=1.5), "Job.memory_bytes: expected int, got float"),
-    (lambda f: f.update(v=[2, 0]), "channel version [2, 0], expected [1, 0]"),
+    (lambda f: f.update(v=[3, 0]), "channel version [3, 0], expected [2, 0]"),
     (lambda f: f.update(kind="reply"), "unexpected message kind 'reply'"),
     (lambda f: f.update(extra=1), "not a channel frame"),
     (lambda f: f.update(job=5), "not a channel frame"),

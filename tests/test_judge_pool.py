@@ -12,7 +12,7 @@ from engine_tasks import softmax_task
 import workbench as wb
 from workbench.eval.caller import judges as judge_process
 from workbench.eval.caller import pool as judge_pool
-from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
+from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
 from workbench.eval.runner import sandbox
 
 TASK = softmax_task()

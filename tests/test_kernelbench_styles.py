@@ -1,4 +1,4 @@
-"""Kernels in the styles KernelBench solutions use, judged as DESIGN.md section 4 says they should be: a Triton
+"""Kernels in the styles KernelBench solutions use, judged as docs/verdicts.md says they should be: a Triton
 epilogue fused after PyTorch's convolution (fine under the "partial" kernel policy, rejected under "strict"), an
 algorithmic win (a diagonal matmul as a row scaling: ok, and not faster than physics), an fp32 split-K reduction
 (ok), and TF32-rounded operands in an fp32 matmul (caught unless the task allows TF32). On the CPU the Triton
@@ -12,7 +12,7 @@ import pytest
 
 import workbench as wb
 from workbench.eval.checks.static_scan import scan
-from workbench.eval.judge import correctness
+from workbench.eval.judge.correctness import check as correctness
 from workbench.eval.runner.loading import load_candidate
 from workbench.result import Result, Timing
 from workbench.tasks.precision import applied

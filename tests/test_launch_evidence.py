@@ -1,6 +1,6 @@
 """Launch evidence, piece by piece, in this process: what the runner's tracker records about an output's content, the
 seal over the runner's hook points, the interpreter probe and the judge's reading of probe pairs and profiles
-(`runner/launches.py`, `runner/seal.py`, `judge/launch_probe.py`, `checks/evidence.py`). The end-to-end attacks are
+(`runner/launches.py`, `runner/seal.py`, `judge/evidence/probe.py`, `checks/evidence.py`). The end-to-end attacks are
 in tests/redteam/test_launch_forgery.py."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import torch
 
 from workbench.eval.checks import evidence as ev
 from workbench.eval.checks import runtime as guards
-from workbench.eval.judge.launch_probe import MAX_PROBES, PROBE_CALL_NS, ProbePlanner
-from workbench.eval.judge.runner_cpu import cpu_ns
+from workbench.eval.judge.evidence.probe import MAX_PROBES, PROBE_CALL_NS, ProbePlanner
+from workbench.eval.judge.runners.cpu_time import cpu_ns
 from workbench.eval.runner import launches, seal
 from workbench.result import Result
 from workbench.tasks.task import import_source

@@ -1,5 +1,5 @@
 """The engine's layout holds the trust boundary in place: the untrusted runner imports nothing of the caller's side
-or the judge's, and nothing imports the CLI (DESIGN.md section 1)."""
+or the judge's, and nothing imports the CLI (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Where models are built (`wire/model_init.py`) and which GPU libraries a runner loads early
-(`judge/runner_libraries.py`). The device build itself runs on a GPU (tests/gpu/test_model_init_gpu.py); here the
+(`judge/runners/libraries.py`). The device build itself runs on a GPU (tests/gpu/test_model_init_gpu.py); here the
 meta device stands in for it, which the same `torch.device` mechanism serves."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from engine_tasks import SCALED_SOFTMAX
 from redteam.attacks import kernel, softmax_task
 
 import workbench as wb
-from workbench.eval.judge.runner_libraries import libraries_for
+from workbench.eval.judge.runners.libraries import libraries_for
 from workbench.eval.wire import model_init
 
 

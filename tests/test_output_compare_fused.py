@@ -1,4 +1,4 @@
-"""The one-pass judgement of a large output (`judge/output_compare_fused.py`) gives the sliced torch judgement's
+"""The one-pass judgement of a large output (`judge/correctness/compare_fused.py`) gives the sliced torch judgement's
 verdicts word for word: the same flags and messages (first indices included), the same bad elements, extremes and
 error budget. Both paths run here on the CPU (the kernels under Triton's interpreter) on outputs that hold every kind
 of element the judgement tells apart: right, off by more than the tolerance, NaN or Inf where the reference is
@@ -12,9 +12,9 @@ import os
 import pytest
 import torch
 
-from workbench.eval.judge import output_compare_chunked as chunked
-from workbench.eval.judge import output_compare_fused as fused
-from workbench.eval.judge.output_compare import Comparison
+from workbench.eval.judge.correctness import compare as chunked
+from workbench.eval.judge.correctness import compare_fused as fused
+from workbench.eval.judge.correctness.compare import Comparison
 from workbench.eval.runner.poison import POISON_WORD
 from workbench.tasks.task import Tolerance
 
@@ -54,7 +54,7 @@ def _judge(mode: str, out, native, ref64, tol, k=8.0) -> Comparison:
     chunked.FUSED = mode
     try:
         cmp = Comparison(True, None, None, None, [], [None])
-        chunked.compare_large(cmp, 0, out, ref64, native, tol, "", k)
+        chunked._compare_floats(cmp, 0, out, ref64, native, tol, "", k)
         return cmp
     finally:
         chunked.FUSED = "auto"
@@ -108,8 +108,8 @@ def test_the_kernels_stay_off_the_cpu_unless_asked():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_one_pass_bound_of_two_calls_is_the_sliced_one(dtype, device="cpu"):
     """`correctness._pair_ratio` (how far two calls on the same inputs differ) against the one-pass kernels."""
-    from workbench.eval.judge.correctness import _pair_ratio
-    from workbench.eval.judge.output_compare import ERROR_BUDGET_K
+    from workbench.eval.judge.correctness.check import _pair_ratio
+    from workbench.eval.judge.correctness.compare import ERROR_BUDGET_K
 
     a, native, ref64 = _case(dtype, True, seed=7)
     b = a.clone()
@@ -147,15 +147,13 @@ def test_where_the_kernels_count_an_element_torch_does_not_find_the_slices_decid
 
 
 def test_the_judges_start_up_compile_launches_every_kernel_and_a_comparison_waits_for_it():
-    """`compare_warmup`: the kernels a float32 comparison launches, launched at the judge's start; a comparison that
+    """`compare_fused.start_warmup`: the kernels a float32 comparison launches, launched at the judge's start; a comparison that
     comes while that compile runs waits for it instead of compiling the same kernels beside it."""
     import threading
     import time
 
-    from workbench.eval.judge import compare_warmup
-
-    compare_warmup.compile_for("cpu", torch.float32)  # under the interpreter here: every launch runs
-    assert compare_warmup.start("cpu", None) is None and fused.WARMED.is_set()  # off the GPU: nothing to compile
+    fused.warm_for("cpu", torch.float32)  # under the interpreter here: every launch runs
+    assert fused.start_warmup("cpu", None) is None and fused.WARMED.is_set()  # off the GPU: nothing to compile
     o = torch.ones(8)
     fused.WARMED.clear()
     timer = threading.Timer(0.3, fused.WARMED.set)

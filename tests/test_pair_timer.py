@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 
 import workbench as wb
-from workbench.eval.judge import timing_stage
-from workbench.eval.judge.candidate_session import CandidateSession
-from workbench.eval.judge.reference_rounds import build_reference
-from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
-from workbench.eval.judge.timing import PairTimer, ReferenceSide, stopping_rule
+from workbench.eval.judge.reference.rounds import build_reference
+from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing import stage as timing_stage
+from workbench.eval.judge.timing.pair import PairTimer, ReferenceSide, stopping_rule
 from workbench.tasks.kernelbench import reference_as_candidate
 from workbench.tasks.task import LoadedReference
 
@@ -63,7 +63,7 @@ class _ScriptedRounds(PairTimer):
     round's reference and candidate means come from `script(k)`; everything that decides when to stop is real."""
 
     def __init__(self, script, cap_s: float = 2.0):
-        from workbench.eval.judge.stopping import StoppingRule
+        from workbench.eval.judge.timing.stats import StoppingRule
 
         self.cuda, self.findings, self.names = True, [], ["reference", "candidate"]
         self.stream = {n: [] for n in self.names}
@@ -82,7 +82,7 @@ class _ScriptedRounds(PairTimer):
 
 def _first_rounds(timer: _ScriptedRounds):
     """The MIN_BATCHES counted rounds `_run` starts with, 10 ms each, fed to a new joint stopper (returned)."""
-    from workbench.eval.judge.timing import MIN_BATCHES, PAIR
+    from workbench.eval.judge.timing.pair import MIN_BATCHES, PAIR
 
     stopper = timer.rule.start_joint(PAIR)
     for k in range(MIN_BATCHES):
@@ -103,22 +103,22 @@ def _outliers_apart(k: int) -> tuple[float, float]:
 def test_sides_settled_with_the_verdict_open_get_more_rounds_until_it_settles():
     """Each side reaches its 1% CI target at ten batches while the median of ten swinging ratios is too uncertain
     for a verdict: timing goes on (`PairTimer._settle`) until the paired verdict settles, not past SETTLE_BATCHES."""
-    from workbench.eval.judge import stats
-    from workbench.eval.judge.timing import MIN_BATCHES, SETTLE_BATCHES
+    from workbench.eval.judge import verdict
+    from workbench.eval.judge.timing.pair import MIN_BATCHES, SETTLE_BATCHES
 
     timer = _ScriptedRounds(_outliers_apart)
     stopper = _first_rounds(timer)
     assert all(r == "ci-target" for r in stopper.reasons.values())
-    assert stats.compare(timer.stream["reference"], timer.stream["candidate"], paired=True).verdict == "inconclusive"
+    assert verdict.speedup(timer.stream["reference"], timer.stream["candidate"], paired=True).verdict == "inconclusive"
     assert timer._unsettled(stopper)
     r, decided = timer._settle(stopper, MIN_BATCHES, 1)
-    got = stats.compare(timer.stream["reference"], timer.stream["candidate"], paired=True)
+    got = verdict.speedup(timer.stream["reference"], timer.stream["candidate"], paired=True)
     assert decided == "verdict" and got.verdict == "same" and MIN_BATCHES < timer.rounds <= SETTLE_BATCHES
     assert not timer._unsettled(stopper)
 
 
 def test_settling_stops_at_its_batch_bound_and_at_the_time_cap():
-    from workbench.eval.judge.timing import MIN_BATCHES, SETTLE_BATCHES
+    from workbench.eval.judge.timing.pair import MIN_BATCHES, SETTLE_BATCHES
 
     def undecidable(k: int) -> tuple[float, float]:  # 3% slower: right on the band's edge, round after round
         ref = 1.0 + 0.0005 * (k % 3)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.eval.judge.input_pool import InputPool
+from workbench.eval.judge.timing.inputs import InputPool
 from workbench.tasks.task import LoadedReference
 
 SUM = """import torch, torch.nn as nn

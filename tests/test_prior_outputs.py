@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workbench.eval.judge import prior_outputs
-from workbench.eval.judge.prior_outputs import PriorOutput
+from workbench.eval.judge.correctness import prior_outputs
+from workbench.eval.judge.correctness.prior_outputs import PriorOutput
 
 
 @pytest.mark.parametrize("sampled", [False, True])
@@ -43,7 +43,7 @@ def test_correctness_calls_borrow_the_timing_pools_first_set_and_slot():
     shapes and dtypes match, and the pool is marked so timing rewrites every set before its first batch."""
     from types import SimpleNamespace
 
-    from workbench.eval.judge.candidate_session import CandidateSession
+    from workbench.eval.judge.runners.session import CandidateSession
 
     session = CandidateSession(runner=None, device="cpu", timeout=5.0)
     try:

@@ -1,4 +1,4 @@
-"""The one-pass re-check of timed outputs (`judge/recheck_compare.py`) counts exactly the elements the elementwise
+"""The one-pass re-check of timed outputs (`judge/correctness/recheck.py`) counts exactly the elements the elementwise
 rule counts: the Triton kernel (the interpreter here, the GPU in tests/gpu), the sliced torch count and the rule
 written out on whole tensors agree on every edge (NaN, infinities, the k E floor, dtypes, complex)."""
 
@@ -9,7 +9,8 @@ import os
 import pytest
 import torch
 
-from workbench.eval.judge import recheck_compare
+from workbench.eval.judge.correctness import compare_fused
+from workbench.eval.judge.correctness import recheck as recheck_compare
 
 ATOL, RTOL = 1e-5, 1e-5
 
@@ -67,8 +68,8 @@ def test_the_native_error_floor_lets_an_error_within_k_times_it_pass():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
 @pytest.mark.parametrize("floor", [0.0, 0.3])
 def test_the_kernel_counts_what_the_rule_counts(dtype, floor):
-    got, expected = edge_pair(dtype, n=recheck_compare.BLOCK * 2 + 77)  # two full programs and a ragged one
-    assert recheck_compare.count_off_kernel(got, expected, ATOL, RTOL, floor) == rule(got, expected, ATOL, RTOL,
+    got, expected = edge_pair(dtype, n=compare_fused.RECHECK_BLOCK * 2 + 77)  # two full programs and a ragged one
+    assert compare_fused.count_off_kernel(got, expected, ATOL, RTOL, floor) == rule(got, expected, ATOL, RTOL,
                                                                                         floor)
 
 
@@ -76,7 +77,7 @@ def test_the_kernel_counts_what_the_rule_counts(dtype, floor):
 def test_the_kernel_reads_complex_outputs_as_their_parts():
     got, expected = edge_pair(torch.float32, n=2000)
     g, e = torch.complex(got, got.flip(0)), torch.complex(expected, expected.flip(0))
-    assert recheck_compare.count_off_kernel(g, e, ATOL, RTOL, 0.0) == rule(g, e, ATOL, RTOL, 0.0) > 0
+    assert compare_fused.count_off_kernel(g, e, ATOL, RTOL, 0.0) == rule(g, e, ATOL, RTOL, 0.0) > 0
 
 
 def test_a_mismatch_message_counts_and_names_the_largest_finite_error():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from workbench.eval.judge.reference64 import Float64Reference, _as64
+from workbench.eval.judge.reference.float64 import Float64Reference, _as64
 
 
 class RowSoftmax(torch.nn.Module):
@@ -33,7 +33,7 @@ def test_the_placement_counts_the_native_clone_it_casts_from(monkeypatch):
     # 2 x (inputs 560 B + outputs 320 B + parameters 28 B) = 1816 B of float64 copies, plus the 560 B native clone
     # the copies are cast from: 2376 B. With 4000 B free, half is 2000 B: whole on the device only if the clone is
     # forgotten; counted, the model runs in slices of rows (it treats rows independently).
-    from workbench.eval.judge import reference64
+    from workbench.eval.judge.reference import float64 as reference64
 
     monkeypatch.setattr(reference64, "_free_bytes", lambda device: 4000)
     model = RowSoftmax()
@@ -58,7 +58,7 @@ class CentresTheBatch(torch.nn.Module):
 
 
 def test_rows_that_differ_only_by_rounding_run_in_slices_and_batch_statistics_do_not(monkeypatch):
-    from workbench.eval.judge import reference64
+    from workbench.eval.judge.reference import float64 as reference64
 
     monkeypatch.setattr(reference64, "_free_bytes", lambda device: 6000)
     x = torch.randn(12, 16)

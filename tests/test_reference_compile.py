@@ -1,4 +1,4 @@
-"""`torch.compile` of the reference in a background thread of the judge (`judge/reference_compile.py`), with a real
+"""`torch.compile` of the reference in a background thread of the judge (`judge/reference/compiled.py`), with a real
 device lock: the compile holds the device shared through its own lock description, so a timing (this judge's or
 another's) waits for it while checks go on beside it, and its failures are notes, never errors.
 
@@ -13,8 +13,8 @@ import time
 
 import torch
 
-from workbench.eval.judge import reference_compile
 from workbench.eval.judge.device_lock import EXCLUSIVE, SHARED, DeviceLock
+from workbench.eval.judge.reference import compiled as reference_compile
 
 COMPILE_S = 1.0
 

@@ -1,4 +1,4 @@
-"""The reference timed in a runner of its own (`judge/reference_runner.py`): the default on a GPU, asked for here on
+"""The reference timed in a runner of its own (`judge/reference/runner.py`): the default on a GPU, asked for here on
 the CPU (`KWB_REFERENCE_RUNNER=1`) so real judges and runners run the same path. The runner is launched before the
 candidate's import, kept with the timing pool for the next candidate of the task, and goes with the pool when the
 judge idles; where it cannot serve (nested inputs), the judge times the reference itself and says why."""

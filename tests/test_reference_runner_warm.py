@@ -7,11 +7,12 @@ from __future__ import annotations
 import types
 
 import workbench as wb
-from workbench.eval.judge import reference_runner, timing_stage
-from workbench.eval.judge.candidate_session import CandidateSession
-from workbench.eval.judge.reference_rounds import build_reference
-from workbench.eval.judge.reference_runner import ReferenceRunner
-from workbench.eval.judge.runner_handle import ForkServer, Limits, RunnerProcess
+from workbench.eval.judge.reference import runner as reference_runner
+from workbench.eval.judge.reference.rounds import build_reference
+from workbench.eval.judge.reference.runner import ReferenceRunner
+from workbench.eval.judge.runners.process import ForkServer, Limits, RunnerProcess
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing import stage as timing_stage
 from workbench.tasks.kernelbench import reference_as_candidate
 from workbench.tasks.task import LoadedReference
 
@@ -45,8 +46,8 @@ def test_a_warmed_reference_runner_answers_its_first_call_then_times(tmp_path):
 
 def test_the_first_call_is_made_only_on_a_gpu_and_where_it_fits_beside_the_check(monkeypatch):
     pool = types.SimpleNamespace(set_bytes=1 << 30)
-    monkeypatch.setattr("workbench.eval.judge.input_pool.free_bytes", lambda device: 64 << 30)
+    monkeypatch.setattr("workbench.eval.judge.timing.inputs.free_bytes", lambda device: 64 << 30)
     assert reference_runner.warm_first_call(pool, "cuda:0")  # 8 x 1 GiB within a quarter of 64 GiB
     assert not reference_runner.warm_first_call(pool, "cpu")
-    monkeypatch.setattr("workbench.eval.judge.input_pool.free_bytes", lambda device: 16 << 30)
+    monkeypatch.setattr("workbench.eval.judge.timing.inputs.free_bytes", lambda device: 16 << 30)
     assert not reference_runner.warm_first_call(pool, "cuda:0")  # an 8 GiB problem's like: no call beside it

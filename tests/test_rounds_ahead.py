@@ -54,11 +54,11 @@ class _Answered:
 
 def test_no_round_is_made_ahead_once_the_runner_has_answered():
     """A round made after the runner answered would only delay its reply (the check makes it next anyway)."""
-    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.reference import ahead as check_rounds
 
     ev = _evaluation(softmax_task(), "cpu", _Answered())
     check_rounds.make_ahead(ev)
-    assert ev.base["protocol"]["reference_rounds_ahead"] == 0
+    assert ev.diagnostics.reference_rounds_ahead == 0
     reference, cached = check_rounds.rounds_for(ev)
     assert not cached and reference.n >= 5  # the check makes them, and its Result says "miss"
 
@@ -80,13 +80,15 @@ def _evaluation(task, device: str, runner):
     from types import SimpleNamespace
 
     from workbench.eval.judge.context import task_key
-    from workbench.eval.judge.reference_rounds import ReferenceCache
+    from workbench.eval.judge.reference.rounds import ReferenceCache
     from workbench.tasks.task import LoadedReference
 
     ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_test_ref_"))
-    return SimpleNamespace(job={"check_sizes": task.check_sizes("cpu"), "rounds": 5}, key=task_key(task), seed=0,
+    from workbench.eval.wire.diagnostics import Diagnostics
+
+    return SimpleNamespace(job=SimpleNamespace(check_sizes=task.check_sizes("cpu"), rounds=5), key=task_key(task), seed=0,
                            device=device, ctx=SimpleNamespace(rounds=ReferenceCache()), task=task,
-                           reference=lambda: ref, _cpu_safe=lambda s: s, base={"protocol": {}},
+                           reference=lambda: ref, _cpu_safe=lambda s: s, diagnostics=Diagnostics(),
                            rounds_made_here=False, session=SimpleNamespace(runner=runner))
 
 
@@ -94,7 +96,7 @@ def test_beside_a_gpu_call_the_next_rounds_are_made_until_the_runner_answers():
     """`check_rounds.ahead_of_calls`, the judge's work while the runner runs a correctness call on a GPU: rounds in
     order, one at a time, none after the reply is waiting. (The reference itself runs on the CPU here; only the
     evaluation's device decides whether the work is done.)"""
-    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.reference import ahead as check_rounds
 
     runner = _AnswersAfter(polls=2)
     ev = _evaluation(softmax_task(), "cpu", runner)
@@ -103,17 +105,17 @@ def test_beside_a_gpu_call_the_next_rounds_are_made_until_the_runner_answers():
     work = check_rounds.ahead_of_calls(ev, reference)
     assert work is not None and reference.pending() == 0
     work()
-    assert reference.pending() == 2 and ev.base["protocol"]["reference_rounds_during_calls"] == 2
+    assert reference.pending() == 2 and ev.diagnostics.reference_rounds_during_calls == 2
     work()  # the reply is waiting: nothing more
     assert reference.pending() == 2
     runner.polls = 99
     work()
-    assert reference.pending() is None and ev.base["protocol"]["reference_rounds_during_calls"] == reference.n
+    assert reference.pending() is None and ev.diagnostics.reference_rounds_during_calls == reference.n
 
 
 def test_on_the_cpu_no_round_is_made_beside_a_call():
     """On the CPU the judge's rounds would take the cores the runner's call is timed and run on."""
-    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.reference import ahead as check_rounds
 
     ev = _evaluation(softmax_task(), "cpu", _AnswersAfter(polls=99))
     reference, _ = check_rounds.rounds_for(ev)
@@ -123,7 +125,7 @@ def test_on_the_cpu_no_round_is_made_beside_a_call():
 def test_a_round_failing_beside_a_call_is_left_for_its_call():
     """A reference that fails on a checked size stops the work beside the calls; the round stays unmade, so the
     check makes it when its call comes and reports the task's failure there."""
-    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.reference import ahead as check_rounds
 
     source = SOFTMAX.replace("return torch.softmax(x, dim=-1)",
                              "if x.shape[-1] == 100:\n            raise ValueError('no rows of 100')\n"
@@ -138,15 +140,15 @@ def test_a_round_failing_beside_a_call_is_left_for_its_call():
     work()
     stuck = reference.pending()
     assert stuck is not None and reference.sizes[stuck % len(reference.sizes)]["dim"] == 100
-    made = ev.base["protocol"].get("reference_rounds_during_calls", 0)
+    made = (ev.diagnostics.reference_rounds_during_calls or 0)
     work()  # stopped for good: the failure is the check's to report
-    assert reference.pending() == stuck and ev.base["protocol"].get("reference_rounds_during_calls", 0) == made
+    assert reference.pending() == stuck and (ev.diagnostics.reference_rounds_during_calls or 0) == made
 
 
 def _rounds(task, budget: int = 1 << 62):
     import tempfile
 
-    from workbench.eval.judge.reference_rounds import ReferenceRounds
+    from workbench.eval.judge.reference.rounds import ReferenceRounds
     from workbench.tasks.task import LoadedReference
 
     ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_test_ref_"))
@@ -192,7 +194,7 @@ def test_a_first_round_made_ahead_that_shows_the_rounds_too_large_to_keep_is_the
     """Made while the runner imports, the first round may show that the rounds are too large to keep: it is held for
     the check, which does not make it again (`ReferenceRounds.hold_ahead`), and it is the round the check would have
     made; an evaluation that ends before its check lets it go."""
-    from workbench.eval.judge import check_rounds
+    from workbench.eval.judge.reference import ahead as check_rounds
 
     task = softmax_task()
     one = _rounds(task).round(0).nbytes
@@ -200,7 +202,7 @@ def test_a_first_round_made_ahead_that_shows_the_rounds_too_large_to_keep_is_the
     reference, _ = check_rounds.rounds_for(ev)
     reference.budget = int(2.5 * one)
     check_rounds.make_ahead(ev)
-    assert not reference.keep and ev.base["protocol"]["reference_rounds_ahead"] == 1
+    assert not reference.keep and ev.diagnostics.reference_rounds_ahead == 1
     assert ev.held_rounds is reference and reference._ahead is not None
     made = reference._ahead
 

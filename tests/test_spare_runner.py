@@ -1,4 +1,4 @@
-"""The spare runner (`judge/spare_runner.py`): the next candidate's runner started while this one is checked, asked
+"""The spare runner (`judge/runners/spare.py`): the next candidate's runner started while this one is checked, asked
 for on the CPU here (`KWB_SPARE_RUNNER=1`, a GPU default) so real judges and sandboxed runners run the path.
 
 What must hold: every candidate still gets a runner no candidate ran in (nothing one candidate leaves in its runner
@@ -17,8 +17,9 @@ import pytest
 from engine_tasks import SOFTMAX, evaluate_after_an_import_failure
 
 import workbench as wb
-from workbench.eval.judge import runner_start, spare_runner
-from workbench.eval.judge.runner_handle import ForkServer
+from workbench.eval.judge.runners import spare as spare_runner
+from workbench.eval.judge.runners import start as runner_start
+from workbench.eval.judge.runners.process import ForkServer
 from workbench.tasks.kernelbench import reference_as_candidate
 
 MARKER = "kwb-spare-marker"
@@ -112,7 +113,10 @@ def test_an_idle_judge_closes_its_spare(spares, monkeypatch):
 @pytest.fixture
 def fork_server(tmp_path):
     server = ForkServer("cpu")
-    yield types.SimpleNamespace(fork_server=server, workdir=str(tmp_path), spare=None)
+    from workbench.eval.judge.runners.process import RunnerProcess
+
+    yield types.SimpleNamespace(fork_server=server, workdir=str(tmp_path), spare=None, runner_class=RunnerProcess,
+                                device_lock=None)
     server.close()
 
 

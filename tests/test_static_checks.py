@@ -8,8 +8,9 @@ import textwrap
 import pytest
 
 from workbench.errors import UnknownNameError
-from workbench.eval.checks.flags import FLAGS, REJECT, WARN, verdict
+from workbench.eval.checks.flags import FLAGS, REJECT, WARN
 from workbench.eval.checks.static_scan import scan
+from workbench.eval.judge.verdict import decide
 
 HEADER = """
 import torch
@@ -36,7 +37,8 @@ def triton_source(forward: str, *, prelude: str = "", init: str = "") -> str:
 
 
 def flags(source: str, language: str = "triton") -> list[str]:
-    return [f.flag for f in scan(source, language)]
+    """The flags of `source`; plain PyTorch is scanned as a declared baseline (policy "baseline")."""
+    return [f.flag for f in scan(source, language, policy="baseline" if language == "torch" else "strict")]
 
 
 LAUNCH = """
@@ -146,8 +148,8 @@ def test_stream_use_is_flagged_but_only_warns():
     """)
     found = scan(src, "triton")
     assert [f.flag for f in found] == ["stream-use"] and found[0].severity == WARN
-    status, names, message = verdict(found)
-    assert status is None and names == ["stream-use"] and "Fix:" in message
+    decision = decide(found)
+    assert decision.status is None and decision.warnings == ["stream-use"] and "Fix:" in decision.message
 
 
 @pytest.mark.parametrize("prelude", ["import threading", "from concurrent.futures import ThreadPoolExecutor",
@@ -300,10 +302,11 @@ def test_partial_still_needs_a_kernel_of_its_own_and_no_fallback():
     assert [f.flag for f in scan(fallback, "triton", policy="partial")] == ["try-fallback"]
 
 
-def test_torch_candidates_are_not_held_to_the_kernel_policy():
+def test_declared_torch_baselines_are_not_held_to_the_kernel_policy_but_inferred_torch_is():
     src = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
           "        return torch.softmax(x, -1) @ x.t()\n"
-    assert scan(src, "torch", policy="strict") == [] and scan(src, "torch", policy="partial") == []
+    assert scan(src, "torch", policy="baseline") == []
+    assert "no-custom-kernel" in [f.flag for f in scan(src, "torch", policy="partial")]
 
 
 def test_unknown_policy_lists_the_known_ones():
@@ -383,7 +386,7 @@ def test_work_hidden_in_a_local_helper_or_base_class_is_found():
     (LAUNCH, "def fast():\n    pass\n\nsetattr(torch.allclose, '__code__', fast.__code__)"),
     (LAUNCH, "import workbench"),
     (LAUNCH, "from workbench.eval import timing"),
-    (LAUNCH, "import importlib\nimportlib.import_module('workbench.eval.judge.output_compare')"),
+    (LAUNCH, "import importlib\nimportlib.import_module('workbench.eval.judge.correctness.compare')"),
     (LAUNCH, "import sys\nharness = sys.modules['workbench.eval.wire.timed_loop']"),
     (LAUNCH, "import sys\nharness = sys.modules.get('workbench')"),
     (LAUNCH, "import sys\nfound = [m for m in sys.modules.values() if hasattr(m, 'compare')]"),
@@ -423,14 +426,14 @@ def test_honest_module_code_is_not_harness_tamper(prelude):
 def test_foreign_compute_warns(forward, prelude):
     found = scan(triton_source(forward, prelude=prelude), "triton")
     assert [f.flag for f in found] == ["foreign-compute"]
-    status, names, _ = verdict(found)
-    assert status is None and names == ["foreign-compute"] and found[0].severity == WARN
+    decision = decide(found)
+    assert decision.status is None and decision.warnings == ["foreign-compute"] and found[0].severity == WARN
 
 
 def test_subprocess_is_foreign_compute_and_thread_use():
     found = scan(triton_source(LAUNCH, prelude="import subprocess"), "triton")
     assert {f.flag for f in found} == {"thread-use", "foreign-compute"}
-    assert verdict(found)[0] == "rejected"
+    assert decide(found).status == "rejected"
 
 
 def test_new_flags_are_in_the_catalog_with_their_severity():

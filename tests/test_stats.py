@@ -10,8 +10,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from workbench.eval.judge import stats
-from workbench.eval.judge.stopping import StoppingRule
+from workbench.eval.judge import verdict
+from workbench.eval.judge.timing import stats
+from workbench.eval.judge.timing.stats import StoppingRule
 from workbench.result import SPEEDUP_VERDICTS, Timing
 
 
@@ -199,10 +200,10 @@ def test_an_extended_pair_goes_on_past_its_cap_and_bound_once():
     (0.50, 0.90, "slower"), (0.97, 0.98, "slower"),  # 0.98 < 1/1.02 = 0.98039
 ])
 def test_verdict_of_a_ci_against_the_band(low, high, expected):
-    assert stats.verdict(low, high, 0.02) == expected
+    assert verdict.speedup_label(low, high, 0.02) == expected
     # Swapping reference and candidate inverts the CI and swaps faster with slower exactly.
     mirror = {"faster": "slower", "slower": "faster"}.get(expected, expected)
-    assert stats.verdict(1 / high, 1 / low, 0.02) == mirror
+    assert verdict.speedup_label(1 / high, 1 / low, 0.02) == mirror
 
 
 def _lognormal(seed, n, sigma, scale=1.0):
@@ -210,34 +211,34 @@ def _lognormal(seed, n, sigma, scale=1.0):
 
 
 def test_identical_distributions_give_a_ci_around_one_and_same():
-    s = stats.compare(_lognormal(1, 1000, 0.01), _lognormal(2, 1000, 0.01))
+    s = verdict.speedup(_lognormal(1, 1000, 0.01), _lognormal(2, 1000, 0.01))
     assert s.low < 1 < s.high and s.high - s.low < 0.01
     assert s.verdict == "same" and s.verdict in SPEEDUP_VERDICTS
-    assert "bootstrap" in s.method and "2000" in s.method and (s.band, s.level) == (stats.DEFAULT_BAND, 0.95)
-    assert stats.DEFAULT_BAND == 0.03 and "noise band 3.0%" in s.method
+    assert "bootstrap" in s.method and "2000" in s.method and (s.band, s.level) == (verdict.DEFAULT_BAND, 0.95)
+    assert verdict.DEFAULT_BAND == 0.03 and "noise band 3.0%" in s.method
 
 
 def test_a_ten_percent_shift_with_low_noise_is_faster_and_its_mirror_slower():
     ref, cand = _lognormal(1, 500, 0.01), _lognormal(2, 500, 0.01, scale=1 / 1.1)
-    fast = stats.compare(ref, cand)
+    fast = verdict.speedup(ref, cand)
     assert fast.verdict == "faster" and fast.low < 1.1 < fast.high and fast.speedup == pytest.approx(1.1, rel=0.01)
-    slow = stats.compare(cand, ref)
+    slow = verdict.speedup(cand, ref)
     assert slow.verdict == "slower" and slow.speedup == pytest.approx(1 / fast.speedup)
     assert (slow.low, slow.high) == pytest.approx((1 / fast.high, 1 / fast.low), rel=2e-3)
 
 
 def test_a_one_percent_shift_near_the_band_edge_is_inconclusive():
-    s = stats.compare(_lognormal(1, 40, 0.05), _lognormal(2, 40, 0.05, scale=1 / 1.01))
-    assert s.band == stats.DEFAULT_BAND  # rounds scattering by 5% (MAD about 3.4%): the floor
+    s = verdict.speedup(_lognormal(1, 40, 0.05), _lognormal(2, 40, 0.05, scale=1 / 1.01))
+    assert s.band == verdict.DEFAULT_BAND  # rounds scattering by 5% (MAD about 3.4%): the floor
     assert s.verdict == "inconclusive" and (s.low < 1 / 1.03 < s.high or s.low < 1.03 < s.high)
 
 
 def test_noisy_rounds_widen_the_band_up_to_its_cap():
-    quiet = stats.compare(_lognormal(1, 300, 0.002), _lognormal(2, 300, 0.002))
-    noisy = stats.compare(_lognormal(1, 300, 0.08), _lognormal(2, 300, 0.08))
-    wild = stats.compare(_lognormal(1, 300, 0.5), _lognormal(2, 300, 0.5))
-    assert quiet.band == stats.DEFAULT_BAND and wild.band == stats.MAX_BAND
-    assert stats.DEFAULT_BAND < noisy.band < stats.MAX_BAND
+    quiet = verdict.speedup(_lognormal(1, 300, 0.002), _lognormal(2, 300, 0.002))
+    noisy = verdict.speedup(_lognormal(1, 300, 0.08), _lognormal(2, 300, 0.08))
+    wild = verdict.speedup(_lognormal(1, 300, 0.5), _lognormal(2, 300, 0.5))
+    assert quiet.band == verdict.DEFAULT_BAND and wild.band == verdict.MAX_BAND
+    assert verdict.DEFAULT_BAND < noisy.band < verdict.MAX_BAND
     assert noisy.band == pytest.approx(0.08 * 0.6745, rel=0.2)  # the MAD of a lognormal of sigma 0.08
 
 
@@ -247,9 +248,9 @@ def test_identical_code_in_two_processes_is_same_despite_the_process_offset():
     # reference 1.8% apart). Inside the 3% floor: same, where a 2% band called identical code slower or inconclusive.
     ref = _lognormal(1, 12, 0.001)
     cand = [v * 1.021 for v in _lognormal(2, 12, 0.001)]
-    s = stats.compare(ref, cand, paired=True)
+    s = verdict.speedup(ref, cand, paired=True)
     assert s.high < 1 / 1.021 * 1.002 and s.verdict == "same"
-    assert stats.compare(ref, cand, paired=True, band=0.02).verdict in ("slower", "inconclusive")
+    assert verdict.speedup(ref, cand, paired=True, band=0.02).verdict in ("slower", "inconclusive")
 
 
 def test_a_launch_bound_pair_that_reads_slower_by_its_own_noise_is_not_called_slower():
@@ -258,9 +259,9 @@ def test_a_launch_bound_pair_that_reads_slower_by_its_own_noise_is_not_called_sl
     rng = np.random.default_rng(5)
     ref = (0.05 * rng.lognormal(0.0, 0.15, 80)).tolist()
     cand = (0.054 * rng.lognormal(0.0, 0.15, 80)).tolist()
-    s = stats.compare(ref, cand, paired=True)
-    assert s.band == stats.MAX_BAND and s.speedup < 0.97 and s.verdict != "slower"
-    assert stats.compare(ref, cand, paired=True, band=0.02).verdict == "slower"
+    s = verdict.speedup(ref, cand, paired=True)
+    assert s.band == verdict.MAX_BAND and s.speedup < 0.97 and s.verdict != "slower"
+    assert verdict.speedup(ref, cand, paired=True, band=0.02).verdict == "slower"
 
 
 def test_a_candidate_with_erratic_batches_cannot_widen_the_band_past_the_references_noise():
@@ -269,10 +270,10 @@ def test_a_candidate_with_erratic_batches_cannot_widen_the_band_past_the_referen
     rng = np.random.default_rng(6)
     ref = (1.0 * rng.lognormal(0.0, 0.005, 300)).tolist()
     cand = (1.25 * rng.lognormal(0.0, 0.3, 300)).tolist()
-    s = stats.compare(ref, cand, paired=True)
-    assert s.band == stats.DEFAULT_BAND and s.verdict == "slower"
+    s = verdict.speedup(ref, cand, paired=True)
+    assert s.band == verdict.DEFAULT_BAND and s.verdict == "slower"
     ratios = np.asarray(ref) / np.asarray(cand)
-    assert stats.noise_band(ratios.tolist(), [1.0] * 300, paired=True) > 0.05  # a ratio-only band would widen
+    assert verdict.noise_band(ratios.tolist(), [1.0] * 300, paired=True) > 0.05  # a ratio-only band would widen
 
 
 def test_a_real_fifteen_percent_win_on_noisy_rounds_is_still_faster():
@@ -280,19 +281,19 @@ def test_a_real_fifteen_percent_win_on_noisy_rounds_is_still_faster():
     drift = rng.lognormal(0.0, 0.15, 400)
     ref = (3.0 * drift * rng.lognormal(0.0, 0.04, 400)).tolist()
     cand = (3.0 / 1.15 * drift * rng.lognormal(0.0, 0.04, 400)).tolist()
-    s = stats.compare(ref, cand, paired=True)
+    s = verdict.speedup(ref, cand, paired=True)
     assert s.band < 0.06 and s.verdict == "faster" and s.low < 1.15 < s.high
 
 
 def test_too_few_samples_are_inconclusive_whatever_the_interval():
-    s = stats.compare([10.0, 10.1, 10.2, 9.9, 10.0], [1.0, 1.01, 0.99, 1.0, 1.02])
+    s = verdict.speedup([10.0, 10.1, 10.2, 9.9, 10.0], [1.0, 1.01, 0.99, 1.0, 1.02])
     assert s.low > 5 and s.verdict == "inconclusive" and "fewer than 10" in s.method
 
 
 def test_the_interval_is_deterministic_given_the_seed():
     ref, cand = _lognormal(1, 200, 0.05), _lognormal(2, 200, 0.05)
-    assert stats.compare(ref, cand, seed=7) == stats.compare(ref, cand, seed=7)
-    assert stats.compare(ref, cand, seed=7).low != stats.compare(ref, cand, seed=8).low
+    assert verdict.speedup(ref, cand, seed=7) == verdict.speedup(ref, cand, seed=7)
+    assert verdict.speedup(ref, cand, seed=7).low != verdict.speedup(ref, cand, seed=8).low
 
 
 @pytest.mark.parametrize("n", [9, 51])
@@ -325,7 +326,7 @@ def test_bootstrap_medians_match_explicit_resampling_for_even_n(n):
 def test_the_95_percent_interval_covers_the_true_ratio_about_95_percent_of_the_time():
     hits = 0
     for seed in range(200):
-        s = stats.compare(_lognormal(2 * seed, 200, 0.05), _lognormal(2 * seed + 1, 200, 0.05, scale=1 / 1.05),
+        s = verdict.speedup(_lognormal(2 * seed, 200, 0.05), _lognormal(2 * seed + 1, 200, 0.05, scale=1 / 1.05),
                           seed=seed)
         hits += s.low <= 1.05 <= s.high
     assert 0.90 <= hits / 200 <= 0.99
@@ -343,7 +344,7 @@ def _drifting_rounds(seed, n, ratio, sigma=0.01):
 
 def test_paired_rounds_keep_a_common_drift_out_of_the_interval():
     ref, cand = _drifting_rounds(0, 40, 1.0)
-    unpaired, paired = stats.compare(ref, cand), stats.compare(ref, cand, paired=True)
+    unpaired, paired = verdict.speedup(ref, cand), verdict.speedup(ref, cand, paired=True)
     assert unpaired.verdict == "inconclusive" and unpaired.high - unpaired.low > 0.1
     assert paired.verdict == "same" and paired.high - paired.low < 0.02 and "paired" in paired.method
     ratios = np.asarray(ref) / np.asarray(cand)
@@ -353,28 +354,28 @@ def test_paired_rounds_keep_a_common_drift_out_of_the_interval():
 
 def test_a_real_five_percent_win_under_drift_is_faster_only_when_paired():
     ref, cand = _drifting_rounds(1, 40, 1.05)
-    paired = stats.compare(ref, cand, paired=True)
+    paired = verdict.speedup(ref, cand, paired=True)
     assert paired.verdict == "faster" and paired.low < 1.05 < paired.high
-    assert stats.compare(ref, cand).verdict == "inconclusive"
+    assert verdict.speedup(ref, cand).verdict == "inconclusive"
 
 
 def test_pairing_broken_by_shuffling_one_side_gives_the_wide_interval_back():
     ref, cand = _drifting_rounds(2, 40, 1.0)
     shuffled = list(np.random.default_rng(3).permutation(cand))
-    s = stats.compare(ref, shuffled, paired=True)
+    s = verdict.speedup(ref, shuffled, paired=True)
     assert s.verdict == "inconclusive" and s.high - s.low > 0.1
 
 
 def test_paired_falls_back_to_independent_resampling_when_counts_differ():
     ref, cand = _lognormal(1, 30, 0.01), _lognormal(2, 31, 0.01)
-    assert stats.compare(ref, cand, paired=True) == stats.compare(ref, cand)
+    assert verdict.speedup(ref, cand, paired=True) == verdict.speedup(ref, cand)
 
 
 def test_paired_coverage_is_about_95_percent():
     hits = 0
     for seed in range(200):
         ref, cand = _drifting_rounds(seed, 60, 1.05, sigma=0.03)
-        s = stats.compare(ref, cand, paired=True, seed=seed)
+        s = verdict.speedup(ref, cand, paired=True, seed=seed)
         hits += s.low <= 1.05 <= s.high
     assert 0.88 <= hits / 200 <= 0.99
 
@@ -384,7 +385,7 @@ def test_two_thousand_samples_compare_in_well_under_50_ms():
     best = math.inf
     for _ in range(3):
         t0 = time.perf_counter()
-        stats.compare(ref, cand)
+        verdict.speedup(ref, cand)
         best = min(best, time.perf_counter() - t0)
     assert best < 0.05
 
@@ -395,4 +396,4 @@ def test_two_thousand_samples_compare_in_well_under_50_ms():
 ])
 def test_compare_refuses_what_it_cannot_judge(ref, cand, kwargs):
     with pytest.raises(ValueError):
-        stats.compare(ref, cand, **kwargs)
+        verdict.speedup(ref, cand, **kwargs)

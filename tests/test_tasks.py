@@ -228,7 +228,7 @@ def _tf32(x: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("name", BUILTIN)
 def test_fp32_tolerance_rejects_fp16_arithmetic(name):
-    """CHEATS.md row 12: the fp32 bound must fail a result computed in fp16, at CPU and sweep sizes."""
+    """docs/anti-cheating.md, cheat 12: the fp32 bound must fail a result computed in fp16, at CPU and sweep sizes."""
     task = wb.get_task(name)
     ref = task.load()
     tol = task.tolerance("float32")

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from workbench.eval.judge import telemetry
-from workbench.eval.judge.telemetry import Telemetry, decode_throttle_reasons, judge_batch
+from workbench.eval.judge.timing import telemetry
+from workbench.eval.judge.timing.telemetry import Telemetry, decode_throttle_reasons, judge_batch
 
 DATA = Path(__file__).parent / "data"
 H100_DEFAULT_SM = 1980

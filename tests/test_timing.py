@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from workbench.eval.judge import stats
+from workbench.eval.judge.timing import stats
 from workbench.eval.wire import timed_loop as timing
 
 
@@ -70,13 +70,13 @@ def test_l2_flush_is_twice_the_reported_l2_or_256_mib(monkeypatch):
 
 
 def _null(fixed=0.002, per_call=20e-6, noise=1e-4, launch=0.0):
-    from workbench.eval.judge.clock_check import NullFit
+    from workbench.eval.judge.timing.clock_check import NullFit
 
     return NullFit(fixed, per_call, noise, launch, 8)
 
 
 def test_the_null_fit_recovers_the_harness_line_and_its_noise():
-    from workbench.eval.judge.clock_check import NullFit
+    from workbench.eval.judge.timing.clock_check import NullFit
 
     rng = random.Random(0)
     points = [(n, 0.003 + 25e-6 * n + rng.gauss(0, 5e-5)) for n in (1, 4, 8, 16) for _ in range(3)]
@@ -89,7 +89,7 @@ def test_the_null_fit_recovers_the_harness_line_and_its_noise():
 
 
 def _batches(calls, true_s, reported_s, count=10, fixed=0.002, per_call=20e-6, jitter=5e-5, seed=0):
-    from workbench.eval.judge.clock_check import Batch
+    from workbench.eval.judge.timing.clock_check import Batch
 
     rng = random.Random(seed)
     return [Batch(calls, fixed + per_call * calls + calls * true_s + rng.gauss(0, jitter), reported_s)
@@ -97,7 +97,7 @@ def _batches(calls, true_s, reported_s, count=10, fixed=0.002, per_call=20e-6, j
 
 
 def test_an_honest_batch_agrees_with_the_judges_clock_even_for_a_launch_bound_op():
-    from workbench.eval.judge import clock_check
+    from workbench.eval.judge.timing import clock_check
 
     for true_s in (3e-6, 180e-6, 12e-3):  # launch-bound, a GPU-bound softmax, a long kernel
         for calls in (1, 8, 40):
@@ -108,7 +108,7 @@ def test_an_honest_batch_agrees_with_the_judges_clock_even_for_a_launch_bound_op
 
 @pytest.mark.parametrize("factor", [1 / 25, 1 / 8, 1 / 2.5])
 def test_a_runner_reporting_a_fraction_of_its_time_is_timer_patch(factor):
-    from workbench.eval.judge import clock_check
+    from workbench.eval.judge.timing import clock_check
 
     found = clock_check.check(_batches(20, 180e-6, 180e-6 * factor), _null())
     assert [f.flag for f in found] == ["timer-patch"]
@@ -119,7 +119,7 @@ def test_a_runner_reporting_a_fraction_of_its_time_is_timer_patch(factor):
 def test_a_moderate_deficit_puts_both_sides_on_the_judges_clock_instead_of_rejecting(factor):
     """A null harness that does not fit the candidate (measured on an H100: an honest reference 16% under J) is not
     a forgery; the runner's figures are just not used."""
-    from workbench.eval.judge import clock_check
+    from workbench.eval.judge.timing import clock_check
 
     verdict = clock_check.judge(_batches(20, 900e-6, 900e-6 * factor), _null())
     assert verdict.findings == [] and verdict.disagreed and not verdict.verified
@@ -128,16 +128,16 @@ def test_a_moderate_deficit_puts_both_sides_on_the_judges_clock_instead_of_rejec
 
 
 def test_reporting_more_than_the_whole_bracket_is_timer_patch():
-    from workbench.eval.judge import clock_check
-    from workbench.eval.judge.clock_check import Batch
+    from workbench.eval.judge.timing import clock_check
+    from workbench.eval.judge.timing.clock_check import Batch
 
     found = clock_check.check([Batch(10, 0.010, 0.002)], _null())
     assert [f.flag for f in found] == ["timer-patch"] and "reported 20.000 ms" in found[0].detail
 
 
 def test_one_disturbed_batch_decides_nothing():
-    from workbench.eval.judge import clock_check
-    from workbench.eval.judge.clock_check import Batch
+    from workbench.eval.judge.timing import clock_check
+    from workbench.eval.judge.timing.clock_check import Batch
 
     batches = _batches(20, 180e-6, 180e-6)
     batches[3] = Batch(20, batches[3].bracket + 0.050, 180e-6)  # the machine stole 50 ms from one batch
@@ -145,7 +145,7 @@ def test_one_disturbed_batch_decides_nothing():
 
 
 def test_sets_that_fit_respects_the_memory_share_and_the_limits():
-    from workbench.eval.judge.input_pool import MAX_SETS, sets_that_fit
+    from workbench.eval.judge.timing.inputs import MAX_SETS, sets_that_fit
 
     assert sets_that_fit(1 << 30, 16 << 30, 64) == 4  # a quarter of 16 GiB in 1 GiB sets
     assert sets_that_fit(1 << 30, 1 << 30, 64) == 1  # never fewer than one

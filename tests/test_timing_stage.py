@@ -1,4 +1,4 @@
-"""The timing stage around the timed rounds (`judge/timing_stage.py`), with a real runner on the CPU: what holds the
+"""The timing stage around the timed rounds (`judge/timing/stage.py`), with a real runner on the CPU: what holds the
 device exclusively while the pool is made, and what a later candidate of the same task reuses."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ import time
 import pytest
 
 import workbench as wb
-from workbench.eval.judge import timing_stage
-from workbench.eval.judge.candidate_session import CandidateSession
-from workbench.eval.judge.input_pool import InputPool
-from workbench.eval.judge.reference_rounds import build_reference
-from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
-from workbench.eval.judge.timing import ReferenceSide
+from workbench.eval.judge.reference.rounds import build_reference
+from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing import stage as timing_stage
+from workbench.eval.judge.timing.inputs import InputPool
+from workbench.eval.judge.timing.pair import ReferenceSide
+from workbench.eval.wire.diagnostics import Diagnostics
 from workbench.tasks.kernelbench import reference_as_candidate
 from workbench.tasks.task import LoadedReference
 
@@ -84,8 +85,10 @@ def _time(session, ref, model, size, task, known, compiled):
     session.load(cand.source, "torch", "ModelNew", task.precision.to_spec(), 60.0)
     remote = session.model(model, ref.init_inputs(size, 0), 0, {**ref.defaults, **size})
     result: dict = {}
+    diagnostics = Diagnostics()
     timing_stage.run(session, remote.model_id, known[0], ReferenceSide(model, compiled, task.tolerance), "cpu",
-                     "torch", None, result, known[1])
+                     "torch", None, result, diagnostics, known[1])
+    result["diagnostics"] = diagnostics
     return result
 
 
@@ -112,11 +115,11 @@ def test_a_recent_compiled_reference_timing_is_reused_not_timed_again(softmax, s
             results.append((_time(session, ref, model, size, task, (plan, known), compiled), len(calls) - before))
             session.close()
     (first, first_calls), (second, second_calls), (third, third_calls) = results
-    assert first_calls > 0 and first["timing_protocol"]["compiled_reference"] == "timed"
+    assert first_calls > 0 and first["diagnostics"].compiled_reference == "timed"
     assert second_calls == 0
     assert second["compiled_reference_timing"] == first["compiled_reference_timing"]
-    assert second["timing_protocol"]["compiled_reference"].startswith("reused")
-    assert third_calls > 0 and third["timing_protocol"]["compiled_reference"] == "timed"
+    assert second["diagnostics"].compiled_reference.startswith("reused")
+    assert third_calls > 0 and third["diagnostics"].compiled_reference == "timed"
     assert third["compiled_reference_timing"] == known.compiled
     for result in (first, second, third):  # the pair itself is timed for every candidate
         assert result["timing"]["n"] > 0 and result["reference_timing"]["n"] > 0

@@ -92,14 +92,35 @@ def test_heatmap_only_for_failures_with_round_size_and_real_indices():
     fig = error_heatmap(failed())
     heat = fig.data[0]
     assert list(heat.x)[:3] == [0, 2, 4] and list(heat.y) == list(range(8))  # output columns, pooled by 2
-    assert heat.customdata[0][1] == "rows 0, cols 2–3"
-    assert "|error| / tolerance" in fig.layout.title.text and fig.layout.title.subtitle.text == view.source
+    assert heat.customdata[0][1][0] == "rows 0, cols 2–3" and heat.customdata[0][1][1] == 99.8
+    assert "|error| / tolerance" in fig.layout.title.text and fig.layout.title.subtitle.text.startswith(view.source)
     assert error_heatmap(passed()) is None and map_view(passed()) is None
     below = failed(details={"rounds": rounds(), "error_map": [[0.5, 0.9]]})  # failed, but not in the numbers
     assert map_view(below) is None
     one = failed(details={"rounds": rounds(), "error_map": [[0.5, 3.0]], "error_map_round": 3,
                           "error_map_shape": [37, 100]})
     assert map_view(one).source == "round 3 of 5 (normal inputs, batch_size=37 dim=100)"
+
+
+def test_a_map_of_a_256_wide_output_pooled_to_64_names_real_columns_and_its_blocks():
+    """The engine's map record carries the output's extent and pooling: a softmax of 64 x 256 whose last column was
+    never written (an off-by-one mask) is drawn on columns 0-255 in blocks of 4, the unwritten column darkest."""
+    cells = [[3.0] * 63 + [1e6] for _ in range(64)]  # every element off a little, the last column unwritten
+    r = failed(details={"rounds": rounds(), "error_map": {"cells": cells, "rows": 64, "cols": 256, "pool": [1, 4]},
+                        "error_map_round": 1})
+    view = map_view(r)
+    assert (view.rows, view.cols) == (64, 256)
+    heat = error_heatmap(r).data[0]
+    assert list(heat.x)[-1] == 252 and list(heat.x)[:2] == [0, 4] and len(heat.y) == 64
+    assert heat.customdata[0][63][0] == "rows 0, cols 252–255"  # the unwritten column 255 is in the last block
+    assert heat.z[0][63] > heat.z[0][0]  # log colour: the unwritten block stands out from the slightly wrong ones
+    subtitle = error_heatmap(r).layout.title.subtitle.text
+    assert "each cell is the worst of a block of 1 row x 4 columns" in subtitle
+    assert "every element is wrong" in subtitle  # one colour, said in words
+    partly = failed(details={"rounds": rounds(), "error_map": {"cells": [[0.5, 2.0]], "rows": 1, "cols": 2,
+                                                               "pool": [1, 1]}})
+    assert "every element" not in error_heatmap(partly).layout.title.subtitle.text
+    assert "block" not in error_heatmap(partly).layout.title.subtitle.text
 
 
 def test_new_result_fields_are_shown_when_present():
@@ -191,3 +212,24 @@ def test_code_editor_syncs_text_and_marks_lines():
     assert state["value"] == "a = 1\n" and state["error_lines"] == [1] and state["rows"] == 10
     with pytest.raises(Exception, match="rows must be at least 1"):
         ed.rows = 0
+
+
+def test_the_cards_error_budget_adds_up_and_agrees_with_the_mismatch_line():
+    """One definition of the budget on one card: the budget row's E and k x E come from the comparison the mismatch
+    line names, and k x E is k times E."""
+    import re
+
+    import workbench as wb
+
+    src = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+           "        y = torch.softmax(x, dim=-1)\n        return y + 1e-4 * (y > y.mean())\n")
+    r = wb.evaluate("softmax", wb.Candidate(src, language="torch"), device="cpu", time_it=False)
+    assert r.status == "incorrect" and "mismatch" in r.flags, r.message
+    budget = r.error_budget
+    assert budget["native_bound"] == pytest.approx(budget["k"] * budget["native_error"])
+    row = dict(stats_rows(r))["error budget"]
+    e, bound = (float(v) for v in re.search(r"\(E = ([\d.e+-]+), so 16 x E = ([\d.e+-]+)\)", row).groups())
+    assert bound == pytest.approx(16 * e, rel=1e-2) and e == pytest.approx(budget["native_error"], rel=1e-2)
+    line = re.search(r"or 16 x the native error ([\d.e+-]+) = ([\d.e+-]+)", r.message)
+    assert line is not None, r.message
+    assert float(line.group(1)) == pytest.approx(e, rel=1e-2) and float(line.group(2)) == pytest.approx(bound, rel=1e-2)

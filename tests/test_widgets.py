@@ -60,7 +60,7 @@ def test_editor_renders_a_result_and_its_error_heatmap():
     error_map = [[0.1, 0.2, 0.3], [0.2, 4.0, 0.1]]
     ed.show(result("zeros", "incorrect", None, flags=["mismatch"], details={"error_map": error_map}))
     assert ed.status == "incorrect" and 'data-kwb-status="incorrect"' in ed._panel.value
-    assert [list(row) for row in ed._heatmap.data[0].z] == error_map
+    assert [[cell[1] for cell in row] for row in ed._heatmap.data[0].customdata] == error_map
     assert ed._heatmap_box.layout.display == "flex"
     bundle = ed._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle

@@ -1,9 +1,10 @@
 """The error heatmap of a failed run: where the output is wrong, as |error| / tolerance (cells above 1 fail).
 
-The engine sends a 2-D map max-pooled to at most 64 cells per side, from its worst failing round. This module
-puts the output's own indices back on the axes (a pooled cell spans several rows or columns) and names the
-round and size the map comes from, so the picture can be read against the finding text. It is drawn only
-when something failed: a passing run has nothing to point at.
+The engine sends a 2-D map max-pooled to at most 64 cells per side, from its worst failing round, with the output's
+true extent and the block each cell stands for. This module puts the output's own indices back on the axes and in
+the hover, says when a cell is the worst of a block, colours by the logarithm of the ratio (so an unwritten column
+stands out among slightly wrong ones), and says what a map of one colour means. It is drawn only when something
+failed: a passing run has nothing to point at.
 """
 
 from __future__ import annotations
@@ -25,12 +26,19 @@ HEATMAP_MAX_CELLS = 128
 ENGINE_CELLS = 64
 
 
+def _cells(error_map: Any) -> Any:
+    """The cells of an engine map: the record `{"cells", "rows", "cols", "pool"}`, or a bare 2-D list (results stored
+    before the map carried its shape)."""
+    return error_map.get("cells") if isinstance(error_map, dict) else error_map
+
+
 def pool_error_map(error_map: Any, max_cells: int = HEATMAP_MAX_CELLS) -> np.ndarray | None:
     """A 2-D |err|/tol map as an array, max-pooled to at most `max_cells` per side (a failure never shrinks
     away: pooling by max keeps every cell above 1 visible). None when there is no 2-D map."""
-    if error_map is None:
+    cells = _cells(error_map)
+    if cells is None:
         return None
-    arr = np.asarray(error_map, dtype=float)
+    arr = np.asarray(cells, dtype=float)
     if arr.ndim != 2 or arr.size == 0:
         return None
     rows, cols = arr.shape
@@ -83,7 +91,8 @@ def map_view(result: Result) -> MapView | None:
     failing cell (the failure was not in the numbers)."""
     if result.status == "ok":
         return None
-    z = pool_error_map(result.details.get("error_map"))
+    raw = result.details.get("error_map")
+    z = pool_error_map(raw)
     if z is None or not np.nanmax(z) > 1:
         return None
     rounds = [r for r in result.details.get("rounds") or [] if isinstance(r, dict)]
@@ -95,7 +104,9 @@ def map_view(result: Result) -> MapView | None:
     fits = [(n, r) for n, r in failing if isinstance(r.get("size"), dict)
             and _explained(z.shape[0], r["size"]) is not None and _explained(z.shape[1], r["size"]) is not None]
     candidates = fits or failing
-    if isinstance(shape, (list, tuple)) and len(shape) == 2:
+    if isinstance(raw, dict) and isinstance(raw.get("rows"), int) and isinstance(raw.get("cols"), int):
+        rows, cols = raw["rows"], raw["cols"]
+    elif isinstance(shape, (list, tuple)) and len(shape) == 2:
         rows, cols = int(shape[0]), int(shape[1])
     elif candidates and isinstance(candidates[0][1].get("size"), dict):
         rows, cols = _extent(z.shape[0], candidates[0][1]["size"]), _extent(z.shape[1], candidates[0][1]["size"])
@@ -117,6 +128,26 @@ def _title(view: MapView | None) -> str:
     return "Where the output is wrong: |error| / tolerance, above 1 fails"
 
 
+#: The colour axis: log10 of |err| / tolerance from 1e-3 to 1e6 (the engine's cap, an unwritten element), so a
+#: cell slightly over its allowance and one never written read differently; 1 is the edge between blue and red.
+LOG_RANGE = (-3.0, 6.0)
+
+
+def _log_ratio(v: float) -> float | None:
+    return None if math.isnan(v) else math.log10(min(max(v, 10 ** LOG_RANGE[0]), 10 ** LOG_RANGE[1]))
+
+
+def one_colour_note(z: np.ndarray) -> str:
+    """What a map of one colour means: every cell over its allowance (or every cell within it, except none)."""
+    finite = z[~np.isnan(z)]
+    if finite.size and bool((finite > 1).all()):
+        if bool((finite >= 1e5).all()):
+            return "every element is wrong and most hold the poison of unwritten memory: was the output written at all?"
+        return ("every element is wrong: an error that reaches the whole output (a reduction over a wrong range, a "
+                "missing normalisation, a wrong stride or offset) rather than a few bad indices")
+    return ""
+
+
 def fill_error_heatmap(fig: Any, view: MapView | None) -> None:
     """Redraw `fig` for a map (or empty it)."""
     fig.data = []
@@ -130,17 +161,27 @@ def fill_error_heatmap(fig: Any, view: MapView | None) -> None:
         end = min(start + step, extent or start + step) - 1
         return f"{start}" if end <= start else f"{start}–{end}"
 
+    ratios = view.z.tolist()
     hover = [[f"rows {span(y, ystep, view.rows)}, cols {span(x, xstep, view.cols)}" for x in xs] for y in ys]
-    z = [[None if math.isnan(v) else v for v in row] for row in view.z.tolist()]
-    fig.add_heatmap(x=xs, y=ys, z=z, customdata=hover, zmin=0, zmax=2, name="|err|/tol",
-                    colorscale=[[0, "#f7fbff"], [0.5, "#9ecae1"], [0.5, "#fcae91"], [1, "#a50f15"]],
-                    colorbar={"title": {"text": "|err| / tol"}, "len": 0.9},
-                    hovertemplate="%{customdata}: %{z:.3g} x tolerance<extra></extra>")
-    pooled = " (each cell the worst of a block)" if ystep > 1 or xstep > 1 else ""
+    custom = [[[hover[i][j], ratios[i][j]] for j in range(n_cols)] for i in range(n_rows)]
+    z = [[_log_ratio(v) for v in row] for row in ratios]
+    low, high = LOG_RANGE
+    edge = -low / (high - low)  # where the ratio is 1
+    ticks = list(range(int(low), int(high) + 1, 3))
+    fig.add_heatmap(x=xs, y=ys, z=z, customdata=custom, zmin=low, zmax=high, name="|err|/tol",
+                    colorscale=[[0, "#f7fbff"], [edge, "#9ecae1"], [edge, "#fcae91"], [1, "#67000d"]],
+                    colorbar={"title": {"text": "|err| / tol"}, "len": 0.9, "tickvals": ticks,
+                              "ticktext": [f"1e{t}" if t else "1" for t in ticks]},
+                    hovertemplate="%{customdata[0]}: %{customdata[1]:.3g} x tolerance<extra></extra>")
+    notes = []
+    if ystep > 1 or xstep > 1:
+        notes.append(f"each cell is the worst of a block of {ystep} row{'s' * (ystep > 1)} x {xstep} "
+                     f"column{'s' * (xstep > 1)}")
+    notes.append(one_colour_note(view.z))
     titled(fig, _title(view), height=360, margin={"t": 80},
-           xaxis={"title": {"text": "column (output index)" + pooled}},
+           xaxis={"title": {"text": "column (output index)"}},
            yaxis={"title": {"text": "row"}, "autorange": "reversed"})
-    fig.layout.title.subtitle.text = view.source
+    fig.layout.title.subtitle.text = "; ".join(n for n in [view.source, *notes] if n)
 
 
 def error_heatmap(result_or_map: Any, widget: bool = False) -> Any:

@@ -3,7 +3,7 @@
 x is the size, one line per variant, y is time, GB/s or TFLOP/s. Picking a variant at a size ("show") shows
 its source and its unified diff against another variant, which is usually the quickest way to see *why* one
 is faster. Reference lines are drawn only when they were timed with the same clock as the variants: a
-Triton-interpreter time is never put beside compiled code (DESIGN.md, section 3).
+Triton-interpreter time is never put beside compiled code (docs/trust-boundary.md).
 """
 
 from __future__ import annotations
@@ -88,6 +88,9 @@ def variant_series(records: list[Record], metric: str = "time") -> Series:
     for ref_name, ms_of, clock_of in ((REFERENCE, lambda r: r.ref_ms, lambda r: r.ref_clock),
                                       (COMPILED, lambda r: r.compile_ms, lambda r: r.compile_clock)):
         line = Line(ref_name, "reference")
+        if ref_name == REFERENCE and any(r.clock == "interpreter" for r in timed):
+            # Interpreter results carry no reference time at all: say why the line is missing.
+            hidden[ref_name] = "the variants ran in the Triton interpreter, which is never compared with compiled code"
         for label in sizes:
             same = [r for r in timed if r.size_label == label and ms_of(r) is not None]
             # The reference is PyTorch: beside interpreter times it would compare the interpreter with

@@ -202,7 +202,7 @@ def _budget_text(budget: dict[str, Any]) -> str:
         allowance = f"atol {num(tol.get('atol'))} + rtol {num(tol.get('rtol'))} x |expected|"
         if k is not None and native is not None:
             allowance = (f"the larger of {allowance} and {num(k)} x the reference's own error in this precision "
-                         f"({num(native)}, so {num(budget.get('native_bound', k * native))})")
+                         f"(E = {num(native)}, so {num(k)} x E = {num(budget.get('native_bound', k * native))})")
         parts.append(f"each element may be off by {allowance}")
     setter = {"tolerance": "the tolerance set the allowance everywhere",
               "k x native": "the reference's own error set the allowance everywhere",

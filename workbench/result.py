@@ -10,7 +10,7 @@ from typing import Any
 #: Every status a Result can carry; "ok" is the only passing one. "cancelled": the caller stopped the evaluation
 #: (EvalOptions.cancel); nothing was judged, and `evaluate` never stores it.
 STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "rejected", "cancelled")
-#: A/B verdicts of a speedup (its 95% CI against 1 within the noise band): see workbench.eval.judge.stats.
+#: A/B verdicts of a speedup (its 95% CI against 1 within the noise band): see workbench.eval.judge.timing.stats.
 SPEEDUP_VERDICTS = ("faster", "slower", "same", "inconclusive")
 #: The kernel policy a declared PyTorch baseline (`Candidate(language="torch")`) is judged under: timed, the task's
 #: kernel policy not applied.
@@ -42,7 +42,7 @@ class Timing:
     clock: str
     samples_ms: list[float] = field(default_factory=list, repr=False)
     #: Runs in which work was still pending on another stream after the current stream finished (GPU);
-    #: those runs are timed up to the full device synchronize (CHEATS.md row 7).
+    #: those runs are timed up to the full device synchronize (docs/anti-cheating.md, cheat 7).
     side_stream_runs: int = 0
     #: Why timing stopped: "ci-target" (the 95% CI of the median reached the target relative width),
     #: "time-cap", "max-reps", "fixed" (a fixed number of reps was asked for), or "with-pair" (the compiled

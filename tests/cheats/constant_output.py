@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 2): writes 1/dim everywhere, the mean of every softmax row, which is within a loose
+# CHEAT (docs/anti-cheating.md, cheat 2): writes 1/dim everywhere, the mean of every softmax row, which is within a loose
 # tolerance of many outputs. A constant output where the reference varies: degenerate-output.
 import torch
 import torch.nn as nn

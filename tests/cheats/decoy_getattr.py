@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 5): a decoy kernel is defined but never launched; the work is done by torch.softmax,
+# CHEAT (docs/anti-cheating.md, cheat 5): a decoy kernel is defined but never launched; the work is done by torch.softmax,
 # fetched through strings (importlib + getattr) so that no torch call appears in the source. The AST checks
 # see a kernel and no torch compute; only the runtime launch tracking sees that no kernel ran: decoy-kernel.
 import importlib

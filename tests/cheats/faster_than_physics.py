@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md rows 10, 13), GPU only: memoizes outputs by a content fingerprint of the input kept on the
+# CHEAT (docs/anti-cheating.md, cheats 10, 13), GPU only: memoizes outputs by a content fingerprint of the input kept on the
 # instance (no module-level container, no data_ptr), and on a hit launches a one-element kernel on the cached
 # output, so launch tracking, provenance and profiler coverage are all satisfied and the result is right for
 # its inputs. Timed input sets get new values between batches, so each set misses once per batch; within a batch

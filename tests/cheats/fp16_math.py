@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 12): silently computes in fp16 (half the bytes, faster exp) and stores fp32, so dtype
+# CHEAT (docs/anti-cheating.md, cheat 12): silently computes in fp16 (half the bytes, faster exp) and stores fp32, so dtype
 # checks pass. fp32 tolerances (1e-5 relative) are far tighter than fp16 rounding (~5e-4): mismatch.
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 5): like scratch_launch, but the scratch buffer is freed before the real output is
+# CHEAT (docs/anti-cheating.md, cheat 5): like scratch_launch, but the scratch buffer is freed before the real output is
 # allocated, so the allocator hands the output the very address the kernel was given. A provenance check
 # that compares addresses only is fooled; the launch tracker keeps launched tensors alive for the duration
 # of the call, so the output gets another address -> decoy-kernel.

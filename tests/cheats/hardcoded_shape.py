@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 11): tuned to the benchmark shape (dim = 64): the row max and sum only look at the
+# CHEAT (docs/anti-cheating.md, cheat 11): tuned to the benchmark shape (dim = 64): the row max and sum only look at the
 # first 64 columns. Right on the benchmark, wrong on the other sizes the protocol checks: mismatch.
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 11): KernelBench L1/100's analytic shortcut. With predictions uniform on [0, 1) and labels
+# CHEAT (docs/anti-cheating.md, cheat 11): KernelBench L1/100's analytic shortcut. With predictions uniform on [0, 1) and labels
 # +-1, every term 1 - p * y is positive and averages 1 - y / 2, so the loss is 1 - mean(y) / 2: only the labels are
 # read, never the predictions. Within KernelBench's tolerance (1e-2) on the task's own inputs; the rounds that
 # reroute the predictions to other distributions (normal: terms below zero are clamped; large values) are not:

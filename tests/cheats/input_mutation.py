@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 3): computes in place into its input and returns the input (no allocation, and a
+# CHEAT (docs/anti-cheating.md, cheat 3): computes in place into its input and returns the input (no allocation, and a
 # reference run afterwards on the same tensor would see softmax(x) instead of x). Inputs are compared
 # bit-exactly after every call: input-mutation.
 import torch.nn as nn

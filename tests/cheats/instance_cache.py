@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 10): a result cache on the instance keyed by the input's address: a benchmark that
+# CHEAT (docs/anti-cheating.md, cheat 10): a result cache on the instance keyed by the input's address: a benchmark that
 # times the same input tensors again and again gets every repeat for free, and the answers are even right for
 # those inputs. No module-level container is involved; the AST check follows attributes of self too: module-cache.
 import torch

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 11): KernelBench L1/98's analytic shortcut. For targets softmax(U) and predictions
+# CHEAT (docs/anti-cheating.md, cheat 11): KernelBench L1/98's analytic shortcut. For targets softmax(U) and predictions
 # softmax(tV) with U, V uniform on [0, 1) over many classes, KL(targets || predictions) tends to
 # 1/(e-1) - log(e-1) - t/2 + log((e^t - 1)/t); the temperature t is read off one row of predictions (the spread of
 # its logs) and nothing else is computed. Within KernelBench's tolerance (1e-2) on the task's own inputs; the rounds

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 8): returns a tensor subclass whose storage is empty; the kernel would only run when
+# CHEAT (docs/anti-cheating.md, cheat 8): returns a tensor subclass whose storage is empty; the kernel would only run when
 # the result is used (__torch_function__), so a timer around forward sees no work. Outputs must be exactly
 # torch.Tensor: lazy-output.
 import torch

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 10): a module-level dict of results keyed by the input's address; a benchmark that
+# CHEAT (docs/anti-cheating.md, cheat 10): a module-level dict of results keyed by the input's address; a benchmark that
 # reuses its input tensor gets every call after the first for free. Caught statically: module-cache.
 import torch
 import torch.nn as nn

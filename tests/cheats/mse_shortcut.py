@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 11): KernelBench L1/94's analytic shortcut. Predictions s * U and targets V with U, V uniform
+# CHEAT (docs/anti-cheating.md, cheat 11): KernelBench L1/94's analytic shortcut. Predictions s * U and targets V with U, V uniform
 # on [0, 1) have E[(sU - V)^2] = s^2 / 3 - s / 2 + 1 / 3; s is read off the largest of 1024 predictions and the
 # other elements are never touched. Within KernelBench's tolerance (1e-2) on the task's own inputs; the rounds
 # that reroute the draws to other distributions (normal, heavy, negative) are not uniform: mismatch.

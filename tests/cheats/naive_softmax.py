@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 11): softmax as exp(x) / sum(exp(x)) without subtracting the row maximum. Right while every
+# CHEAT (docs/anti-cheating.md, cheat 11): softmax as exp(x) / sum(exp(x)) without subtracting the row maximum. Right while every
 # logit stays below ~88, where fp32 exp overflows; then inf / inf is NaN. Caught by the "large" round (the task's
 # own draws times 1e3): non-finite.
 import torch

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 4): submitted as Triton, but there is no kernel at all; F.softmax does everything.
+# CHEAT (docs/anti-cheating.md, cheat 4): submitted as Triton, but there is no kernel at all; F.softmax does everything.
 # Caught statically: no-custom-kernel (and torch-compute-in-forward).
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md rows 4/5): the output is computed with torch ops fetched by name (four library kernels:
+# CHEAT (docs/anti-cheating.md, cheats 4/5): the output is computed with torch ops fetched by name (four library kernels:
 # max, subtract+exp, sum, divide), then handed to a Triton kernel that stores nothing, so the output *was*
 # passed to a launch. On the CPU the launch tracker sees that no launch changed the output -> decoy-kernel;
 # on a GPU the profiler sees the library kernels take most of the time -> low-coverage.

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 17): the softmax is computed with numpy on the host and copied into the output by a
+# CHEAT (docs/anti-cheating.md, cheat 17): the softmax is computed with numpy on the host and copied into the output by a
 # trivial Triton kernel, so the output was written by a launch of the candidate's own. On the CPU the
 # dispatcher's record shows forward handing the input's data to numpy: host-compute. On a GPU, at a size where
 # numpy's time shows, the profile finds almost no GPU time in a long forward: host-compute.

@@ -1,4 +1,4 @@
-# CHEAT / BUG (CHEATS.md row 1): the grid skips the last row (an off-by-one a benchmark with a loose check
+# CHEAT / BUG (docs/anti-cheating.md, cheat 1): the grid skips the last row (an off-by-one a benchmark with a loose check
 # might miss); that row is whatever empty_like returned. The NaN poison survives there: unwritten-output.
 # On the CPU the allocator does not always hand the output a poisoned block; then the row holds leftover values
 # that differ between two calls on the same inputs, and the workbench names it stale-memory (status rejected).

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 6): ModelNew inherits the reference's forward, so "the kernel" is the reference.
+# CHEAT (docs/anti-cheating.md, cheat 6): ModelNew inherits the reference's forward, so "the kernel" is the reference.
 # Caught statically: reference-subclass.
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 4): wraps a copy of the reference Model and returns its output; the Triton kernel is
+# CHEAT (docs/anti-cheating.md, cheat 4): wraps a copy of the reference Model and returns its output; the Triton kernel is
 # decoration. Caught statically: reference-subclass ("calls the reference Model").
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 5): the kernel IS launched (a copy into a scratch buffer, so launch counting is happy),
+# CHEAT (docs/anti-cheating.md, cheat 5): the kernel IS launched (a copy into a scratch buffer, so launch counting is happy),
 # but the returned tensor comes from torch.softmax fetched by name. Caught at runtime by output provenance:
 # the returned tensor was never passed to a launch -> decoy-kernel.
 import importlib

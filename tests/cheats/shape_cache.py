@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 10): the naive result cache an LLM writes: remember the last output per input shape
+# CHEAT (docs/anti-cheating.md, cheat 10): the naive result cache an LLM writes: remember the last output per input shape
 # (on the instance, so no module-level container) and return it whenever the shape repeats. The correctness
 # protocol draws fresh inputs each round and revisits every size, so the stale answer is simply wrong: mismatch.
 # The cached calls launch no kernel either, so decoy-kernel is raised too (status rejected).

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 7), GPU only: launches the (correct) kernel on a side stream and returns at once, so a
+# CHEAT (docs/anti-cheating.md, cheat 7), GPU only: launches the (correct) kernel on a side stream and returns at once, so a
 # timer that records its end event on the current stream sees almost nothing. The workbench times every run
 # to a device-wide synchronize, so the true cost is reported, with warnings stream-use (static) and
 # side-stream (runtime). Not a rejection: the kernel is honest, only its timing trick is neutralized.

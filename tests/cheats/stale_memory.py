@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 1): allocates the output with empty_like and launches a kernel that writes nothing
+# CHEAT (docs/anti-cheating.md, cheat 1): allocates the output with empty_like and launches a kernel that writes nothing
 # (its one program gets a row length of 0), hoping the allocator hands back memory that still holds the reference's result.
 # The protocol poisons freed memory with NaN and re-runs on fresh memory: stale-memory. On a GPU the first call
 # may be handed the block of the reference output the protocol computed (and freed) just before it, so that

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 8): as thread_import, but the threading module is fetched by a computed name so the
+# CHEAT (docs/anti-cheating.md, cheat 8): as thread_import, but the threading module is fetched by a computed name so the
 # AST check sees no import; the thread waits a little, then writes the output after forward has returned.
 # Caught at runtime: the thread count after forward is above the count before -> thread-deferral.
 import importlib

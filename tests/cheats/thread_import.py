@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 8): launches the kernel from a worker thread and returns before it finishes, so a
+# CHEAT (docs/anti-cheating.md, cheat 8): launches the kernel from a worker thread and returns before it finishes, so a
 # timer around forward measures nothing. Caught statically: thread-use (the threading import).
 import threading
 

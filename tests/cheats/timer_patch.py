@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 9): an honest kernel, but importing the module replaces the timers a harness might
+# CHEAT (docs/anti-cheating.md, cheat 9): an honest kernel, but importing the module replaces the timers a harness might
 # use: CUDA events report a tenth of the real time and time.perf_counter runs ten times slower. The worker
 # recorded the identities of its timing and checking functions before the import: timer-patch.
 import time

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md rows 4/5): the first call is honest (a Triton softmax in place on a copy of the input, so the
+# CHEAT (docs/anti-cheating.md, cheats 4/5): the first call is honest (a Triton softmax in place on a copy of the input, so the
 # launch tracker sees a launch rewrite an output that held data). Every later call takes torch.softmax by name
 # (no torch call in the source) and passes its result through a Triton kernel that stores nothing, which the
 # launch tracker then forgives as an honest kernel leaving its output alone. On the CPU the dispatcher's record

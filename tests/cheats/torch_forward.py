@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 4): a "Triton" candidate that defines a kernel for show but lets PyTorch do the work
+# CHEAT (docs/anti-cheating.md, cheat 4): a "Triton" candidate that defines a kernel for show but lets PyTorch do the work
 # in forward. Caught statically: torch-compute-in-forward.
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 6): the kernel is wrapped in try/except and any failure (here: always, the launch
+# CHEAT (docs/anti-cheating.md, cheat 6): the kernel is wrapped in try/except and any failure (here: always, the launch
 # passes a wrong argument count) silently falls back to PyTorch. Caught statically: try-fallback.
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 10): plays honest for the first 12 calls (the correctness protocol), then keeps one result
+# CHEAT (docs/anti-cheating.md, cheat 10): plays honest for the first 12 calls (the correctness protocol), then keeps one result
 # per input address (read through a computed attribute name, which the source scan does not follow) in a class
 # attribute and returns it whenever that address comes back. Within one timed batch
 # every answer is right (each input set is computed on first sight), so only new values at the same address

@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 10): plays honest for the first 12 calls (the length of the correctness protocol),
+# CHEAT (docs/anti-cheating.md, cheat 10): plays honest for the first 12 calls (the length of the correctness protocol),
 # then returns the output it computed for the first input of a shape whenever the shape repeats, so the
 # timed calls do no work. The call counter is a class attribute, so it survives new instances.
 # On the CPU the worker re-checks the last timed call against its own inputs -> result-cache. On a GPU the

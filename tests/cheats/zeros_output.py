@@ -1,4 +1,4 @@
-# CHEAT (CHEATS.md row 2): a kernel that writes zeros. For a tolerance that is loose compared with the
+# CHEAT (docs/anti-cheating.md, cheat 2): a kernel that writes zeros. For a tolerance that is loose compared with the
 # outputs (softmax values are ~1/dim) zeros could pass; the protocol fails a constant output where the
 # reference varies: degenerate-output.
 import torch

@@ -1,5 +1,5 @@
 """Models built on the GPU (`wire/model_init.py`) and GPU libraries loaded before a runner's first request
-(`judge/runner_libraries.py`), on a real device: equal weights on both sides whichever way a model is built, the
+(`judge/runners/libraries.py`), on a real device: equal weights on both sides whichever way a model is built, the
 host as a visible fallback, and the warm-up's seconds in the Result."""
 
 from __future__ import annotations

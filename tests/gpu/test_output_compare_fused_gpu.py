@@ -1,4 +1,4 @@
-"""The one-pass judgement of a large output on a real GPU (`judge/output_compare_fused.py`): the same verdicts as the
+"""The one-pass judgement of a large output on a real GPU (`judge/correctness/compare_fused.py`): the same verdicts as the
 sliced torch judgement, on the compiled kernels, and how much faster it is on a real-size output."""
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def test_a_first_output_kept_on_the_host_is_judged_on_the_gpu_slice_by_slice(mon
     when both are on the GPU."""
     from test_output_compare_fused import _case
 
-    from workbench.eval.judge import correctness
-    from workbench.eval.judge import output_compare_fused as fused
+    from workbench.eval.judge.correctness import check as correctness
+    from workbench.eval.judge.correctness import compare_fused as fused
 
     monkeypatch.setattr(correctness, "CHUNK", 3 * fused.BLOCK + 5)  # several slices, the last one ragged
     a, native, ref64 = _case(torch.float32, True, seed=7, device="cuda")

@@ -12,7 +12,7 @@ import torch
 from test_pool_refresh import SUM
 
 import workbench as wb
-from workbench.eval.judge.input_pool import InputPool
+from workbench.eval.judge.timing.inputs import InputPool
 from workbench.eval.wire.tensors import release_if_short
 from workbench.tasks.task import LoadedReference
 

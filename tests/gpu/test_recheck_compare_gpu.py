@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workbench.eval.judge import recheck_compare
+from workbench.eval.judge.correctness import recheck as recheck_compare
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""The spare runner on a GPU, where it is on by default (`judge/spare_runner.py`): a Triton candidate's second
+"""The spare runner on a GPU, where it is on by default (`judge/runners/spare.py`): a Triton candidate's second
 evaluation runs in the spare with its source's compiled kernels lent to it, the kernels a spare compiles reach its
 source's cache, and a new source is lent nothing."""
 
@@ -10,7 +10,7 @@ import secrets
 import pytest
 
 import workbench as wb
-from workbench.eval.judge import build_cache
+from workbench.eval.judge.runners import build_cache
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""The timing attacks of `tests/redteam/test_timing_forgery.py` in their GPU form (CHEATS.md rows 23-25): on a GPU
+"""The timing attacks of `tests/redteam/test_timing_forgery.py` in their GPU form (docs/anti-cheating.md, cheats 23-25): on a GPU
 the runner reports CUDA-event times, so a forged clock rewrites the event reading instead of the wall clock; the
 hidden-work attacks are the same code. The judge's clock around each batch must catch each one or leave it no
 faster than the honest control.

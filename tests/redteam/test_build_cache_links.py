@@ -1,4 +1,4 @@
-"""Issue 22 item 4, CHEATS.md row 27: a runner points the CUDA build cache outside its sandbox. It replaces its
+"""Issue 22 item 4, docs/anti-cheating.md, cheat 27: a runner points the CUDA build cache outside its sandbox. It replaces its
 build directory (`/tmp/torch_extensions`) with a symbolic link to a host directory; the judge used to copy
 `/proc/<pid>/root/tmp/torch_extensions` into the cache, resolving the link in its own filesystem, so the host's
 files landed in an entry the next runner of that source can read and print. Now the judge walks below the runner's
@@ -20,8 +20,8 @@ import pytest
 import workbench as wb
 from redteam.attacks import softmax_task
 from workbench.eval.caller.pool import shutdown_workers
-from workbench.eval.judge import build_cache
-from workbench.eval.judge.runner_handle import ForkServer, RunnerProcess
+from workbench.eval.judge.runners import build_cache
+from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
 from workbench.eval.runner import sandbox
 from workbench.eval.wire import runner_messages as protocol
 

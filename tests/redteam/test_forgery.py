@@ -1,4 +1,4 @@
-"""CHEATS.md row 14: forging the verdict. Runner messages carry data, never a status, and every one carries the job
+"""docs/anti-cheating.md, cheat 14: forging the verdict. Runner messages carry data, never a status, and every one carries the job
 id, the nonce and the next sequence number; anything else is a protocol violation, and the next candidate gets a
 fresh runner, so nothing a candidate sends can reach another candidate's verdict."""
 

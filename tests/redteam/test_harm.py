@@ -1,4 +1,4 @@
-"""CHEATS.md row 21: harm to the user. The runner sees an allow-listed environment, its own PID namespace, no
+"""docs/anti-cheating.md, cheat 21: harm to the user. The runner sees an allow-listed environment, its own PID namespace, no
 network, a read-only root without the user's files, a private scratch directory, and rlimits; its output is read
 through a bounded buffer, and the whole sandbox dies with the evaluation. Each test plants a canary and checks that
 the harm did not happen, not only the verdict."""

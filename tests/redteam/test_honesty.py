@@ -1,4 +1,4 @@
-"""CHEATS.md rows 17, 18, 22: computing elsewhere, behaving honestly only while checked, exploiting a weak task."""
+"""docs/anti-cheating.md, cheats 17, 18, 22: computing elsewhere, behaving honestly only while checked, exploiting a weak task."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Forged launch evidence (CHEATS.md rows 5, 26; issue 22 item 3): a Triton candidate that never lets its own kernel
+"""Forged launch evidence (docs/anti-cheating.md, cheats 5, 26; issue 22 item 3): a Triton candidate that never lets its own kernel
 do the work, computes with torch fetched by name, and makes the runner's launch report say otherwise.
 
 The runner is the candidate's own process, so everything it reports can be rewritten there. The runner binds its

@@ -1,4 +1,4 @@
-"""The judge keeps a task's timing pool from one candidate to the next (`judge/input_pool.py`). The earlier runner
+"""The judge keeps a task's timing pool from one candidate to the next (`judge/timing/inputs.py`). The earlier runner
 could write into that memory, so a pool kept this way must reach the next runner blank: else one candidate leaves
 the next a message (reference outputs of the deterministic correctness inputs, say) through memory the judge lends
 them both. Candidate A marks every kept buffer it can reach in its runner in every call; candidate B, in the same

@@ -1,4 +1,4 @@
-"""CHEATS.md rows 15, 16, 19, 20: tampering with the checker, finding the reference, slowing the reference, and
+"""docs/anti-cheating.md, cheats 15, 16, 19, 20: tampering with the checker, finding the reference, slowing the reference, and
 poisoning what later evaluations trust. None of it can work: the checker, the reference and the timer of the
 reference live in the judge, which never runs candidate code; each candidate has a runner of its own; the runner's
 filesystem is read-only."""
@@ -128,7 +128,7 @@ _t._perf_ns = _slow_clock
 
 
 def test_the_plain_spellings_of_these_attacks_are_rejected_before_anything_runs():
-    attacks = ["import workbench.eval.judge.output_compare as c\nc.compare = None\n",
+    attacks = ["import workbench.eval.judge.correctness.compare as c\nc.compare = None\n",
                "import sys\nsys.setprofile(lambda *a: None)\n",
                "import gc\nobjs = gc.get_objects()\n",
                "import sys\nframe = sys._getframe().f_back\n"]

@@ -1,4 +1,4 @@
-"""Forged times and hidden work (CHEATS.md rows 23-25): the runner is the candidate's process, so everything it
+"""Forged times and hidden work (docs/anti-cheating.md, cheats 23-25): the runner is the candidate's process, so everything it
 reports about time can be rewritten there. Each attack below fooled the verdict when the runner's own clock decided
 (fake speedups of 3x to 24x on this task); the judge's clock around each batch must now either catch it
 (`timer-patch`, `result-cache`) or leave it no faster than the honest control.

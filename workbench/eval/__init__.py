@@ -1,2 +1,2 @@
 """Evaluation: `evaluate()`, the trusted judge and the untrusted runner, the transport between them, the
-correctness protocol, anti-cheating checks, timing and the sandbox (DESIGN.md section 3)."""
+correctness protocol, anti-cheating checks, timing and the sandbox (docs/trust-boundary.md)."""

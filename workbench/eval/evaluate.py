@@ -17,7 +17,7 @@ from workbench.eval.caller.pool import judge_slots, prestart, run_job
 from workbench.eval.caller.progress import Cancelled
 from workbench.eval.caller.results import cancelled_result, result_from_reply
 from workbench.eval.options import EvalOptions
-from workbench.eval.wire.judge_messages import Job, Reply
+from workbench.eval.wire.judge_messages import CandidateSpec, Job, Reply
 from workbench.result import Result
 from workbench.tasks.task import Task, get_task
 
@@ -67,7 +67,7 @@ def make_job(task: Task, candidate: Candidate, opts: EvalOptions) -> Job:
     device = opts.device or default_device()
     size = task.size(opts.size, device)
     cuda = device.startswith("cuda")
-    return Job(task=task.to_spec(), candidate=candidate.to_spec(), device=device, size=size,
+    return Job(task=task.to_spec(), candidate=CandidateSpec(**candidate.to_spec()), device=device, size=size,
                check_sizes=tuple(_check_sizes(task, size, device, isinstance(opts.size, dict))),
                timeout=opts.timeout if opts.timeout is not None else DEFAULT_TIMEOUT["cuda" if cuda else "cpu"],
                compile_timeout=opts.compile_timeout if opts.compile_timeout is not None else DEFAULT_COMPILE_TIMEOUT,
@@ -90,7 +90,7 @@ def _task_and_candidate(task: Task | str, candidate: Candidate | str) -> tuple[T
 def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = None, *,
              options: EvalOptions | None = None, store: Any = None, **overrides: Any) -> Result:
     """Check and time `candidate` on `task`: a trusted judge process checks it, and the candidate runs in a fresh
-    sandboxed runner of its own (DESIGN.md section 3).
+    sandboxed runner of its own (docs/trust-boundary.md).
 
     options: an `EvalOptions` (device, size, seed, rounds, timeout, compile_timeout, time_it, compile_reference,
     on_progress, cancel); keyword arguments of the same names override it, and `device` may be given positionally.
@@ -118,22 +118,13 @@ def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = 
 
 
 def _annotate(result: Result, task: Task, reply: Reply) -> None:
-    """Roofline fields (FLOPs, bytes, SOL, bound, faster-than-physics) when the roofline package is present, on the
-    judge's measured ceilings where the device has no datasheet roof."""
-    counted = reply.counted
-    try:
-        from roofline import annotate_result
-    except ImportError:
-        if counted:
-            result.flops = counted.get("flops")
-            result.bytes = counted.get("bytes")
-        return
-    ceilings = None
-    if reply.ceilings is not None:
-        from roofline.ceilings import Ceilings
+    """Roofline numbers (FLOPs, bytes, SOL, bound) for the Result, on the judge's measured ceilings where the device
+    has no datasheet roof. Numbers only: the status is the judge's (`judge/verdict.py`), never changed here."""
+    from roofline import annotate_result
+    from roofline.ceilings import Ceilings
 
-        ceilings = Ceilings.from_dict(reply.ceilings)
-    annotate_result(result, task, counted, ceilings=ceilings)
+    ceilings = Ceilings.from_dict(reply.ceilings) if reply.ceilings is not None else None
+    annotate_result(result, task, reply.counted, ceilings=ceilings)
 
 
 def evaluate_many(task: Task | str, candidates: Iterable[Candidate], device: str | None = None, *,

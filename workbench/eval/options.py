@@ -2,7 +2,7 @@
 
 Everything that evaluates (the `evaluate` API, `evaluate_many`, the `%%kwb` magic, the editor widget, sweeps,
 studies, the LLM agent and `kwb eval`) passes this object instead of a row of loose arguments, so a new option is
-added in one place and every client gets it (STYLE.md convention 3).
+added in one place and every client gets it (typed records cross every boundary).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The input distributions of the correctness rounds (CHEATS.md row 11: shortcuts that only hold for the
+"""The input distributions of the correctness rounds (docs/anti-cheating.md, cheat 11: shortcuts that only hold for the
 benchmark's inputs), by name.
 
 A round's inputs come from the task's own `get_inputs` with its random draws rerouted (workbench.tasks.reroute), so

@@ -5,7 +5,7 @@ Sizes: KernelBench problems put their sizes in module-level constants that `get_
 size override is a plain re-assignment; constants computed from overridden ones follow (workbench.tasks.constants).
 `fit="cpu"` shrinks every size constant to a CPU size by the rules in workbench.tasks.fit.
 
-Kernel policy by level (DESIGN.md section 4; docs/verdicts.md says why):
+Kernel policy by level (docs/verdicts.md; docs/verdicts.md says why):
     level 1   "strict"   a single op: a candidate calling the same library op does no work of its own
     level 2+  "partial"  fused op sequences and whole models: keeping cuDNN's conv or cuBLAS's GEMM and fusing the
                          rest is the standard strategy; coverage on a GPU judges the share done by the candidate

@@ -1,5 +1,5 @@
 """Precision policy of a task: which reduced-precision shortcuts the library may take, for reference and candidate
-alike (DESIGN.md section 4, CHEATS.md row 12).
+alike (docs/verdicts.md, docs/anti-cheating.md, cheat 12).
 
 Why a policy at all. PyTorch's defaults are not IEEE fp32: `torch.backends.cudnn.allow_tf32` is True, so every
 fp32 convolution on an Ampere-or-newer GPU multiplies TF32 operands (10-bit mantissa), and fp16/bf16 GEMMs may

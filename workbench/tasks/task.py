@@ -38,7 +38,7 @@ class Tolerance:
     rtol: float
 
 
-#: Per-dtype defaults. fp32 is tight enough that fp16 arithmetic (~5e-4 relative) fails (CHEATS.md row 12).
+#: Per-dtype defaults. fp32 is tight enough that fp16 arithmetic (~5e-4 relative) fails (docs/anti-cheating.md, cheat 12).
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "float64": Tolerance(1e-9, 1e-9),
     "float32": Tolerance(1e-5, 1e-5),
@@ -46,7 +46,7 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "bfloat16": Tolerance(2e-2, 2e-2),
 }
 
-#: Kernel policies (DESIGN.md section 4). "strict": every FLOP in the candidate's own kernels, torch compute in
+#: Kernel policies (docs/verdicts.md). "strict": every FLOP in the candidate's own kernels, torch compute in
 #: forward is rejected statically. "partial": library calls (cuDNN conv, cuBLAS GEMM) may do part of the work; the
 #: runtime coverage check judges how much. A candidate with no kernel of its own is rejected under both.
 KERNEL_POLICIES = ("strict", "partial")

@@ -3,7 +3,7 @@
 
 The judge is trusted but still a separate process: the notebook never imports a reference or a candidate, and a
 judge that dies (or is killed to cancel a run) takes its fork server and the candidate's runner with it. Candidate
-code never runs in the judge either: each candidate gets a fresh sandboxed runner (`judge/runner_handle.py`). The
+code never runs in the judge either: each candidate gets a fresh sandboxed runner (`judge/runners/process.py`). The
 judge's environment has secrets removed; a runner's is built from an allow-list.
 """
 
@@ -103,7 +103,7 @@ class Judge:
         self.workdir = tempfile.mkdtemp(prefix="kwb_judge_")
         env = scrubbed_env(device)
         env["KWB_WORKDIR"] = self.workdir
-        env["KWB_JUDGE_PEERS"] = str(peers)  # the judges of a device share its memory (judge/input_pool.py)
+        env["KWB_JUDGE_PEERS"] = str(peers)  # the judges of a device share its memory (judge/timing/inputs.py)
         self.proc = subprocess.Popen(
             module_command("workbench.eval.judge.main", device),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -19,7 +19,7 @@ _SAME_NAME = ("device_name", "max_abs_err", "max_rel_err", "timing", "reference_
               "judge_clock_timing", "coverage", "kernel_policy", "precision", "sandbox", "speedup_verdict",
               "speedup_basis", "speedup_ci", "speedup", "log")
 #: Reply fields that are dicts, copied so the Result owns its own.
-_DICTS = ("versions", "details", "error_budget", "protocol", "telemetry", "stage_seconds", "evidence")
+_DICTS = ("versions", "details", "error_budget", "telemetry", "stage_seconds", "evidence")
 
 
 def _identity(task: Task, cand: Candidate, job: Job) -> dict[str, Any]:
@@ -45,7 +45,8 @@ def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Re
     fields: dict[str, Any] = {**_identity(task, cand, job), **{name: getattr(reply, name) for name in _SAME_NAME},
                               **{name: dict(getattr(reply, name)) for name in _DICTS}}
     result = Result(status=reply.status, message=message, flags=list(reply.flags),
-                    warnings=list(dict.fromkeys(reply.warnings)), metadata=_metadata(cand, reply.judge_pid), **fields)
+                    warnings=list(dict.fromkeys(reply.warnings)), metadata=_metadata(cand, reply.judge_pid),
+                    protocol=reply.diagnostics.as_dict(), **fields)
     if reply.sandbox_reason:
         result.protocol["sandbox_reason"] = reply.sandbox_reason
     if result.timing and result.reference_timing and result.timing.clock != "interpreter":
@@ -61,7 +62,7 @@ def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Re
 
 def _judge_died_message(reply: Reply, cand: Candidate, job: Job) -> str:
     """The judge itself died or stopped answering (not the candidate's runner, whose faults the judge reports)."""
-    from workbench.eval.judge.fault_messages import died_message
+    from workbench.eval.judge.runners.faults import died_message
 
     return "the evaluation's judge process " + died_message(reply.status, reply.died, reply.log, cand.source,
                                                             cand.language or "", job.device, job.timeout)

@@ -1,4 +1,4 @@
-"""What each verdict input rests on (DESIGN.md section 3, evidence; CHEATS.md row 26), and the rule that a strict-policy
+"""What each verdict input rests on (docs/trust-boundary.md, evidence; docs/anti-cheating.md, cheat 26), and the rule that a strict-policy
 "ok" may not rest on evidence only the runner made.
 
 Every Result says, per input (`Result.evidence`):

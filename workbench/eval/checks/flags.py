@@ -42,7 +42,7 @@ class Finding:
 
 
 _FLAG_LIST = [
-    # correctness protocol (CHEATS.md rows 1, 2, 3, 11, 12 and type checks)
+    # correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12 and type checks)
     FlagInfo("mismatch", REJECT, "output differs from the float64 reference beyond tolerance",
              "compare your indexing, masks and accumulation dtype with the reference", "incorrect"),
     FlagInfo("non-finite", REJECT, "output contains NaN or Inf where the reference is finite",
@@ -140,13 +140,3 @@ def first_per_flag(findings: list[Finding]) -> list[Finding]:
             seen.add(f.flag)
             out.append(f)
     return out
-
-
-def verdict(findings: list[Finding]) -> tuple[str | None, list[str], str]:
-    """(status or None if nothing rejects, flag names, message lines) for a list of findings."""
-    rejecting = [f for f in findings if f.severity == REJECT]
-    status = None
-    if rejecting:
-        status = "rejected" if any(f.info.status == "rejected" for f in rejecting) else "incorrect"
-    names = list(dict.fromkeys(f.flag for f in findings))
-    return status, names, "\n".join(f.line() for f in findings)

@@ -1,4 +1,4 @@
-"""The judge's reading of what a runner reported (CHEATS.md rows 4, 5, 8, 17): launches of the candidate's own
+"""The judge's reading of what a runner reported (docs/anti-cheating.md, cheats 4, 5, 8, 17): launches of the candidate's own
 kernels, threads left running, and the share of GPU time in the candidate's own kernels (coverage).
 
 Kernel names are taken from the candidate's source by the judge (`own_kernel_names`), never from the runner, so a
@@ -126,7 +126,7 @@ HOST_WORK_MIN_MS = 1.0
 def judge_host_work(kernels: dict[str, float], median_ms: float) -> list[Finding]:
     """Compare the GPU kernel time of one profiled forward with the candidate's measured time: a launch-bound
     honest candidate still spends a fair share on the GPU, one that computes on the host and copies spends almost
-    nothing there (CHEATS.md row 17)."""
+    nothing there (docs/anti-cheating.md, cheat 17)."""
     gpu_ms = sum(kernels.values()) / 1e3
     if median_ms >= HOST_WORK_MIN_MS and gpu_ms < HOST_WORK_SHARE * median_ms:
         return [Finding("host-compute", f"GPU kernels ran {gpu_ms:.3f} ms of a {median_ms:.3f} ms forward: the work "

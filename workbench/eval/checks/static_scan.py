@@ -1,10 +1,10 @@
-"""Static (AST) anti-cheating checks on candidate source (CHEATS.md rows 4, 6, 8, 10, 15, 16, 17).
+"""Static (AST) anti-cheating checks on candidate source (docs/anti-cheating.md, cheats 4, 6, 8, 10, 15, 16, 17).
 
 They run before any candidate code does. Each finding has a flag from `workbench.eval.checks.flags.FLAGS`; reject-severity
 findings stop the evaluation. The checks aim at what a kernel *does in forward*: allocating outputs, views and
 launching kernels is allowed; fallbacks, caches, threads, the reference and the harness are not.
 
-The task's kernel policy (DESIGN.md section 4) decides about torch compute in forward: under "strict" it is flagged
+The task's kernel policy (docs/verdicts.md) decides about torch compute in forward: under "strict" it is flagged
 (`torch-compute-in-forward`), and the judge confirms or clears the finding from a record of what ran, since a torch
 call in a branch that never runs or an identity (eval-mode dropout) computes nothing (`what_ran.py`); under "partial"
 library calls may do part of the work (cuDNN's convolution with the epilogue in the candidate's kernel, KernelBench

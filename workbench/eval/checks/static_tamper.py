@@ -1,4 +1,4 @@
-"""Static checks for reaching into the harness or computing elsewhere (CHEATS.md rows 9, 15, 16, 17).
+"""Static checks for reaching into the harness or computing elsewhere (docs/anti-cheating.md, cheats 9, 15, 16, 17).
 
 `harness-tamper` (reject): trace/profile hooks, stack frames, the collector's object graph, code-object swaps and
 workbench's own modules. The judge runs in another process, so none of these can find it; a candidate that tries is
@@ -13,7 +13,7 @@ import ast
 
 from workbench.eval.checks.flags import Finding
 
-#: Calls that reach into the interpreter or the harness (CHEATS.md rows 15, 16): trace/profile hooks, frames, the
+#: Calls that reach into the interpreter or the harness (docs/anti-cheating.md, cheats 15, 16): trace/profile hooks, frames, the
 #: collector's object graph. A kernel needs none of them. Canonical dotted names, import aliases resolved.
 TAMPER_CALLS = {
     "sys.setprofile", "sys.settrace", "threading.setprofile", "threading.settrace", "threading.setprofile_all_threads",
@@ -26,7 +26,7 @@ TAMPER_CALLS = {
 TAMPER_ATTRS = {"f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 #: Packages that make up the harness; a candidate importing or looking one up is reaching for the checker.
 HARNESS_PACKAGES = ("workbench",)
-#: Libraries that compute outside the candidate's kernels (CHEATS.md row 17): warned, coverage judges on a GPU.
+#: Libraries that compute outside the candidate's kernels (docs/anti-cheating.md, cheat 17): warned, coverage judges on a GPU.
 FOREIGN_MODULES = {"numpy", "ctypes", "cffi", "subprocess", "scipy", "numba", "jax", "cupy", "tensorflow"}
 
 
@@ -41,7 +41,7 @@ def dotted(node: ast.expr, imports: dict[str, str]) -> str:
 
 def harness_tamper(tree: ast.Module, imports: dict[str, str]) -> list[Finding]:
     """Trace/profile hooks, frame walks, the collector's object graph, code-object swaps, the harness's modules
-    (CHEATS.md rows 9, 15, 16). The judge lives in another process, so these find nothing there; a candidate trying
+    (docs/anti-cheating.md, cheats 9, 15, 16). The judge lives in another process, so these find nothing there; a candidate trying
     them is still cheating, and says so."""
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
@@ -101,7 +101,7 @@ def _sys_modules_use(node: ast.Attribute, parents: dict[int, ast.AST]) -> str:
 
 def foreign_compute(tree: ast.Module, forward: list[ast.FunctionDef]) -> list[Finding]:
     """Imports of libraries that compute off the candidate's kernels, and `.numpy()` in forward (a warning: the
-    GPU coverage check judges whether real work happened elsewhere; CHEATS.md row 17)."""
+    GPU coverage check judges whether real work happened elsewhere; docs/anti-cheating.md, cheat 17)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -129,7 +129,7 @@ def _timer(name: str) -> bool:
 
 def timer_patch(tree: ast.Module, imports: dict[str, str]) -> list[Finding]:
     """Assignments to a timer (`time.perf_counter = ...`, `torch.cuda.Event.elapsed_time = ...`) or the same through
-    setattr (CHEATS.md row 9)."""
+    setattr (docs/anti-cheating.md, cheat 9)."""
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):

@@ -9,7 +9,7 @@ them and sends them in its reply; the caller only turns them into a roof.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -41,17 +41,24 @@ def _default_threads() -> Iterator[None]:
         torch.set_num_threads(timing_threads)
 
 
-def measured_ceilings(device: str, device_name: str, clock: str | None) -> tuple[dict[str, Any] | None, str]:
-    """(the device's ceilings as a dict, "") when the reply needs them; (None, why not) when measuring failed (the
-    caller then tries once itself, as `roofline.sol` does without ceilings); (None, "") when no measured roof is
-    needed."""
+def measured_ceilings(device: str, device_name: str, clock: str | None,
+                      measuring: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+                      ) -> tuple[dict[str, Any] | None, str]:
+    """(the device's ceilings as a dict, "") when a verdict or a SOL needs them; (None, why not) when measuring
+    failed; (None, "") when no measured roof is needed. From the disk cache, else measured inside `measuring()` (the
+    evaluation makes it an exclusive hold of the device: a measurement owns the device, a cache read needs none)."""
     try:
         if not needs_measured_roof(device, device_name, clock):
             return None, ""
-        from roofline.ceilings import get_ceilings
+        from roofline.ceilings import get_ceilings, load_cached
 
         gpu = device.startswith("cuda") or clock == "cuda-events"
+        target = device if gpu else "cpu"
         with _default_threads():
-            return get_ceilings(device if gpu else "cpu").to_dict(), ""
+            cached = load_cached(target)
+            if cached is not None:
+                return cached.to_dict(), ""
+            with measuring():
+                return get_ceilings(target).to_dict(), ""
     except Exception as exc:  # noqa: BLE001 - no roof is a note on the result, never a failed evaluation
         return None, f"could not measure the roofline ceilings: {type(exc).__name__}: {exc}"[:300]

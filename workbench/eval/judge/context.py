@@ -1,6 +1,6 @@
 """What the judge process keeps between evaluations, and how its runners reach shared memory.
 
-Everything here is trusted, judge-side state reused by every later candidate (DESIGN.md section 4, speed): loaded
+Everything here is trusted, judge-side state reused by every later candidate (docs/verdicts.md, speed): loaded
 references, built reference models, the reference's correctness rounds, FLOP/byte counts and compiled references,
 each bounded so a study over hundreds of tasks cannot fill the GPU with them.
 """
@@ -20,8 +20,8 @@ import torch
 
 from workbench.eval.judge.device_lock import DeviceLock
 from workbench.eval.judge.progress import ProgressHook
-from workbench.eval.judge.reference_rounds import ReferenceCache
-from workbench.eval.judge.runner_handle import RunnerDied, RunnerProcess, RunnerViolation
+from workbench.eval.judge.reference.rounds import ReferenceCache
+from workbench.eval.judge.runners.process import RunnerDied, RunnerProcess, RunnerViolation
 from workbench.tasks.task import LoadedReference, Task
 
 
@@ -52,6 +52,9 @@ class Context:
 
     fork_server: Any
     workdir: str
+    #: What starts a runner: `RunnerProcess` (a sandboxed process from the fork server); tests of the judge's logic
+    #: put a scripted in-process runner with the same interface here (tests/fake_runner.py).
+    runner_class: type[RunnerProcess] = RunnerProcess
     transport: str = "auto"
     share_ipc: bool = False
     transport_note: str = ""
@@ -129,7 +132,7 @@ class Context:
     def release_spare(self) -> None:
         """Close the spare runner (the judge has been idle, ends, or needs the memory its CUDA context holds)."""
         if self.spare is not None:
-            from workbench.eval.judge.spare_runner import discard
+            from workbench.eval.judge.runners.spare import discard
 
             discard(self.spare)
             self.spare = None

@@ -21,8 +21,12 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
+
+from workbench.eval.judge.runners.process import RunnerProcess, RunnerViolation
+from workbench.eval.wire import runner_messages as protocol
 
 #: The modes a stage may need, weakest first.
 NONE, SHARED, EXCLUSIVE = 0, 1, 2
@@ -160,3 +164,56 @@ class DeviceLock:
 def held(lock: DeviceLock | None, mode: int) -> contextlib.AbstractContextManager[float]:
     """`lock.hold(mode)`, or a block that waited 0 s where there is no lock (a judge alone on its device)."""
     return lock.hold(mode) if lock is not None else contextlib.nullcontext(0.0)
+
+
+#: Pauses of one request that let go of the device.
+MAX_PAUSES = 64
+#: Seconds a compile runs holding the device before its pause lets go (module doc).
+GRACE_S = 0.25
+
+
+@dataclass
+class PauseLog:
+    """What the pauses of one candidate's requests came to (protocol `compile_pauses` in the Result)."""
+
+    #: Pauses the runner asked for, and those that let go of the device.
+    count: int = 0
+    released: int = 0
+    #: Seconds the candidate compiled without holding the device, and seconds spent getting the device back.
+    compiling_s: float = 0.0
+    waited_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "released": self.released, "compiling_s": round(self.compiling_s, 3),
+                "waited_s": round(self.waited_s, 3)}
+
+
+def reply(runner: RunnerProcess, kind: str, timeout: float, release: Callable[[], Any] | None,
+          log: PauseLog) -> protocol.Message:
+    """The runner's reply of `kind` (or a Fault) to the request just sent, answering its compile pauses on the way.
+    `release()` is a context manager that lets go of the judge's shared hold for the block and takes it back after; what
+    it yields says whether it let go (`let_go`) and how long taking the hold back took (`waited`), as
+    `DeviceLock.released` does; None: no lock to let go of."""
+    deadline = time.monotonic() + timeout
+    pauses = 0
+    while True:
+        message = runner.receive({kind, "compiling"}, deadline)
+        if not isinstance(message, protocol.Compiling):
+            return message
+        if message.done:
+            raise RunnerViolation("the runner ended a compile pause it never started", runner.log_tail())
+        pauses += 1
+        log.count += 1
+        started = time.monotonic()
+        quick = runner.answers_within(min(GRACE_S, max(0.0, deadline - started)))
+        let_go = release is not None and pauses <= MAX_PAUSES and not quick
+        with release() if let_go else contextlib.nullcontext() as held:
+            end = runner.receive({"compiling"}, deadline)
+            if not (isinstance(end, protocol.Compiling) and end.done):
+                raise RunnerViolation(f"the runner sent {end.kind!r} inside a compile pause", runner.log_tail())
+            log.compiling_s += time.monotonic() - started
+        if getattr(held, "let_go", False):
+            log.released += 1
+            log.waited_s += held.waited
+            deadline += held.waited
+        runner.send(protocol.Proceed())

@@ -1,62 +1,59 @@
-"""One evaluation inside the judge, as named stages: scan -> load -> check -> count -> time -> cover -> verdict.
+"""One evaluation inside the judge, as the stages run: scan -> load (calibrate inside) -> check -> count ->
+[compile] -> time (cover inside) -> [ran] -> evidence -> verdict.
 
-The judge is trusted: it never imports candidate code. Candidate code runs in a fresh, sandboxed runner for this
-evaluation only (`candidate_session.py`); every verdict below is computed here from what the judge itself measured
-(the reference, the comparison, its own clock) and from data the runner reported (launches, forms, samples, kernel
-profiles), which only ever counts against the candidate. Each stage either returns or raises `Stop` with a reply;
-the driver `run()` turns runner deaths and protocol violations into replies too. Where every second goes is in the
-reply's `stage_seconds` (the timing's input pool and harness calibration, made before the candidate is imported,
-count as "calibrate").
+The judge never imports candidate code: the candidate runs in a fresh sandboxed runner for this evaluation only
+(`runners/session.py`). Each stage either returns or ends the evaluation through `judge/verdict.py`, the one place
+that decides a status; `run()` turns runner deaths, protocol violations and the judge's own out-of-memory into
+verdicts there too. `Evaluation` declares everything an evaluation holds; the stages' helpers in the concept folders
+take it typed. Where every second goes is in `stage_seconds` (waiting for the device lock as "wait").
 """
 
 from __future__ import annotations
 
 import os
 import time
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from workbench.candidate import BASELINE_POLICY
 from workbench.errors import TaskError
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks import static_scan as static_checks
 from workbench.eval.checks.evidence import Evidence
-from workbench.eval.checks.flags import Finding, first_per_flag, verdict
 from workbench.eval.checks.what_ran import WhatRan
-from workbench.eval.judge import (
-    check_rounds,
-    evidence_stage,
-    ran_stage,
-    reference_compile,
-    reference_runner,
-    timing_stage,
-    trace,
-)
-from workbench.eval.judge import fault_messages as faults
-from workbench.eval.judge.candidate_session import CandidateSession, RemoteError
+from workbench.eval.judge import trace, verdict
+from workbench.eval.judge.ceilings import measured_ceilings
 from workbench.eval.judge.context import Context, task_key
-from workbench.eval.judge.correctness import CandidateFailure, run_correctness
-from workbench.eval.judge.counting import count_work
+from workbench.eval.judge.correctness.check import CandidateFailure, CheckReport, run_correctness
 from workbench.eval.judge.device_lock import EXCLUSIVE, NONE, SHARED, held
-from workbench.eval.judge.input_pool import free_bytes
-from workbench.eval.judge.reference_rounds import build_reference
-from workbench.eval.judge.reply import Stop
-from workbench.eval.judge.runner_handle import RunnerDied, RunnerViolation
-from workbench.eval.judge.runner_start import close_runner, load_candidate, settle_spare, start_runner, start_spare
-from workbench.eval.judge.timing import ReferenceSide
+from workbench.eval.judge.evidence import stage as evidence_stage
+from workbench.eval.judge.reference import ahead, compiled
+from workbench.eval.judge.reference import runner as reference_runner
+from workbench.eval.judge.reference.counting import count_work
+from workbench.eval.judge.reference.rounds import ReferenceRounds, build_reference
+from workbench.eval.judge.runners import faults
+from workbench.eval.judge.runners.process import RunnerDied, RunnerViolation
+from workbench.eval.judge.runners.session import CandidateSession, RemoteError
+from workbench.eval.judge.runners.spare import Spare, SpareKey
+from workbench.eval.judge.runners.start import close_runner, load_candidate, settle_spare, start_runner, start_spare
+from workbench.eval.judge.timing import stage as timing_stage
+from workbench.eval.judge.timing.inputs import free_bytes
+from workbench.eval.judge.timing.pair import ReferenceSide
+from workbench.eval.judge.verdict import Stop
 from workbench.eval.wire import model_init
+from workbench.eval.wire.diagnostics import Diagnostics
+from workbench.eval.wire.judge_messages import CandidateSpec, Job
+from workbench.result import BASELINE_POLICY
 from workbench.tasks import precision
 from workbench.tasks.task import LoadedReference, Task
 
 #: The device lock each stage holds (`device_lock.py`): measurements own the device, every other use of it shares
 #: (the candidate's import inside "load" included); starting the next runner and scanning hold none. "calibrate"
-#: shares the device while it draws the timing pool and takes it exclusively only for its two measurements
-#: (`timing_stage.prepare`).
+#: shares the device while it draws the timing pool and takes it exclusively only for its two measurements.
 STAGE_LOCKS = {"calibrate": SHARED, "time": EXCLUSIVE, "check": SHARED, "evidence": SHARED, "count": SHARED,
                "ran": SHARED, "cover": SHARED}
 
@@ -67,63 +64,180 @@ def _is_out_of_memory(exc: BaseException) -> bool:
 
 
 @dataclass
+class RunnerState:
+    """The candidate's runner and what it was started with (`runners/start.py`)."""
+
+    session: CandidateSession | None = None
+    spare_key: SpareKey | None = None
+    #: The spare runner this evaluation was given (started during the previous candidate), if any.
+    spare: Spare | None = None
+    #: The CUDA build cache's key for this source, and the entry found for it (None: compiled now).
+    build_key: str | None = None
+    build_entry: Path | None = None
+    #: This source's Triton cache, bound into the runner.
+    triton_dir: Path | None = None
+
+
+@dataclass
 class Evaluation:
-    job: dict[str, Any]
+    """Everything one evaluation holds (module doc)."""
+
+    job: Job
     ctx: Context
     task: Task = field(init=False)
+    candidate: CandidateSpec = field(init=False)
     device: str = field(init=False)
-    base: dict[str, Any] = field(default_factory=dict)
+    #: The kernel policy the verdict applies: the task's, or "baseline" for a declared PyTorch baseline.
+    policy: str = field(init=False)
+    precision: precision.Precision = field(init=False)
+    #: The timing size, bf16 made float32 under the interpreter (`_cpu_safe`).
+    time_size: dict[str, Any] = field(init=False)
+    #: What the judge's caches are keyed by (`context.task_key`).
+    key: str = field(init=False)
+    # -- what the reply says beside the verdict --
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    evidence: Evidence = field(default_factory=Evidence)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    session: CandidateSession | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    device_name: str = ""
+    sandbox: str = ""
+    sandbox_reason: str = ""
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    # -- the runner, the reference, the timing --
+    runner: RunnerState = field(default_factory=RunnerState)
     plan: timing_stage.TimingPlan | None = None
-    #: A static torch-compute finding waiting for a runtime record (workbench.eval.checks.what_ran).
+    #: A static torch-compute finding waiting for a record of what ran (`checks/what_ran.py`).
     ran: WhatRan | None = None
-    #: What each verdict input rests on (`checks/evidence.py`); in every reply, rejected ones included.
-    evidence: Evidence = field(default_factory=Evidence)
-    #: The background compile of the reference this evaluation started (`reference_compile`), if any.
-    compile_job: reference_compile.CompileJob | None = None
+    #: The background compile of the reference this evaluation started, if any.
+    compile_job: compiled.CompileJob | None = None
     #: Whether this evaluation made the correctness rounds' reference side (none kept from an earlier one).
     rounds_made_here: bool = False
-    #: Rounds holding one made ahead for a check that may not come (`check_rounds.make_ahead`).
-    held_rounds: Any = None
+    #: Rounds holding one made ahead for a check that may not come (`reference/ahead.make_ahead`).
+    held_rounds: ReferenceRounds | None = None
+    #: The device's measured roofline ceilings, once asked for (`_ceilings`).
+    _roof: tuple[dict[str, Any] | None, str] | None = None
 
     def __post_init__(self) -> None:
-        self.task = Task.from_spec(self.job["task"])
+        self.task = Task.from_spec(self.job.task)
         self.key = task_key(self.task)
-        self.cand = self.job["candidate"]
-        self.device = self.job["device"]
-        self.seed = int(self.job.get("seed", 0))
-        self.timeout = float(self.job.get("timeout", 60.0))
+        self.candidate = self.job.candidate
+        self.device = self.job.device
         self.policy = getattr(self.task, "kernel_policy", "strict") or "strict"
-        if self.cand.get("baseline") and self.cand["language"] == "torch":
+        if self.candidate.baseline and self.candidate.language == "torch":
             self.policy = BASELINE_POLICY  # a declared PyTorch baseline: timed, the kernel policy not applied
         self.precision = self.task.precision
-        self.time_size = self._cpu_safe(self.job["size"])
-        self.base = {"versions": {}, "device_name": "", "sandbox": self.ctx.fork_server.sandbox,
-                     "kernel_policy": self.policy, "precision": self.precision.name, "protocol": {},
-                     "stage_seconds": {}, "evidence": self.evidence.levels}
-        self.base["protocol"]["evidence"] = self.evidence.how
+        self.sandbox = self.ctx.fork_server.sandbox
+        self.time_size = self._cpu_safe(self.job.size)
+
+    @property
+    def seed(self) -> int:
+        return self.job.seed
+
+    @property
+    def timeout(self) -> float:
+        return self.job.timeout
+
+    @property
+    def session(self) -> CandidateSession:
+        """The candidate's runner session (set by the load stage)."""
+        assert self.runner.session is not None, "no runner yet: the load stage starts it"
+        return self.runner.session
 
     # ---- driver ---------------------------------------------------------------------------------------------
     def run(self, retry_out_of_memory: bool = True) -> dict[str, Any]:
+        """The evaluation's reply fields (status decided by `judge/verdict.py`)."""
         self.ctx.tidy()  # what the last evaluation left for after its reply, if its caller did not run it yet
-        # The task's precision policy around every reference computation in the judge (the runner applies it too).
-        with precision.applied(self.precision, self.device):
+        with precision.applied(self.precision, self.device):  # around every reference computation in the judge
             reply = self._run()
         if reply.pop("out_of_memory", False) and retry_out_of_memory and self.ctx.drop_device_caches(self.key):
-            # What the judge kept of earlier tasks (reference rounds, models) may have taken the memory: once more
-            # without them, and only once (this evaluation's own models are cached again by the retry).
+            # What the judge kept of earlier tasks may have taken the memory: once more without it, only once.
             again = type(self)(self.job, self.ctx).run(retry_out_of_memory=False)
             again.pop("out_of_memory", None)
-            again.setdefault("protocol", {})["out_of_memory_retry"] = "judge caches dropped, evaluated once more"
+            again["diagnostics"].out_of_memory_retry = "judge caches dropped, evaluated once more"
             return again
         return reply
 
+    def _run(self) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        try:
+            self._stage("scan", self.scan)
+            self._stage("load", self.load)
+            report = self._stage("check", self.check)
+            result = self.assess(report)
+            self._stage("count", self.count, result)
+            if self.job.time_it:
+                compiled_ref = self._stage("compile", self.compiled_reference) if self._wants_compiled() else None
+                self._stage("time", self.time, result, compiled_ref)
+            if self.ran is not None and self.ran.pending:
+                self._stage("ran", self.settle, result)
+            self._stage("evidence", self.settle_evidence, result)
+            self._stage("verdict", self.physics, result)
+            return self._reply(verdict.accepted(result, self.warnings))
+        except Stop as stop:
+            return self._reply({**stop.reply, "warnings": self.warnings})
+        except CandidateFailure as exc:
+            if self.ran is not None and self.ran.pending:
+                # A static torch-compute finding waited for a GPU profile, and the candidate raised later: no
+                # profile will clear the finding now, so it stands.
+                decision = verdict.decide([self.ran.after_failure(
+                    f"the candidate raised in the {exc.stage} stage ({str(exc)[:300]}) before a GPU profile could "
+                    "show what ran")])
+                return self._reply({"warnings": self.warnings, "status": decision.status, "flags": decision.flags,
+                                    "message": decision.message})
+            return self._reply({"warnings": self.warnings, **self._candidate_failure(exc)})
+        except RunnerDied as died:
+            return self._reply(verdict.runner_died(died.kind, died.detail, died.log, self.candidate.source,
+                                                   self.candidate.language, self.device, self.timeout))
+        except RunnerViolation as bad:
+            return self._reply(verdict.protocol_violation(bad.detail, bad.log))
+        except TaskError as exc:
+            return self._reply(verdict.task_failed(exc, _is_out_of_memory(exc)))
+        except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
+            if not faults.out_of_memory(type(exc).__name__, str(exc)) and "cuMemAlloc failed with error 2" not in \
+                    str(exc):
+                raise
+            return self._reply(verdict.too_big(self._too_big(exc)))
+        finally:
+            self._release()
+
+    def _reply(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """The reply's fields: what the stages decided, and what every reply says (versions, sandbox, policies,
+        seconds, evidence, diagnostics; the ceilings a timed result's SOL needs)."""
+        reply = {"versions": self.versions, "device_name": self.device_name, "sandbox": self.sandbox,
+                 "sandbox_reason": self.sandbox_reason, "kernel_policy": self.policy,
+                 "precision": self.precision.name, "stage_seconds": self.stage_seconds,
+                 "evidence": self.evidence.levels, **fields, "diagnostics": self.diagnostics}
+        self.diagnostics.evidence = self.evidence.how
+        if reply.get("timing"):
+            ceilings, why_not = self._ceilings(reply["timing"]["clock"])
+            if ceilings is not None:
+                reply["ceilings"] = ceilings
+            if why_not:
+                self.diagnostics.ceilings = why_not
+        return reply
+
+    def _release(self) -> None:
+        """What an evaluation lets go of as it ends, whatever its verdict."""
+        if self.held_rounds is not None:  # a candidate that failed to import never used it
+            self.held_rounds.drop_ahead()
+        if self.compile_job is not None and self.compile_job.running:
+            self.compile_job.take()  # it compiles under this evaluation's precision policy, restored as run ends
+        if self.runner.session is not None:
+            if self.session.pauses.count:
+                self.diagnostics.compile_pauses = self.session.pauses.to_dict()
+            close_runner(self)
+        if self.plan is not None and self.plan.pool.keepable:
+            # Its runner is killed: the next candidate of this task, size and seed is lent the pool (and the
+            # reference's runner with it).
+            self.ctx.keep_pool(self.timing_key, self.plan.pool)
+        elif self.plan is not None:
+            self.plan.pool.drop_reference_runner()
+        self.plan = None  # its memory, and the judge's cached GPU memory, go back after the reply (`Context.tidy`)
+
     def _stage(self, name: str, fn: Any, *args: Any) -> Any:
         """Run one stage, holding the device lock as the stage needs it (`STAGE_LOCKS`); its seconds, and the
-        seconds spent waiting for the lock ("wait"), go to stage_seconds."""
-        stages = self.base["stage_seconds"]
+        seconds spent waiting for the lock ("wait"), go to stage_seconds, its peak GPU memory to the diagnostics."""
         cuda = self.device.startswith("cuda") and torch.cuda.is_initialized()
         with self._device(STAGE_LOCKS.get(name, NONE)), trace.span(f"stage {name}"):
             started = time.perf_counter()
@@ -132,9 +246,9 @@ class Evaluation:
             try:
                 return fn(*args)
             finally:
-                stages[name] = round(stages.get(name, 0.0) + time.perf_counter() - started, 3)
-                if cuda:  # where the judge's GPU memory goes, as stage_seconds says where the time goes
-                    peaks = self.base["protocol"].setdefault("judge_memory_gib", {})
+                self.stage_seconds[name] = round(self.stage_seconds.get(name, 0.0) + time.perf_counter() - started, 3)
+                if cuda:
+                    peaks = self.diagnostics.judge_memory_gib
                     peaks[name] = round(max(peaks.get(name, 0.0), torch.cuda.max_memory_allocated() / 2**30), 2)
 
     @contextmanager
@@ -145,79 +259,18 @@ class Evaluation:
             yield
 
     def _add_wait(self, seconds: float) -> None:
-        """Seconds spent waiting for the device lock, in stage_seconds["wait"]."""
         if seconds:
-            stages = self.base["stage_seconds"]
-            stages["wait"] = round(stages.get("wait", 0.0) + seconds, 3)
+            self.stage_seconds["wait"] = round(self.stage_seconds.get("wait", 0.0) + seconds, 3)
 
     @contextmanager
     def _released(self) -> Iterator[Any]:
-        """The shared hold let go while the candidate compiles (`compile_pause.py`); the seconds spent getting it
-        back go to stage_seconds["wait"]."""
+        """The shared hold let go while the candidate compiles (`device_lock.py`); the seconds spent getting it back
+        go to stage_seconds["wait"]."""
         lock = self.ctx.device_lock
         with lock.released() if lock is not None else nullcontext() as got:
             yield got
         if got is not None:
             self._add_wait(got.waited)
-
-    def _run(self) -> dict[str, Any]:
-        try:
-            self._stage("scan", self.scan)
-            self._stage("load", self.load)
-            report = self._stage("check", self.check)
-            result = self.assess(report)
-            self._stage("count", self.count, result)
-            if self.job.get("time_it", True):
-                compiled = self._stage("compile", self.compiled_reference) if self._wants_compiled() else None
-                self._stage("time", self.time, result, compiled)
-            if self.ran is not None and self.ran.pending:
-                self._stage("ran", self.settle, result)
-            self._stage("evidence", self.settle_evidence, result)
-            return self.finish(result)
-        except Stop as stop:
-            return {**self.base, "warnings": self.warnings, **stop.reply}
-        except CandidateFailure as exc:
-            if self.ran is not None and self.ran.pending:
-                # Correctness passed, a static torch-compute finding waited for a GPU profile, and the candidate
-                # raised in a later stage: no profile will clear the finding now, so it stands.
-                status, flags, message = verdict([self.ran.after_failure(
-                    f"the candidate raised in the {exc.stage} stage ({str(exc)[:300]}) before a GPU profile could "
-                    "show what ran")])
-                return {**self.base, "warnings": self.warnings, "status": status, "flags": flags, "message": message}
-            return {**self.base, "warnings": self.warnings, **self._candidate_failure(exc)}
-        except RunnerDied as died:
-            return {**self.base, "status": died.kind, "died": died.detail, "log": died.log,
-                    "message": faults.died_message(died.kind, died.detail, died.log, self.cand["source"],
-                                                   self.cand["language"], self.device, self.timeout)}
-        except RunnerViolation as bad:
-            return {**self.base, "status": "rejected", "flags": ["protocol-violation"], "log": bad.log,
-                    "message": Finding("protocol-violation", bad.detail).line()}
-        except TaskError as exc:
-            return {**self.base, "status": "runtime_error", "message": f"the task failed: {exc}",
-                    "log": traceback.format_exc()[-3000:], "out_of_memory": _is_out_of_memory(exc)}
-        except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
-            if not faults.out_of_memory(type(exc).__name__, str(exc)) and "cuMemAlloc failed with error 2" not in \
-                    str(exc):
-                raise
-            return {**self.base, "status": "runtime_error", "message": self._too_big(exc),
-                    "log": traceback.format_exc()[-3000:], "out_of_memory": True}
-        finally:
-            if self.held_rounds is not None:  # a candidate that failed to import never used it
-                self.held_rounds.drop_ahead()
-            if self.compile_job is not None and self.compile_job.running:
-                # It compiles under this evaluation's precision policy, which is restored when the run ends.
-                self.compile_job.take()
-            if self.session is not None:
-                if self.session.pauses.count:
-                    self.base["protocol"]["compile_pauses"] = self.session.pauses.to_dict()
-                close_runner(self)
-            if self.plan is not None and self.plan.pool.keepable:
-                # Its runner is killed: the next candidate of this task, size and seed is lent the pool (and
-                # the reference's runner with it).
-                self.ctx.keep_pool(self.timing_key, self.plan.pool)
-            elif self.plan is not None:
-                self.plan.pool.drop_reference_runner()
-            self.plan = None  # its memory, and the judge's cached GPU memory, go back after the reply (`Context.tidy`)
 
     def _too_big(self, exc: BaseException) -> str:
         """The judge's own out-of-memory: the task at this size does not fit beside the protocol's copies."""
@@ -225,7 +278,7 @@ class Evaluation:
         try:
             from workbench.tasks.footprint import estimate_footprint
 
-            fp = estimate_footprint(self.task, self.job["size"], self.device, self.reference())
+            fp = estimate_footprint(self.task, self.job.size, self.device, self.reference())
             if fp is not None:
                 out = f", one output {fp.output_bytes / 2**30:.2f} GiB" if fp.output_bytes else ""
                 need = f" (one input set {fp.input_bytes / 2**30:.2f} GiB{out})"
@@ -240,29 +293,26 @@ class Evaluation:
         original = exc.original
         if isinstance(original, RemoteError):
             f = original.fault
-            return faults.failure_reply(f.exc_type, f.message, exc.stage, f.candidate_line, f.log)
-        return faults.failure_reply(type(original).__name__, str(original), exc.stage, "", exc.traceback_text)
+            return verdict.candidate_failed(f.exc_type, f.message, exc.stage, f.candidate_line, f.log)
+        return verdict.candidate_failed(type(original).__name__, str(original), exc.stage, "", exc.traceback_text)
 
     # ---- stages ---------------------------------------------------------------------------------------------
     def scan(self) -> None:
         """Static checks on the source (AST only: nothing of the candidate runs)."""
-        if self.cand["language"] == "cuda" and not self.device.startswith("cuda"):
-            raise Stop({"status": "compile_error", "message": (
-                "this candidate is CUDA C++ (torch.utils.cpp_extension.load_inline): it needs a CUDA device. "
-                "Evaluate it with device='cuda' on a machine with a GPU and nvcc.")})
-        findings, self.ran = WhatRan.from_scan(_scan(self.cand, self.policy), self.device, self.policy,
-                                               self.cand["language"])
-        self.warnings += [f.flag for f in findings if f.severity != "reject"]
-        status, flags, message = verdict(findings)
-        if status:
-            raise Stop({"status": "rejected", "flags": flags, "message": message})
+        if self.candidate.language == "cuda" and not self.device.startswith("cuda"):
+            verdict.compile_error("this candidate is CUDA C++ (torch.utils.cpp_extension.load_inline): it needs a "
+                                  "CUDA device. Evaluate it with device='cuda' on a machine with a GPU and nvcc.")
+        findings = static_checks.scan(self.candidate.source, self.candidate.language, self.candidate.entry,
+                                      policy=self.policy)
+        findings, self.ran = WhatRan.from_scan(findings, self.device, self.policy, self.candidate.language)
+        verdict.stop_if_rejected(findings, self.warnings)
 
     def load(self) -> None:
         """A fresh runner for this candidate; before the candidate is imported in it, the timing's input pool and
-        the harness calibration (`timing_stage.prepare`), then the candidate (compilation has its own budget)."""
-        self.session = start_runner(self)
+        the harness calibration (`timing/stage.prepare`), then the candidate (compilation has its own budget)."""
+        self.runner.session = start_runner(self)
         self.session.release_device = self._released
-        if self.job.get("time_it", True):
+        if self.job.time_it:
             self._stage("calibrate", self._prepare_timing)
             self._start_compile()  # first: where it outlasts the check, it sets the wall
             with self._device(SHARED), trace.span("reference runner launch"):  # weights copied to shared memory
@@ -274,19 +324,20 @@ class Evaluation:
         """The judge's own work while the runner imports: the next candidate's runner, this one's rounds ahead."""
         with trace.span("start spare"):
             start_spare(self)
-        check_rounds.make_ahead(self)
+        ahead.make_ahead(self)
 
     def _prepare_timing(self) -> None:
-        interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.cand["language"] == "triton"
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.candidate.language == "triton"
         key = self.timing_key
         kept = self.ctx.take_pool(key)
         self.plan, self.ctx.timing[key] = timing_stage.prepare(
             self.session, self.reference(), self.reference_model(), self.time_size, self.seed, self.device,
             self.timeout, interpreted, self.ctx.timing.get(key), measuring=lambda: self._device(EXCLUSIVE), kept=kept)
-        self.base["protocol"]["calibration"] = "reused" if self.plan.calibration_reused else "measured"
-        self.base["protocol"]["timing_pool"] = "kept" if self.plan.pool is kept else "new"
-        self.base["protocol"]["calibrate_phases"] = {**self.plan.pool.phases, "sets": self.plan.pool.n,
-                                                     "set_mib": round(self.plan.pool.set_bytes / 2**20, 1)}
+        pool = self.plan.pool
+        self.diagnostics.set(calibration="reused" if self.plan.calibration_reused else "measured",
+                             timing_pool="kept" if pool is kept else "new",
+                             calibrate_phases={**pool.phases, "sets": pool.n,
+                                               "set_mib": round(pool.set_bytes / 2**20, 1)})
 
     @property
     def timing_key(self) -> tuple[Any, ...]:
@@ -304,17 +355,18 @@ class Evaluation:
                 self.ctx.models[key] = build_reference(self.reference(), self.time_size, self.device, self.seed)
         return self.ctx.models[key]
 
-    def check(self):
+    def check(self) -> CheckReport:
         """The correctness protocol, every candidate call made in the runner; the reference's side of every round
         from the judge's cache when an earlier candidate of this task already made it (or this evaluation did,
         during the import)."""
-        sizes, rounds = check_rounds.plan(self)
+        sizes, rounds = ahead.plan(self)
+        assert self.ran is not None
         self.session.record_ops = self.ran.wants_record
         if self.plan is not None:
             self.session.lend_pool(self.plan.pool)
-        reference, cached = check_rounds.rounds_for(self)
-        self.base["protocol"]["reference_cache"] = "hit" if cached else "miss"
-        self.session.between_calls = check_rounds.ahead_of_calls(self, reference)
+        reference, cached = ahead.rounds_for(self)
+        self.diagnostics.reference_cache = "hit" if cached else "miss"
+        self.session.between_calls = ahead.ahead_of_calls(self, reference)
         try:
             report = run_correctness(self.reference(), self.session, device=self.device, sizes=sizes,
                                      seed=self.seed, rounds=rounds, tolerance=self.task.tolerance, reference=reference)
@@ -322,19 +374,20 @@ class Evaluation:
             self.session.between_calls = None
             reference.drop_ahead()
             settle_spare(self)  # before the lock is let go: its warm-up stays out of other judges' timing
-        self.base["protocol"]["check_phases"] = report.phases
-        self.base["protocol"]["models_built_on"] = model_init.built_on(reference.model(0))
-        placement = {f.placement for f in reference._f64.values()}
+        self.diagnostics.check_phases = report.phases
+        self.diagnostics.models_built_on = model_init.built_on(reference.model(0))
+        placement = reference.float64_placements()
         if placement:
-            self.base["protocol"]["float64_reference"] = "/".join(sorted(placement))
+            self.diagnostics.float64_reference = "/".join(sorted(placement))
         return report
 
-    def assess(self, report: Any) -> dict[str, Any]:
+    def assess(self, report: CheckReport) -> dict[str, Any]:
         """Correctness findings, plus what the runner's reports show: no own kernel launched, output not produced by
-        one, threads left running."""
+        one, threads left running; the first checkpoint."""
+        assert self.ran is not None
         findings = list(report.findings)
         records = self.session.reports
-        findings += guards.judge_launches([r.launch for r in records], self.cand["language"],
+        findings += guards.judge_launches([r.launch for r in records], self.candidate.language,
                                           [r.passthrough for r in records])
         findings += guards.judge_threads([r.launch for r in records])
         findings += self.ran.after_check(records, report.passed)
@@ -343,15 +396,11 @@ class Evaluation:
                                 any(f.severity == "reject" for f in findings))
         result: dict[str, Any] = {
             "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
-            "details": {"rounds": report.rounds, "error_map": report.error_map, "notes": report.notes + self.notes},
-            "error_budget": getattr(report, "error_budget", {}) or {},
+            "details": {"rounds": report.rounds, "error_map": report.error_map,
+                        "error_map_round": report.error_map_round, "notes": report.notes + self.notes},
+            "error_budget": report.error_budget or {},
         }
-        status, flags, message = verdict(first_per_flag(findings))
-        self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, findings)]
-        if status:
-            raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, findings)],
-                        "message": message})
-        result["message"] = message
+        verdict.stop_if_rejected(findings, self.warnings, result)
         return result
 
     def count(self, result: dict[str, Any]) -> None:
@@ -364,84 +413,86 @@ class Evaluation:
                 self.ctx.counted[key] = {"flops": None, "bytes": None, "error": str(exc)}
         result["counted"] = self.ctx.counted[key]
 
-    def time(self, result: dict[str, Any], compiled: Any = None) -> None:
+    def time(self, result: dict[str, Any], compiled_ref: Any = None) -> None:
         """Candidate (its runner) and reference (its own runner on a GPU, else the judge) in alternating batches on
-        shared inputs, by the judge's clock (`judge/timing.py`); on a GPU, then the coverage of the candidate's own
-        kernels."""
+        shared inputs, by the judge's clock (`timing/pair.py`); on a GPU, then the coverage of the candidate's own
+        kernels; a checkpoint."""
+        assert self.plan is not None
         ref = self.reference()
         ref_model = self.reference_model()
         model = self.session.model(ref_model, ref.init_inputs(self.time_size, self.seed), self.seed,
                                    {**ref.defaults, **self.time_size})
-        side = ReferenceSide(ref_model, compiled, self.task.tolerance,
+        side = ReferenceSide(ref_model, compiled_ref, self.task.tolerance,
                              float(result.get("error_budget", {}).get("native_error") or 0.0),
                              runner=reference_runner.take_for_timing(self))
-        reps = self.job.get("reps")
         try:
             late = timing_stage.run(self.session, model.model_id, self.plan, side, self.device,
-                                    self.cand["language"], int(reps) if reps is not None else None, result,
+                                    self.candidate.language, self.job.reps, result, self.diagnostics,
                                     self.ctx.timing.get(self.timing_key))
         finally:
             reference_runner.after_timing(self)
-        self.base["protocol"].update(result.pop("timing_protocol", {}))
-        if self.device.startswith("cuda") and self.cand["language"] != "torch" and "timing" in result:
+        if self.device.startswith("cuda") and self.candidate.language != "torch" and "timing" in result:
             coverage, found = self._stage("cover", timing_stage.cover, self.session, model.model_id, self.plan,
-                                          self.cand["source"], self.policy, result["timing"]["median_ms"])
+                                          self.candidate.source, self.policy, result["timing"]["median_ms"])
             result["coverage"] = coverage
-            self.base["protocol"]["kernel_tracer"] = getattr(self.session, "kernel_tracer", "")
+            self.diagnostics.kernel_tracer = self.session.kernel_tracer
             late += found
-        status, flags, message = verdict(first_per_flag(late))
-        self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, late)]
-        if status:
-            raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, late)],
-                        "message": message})
+        verdict.stop_if_rejected(late, self.warnings, result)
         if result.get("timing", {}).get("clock") == "interpreter":
             result["details"]["notes"].append("interpreter timing: measures Triton's CPU interpreter, not hardware; "
                                               "no speedup is reported")
 
     def settle(self, result: dict[str, Any]) -> None:
-        """GPU: a static torch-compute finding decided by a profiled forward (`ran_stage`)."""
-        status, flags, message = verdict(ran_stage.settle(self, result))
-        if status:
-            raise Stop({**result, "status": status, "flags": flags, "message": message})
+        """GPU: a static torch-compute finding decided by a profiled forward (`evidence/stage.settle`)."""
+        verdict.stop_if_rejected(evidence_stage.settle(self, result), [], result)
 
     def settle_evidence(self, result: dict[str, Any]) -> None:
-        """What the verdict rests on (`judge/evidence_stage.py`): a strict-policy "ok" needs launches the judge
+        """What the verdict rests on (`evidence/stage.py`): a strict-policy "ok" needs launches the judge
         corroborated."""
-        found = evidence_stage.before_verdict(self, result)
-        status, flags, message = verdict(first_per_flag(found))
-        self.warnings += [f for f in flags if f not in self.warnings and not _rejects(f, found)]
-        if status:
-            raise Stop({**result, "status": status, "flags": [f for f in flags if _rejects(f, found)],
-                        "message": message})
+        verdict.stop_if_rejected(evidence_stage.before_verdict(self, result), self.warnings, result)
+
+    def physics(self, result: dict[str, Any]) -> None:
+        """The last checkpoint: a time below the physical floor of the task's work on this device is never a win."""
+        if "timing" not in result:
+            return
+        ceilings, _ = self._ceilings(result["timing"]["clock"])
+        found = verdict.physics(self.task, self.job.size, self.device, self.device_name, result["timing"],
+                                result.get("counted"), ceilings)
+        verdict.stop_if_rejected(found, self.warnings, result)
+
+    def _ceilings(self, clock: str | None) -> tuple[dict[str, Any] | None, str]:
+        """The device's measured roofline ceilings where a verdict or a SOL needs them (once per evaluation; once
+        per device on disk): the device is held exclusively only when they must be measured now."""
+        if self._roof is None:
+            self._roof = measured_ceilings(self.device, self.device_name, clock,
+                                           measuring=lambda: self._device(EXCLUSIVE))
+        return self._roof
 
     def _sample_inputs(self) -> list[Any]:
         """One input set at the timing size, the same draw every time (counting, compiling the reference)."""
         return self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
 
     def _wants_compiled(self) -> bool:
-        return self.device.startswith("cuda") and bool(self.job.get("compile_reference", True))
+        return self.device.startswith("cuda") and self.job.compile_reference
 
     def _start_compile(self) -> None:
         """`torch.compile` of the reference in the background while the candidate is imported and checked
-        (`reference_compile`), once per task, size and seed in this judge; not for a reference that draws random
-        numbers in forward (its first call would move the global RNG under the correctness rounds' seeded calls),
-        nor where its first call might not fit beside them (the stage before timing compiles it then). A candidate
-        that fails before its timing still waits for a compile it started (`_run`'s end): the compile runs under
-        this evaluation's precision policy."""
+        (`reference/compiled.py`), once per task, size and seed in this judge; not for a reference that draws
+        random numbers in forward (its first call would move the global RNG under the correctness rounds' seeded
+        calls), nor where its first call might not fit beside them (the stage before timing compiles it then)."""
         key = self.timing_key
         if not self._wants_compiled() or self.plan is None or key in self.ctx.compiled or self.plan.seeded:
             return
-        if not reference_compile.fits_beside(self.plan.pool.set_bytes, free_bytes(self.device)):
+        if not compiled.fits_beside(self.plan.pool.set_bytes, free_bytes(self.device)):
             return
         with self._device(SHARED):
             inputs = self._sample_inputs()
-        self.compile_job = reference_compile.start(self.reference_model(), inputs, self.device, self.ctx.device_lock)
+        self.compile_job = compiled.start(self.reference_model(), inputs, self.device, self.ctx.device_lock)
         self.ctx.compiled[key] = self.compile_job
 
     def compiled_reference(self) -> Any:
         """The compiled reference for the timing (an aside: None when not asked for or when it failed): the
-        background compile's result, waited for if it still runs, else compiled here under a shared hold (other
-        judges' checks go on meanwhile).
+        background compile's result, waited for if it still runs, else compiled here under a shared hold.
 
         The wait holds no lock: the background thread may be queued behind another judge's timing, which waits for
         every shared holder to let go, so a shared hold kept while waiting for the thread would be a cycle."""
@@ -450,8 +501,8 @@ class Evaluation:
         if job is None:
             started = time.perf_counter()
             with self._device(SHARED):
-                fn, note = reference_compile.compile_reference(self.reference_model(), self._sample_inputs())
-            job = self.ctx.compiled[key] = self.compile_job = reference_compile.CompileJob.finished(
+                fn, note = compiled.compile_reference(self.reference_model(), self._sample_inputs())
+            job = self.ctx.compiled[key] = self.compile_job = compiled.CompileJob.finished(
                 fn, note, time.perf_counter() - started)
             how = "made before the timing"
         else:
@@ -460,14 +511,9 @@ class Evaluation:
         if note:
             self.notes.append(note if job is self.compile_job else
                               "torch.compile of the reference failed earlier in this judge; compiled line omitted")
-        self.base["protocol"]["reference_compile"] = {"how": how, "seconds": round(job.seconds, 3),
-                                                      "waited": round(waited, 3)}
+        self.diagnostics.reference_compile = {"how": how, "seconds": round(job.seconds, 3),
+                                              "waited": round(waited, 3)}
         return fn
-
-    def finish(self, result: dict[str, Any]) -> dict[str, Any]:
-        result.pop("message", None)
-        return {**self.base, **result, "status": "ok", "flags": [], "warnings": self.warnings,
-                "message": ""}
 
     # ---- helpers --------------------------------------------------------------------------------------------
     def _cpu_safe(self, size: dict[str, Any]) -> dict[str, Any]:
@@ -480,14 +526,3 @@ class Evaluation:
             self.notes.append("bf16 is broken in Triton's interpreter: this CPU run used float32; run on a GPU for "
                               "a bf16 verdict")
         return {**size, "dtype": "float32"}
-
-
-def _scan(cand: dict[str, Any], policy: str) -> list[Finding]:
-    return static_checks.scan(cand["source"], cand["language"], cand.get("entry", "ModelNew"), policy=policy)
-
-
-def _rejects(flag: str, findings: list[Finding]) -> bool:
-    return any(f.flag == flag and f.severity == "reject" for f in findings)
-
-
-

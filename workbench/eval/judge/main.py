@@ -20,18 +20,16 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from typing import IO, Any
 
 import torch
 
-from workbench.eval.judge import compare_warmup, trace
-from workbench.eval.judge.ceilings import measured_ceilings
+from workbench.eval.judge import trace, verdict
 from workbench.eval.judge.context import Context, probe_transport
-from workbench.eval.judge.device_lock import EXCLUSIVE, DeviceLock, held
+from workbench.eval.judge.correctness import compare_fused
+from workbench.eval.judge.device_lock import DeviceLock
 from workbench.eval.judge.evaluation import Evaluation
-from workbench.eval.judge.reply import reply_from_evaluation
-from workbench.eval.judge.runner_handle import ForkServer
+from workbench.eval.judge.runners.process import ForkServer
 from workbench.eval.wire import judge_messages as wire
 from workbench.eval.wire.timed_loop import cpu_timing_threads
 
@@ -98,7 +96,7 @@ class ReportedEvaluation(Evaluation):
                 self.ctx.progress(outer)
 
 
-def _evaluate(job: dict[str, Any], ctx: Context) -> dict[str, Any]:
+def _evaluate(job: wire.Job, ctx: Context) -> dict[str, Any]:
     """One evaluation; with KWB_JUDGE_TRACE set to a folder, its timeline written there (`trace.py`); with
     KWB_JUDGE_PROFILE set to a folder, under cProfile with its stats written there (where the judge's seconds go,
     function by function: `python -m pstats FILE`)."""
@@ -106,10 +104,10 @@ def _evaluate(job: dict[str, Any], ctx: Context) -> dict[str, Any]:
     try:
         return _profiled(job, ctx)
     finally:
-        trace.end(f"{job['task'].get('name', '?')} / {job['candidate'].get('name', '?')}")
+        trace.end(f"{job.task.get('name', '?')} / {job.candidate.name or '?'}")
 
 
-def _profiled(job: dict[str, Any], ctx: Context) -> dict[str, Any]:
+def _profiled(job: wire.Job, ctx: Context) -> dict[str, Any]:
     folder = os.environ.get("KWB_JUDGE_PROFILE")
     if not folder:
         return ReportedEvaluation(job, ctx).run()
@@ -128,18 +126,13 @@ def _warm_counting() -> None:
     waits for its first job, not in the first evaluation's count stage."""
     def warm() -> None:
         try:
-            from workbench.eval.judge.counting import count_work
+            from workbench.eval.judge.reference.counting import count_work
 
             count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
         except Exception:  # noqa: BLE001 - only a warm-up
             pass
 
     threading.Thread(target=warm, name="kwb-warm-counting", daemon=True).start()
-
-
-def _judge_error(exc: BaseException) -> wire.Reply:
-    return wire.Reply(status="runtime_error", message=f"judge error: {type(exc).__name__}: {exc}",
-                      log=traceback.format_exc()[-3000:], judge_pid=os.getpid())
 
 
 def _stack_watch() -> tuple[float, IO[str]] | None:
@@ -160,34 +153,23 @@ _STACKS: tuple[float, IO[str]] | None = None
 
 
 def answer(job: wire.Job, job_id: str, ctx: Context) -> wire.Reply:
-    """Run `job` (progress lines sent as it goes when it asked for them) and make its Reply."""
+    """Run `job` (progress lines sent as it goes when it asked for them) and make its Reply; the judge's own
+    seconds for the evaluation (`evaluation_s`) and for the whole job (`judge_s`) in its diagnostics: what a
+    caller's wall time holds beyond them is the queue and the transport (and the last job's tidying)."""
     started = time.perf_counter()
     ctx.progress.start((lambda message: _send(message, job_id)) if job.progress else None)
     if _STACKS is not None:
         faulthandler.dump_traceback_later(_STACKS[0], repeat=True, file=_STACKS[1])
     try:
-        evaluated = _evaluate(_job_dict(job), ctx)
-        evaluated["protocol"] = {**evaluated.get("protocol", {}),
-                                 "evaluation_s": round(time.perf_counter() - started, 3)}
-        reply = reply_from_evaluation({**evaluated, "judge_pid": os.getpid()})
+        evaluated = _evaluate(job, ctx)
+        evaluated["diagnostics"].evaluation_s = round(time.perf_counter() - started, 3)
+        reply = verdict.reply({**evaluated, "judge_pid": os.getpid()})
     finally:
         if _STACKS is not None:
             faulthandler.cancel_dump_traceback_later()
         ctx.progress.stop()
-    clock = reply.timing.clock if reply.timing is not None else None
-    with held(ctx.device_lock, EXCLUSIVE):
-        ceilings, why_not = measured_ceilings(job.device, reply.device_name, clock)  # measured once per device
-    # The judge's own seconds for the job (`judge_s`) and for its evaluation (`evaluation_s`): what a caller's wall
-    # time holds beyond them is the queue and the transport (and the last job's tidying, `Context.tidy`).
-    protocol = {**reply.protocol, "judge_s": round(time.perf_counter() - started, 3)}
-    if why_not:
-        protocol["ceilings"] = why_not
-    return dataclasses.replace(reply, protocol=protocol, **({"ceilings": ceilings} if ceilings is not None else {}))
-
-
-def _job_dict(job: wire.Job) -> dict[str, Any]:
-    """The job as the dict `Evaluation` reads (the record's fields by name)."""
-    return {f.name: getattr(job, f.name) for f in dataclasses.fields(job)}
+    return dataclasses.replace(reply, diagnostics=dataclasses.replace(
+        reply.diagnostics, judge_s=round(time.perf_counter() - started, 3)))
 
 
 def _start(device: str) -> tuple[ForkServer, Context]:
@@ -200,7 +182,7 @@ def _start(device: str) -> tuple[ForkServer, Context]:
     _warm_counting()
     server = ForkServer(device)
     ctx = Context(fork_server=server, workdir=tempfile.mkdtemp(prefix="kwb_judge_"), device_lock=DeviceLock(device))
-    compare_warmup.start(device, ctx.device_lock)
+    compare_fused.start_warmup(device, ctx.device_lock)
     ctx.transport, ctx.share_ipc, ctx.transport_note = probe_transport(server, device)
     return server, ctx
 
@@ -230,7 +212,7 @@ def main() -> None:
             try:
                 job_id, job = wire.decode_job(line)
             except wire.ChannelError as exc:  # answer on the id it gave, if any, so the caller is not left waiting
-                _send(_judge_error(exc), _loose_job_id(line))
+                _send(verdict.judge_error(exc, os.getpid()), _loose_job_id(line))
                 continue
             try:
                 if not server.alive():
@@ -238,7 +220,7 @@ def main() -> None:
                     ctx.fork_server = server
                 reply = answer(job, job_id, ctx)
             except BaseException as exc:  # a reply must always come back
-                reply = _judge_error(exc)
+                reply = verdict.judge_error(exc, os.getpid())
             _send(reply, job_id)
             ctx.tidy()  # after the reply: its caller does not wait for the runner's exit (`close_runner`)
     finally:

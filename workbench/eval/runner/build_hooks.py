@@ -1,4 +1,4 @@
-"""The runner's side of the CUDA build cache (`workbench.eval.judge.build_cache` is the judge's): before the candidate
+"""The runner's side of the CUDA build cache (`workbench.eval.judge.runners.build_cache` is the judge's): before the candidate
 is imported, copy the entry the judge bound into the sandbox (if any) into the runner's own build directory, and make
 `load_inline` import a library the very same call built before instead of building it again."""
 

@@ -1,5 +1,5 @@
 """Compiling without holding the device: the runner tells its judge when one of the candidate's kernels compiles,
-so the judge can let go of the device meanwhile and other judges' timings go on (`judge/compile_pause.py` is the
+so the judge can let go of the device meanwhile and other judges' timings go on (`judge/device_lock.py` is the
 judge's side).
 
 A fresh Triton kernel compiles in its first call (LLVM and ptxas: about a second of CPU and no GPU work) and a CUDA

@@ -1,6 +1,6 @@
 """Which GPU kernels one call ran, and for how long: CUPTI's activity API called directly.
 
-The coverage check (DESIGN.md section 3, cover) needs the kernels of one forward with their device times. The
+The coverage check (docs/trust-boundary.md, cover) needs the kernels of one forward with their device times. The
 torch profiler gives them, but in a fresh process its first session costs 5-6 s on an H100 (Kineto's set-up), and
 every candidate gets a fresh runner. Enabling CUPTI's concurrent-kernel activity records directly costs about
 40 ms: the runner loads the libcupti that torch itself links, registers two buffer callbacks, runs the call,

@@ -1,5 +1,5 @@
 """Landlock for a runner without namespaces: writes confined to the directories it is given, no TCP, no signals to
-processes outside it (DESIGN.md section 3, the `sandbox: none` fallback).
+processes outside it (docs/trust-boundary.md, the `sandbox: none` fallback).
 
 Where user namespaces are off (many containers and hardened hosts), the runner cannot get its own root, so it
 would otherwise write wherever its user may: the notebook's files, the results store, `~/.ssh`. Landlock is an

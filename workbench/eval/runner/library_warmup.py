@@ -1,4 +1,4 @@
-"""The runner loads the GPU libraries the judge named before it reads its first request (`judge/runner_libraries.py`
+"""The runner loads the GPU libraries the judge named before it reads its first request (`judge/runners/libraries.py`
 says why and how they are chosen).
 
 It runs after Ready is sent and before any candidate code is imported: tiny operations on data of its own, whose

@@ -1,4 +1,4 @@
-"""Poisoning: memory a candidate allocates but never writes holds a recognisable pattern (CHEATS.md row 1).
+"""Poisoning: memory a candidate allocates but never writes holds a recognisable pattern (docs/anti-cheating.md, cheat 1).
 
 On a GPU the caching allocator is emptied and refilled with poisoned blocks before a candidate call; on the CPU,
 c10's allocator "junk fill" is switched on for the duration of the call, so every fresh CPU tensor starts

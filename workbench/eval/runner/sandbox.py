@@ -1,4 +1,4 @@
-"""The runner's sandbox: Linux namespaces set up in a freshly forked, single-threaded child (DESIGN.md section 3).
+"""The runner's sandbox: Linux namespaces set up in a freshly forked, single-threaded child (docs/trust-boundary.md).
 
 Why namespaces and not a separate tool: the runner is forked from a server that has already imported torch and
 triton (start-up in milliseconds, not seconds), and a forked process can only sandbox itself. The child calls

@@ -1,4 +1,4 @@
-"""Building a runner's new root inside its user and mount namespaces (`sandbox.py` plans it; DESIGN.md section 3).
+"""Building a runner's new root inside its user and mount namespaces (`sandbox.py` plans it; docs/trust-boundary.md).
 
 A root caller first stages every source read-only with root's rights (`stage_sources`, before the user namespace
 exists); then the first child builds a fresh tmpfs root with every source bound read-only, a private /tmp and

@@ -1,4 +1,4 @@
-"""What the runner's hook points held before the candidate was imported, and whether they still hold it (CHEATS.md
+"""What the runner's hook points held before the candidate was imported, and whether they still hold it (docs/anti-cheating.md
 rows 9, 15, 26).
 
 The runner counts launches and profiles kernels in the candidate's own process, through functions the candidate can

@@ -1,4 +1,4 @@
-"""The runner's syscall filter: a seccomp deny-list installed after privileges are dropped (CHEATS.md row 21).
+"""The runner's syscall filter: a seccomp deny-list installed after privileges are dropped (docs/anti-cheating.md, cheat 21).
 
 Why a deny-list: a runner needs almost everything a normal process does (CUDA talks to its driver through `ioctl`
 and `mmap`, Triton runs `ptxas` and `gcc`, torch starts thread pools with `clone`), so an allow-list would break

@@ -48,7 +48,7 @@ class Spawn(Message):
     extra_binds: tuple[Bind, ...] = ()
     writable_binds: tuple[Bind, ...] = ()
     workdir: str = ""
-    #: GPU libraries the runner loads right after Ready (`judge/runner_libraries.py`).
+    #: GPU libraries the runner loads right after Ready (`judge/runners/libraries.py`).
     warm: tuple[str, ...] = ()
 
 

@@ -1,4 +1,4 @@
-"""The caller/judge channel: typed, versioned messages, one JSON line each (DESIGN.md section 3).
+"""The caller/judge channel: typed, versioned messages, one JSON line each (docs/trust-boundary.md).
 
 Every line is `{"v": [major, minor], "kind", "job", "body"}`. The caller sends a `Job`; the judge answers with
 `Progress` lines (only when the job asks for them) and then exactly one `Reply`, each echoing the job's id. Before
@@ -16,10 +16,11 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from workbench.eval.wire.diagnostics import Diagnostics
 from workbench.eval.wire.records import RecordError, from_json, to_json
 from workbench.result import Timing
 
-CHANNEL_VERSION = (1, 0)
+CHANNEL_VERSION = (2, 0)
 
 
 class ChannelError(Exception):
@@ -27,16 +28,28 @@ class ChannelError(Exception):
 
 
 @dataclass(frozen=True)
+class CandidateSpec:
+    """The candidate as the judge gets it (`Candidate.to_spec()`): its source, language, entry class and name, and
+    whether it is a declared PyTorch baseline."""
+
+    source: str
+    language: str
+    entry: str = "ModelNew"
+    name: str | None = None
+    baseline: bool = False
+
+
+@dataclass(frozen=True)
 class Job:
-    """One evaluation the caller asks of the judge. `task` and `candidate` are `Task.to_spec()` and
-    `Candidate.to_spec()`; `size` the resolved timing size, `check_sizes` the sizes of the correctness rounds.
+    """One evaluation the caller asks of the judge. `task` is `Task.to_spec()`; `size` the resolved timing size,
+    `check_sizes` the sizes of the correctness rounds.
     Limits in seconds (`timeout` per step after loading, `compile_timeout` for loading) and bytes (the CPU runner's
     address space; None: no cap). `reps`: a fixed count of timed reps (None: until the CI target). `progress`:
     send Progress lines while working."""
 
     kind: ClassVar[str] = "job"
     task: dict[str, Any]
-    candidate: dict[str, Any]
+    candidate: CandidateSpec
     device: str
     size: dict[str, Any]
     check_sizes: tuple[dict[str, Any], ...]
@@ -116,14 +129,15 @@ class Reply:
     compiled_reference_timing: Timing | None = None
     judge_clock_timing: Timing | None = None
     coverage: float | None = None
-    #: The median over timed rounds of reference / candidate (`stats.compare`, paired); None: not timed, or on
-    #: the interpreter.
+    #: The median over timed rounds of reference / candidate (`judge/verdict.speedup`, paired); None: not timed,
+    #: or on the interpreter.
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None
     speedup_verdict: str | None = None
     speedup_basis: str = ""
     stage_seconds: dict[str, float] = field(default_factory=dict)
-    protocol: dict[str, Any] = field(default_factory=dict)
+    #: How the judge evaluated (runner, reference, timing, seconds and memory): `Result.protocol` is its dict.
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
     telemetry: dict[str, Any] = field(default_factory=dict)
     #: What each verdict input rests on (`checks/evidence.py`): {"outputs", "time", "launches", "coverage"} -> level.
     evidence: dict[str, str] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""The judge/runner protocol: typed, versioned messages (DESIGN.md section 3; STYLE-COMPARE.md section 4).
+"""The judge/runner protocol: typed, versioned messages (docs/trust-boundary.md; STYLE-COMPARE.md section 4).
 
 Every message travels as `{"v", "kind", "job", "nonce", "seq", "body"}`. The judge gives each runner a job id and
 a random nonce at spawn; the runner must echo both and number its messages 1, 2, 3, ... `decode` raises

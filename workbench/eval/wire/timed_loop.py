@@ -1,8 +1,8 @@
 """The timing loop, used on both sides of the trust boundary (the runner times the candidate, the judge the reference):
-one call per input set of the batch, L2 flushed before each, side-stream work caught (CHEATS.md rows 7, 9, 10).
+one call per input set of the batch, L2 flushed before each, side-stream work caught (docs/anti-cheating.md, cheats 7, 9, 10).
 
 In the runner this loop's clock only refines: the judge brackets the whole batch with its own clock and decides
-(`workbench.eval.judge.clock_check`). Its functions are still bound to private names at import, before any
+(`workbench.eval.judge.timing.clock_check`). Its functions are still bound to private names at import, before any
 candidate module is imported, so the plain patches of `time.perf_counter`, `torch.cuda.Event.elapsed_time` or
 `torch.cuda.synchronize` do not even reach it.
 

@@ -1,0 +1,446 @@
+"""Correctness protocol, run inside the worker (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12 and the output type checks).
+
+At least five rounds, each with fresh inputs from its own seed; sizes and input distributions cycle. The reference's
+side of every round (inputs, native output, float64 output, task-level findings) comes from `ReferenceRounds`, made
+once per task and kept by the judge for later candidates. A round on the candidate's side:
+
+1. candidate call #1 on fresh copies of the round's inputs, with unused memory poisoned;
+2. allocator cache emptied, memory poisoned again, candidate call #2 on fresh copies.
+
+Stale memory. A candidate that returns `torch.empty_like(x)` without writing it hopes the allocator hands it the
+block that held the reference's result (KernelBench runs the reference first and frees its output). The reference
+runs in the judge, another process, and its outputs stay alive in the judge's cache, so no candidate can be handed
+them; every block the candidate can get instead holds the poison word: on a GPU the caching
+allocator is emptied and refilled with poisoned blocks; on the CPU, where glibc may hand back any freed chunk, c10's
+own allocator "junk fill" is switched on for the duration of the call, so every fresh CPU tensor starts poisoned.
+Unwritten elements therefore show the poison pattern on both devices (`unwritten-output`, or `stale-memory` when
+most of the output is unwritten); an output equal to an earlier round's reference result is `stale-memory` too.
+
+Both calls are compared with the float64 reference using the tolerance of the reference's native output dtype
+(|out - ref| <= atol + rtol |ref|), and with each other within the same bound: not bitwise, because honest GPU
+kernels that reduce with atomics differ run to run in the last bits; a difference beyond the tolerance is a
+race or a read of memory the kernel never wrote (`nondeterministic`).
+
+Every call of a round, the candidate's two and the reference's, starts from the same seed of the global RNG (as
+KernelBench seeds before each model call): a reference that draws random numbers inside forward (KernelBench's
+LSTM draws its initial states there) is then one function, and identical code is judged identical.
+
+Inputs come from the task's own get_inputs with its random draws rerouted to the round's distribution
+(workbench.tasks.inputs), so the structure it builds (triangles, symmetric matrices, class indices) is kept. Before
+the rounds, each input distribution is tried on the reference with separate probe inputs: one on which the reference
+is not finite (log of negatives, exp of large values) while it is on the task's own inputs is skipped, with a note,
+and so is one that would repeat the task's own distribution (uniform inputs of a task that draws with torch.rand);
+the number of rounds follows the distributions kept.
+After them the task itself is judged (`weak-task`, a warning): when a constant passes the tolerance in every
+round, or a fresh draw of one input leaves the reference within tolerance, a wrong candidate could pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.eval.checks.flags import REJECT, Finding
+from workbench.eval.judge import trace
+from workbench.eval.judge.correctness import compare_fused as fused
+from workbench.eval.judge.correctness.compare import (
+    CHUNK,
+    ERROR_BUDGET_K,
+    Comparison,
+    compare,
+    error_map,
+    merge_budgets,
+)
+from workbench.eval.judge.correctness.prior_outputs import PriorOutput
+from workbench.eval.judge.reference.float64 import nbytes as _nbytes
+from workbench.eval.judge.reference.rounds import MIN_ROUNDS, ReferenceRounds, RoundData, build_reference
+from workbench.eval.runner.poison import Poison
+from workbench.eval.wire import model_init
+from workbench.eval.wire.tensors import (
+    LARGE_OUTPUT_BYTES,
+    as_list,
+    clone_inputs,
+    dtype_name,
+    is_plain,
+    real_view,
+    same_bits,
+    sync,
+)
+from workbench.eval.wire.timed_loop import seed_rng
+from workbench.seeding import seed_all
+from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
+
+__all__ = ["MIN_ROUNDS", "CandidateFailure", "CheckReport", "build_models", "run_correctness"]
+
+class CandidateFailure(Exception):
+    """The candidate's constructor (`stage="init"`) or forward (`stage="forward"`) raised.
+
+    Kept apart from reference failures (TaskError): a broken task is not the candidate's fault.
+    """
+
+    def __init__(self, stage: str, original: BaseException):
+        self.stage = stage
+        self.original = original
+        self.traceback_text = "".join(traceback.format_exception(type(original), original, original.__traceback__))
+        super().__init__(f"candidate {stage} raised {type(original).__name__}: {original}")
+
+
+@dataclass
+class CheckReport:
+    """What the protocol saw. `rounds`: one dict per round {size, dist, seed, max_abs, max_rel, ok, flags};
+    `error_map`: |err| / bound of a 2-D output (leading dims flattened for N-D) with its true extent and pooling
+    (`compare.error_map`), from the worst failing round (`error_map_round`, 1-based), else the last one."""
+
+    findings: list[Finding] = field(default_factory=list)
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error_map: dict[str, Any] | None = None
+    error_map_round: int | None = None
+    #: How errors were judged, merged over every compared call: {tolerance, k, native_error (max abs), native_bound,
+    #: bound ("tolerance" | "k x native" | "both"), worst_ratio, norm} (workbench.eval.judge.correctness.compare).
+    error_budget: dict[str, Any] = field(default_factory=dict)
+    #: Whether the reference's side came from the judge's cache (an earlier candidate of the same task).
+    reference_cached: bool = False
+    #: Seconds per part of the protocol (reference rounds, candidate calls, comparisons, host copies, the task's
+    #: own judgement): where a long check goes.
+    phases: dict[str, float] = field(default_factory=dict)
+    _worst: dict[str, float] = field(default_factory=dict, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return not any(f.severity == REJECT for f in self.findings)
+
+    @property
+    def flags(self) -> list[str]:
+        return [f.flag for f in self.findings]
+
+    def add(self, flag: str, detail: str = "", worst: float | None = None) -> None:
+        """Record a finding once per flag: the first occurrence's detail, except that a `mismatch` names the
+        comparison with the worst error ratio (`worst`), the one whose budget the Result reports."""
+        found = next((f for f in self.findings if f.flag == flag), None)
+        if found is None:
+            self.findings.append(Finding(flag, detail))
+            if worst is not None:
+                self._worst[flag] = worst
+        elif worst is not None and worst > self._worst.get(flag, float("inf")):
+            found.detail, self._worst[flag] = detail, worst
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+def build_models(ref: LoadedReference, candidate_cls: Any, size: dict, device: str, seed: int):
+    """Reference `Model(*init_inputs)` and `candidate_cls(*init_inputs)`, each built under the same seed
+    (KernelBench's rule); the candidate gets the reference's weights when its state_dict has the same keys and
+    shapes, so parameters match even when it creates them in another order. Both on `device`, in eval mode.
+
+    `candidate_cls` is a class (built here, in this process: unit tests of the protocol) or a candidate session
+    (`candidate_session.CandidateSession`: built in its runner, which gets the same seed and the reference's
+    weights)."""
+    ref_model = build_reference(ref, size, device, seed)
+    return ref_model, build_candidate(ref, ref_model, candidate_cls, size, device, seed)
+
+
+def build_candidate(ref: LoadedReference, ref_model: Any, candidate_cls: Any, size: dict, device: str,
+                    seed: int) -> Any:
+    init = ref.init_inputs(size, seed)
+    if hasattr(candidate_cls, "model") and hasattr(candidate_cls, "runner"):
+        return candidate_cls.model(ref_model, copy.deepcopy(init), seed, {**ref.defaults, **size})
+    try:
+        cand_model, _, _ = model_init.build(lambda: candidate_cls(*copy.deepcopy(init)), device,
+                                            lambda: seed_all(seed),
+                                            model_init.built_on(ref_model, model_init.place_for(device)))
+        if isinstance(cand_model, torch.nn.Module):
+            _copy_weights(ref_model, cand_model)
+            cand_model = cand_model.to(device).eval()
+    except Exception as exc:
+        raise CandidateFailure("init", exc) from exc
+    return cand_model
+
+
+def _copy_weights(ref_model: Any, cand_model: torch.nn.Module) -> None:
+    if not isinstance(ref_model, torch.nn.Module):
+        return
+    rs = ref_model.state_dict()
+    if model_init.same_layout(cand_model.state_dict(), rs):
+        cand_model.load_state_dict(rs)
+
+
+def _to_host(t: Any) -> Any:
+    return t.cpu() if isinstance(t, torch.Tensor) and is_plain(t) and t.device.type != "cpu" else t
+
+
+def run_correctness(ref: LoadedReference, candidate_cls: Any, *, device: str, sizes: list[dict], seed: int,
+                    rounds: int = 5, tolerance: Callable[[str], Tolerance],
+                    distributions: tuple[str, ...] = DISTRIBUTIONS,
+                    call_guard: Callable[[], contextlib.AbstractContextManager] | None = None,
+                    reference: ReferenceRounds | None = None) -> CheckReport:
+    """Run the protocol (module doc) for `max(rounds, 5, len(sizes), len(distributions kept))` rounds, so every size
+    and every distribution is seen. `reference`: the reference's rounds, kept by the judge from an earlier candidate of
+    the same task, size, seed and precision (made here when None). Raises CandidateFailure when the candidate
+    raises, TaskError when the reference does. `call_guard()` wraps every local candidate call; if the object it
+    yields has `observe`, it is given each output."""
+    cached = reference is not None and bool(reference._rounds)
+    if reference is None:
+        reference = ReferenceRounds.create(ref, device, sizes, seed, tolerance, distributions, rounds)
+    report = _Protocol(reference, candidate_cls, call_guard).run()
+    report.reference_cached = cached
+    return report
+
+
+class _Protocol:
+    def __init__(self, reference: ReferenceRounds, candidate_cls: Any,
+                 call_guard: Callable[[], contextlib.AbstractContextManager] | None):
+        self.refs, self.cls, self.guard = reference, candidate_cls, call_guard
+        self.device, self.tol = reference.device, reference.tolerance
+        self.report = CheckReport()
+        self.poison = Poison(self.device)
+        self.candidates: dict[int, Any] = {}
+        #: Page-locked host buffers for large first outputs (`_to_pinned_host`).
+        self.pinned: dict[Any, torch.Tensor] = {}
+        self.failing_map: tuple[float, dict[str, Any], int] | None = None
+        #: The last round's error ratios; made into the Result's map once, at the end (downsampling every round's
+        #: output cost ~50 ms a round on a GPU, for a map nobody sees).
+        self.last_ratio: torch.Tensor | None = None
+        if not self.poison.cuda and self.poison.junk is None:
+            self.report.note("CPU allocator poisoning is unavailable in this torch build: unwritten outputs are "
+                             "caught by the two-call comparison only")
+
+    def _lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.report.phases[name] = round(self.report.phases.get(name, 0.0) + now - self._last, 3)
+        trace.ended(f"check {name}", self._last, now)
+        self._last = now
+
+    def run(self) -> CheckReport:
+        self._last = time.perf_counter()
+        for r in range(self.refs.n):
+            rd = self.refs.round(r)
+            self._lap("reference")
+            self._round(rd)
+            del rd
+        self.refs.finish()
+        self._lap("task")
+        for flag, detail in self.refs.task_findings:
+            self.report.add(flag, detail)
+        for text in self.refs.notes:
+            self.report.note(text)
+        if self.failing_map:
+            _, self.report.error_map, self.report.error_map_round = self.failing_map
+        elif self.last_ratio is not None:
+            self.report.error_map, self.report.error_map_round = error_map(self.last_ratio), len(self.report.rounds)
+        return self.report
+
+    def _candidate_model(self, i: int) -> Any:
+        if i not in self.candidates:
+            sizes = self.refs.sizes
+            same = next((j for j in self.candidates if sizes[j] == sizes[i]), None)
+            self.candidates[i] = self.candidates[same] if same is not None else build_candidate(
+                self.refs.ref, self.refs.model(i), self.cls, sizes[i], self.device, self.refs.seed)
+        return self.candidates[i]
+
+    def _candidate(self, model: Any, inputs: list[Any], like: list[Any], out_like: list[Any],
+                   seed: int | None = None) -> tuple[Any, list[Any]]:
+        """One candidate call on fresh copies in poisoned memory, the global RNG seeded with `seed` first: (output,
+        the copies it was given). A remote model gets shared copies; its runner poisons its own memory and seeds
+        its own RNG, and the shared inputs come back as they were left."""
+        if getattr(model, "remote", False):
+            return model.call(inputs, out_like, seed)
+        given = clone_inputs(inputs)
+        self.poison.prepare(like)
+        ctx = self.guard() if self.guard else contextlib.nullcontext()
+        try:
+            with ctx as watcher, torch.no_grad():
+                with self.poison.during_call():
+                    seed_rng(seed)
+                    out = model(*given)
+                if watcher is not None and hasattr(watcher, "observe"):
+                    watcher.observe(out)  # the launch guard checks the output came from the candidate's kernels
+            sync(self.device)
+        except CandidateFailure:
+            raise
+        except Exception as exc:
+            raise CandidateFailure("forward", exc) from exc
+        return out, given
+
+    def _round(self, rd: RoundData) -> None:
+        cand_model = self._candidate_model(rd.size_index)
+        n = self.refs.n
+        where = f"round {rd.number + 1} of {n} ({rd.dist} inputs, size {rd.size})"
+        like = [x for x in rd.inputs if isinstance(x, torch.Tensor)] + rd.out_like
+        self._lap("candidate model")
+        out1, given1 = self._candidate(cand_model, rd.inputs, like, rd.out_like, rd.call_seed)
+        self._lap("calls")
+        flags: list[tuple[str, str]] = []
+        cmp1 = compare(out1, rd.ref64, rd.native, self.tol)
+        self._add_mismatch(cmp1, f"{where}, call 1")
+        flags += [(f, f"{where}, call 1: {d}") for f, d in cmp1.flags]
+        flags += self._mutation(given1, rd.inputs, f"{where}, call 1")
+        self._lap("compare")
+        out1 = self._keep_first(out1)
+        self._lap("keep first output")
+        # Call 2 on fresh copies in re-poisoned memory: a different answer is a race or a read of unwritten memory.
+        out2, given2 = self._candidate(cand_model, rd.inputs, like + rd.out_like, rd.out_like, rd.call_seed)
+        self._lap("calls")
+        cmp2 = compare(out2, rd.ref64, rd.native, self.tol)
+        self._add_mismatch(cmp2, f"{where}, call 2")
+        flags += [(f, f"{where}, call 2: {d}") for f, d in cmp2.flags]
+        flags += self._mutation(given2, rd.inputs, f"{where}, call 2")
+        flags += self._stale_or_racy(rd, out1, out2, cmp1, cmp2, where)
+        self._lap("compare")
+        self.report.error_budget = merge_budgets(self.report.error_budget, cmp1.budget, cmp2.budget)
+        for flag, detail in flags:
+            if flag != "mismatch":  # added by `_add_mismatch`, from the worst comparison
+                self.report.add(flag, detail)
+        record: dict[str, Any] = {"size": rd.size, "dist": rd.dist, "seed": rd.seed, "max_abs": None,
+                                  "max_rel": None, "ok": True, "flags": list(dict.fromkeys(f for f, _ in flags))}
+        record["ok"] = not any(Finding(f).severity == REJECT for f in record["flags"])
+        for key, a, b in (("max_abs", cmp1.max_abs, cmp2.max_abs), ("max_rel", cmp1.max_rel, cmp2.max_rel)):
+            vals = [v for v in (a, b) if v is not None]
+            record[key] = max(vals) if vals else None
+        self.report.rounds.append(record)
+        if record["max_abs"] is not None:
+            self.report.max_abs_err = max(self.report.max_abs_err or 0.0, record["max_abs"])
+            self.report.max_rel_err = max(self.report.max_rel_err or 0.0, record["max_rel"])
+        self._error_map(cmp1, cmp2, record["ok"])
+
+    def _keep_first(self, out1: Any) -> Any:
+        """The first call's output, kept for the two-call comparison where the second call cannot overwrite it. A
+        large one (`LARGE_OUTPUT_BYTES`) arrives in its shared slot, which the second call reuses: copied on the
+        device while three times its size is free there (the copy, the second call's output, headroom), else to
+        page-locked host memory."""
+        size = _nbytes(as_list(out1))
+        if size <= LARGE_OUTPUT_BYTES:
+            return out1
+        room = self.device.startswith("cuda") and torch.cuda.mem_get_info(torch.device(self.device))[0] > 3 * size
+        kept = clone_inputs(as_list(out1)) if room else [self._to_pinned_host(o) for o in as_list(out1)]
+        return type(out1)(kept) if isinstance(out1, (tuple, list)) else kept[0]
+
+    def _to_pinned_host(self, t: Any) -> Any:
+        """`t` copied into page-locked host memory kept for the whole check (one buffer per shape and dtype): an
+        8 GB output crosses in ~0.3 s each way instead of ~7 s through pageable memory."""
+        if not (isinstance(t, torch.Tensor) and is_plain(t) and t.device.type == "cuda"):
+            return _to_host(t)
+        key = (tuple(t.shape), t.dtype)
+        if key not in self.pinned:
+            try:
+                self.pinned[key] = torch.empty(key[0], dtype=t.dtype, pin_memory=True)
+            except RuntimeError:  # page-locked memory refused: pageable, slower
+                return _to_host(t)
+        return self.pinned[key].copy_(t)
+
+    def _mutation(self, given: list[Any], inputs: list[Any], where: str) -> list[tuple[str, str]]:
+        changed = [k for k, (a, b) in enumerate(zip(given, inputs, strict=False)) if not same_bits(a, b)]
+        if changed:
+            return [("input-mutation", f"{where}: input(s) {changed} changed during forward")]
+        return []
+
+    def _stale_or_racy(self, rd: RoundData, out1: Any, out2: Any, cmp1: Comparison, cmp2: Comparison,
+                       where: str) -> list[tuple[str, str]]:
+        """Name what two calls on the same inputs reveal: a result from an earlier round (stale-memory), or two
+        different answers (nondeterministic). Poisoned elements were already named by compare."""
+        found: list[tuple[str, str]] = []
+        prior = self.refs.prior(rd.number)
+        for call, out, cmp in ((1, out1, cmp1), (2, out2, cmp2)):
+            if not cmp.ok and not cmp.malformed and _matches_prior(out, cmp, prior):
+                found.append(("stale-memory", f"{where}, call {call}: the output is an earlier round's reference "
+                                              "result (memory the candidate never wrote)"))
+        if found or cmp1.malformed or cmp2.malformed or cmp1.poisoned or cmp2.poisoned:
+            return found
+        worst = self._mutual_ratio(out1, out2, rd.native, rd.ref64)
+        if worst > 1:
+            found.append(("nondeterministic", f"{where}: two calls on the same inputs differ by up to {worst:.3g}x the "
+                                              "tolerance"))
+        return found
+
+    def _mutual_ratio(self, out1: Any, out2: Any, native: Any, ref64: Any) -> float:
+        """How far two calls on the same inputs differ, in units of the bound the error budget allows."""
+        worst = 0.0
+        for a, b, rn, r64 in zip(as_list(out1), as_list(out2), as_list(native), as_list(ref64), strict=False):
+            if not (is_plain(a) and is_plain(b) and isinstance(rn, torch.Tensor)):
+                continue
+            if not (a.is_floating_point() or a.is_complex()):
+                worst = max(worst, 0.0 if torch.equal(a, b) else float("inf"))
+                continue
+            worst = max(worst, _pair_ratio(a, b, rn, r64, self.tol(dtype_name(rn.dtype))))
+        return worst
+
+    def _add_mismatch(self, cmp: Comparison, where: str) -> None:
+        """A comparison's mismatch, reported from the comparison with the worst ratio (its budget is the Result's)."""
+        for flag, detail in cmp.flags:
+            if flag == "mismatch":
+                self.report.add(flag, f"{where}: {detail}", worst=cmp.worst)
+
+    def _error_map(self, cmp1: Comparison, cmp2: Comparison, ok: bool) -> None:
+        cmp = cmp2 if cmp2.ratio is not None and cmp2.worst > cmp1.worst else cmp1
+        if cmp.ratio is None:
+            return
+        self.last_ratio = cmp.ratio
+        if not ok and (self.failing_map is None or cmp.worst > self.failing_map[0]):
+            self.failing_map = (cmp.worst, error_map(cmp.ratio), len(self.report.rounds))
+
+
+def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, tol: Tolerance) -> float:
+    """Largest |a - b| over the bound the error budget allows (honest atomics may reorder sums run to run)."""
+    fa, fb = real_view(a.detach()).reshape(-1), real_view(b.detach()).reshape(-1)
+    fr = real_view(r64.detach()).reshape(-1) if isinstance(r64, torch.Tensor) else None
+    fn = real_view(rn.detach()).reshape(-1)
+    floor = 0.0
+    staged = fa.device != fb.device and fused.usable(fb, fb, fr if fr is not None else fb)
+    one_pass = staged or fused.usable(fa, fb, fr if fr is not None else fa)  # a GPU's outputs (the interpreter: never)
+    if one_pass and fr is not None and rn.is_floating_point() and fn.device == fb.device:
+        floor = ERROR_BUDGET_K * fused.native_error(fn, fr)
+    elif fr is not None and rn.is_floating_point():
+        for s in range(0, fn.numel(), CHUNK):
+            e = (fn[s:s + CHUNK].double() - fr[s:s + CHUNK].to(fn.device, torch.float64)).abs()
+            e = e[torch.isfinite(e)]
+            if e.numel():
+                floor = max(floor, ERROR_BUDGET_K * float(e.max()))
+    if staged:  # the first call's output kept on the host (`_keep_first`): to the GPU a slice at a time, as it is
+        return _staged_pair_worst(fa, fb, fr, tol, floor)
+    if one_pass:  # both calls' outputs on the GPU: the same bound in one pass (`output_compare_fused`)
+        return fused.pair_worst(fa, fb, fr if fr is not None else fa, tol.atol, tol.rtol, floor)
+    worst = 0.0
+    for s in range(0, fa.numel(), CHUNK):
+        b64 = fb[s:s + CHUNK].double()
+        a64 = fa[s:s + CHUNK].to(b64.device, torch.float64)  # the first call's output may be on the host
+        scale = (fr[s:s + CHUNK].to(a64.device, torch.float64) if fr is not None else a64).abs()
+        same = (torch.isnan(a64) & torch.isnan(b64)) | (a64 == b64)
+        diff = torch.nan_to_num(torch.where(same, torch.zeros_like(a64), (a64 - b64).abs()), nan=float("inf"),
+                                posinf=float("inf"))
+        bound = torch.clamp(tol.atol + tol.rtol * torch.nan_to_num(scale), min=floor)
+        if diff.numel():
+            worst = max(worst, float(torch.where(diff == 0, torch.zeros_like(diff), diff / bound).max()))
+    return worst
+
+
+def _staged_pair_worst(fa: torch.Tensor, fb: torch.Tensor, fr: torch.Tensor | None, tol: Tolerance,
+                       floor: float) -> float:
+    """`fused.pair_worst` of a first output held on the host against a second one on the GPU: slices of CHUNK
+    elements copied over in their own dtype (from page-locked memory, a plain copy) and judged there in one pass.
+    Converting each slice to float64 on the host first made the comparison of an 8 GiB output take 25 s."""
+    worst = 0.0
+    for s in range(0, fa.numel(), CHUNK):
+        a = fa[s:s + CHUNK].to(fb.device)
+        scale = fr[s:s + CHUNK] if fr is not None else a
+        worst = max(worst, fused.pair_worst(a, fb[s:s + CHUNK], scale, tol.atol, tol.rtol, floor))
+    return worst
+
+
+def _matches_prior(out: Any, cmp: Comparison, prior: list[PriorOutput]) -> bool:
+    for o, bad in zip(as_list(out), cmp.bad, strict=False):
+        if bad is None or not bool(bad.any()):
+            continue
+        if any(old.matches(o, bad) for old in prior):
+            return True
+    return False

@@ -1,0 +1,59 @@
+"""What the judge keeps of earlier rounds' reference outputs, to recognise a stale result (docs/anti-cheating.md, cheat 1).
+
+A candidate that returns memory it never wrote may be handed a block that still holds an earlier round's result;
+its output then equals that result wherever it is wrong. To see it, the judge keeps each round's reference output:
+a small one whole, on the host; a large one (a KernelBench output of 6-8 GB) as its values at `SAMPLE` positions
+drawn in secret, on its own device. Copying a 6 GB output to the host took ~5 s a round on an H100, most of a
+real-size check, for a finding that a million positions the runner cannot predict show just as well: a stale
+output equals the old one at every position, an honest one at almost none.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from workbench.eval.judge.correctness.compare import STALE_SHARE
+from workbench.eval.wire.tensors import bytes_per_element
+
+#: Outputs up to this size are kept whole (on the host).
+WHOLE_BYTES = 64 << 20
+#: Positions kept of a larger output.
+SAMPLE = 1 << 20
+
+
+@dataclass
+class PriorOutput:
+    """One earlier reference output: whole (`whole`), or its values at `index` (`values`)."""
+
+    shape: torch.Size
+    dtype: torch.dtype
+    whole: torch.Tensor | None = None
+    index: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> PriorOutput:
+        t = t.detach()
+        if t.numel() * t.element_size() <= WHOLE_BYTES:
+            return cls(t.shape, t.dtype, whole=t.cpu() if t.device.type != "cpu" else t.clone())
+        gen = torch.Generator(device=t.device)
+        gen.manual_seed(random.SystemRandom().randrange(1 << 62))
+        index = torch.randint(0, t.numel(), (SAMPLE,), device=t.device, generator=gen)
+        return cls(t.shape, t.dtype, index=index, values=t.reshape(-1)[index].clone())
+
+    def matches(self, out: torch.Tensor, bad: torch.Tensor) -> bool:
+        """Whether at least STALE_SHARE of the positions where `out` is wrong (`bad`) hold this output's nonzero
+        value, bit for bit (on the kept positions only, for a sampled output)."""
+        if tuple(out.shape) != tuple(self.shape) or out.dtype != self.dtype:
+            return False
+        if self.whole is not None:
+            old, got, wrong = self.whole.to(out.device), out, bad.to(out.device)
+        else:
+            index = self.index.to(out.device)
+            old, got, wrong = self.values.to(out.device), out.reshape(-1)[index], bad.to(out.device).reshape(-1)[index]
+        same = (bytes_per_element(got) == bytes_per_element(old)) & (old != 0) & wrong
+        wrong_count = int(wrong.sum())
+        return wrong_count > 0 and int(same.sum()) >= STALE_SHARE * wrong_count

@@ -1,0 +1,117 @@
+"""The judge corroborates what the runner reported about the candidate's launches (`checks/evidence.py` says what each
+evidence level means and which verdicts need which).
+
+After the correctness calls (`after_check`): the runner's hook points it found replaced (`harness-tamper`), and on
+the CPU the launches it reported, from the probe calls among them (`launch_probe.py`). Before the verdict
+(`before_verdict`): the timing basis, and on a GPU the profiled forward (the timing stage's, or one made here when
+the evaluation is not timed).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from workbench.eval.checks import evidence as ev
+from workbench.eval.checks import runtime as guards
+from workbench.eval.checks.flags import Finding
+from workbench.eval.checks.runtime import own_kernel_names
+
+if TYPE_CHECKING:
+    from workbench.eval.judge.evaluation import Evaluation
+    from workbench.eval.judge.runners.session import CallRecord, CandidateSession
+
+
+def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]:
+    """Findings from the correctness calls' launch reports as the judge can check them (module doc); fills
+    `evaluation.evidence`. `rejected`: other checks already reject the candidate, so no call is added to probe it."""
+    session, evidence = evaluation.session, evaluation.evidence
+    language = evaluation.candidate.language
+    records = session.reports
+    evidence.set("outputs", ev.JUDGE, "read from shared memory by the judge and compared with its reference")
+    found = guards.judge_tamper(name for r in records for name in r.launch.tampered)
+    if language == "torch":
+        evidence.set("launches", ev.NOT_APPLICABLE, "a PyTorch candidate launches no kernels of its own")
+    elif not evaluation.device.startswith("cuda") and language == "triton":
+        if rejected and not _pairs(records):
+            evidence.set("launches", ev.UNVERIFIED, "not probed: the candidate failed other checks")
+        elif any(r.launch.launches for r in records):
+            evidence.set("launches", *_interpreted(session))
+            if evidence.levels["launches"] == ev.CONTRADICTED:
+                found += ev.findings(evidence, evaluation.policy, language)
+        else:
+            evidence.set("launches", ev.NOT_APPLICABLE, "no launch reported")
+    return found
+
+
+def _interpreted(session: CandidateSession) -> tuple[str, str]:
+    """(level, how) of the CPU launches from the probe pairs among the calls (a pair made now if there is none): the
+    runner's CPU time from /proc, or the judge's wall clock where /proc gives none (noisier, still the judge's own
+    measurement)."""
+    if not _pairs(session.reports):
+        session.probe_pair()
+    records = session.reports
+    cpu = all(r.cpu_ns is not None for r in records)
+    pairs = []
+    for ordinary, probe in _pairs(records):
+        seconds = (ordinary.cpu_ns / 1e9, probe.cpu_ns / 1e9) if cpu else (ordinary.wall_s, probe.wall_s)
+        pairs.append(ev.ProbePair(*seconds, probe.launch.launches, probe.probe_ns / 1e9))
+    return ev.interpreted_launches(pairs, "CPU time (from /proc)" if cpu else "wall time (the judge's clock)")
+
+
+def _pairs(records: list[CallRecord]) -> list[tuple[CallRecord, CallRecord]]:
+    """(ordinary, probe) records: each probe call and the call before it (`launch_probe.ProbePlanner`)."""
+    return [(records[i - 1], r) for i, r in enumerate(records) if r.probe_ns and i > 0]
+
+
+def before_verdict(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
+    """The timing basis, the GPU launch evidence, and the rule every verdict obeys (`checks.evidence.findings`)."""
+    evidence, language = evaluation.evidence, evaluation.candidate.language
+    basis = evaluation.diagnostics.timing_basis or ""
+    if "timing" not in result:
+        evidence.set("time", ev.NOT_APPLICABLE, "not timed")
+    elif basis.startswith("runner clock"):
+        evidence.set("time", ev.CORROBORATED, "the runner's clock, bounded by the judge's clock around each batch")
+    else:
+        evidence.set("time", ev.JUDGE, "the judge's clock around each timed batch, less the harness")
+    found: list[Finding] = []
+    if evaluation.device.startswith("cuda") and language in ("triton", "cuda"):
+        found += _profiled(evaluation, result)
+    return found + ev.findings(evidence, evaluation.policy, language)
+
+
+def _profiled(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
+    """GPU: the profiled forward of the timing stage, or one made here (untimed evaluations), as launch evidence;
+    where it was made here, its coverage is judged as the timing stage's would be."""
+    session, found = evaluation.session, []
+    if session.profiled is None:
+        kernels = _profile(evaluation)
+        coverage, found = guards.judge_coverage(kernels, guards.own_kernel_names(evaluation.candidate.source),
+                                                evaluation.policy)
+        result["coverage"] = coverage
+    kernels, tampered = session.profiled
+    # The call's cost as the verdict has it (at least the judge's clock, never under what the device measured): the
+    # raw judge clock alone can come out near 0 for a short kernel where the harness's host work overlaps it, and a
+    # runner gains nothing by raising its own time to make a forged profile look plausible.
+    timed = [t.get("median_ms") for t in (result.get("judge_clock_timing"), result.get("timing")) if t]
+    call_ms = max((v for v in timed if v is not None), default=None)
+    level, how = ev.profiled_launches(kernels, guards.own_kernel_names(evaluation.candidate.source), tampered, call_ms)
+    evaluation.evidence.set("launches", level, how)
+    evaluation.evidence.set("coverage", level, how)
+    return found + guards.judge_tamper(tampered)
+
+
+def settle(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
+    """Findings of the decision for the evaluation (a judge.evaluation.Evaluation); its notes go to `result`."""
+    kernels = evaluation.session.profiles[-1] if evaluation.session.profiles else _profile(evaluation)
+    assert evaluation.ran is not None
+    found = evaluation.ran.after_profile(kernels, own_kernel_names(evaluation.candidate.source))
+    result.setdefault("details", {}).setdefault("notes", []).extend(evaluation.ran.take_notes())
+    return found
+
+
+def _profile(evaluation: Evaluation) -> dict[str, float]:
+    """One profiled forward of the candidate at the timing size (its kernel microseconds by name)."""
+    ref, size, seed = evaluation.reference(), evaluation.time_size, evaluation.seed
+    model = evaluation.session.model(evaluation.reference_model(), ref.init_inputs(size, seed), seed,
+                                     {**ref.defaults, **size})
+    return evaluation.session.profile(model.model_id, ref.make_inputs(size, seed + 101, evaluation.device))

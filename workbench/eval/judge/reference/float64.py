@@ -1,0 +1,200 @@
+"""The float64 reference: the task's model with its parameters and floating inputs cast to float64, run where it fits.
+
+Placement (docs/verdicts.md, scale), decided once per model and size:
+
+1. "device": on the evaluation's device when the float64 copies of the inputs, the output and the parameters fit
+   in half of its free memory;
+2. "device-chunked": on the device, a slice of the batch at a time, when the model treats the rows of its batch
+   independently: checked on the native model first (the slices' outputs, concatenated, must equal the whole
+   output up to rounding, `SEPARABLE_RTOL`), because a model that reduces over the batch (a loss, batch
+   statistics) would be wrong;
+3. "host": in host memory, the last resort (a KernelBench L1 problem of 6 GB inputs took 66 s there), with the
+   reason recorded.
+
+Where float64 fails (an op without a float64 kernel), the native result is the reference, with a note.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from workbench.eval.wire.tensors import as_list, clone_inputs, to64
+from workbench.eval.wire.timed_loop import seed_rng
+
+#: Share of the device's free memory the float64 copies may take.
+DEVICE_SHARE = 0.5
+#: Rows per slice are chosen so one slice's float64 copies take at most this share of free memory.
+CHUNK_SHARE = 0.2
+
+
+def nbytes(items: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in as_list(items) if isinstance(t, torch.Tensor))
+
+
+def _param_bytes(model: Any) -> int:
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values() if isinstance(t, torch.Tensor))
+
+
+def _free_bytes(device: str) -> int:
+    if not device.startswith("cuda"):
+        return 1 << 62
+    return int(torch.cuda.mem_get_info(torch.device(device))[0])
+
+
+def _as64(model: Any, host: bool) -> Any:
+    m = copy.deepcopy(model)
+    if host and isinstance(m, torch.nn.Module):
+        m = m.cpu()
+    return m.double() if isinstance(m, torch.nn.Module) else m
+
+
+def _batch_rows(inputs: list[Any]) -> int:
+    """The common leading dimension of every tensor input (0 when they do not share one)."""
+    rows = {int(x.shape[0]) for x in inputs if isinstance(x, torch.Tensor) and x.dim() >= 1}
+    if len(rows) != 1 or any(isinstance(x, torch.Tensor) and x.dim() == 0 for x in inputs):
+        return 0
+    return rows.pop()
+
+
+def _slices(inputs: list[Any], start: int, stop: int) -> list[Any]:
+    return [x[start:stop] if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+@dataclass
+class Float64Reference:
+    """The float64 model of one reference at one size, and where it runs ("device", "device-chunked", "host", or
+    "native" when float64 is unavailable)."""
+
+    model64: Any
+    placement: str
+    rows_per_chunk: int = 0
+    note: str = ""
+
+    @classmethod
+    def plan(cls, ref_model: Any, inputs: list[Any], native: Any, device: str, seed: int | None) -> Float64Reference:
+        """Decide where the float64 reference of `ref_model` runs, from one input set and its native output."""
+        cuda = device.startswith("cuda")
+        # The float64 copies of inputs, output and parameters, and the native-dtype clone of the inputs that
+        # `_run64` casts from.
+        need = 2 * (nbytes(inputs) + nbytes(native) + _param_bytes(ref_model)) + nbytes(inputs)
+        free = _free_bytes(device)
+        try:
+            if not cuda or need <= DEVICE_SHARE * free:
+                return cls(_as64(ref_model, host=False), "device")
+            rows = _batch_rows(inputs)
+            per_row = need / rows if rows else 0
+            chunk = int(CHUNK_SHARE * free // per_row) if per_row else 0
+            if rows >= 2 and 1 <= chunk < rows and _separable(ref_model, inputs, native, chunk, seed):
+                return cls(_as64(ref_model, host=False), "device-chunked", chunk,
+                           f"the float64 reference ran on the GPU in slices of {chunk} of {rows} rows (it does not "
+                           "fit whole; the model treats its rows independently)")
+            why = ("the model does not treat its batch rows independently" if rows >= 2 and chunk >= 1 else
+                   "one row alone does not fit" if rows >= 2 else "its inputs have no common batch dimension")
+            return cls(_as64(ref_model, host=True), "host",
+                       note=f"the float64 reference ran on the host: it needs {need / 2**30:.1f} GiB, more than half "
+                            f"of the GPU's free {free / 2**30:.1f} GiB, and it cannot run in slices ({why})")
+        except Exception as exc:  # noqa: BLE001 - no float64 model: the native result is the reference
+            return cls(None, "native", note=_native_note(exc))
+
+    def __call__(self, ref_model: Any, inputs: list[Any], native: Any, seed: int | None) -> tuple[list[Any], str]:
+        """(float64 outputs, note): the note is set when float64 failed and the native result stood in."""
+        if self.model64 is None:
+            return [to64(o) for o in as_list(native)], self.note
+        try:
+            if self.placement == "host":
+                args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
+                return _run64(self.model64, args, seed), ""
+            if self.placement == "device-chunked":
+                return self._chunked(inputs, seed), ""
+            return _run64(self.model64, inputs, seed), ""
+        except Exception as exc:  # noqa: BLE001
+            self.model64 = None
+            self.note = _native_note(exc)
+            return [to64(o) for o in as_list(native)], self.note
+
+
+    def _chunked(self, inputs: list[Any], seed: int | None) -> list[Any]:
+        """The float64 model a slice of rows at a time, each slice written into outputs allocated once (no list of
+        parts and a concatenated copy: the whole output is held once)."""
+        rows = _batch_rows(inputs)
+        outs: list[torch.Tensor] = []
+        for s in range(0, rows, self.rows_per_chunk):
+            part = _run64(self.model64, _slices(inputs, s, s + self.rows_per_chunk), seed)
+            if not outs:
+                outs = [torch.empty((rows, *p.shape[1:]), dtype=p.dtype, device=p.device) for p in part]
+            for out, p in zip(outs, part, strict=True):
+                out[s:s + p.shape[0]] = p
+            del part
+        return outs
+
+
+def _native_note(exc: BaseException) -> str:
+    return (f"the reference ran in its native precision: float64 failed ({type(exc).__name__}: "
+            f"{str(exc)[:120]})")
+
+
+def _run64(model64: Any, inputs: list[Any], seed: int | None) -> list[Any]:
+    seed_rng(seed)
+    with torch.no_grad():
+        out = model64(*to64(clone_inputs(inputs)))
+    return [to64(o) for o in as_list(out)]
+
+
+def _separable(ref_model: Any, inputs: list[Any], native: Any, chunk: int, seed: int | None) -> bool:
+    """Whether the native model, run on slices of `chunk` rows, gives the whole output (concatenated) up to rounding."""
+    whole = [o for o in as_list(native) if isinstance(o, torch.Tensor)]
+    rows = _batch_rows(inputs)
+    if not whole or any(o.dim() == 0 or o.shape[0] != rows for o in whole):
+        return False
+    with torch.no_grad():
+        for start in range(0, rows, chunk):
+            seed_rng(seed)
+            part = [o for o in as_list(ref_model(*clone_inputs(_slices(inputs, start, start + chunk))))
+                    if isinstance(o, torch.Tensor)]
+            if len(part) != len(whole):
+                return False
+            for p, w in zip(part, whole, strict=True):
+                piece = w[start:start + chunk]
+                if p.shape != piece.shape or not _same_rows(p, piece):
+                    return False
+    return True
+
+
+#: How far a slice's rows may differ from the same rows of the whole output and still count as computed alone:
+#: rounding only (a reduction's kernel may split a row differently at another batch size: L2-normalising 65535
+#: columns differs in the last bits), far below what mixing rows does (batch statistics move every value).
+SEPARABLE_RTOL = 1e-5
+
+
+def _same_rows(part: torch.Tensor, whole: torch.Tensor) -> bool:
+    """`part` equals `whole` up to SEPARABLE_RTOL (NaN for NaN, infinities in place); integers exactly."""
+    if not (part.is_floating_point() or part.is_complex()):
+        return bool(torch.equal(part, whole))
+    a, b = part.reshape(-1), whole.reshape(-1)
+    finite = torch.isfinite(b)
+    scale = float(b[finite].abs().max()) if bool(finite.any()) else 0.0
+    same_special = (torch.isnan(a) & torch.isnan(b)) | (a == b)
+    close = (a - b).abs() <= SEPARABLE_RTOL * b.abs() + SEPARABLE_RTOL * 1e-3 * scale
+    return bool((same_special | close).all())
+
+
+def reference64(ref_model: Any, inputs: list[Any], notes: list[str], model64: Any = None, native: Any = None,
+                seed: int | None = None) -> list[Any]:
+    """The reference in float64 on the inputs' own device (model and floating inputs cast); else its native result,
+    with a note. Kept for callers that hold one model; the correctness protocol plans placement with
+    `Float64Reference.plan`."""
+    plan = Float64Reference(model64 if model64 is not None else _as64(ref_model, host=False), "device")
+    if native is None:
+        seed_rng(seed)
+        with torch.no_grad():
+            native = ref_model(*clone_inputs(inputs))
+    out, note = plan(ref_model, inputs, native, seed)
+    if note and note not in notes:
+        notes.append(note)
+    return out

@@ -1,0 +1,457 @@
+"""The reference's half of the correctness protocol, computed once per task, sizes, seed, precision, device and round
+count, and reused by every later candidate of that task in this judge (an LLM loop, a sweep, a cell run again).
+
+A round's reference work is its inputs (drawn through the task's own input code, its random draws rerouted to the
+round's distribution: workbench.tasks.inputs), the reference's output in its native dtype and the float64 reference;
+the task-level findings (distributions skipped because the reference is not finite on them or because they would
+repeat the task's own inputs, a weak task) come from the same pass. The number of rounds follows the distributions
+kept, so it is known once they are screened (`n`). None of it depends on the
+candidate, so the judge keeps it (trusted memory only: the runner sees inputs through shared copies). Kept rounds
+are bounded by `ReferenceCache`'s byte budget; a task too large for it computes each round when it is needed and
+keeps nothing (docs/verdicts.md, speed and scale).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.errors import TaskError
+from workbench.eval.judge import trace
+from workbench.eval.judge.correctness.compare import CHUNK, constant_passes
+from workbench.eval.judge.correctness.prior_outputs import PriorOutput
+from workbench.eval.judge.reference.float64 import Float64Reference, nbytes
+from workbench.eval.wire import model_init
+from workbench.eval.wire.tensors import (
+    all_finite,
+    as_list,
+    clone_inputs,
+    dtype_name,
+    is_plain,
+    release_unused,
+    same_bits,
+    sync,
+)
+from workbench.eval.wire.timed_loop import seed_rng
+from workbench.seeding import seed_all
+from workbench.tasks.distributions import get_distribution
+from workbench.tasks.reroute import DrawRecord
+from workbench.tasks.task import LoadedReference, Tolerance
+
+MIN_ROUNDS = 5
+#: Earlier rounds' reference outputs a candidate's output is compared with to recognise a stale result.
+PRIOR_ROUNDS = 2
+
+
+def round_seeds(seed: int, r: int) -> tuple[int, int]:
+    """(seed of round r's inputs, the RNG state every call of the round starts from)."""
+    round_seed = (seed * 1_000_003 + 7919 * (r + 1)) % (1 << 62)
+    return round_seed, (round_seed * 31 + 1) % (1 << 62)
+
+
+@dataclass
+class RoundData:
+    """One round's reference side: what the candidate is given and what it must return."""
+
+    number: int
+    size_index: int
+    size: dict[str, Any]
+    dist: str
+    seed: int
+    call_seed: int
+    inputs: list[Any]
+    native: Any
+    ref64: list[Any]
+    #: Shapes and dtypes of the native output's tensors (meta tensors): the runner's output slots.
+    out_like: list[torch.Tensor]
+    #: What is kept of the native output's tensors, for recognising a stale result in later rounds.
+    native_host: list[PriorOutput]
+
+    @property
+    def nbytes(self) -> int:
+        return nbytes(self.inputs) + nbytes(self.native) + nbytes(self.ref64)
+
+
+def build_reference(ref: LoadedReference, size: dict, device: str, seed: int) -> Any:
+    """The reference `Model(*init_inputs)` under `seed`, on `device`, in eval mode (KernelBench's rule), built on the
+    device where its constructor allows (`model_init`: its random initialization runs there, not on the host)."""
+    init = ref.init_inputs(size, seed)
+    try:
+        model, place, _ = model_init.build(lambda: ref.module.Model(*copy.deepcopy(init)), device,
+                                           lambda: seed_all(seed))
+        if isinstance(model, torch.nn.Module):
+            model = model.to(device).eval()
+        model_init.remember(model, place)
+    except Exception as exc:
+        raise TaskError(f"the reference Model could not be built at size {size}: {type(exc).__name__}: {exc}. "
+                        "The task is broken, not the candidate: fix its Model or get_init_inputs.") from exc
+    return model
+
+
+@dataclass
+class ReferenceRounds:
+    """The reference side of `n` rounds over `sizes` and `dists` (module doc). `round(r)` computes round r the first
+    time and keeps it while `keep` allows; task-level findings are ready once every round was computed."""
+
+    ref: LoadedReference
+    device: str
+    sizes: list[dict[str, Any]]
+    seed: int
+    tolerance: Callable[[str], Tolerance]
+    dists: list[str]
+    #: Rounds asked for; `n` is at least this, five, the number of sizes and the number of distributions kept.
+    requested: int
+    #: Bytes the kept rounds may take; past it (estimated from the first round) nothing is kept.
+    budget: int = 1 << 62
+    keep: bool = True
+    models: dict[int, Any] = field(default_factory=dict)
+    skipped: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    #: (flag, detail) task-level findings: "weak-task".
+    task_findings: list[tuple[str, str]] = field(default_factory=list)
+    _rounds: dict[int, RoundData] = field(default_factory=dict)
+    _f64: dict[int, Float64Reference] = field(default_factory=dict)
+    _constant: dict[int, list[bool | None]] = field(default_factory=dict)
+    _scalars: dict[int, tuple[str, list[float]]] = field(default_factory=dict)
+    _input_numel: dict[int, int] = field(default_factory=dict)
+    _screened: bool = False
+    _judged_task: bool = False
+    #: Where rounds are not kept: the next round, made while the one in use had its calls (`prepare`), the round
+    #: last handed out, and the bytes of one round.
+    _ahead: RoundData | None = None
+    _last: int = -1
+    _round_bytes: int = 0
+
+    @classmethod
+    def create(cls, ref: LoadedReference, device: str, sizes: list[dict], seed: int,
+               tolerance: Callable[[str], Tolerance], distributions: tuple[str, ...], rounds: int,
+               budget: int = 1 << 62) -> ReferenceRounds:
+        sizes = list(sizes) or [{}]
+        dists = list(dict.fromkeys(distributions)) or ["default"]
+        return cls(ref, device, sizes, seed, tolerance, dists, rounds, budget)
+
+    @property
+    def kept(self) -> list[str]:
+        """The distributions the rounds cycle through (screened first)."""
+        if not self._screened:
+            self._screen_distributions()
+        return [d for d in self.dists if d not in self.skipped] or ["default"]
+
+    @property
+    def n(self) -> int:
+        """How many rounds: every size and every kept distribution is seen, and never fewer than MIN_ROUNDS."""
+        return max(self.requested, MIN_ROUNDS, len(self.sizes), len(self.kept))
+
+    def float64_placements(self) -> set[str]:
+        """Where the float64 reference of the rounds made so far ran ("device", "device-chunked", "host")."""
+        return {f.placement for f in self._f64.values()}
+
+    # -- what the protocol asks --
+    def model(self, i: int) -> Any:
+        if i not in self.models:
+            same = next((j for j in self.models if self.sizes[j] == self.sizes[i]), None)
+            self.models[i] = self.models[same] if same is not None else \
+                build_reference(self.ref, self.sizes[i], self.device, self.seed)
+        return self.models[i]
+
+    def round(self, r: int) -> RoundData:
+        if not self._screened:
+            self._screen_distributions()
+        if self._ahead is not None and self._ahead.number == r:
+            found, self._ahead = self._ahead, None
+            self._last = r
+            return found
+        found = self._rounds.get(r)
+        if found is None:
+            found = self._compute(r)
+            self._round_bytes = found.nbytes
+            if self.keep and found.nbytes * self.n > self.budget:
+                self.keep = False
+                self._recent = {**{k: rd.native_host for k, rd in self._rounds.items()}, r: found.native_host}
+                self._rounds.clear()
+                self.note("the reference's rounds are too large to keep for later candidates: each evaluation "
+                          "computes them again")
+            if self.keep:
+                self._rounds[r] = found
+        self._last = r
+        return found
+
+    def pending(self) -> int | None:
+        """The round to make before it is used (`prepare`), or None. While rounds are kept: the first one not made
+        yet. Otherwise the one after the round in use, when two rounds fit the budget and it is not made already:
+        held until its turn, one round ahead at most."""
+        if self.keep:
+            return next((r for r in range(self.n) if r not in self._rounds), None)
+        nxt = self._last + 1
+        if self._ahead is not None or not self._two_fit(self._round_bytes) or nxt >= self.n:
+            return None
+        return nxt
+
+    def _two_fit(self, round_bytes: int) -> bool:
+        """Whether two rounds of `round_bytes` fit the budget: the one in use and one held ahead of it."""
+        return 0 < 2 * round_bytes <= self.budget
+
+    def hold_ahead(self, rd: RoundData) -> bool:
+        """Hold `rd`, made before the check asked for it (`check_rounds.make_ahead`), as the round ahead when making
+        it showed the rounds too large to keep: the check uses it instead of making it again (KernelBench L2/1 on an
+        H100: 0.15 s of its first round made twice, the second time on the check's critical path). Only where two
+        rounds fit the budget, as for a round made beside a call (`pending`): a round of a problem that fills the GPU
+        (KernelBench L1/19, L1/34: 7-8 GiB inputs) held through the candidate's model build and first call ran the
+        judge out of memory. Returns whether it is held."""
+        if self.keep or self._ahead is not None or not self._two_fit(rd.nbytes):
+            return False
+        self._ahead, self._last = rd, rd.number - 1
+        return True
+
+    def drop_ahead(self) -> None:
+        """Forget the round held ahead, when the check that would have used it ended (the rounds outlive it in the
+        judge's cache; its memory does not)."""
+        self._ahead, self._last = None, -1
+
+    def prepare(self, r: int) -> None:
+        """Make round r before it is used (`pending`): kept with the others, or held as the one round ahead."""
+        if self.keep:
+            self.round(r)
+        else:
+            self._ahead = self._compute(r)
+
+    def finish(self) -> None:
+        """Judge the task itself (`weak-task`) once every round was computed. Called after the last round was
+        used, not while it is: a task too large to keep its rounds has freed the last one by then, and the probe
+        of ignored inputs needs inputs and outputs of its own."""
+        if not self._judged_task and len(self._constant) >= self.n:
+            self._judged_task = True
+            self._judge_task()
+
+    def prior(self, r: int) -> list[PriorOutput]:
+        """What is kept of the reference outputs of the PRIOR_ROUNDS rounds before r (computed ones only)."""
+        out: list[PriorOutput] = []
+        for k in range(max(0, r - PRIOR_ROUNDS), r):
+            if k in self._rounds:
+                out += self._rounds[k].native_host
+            elif k in self._recent:
+                out += self._recent[k]
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return sum(rd.nbytes for rd in self._rounds.values())
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # -- building --
+    def __post_init__(self) -> None:
+        self._recent: dict[int, list[PriorOutput]] = {}
+
+    def _inputs(self, size: dict, seed: int, dist: str, record: DrawRecord | None = None) -> list[Any]:
+        try:
+            return self.ref.make_inputs(size, seed, self.device, dist, note=self.note, record=record)
+        except Exception as exc:
+            raise TaskError(f"the task's inputs could not be made at size {size} ({dist} inputs): "
+                            f"{type(exc).__name__}: {exc}. Fix the task's get_inputs.") from exc
+
+    def run(self, model: Any, inputs: list[Any], size: dict, dist: str, seed: int | None = None) -> Any:
+        """The reference in its native dtype on clones of `inputs`, the global RNG seeded with `seed` first."""
+        try:
+            seed_rng(seed)
+            with torch.no_grad():
+                out = model(*clone_inputs(inputs))
+            sync(self.device)
+            return out
+        except Exception as exc:
+            raise TaskError(f"the reference failed at size {size} ({dist} inputs): {type(exc).__name__}: {exc}. "
+                            "The task is broken, not the candidate: fix its Model.forward or its sizes.") from exc
+
+    def _dist(self, r: int) -> str:
+        kept = self.kept
+        return kept[r % len(kept)]
+
+    def _screen_distributions(self) -> None:
+        """Skip each distribution that would repeat the task's own inputs: quietly where its draws already have
+        that distribution (only torch.rand, for "uniform"), with a note where get_inputs draws no random values at
+        all. Skip, with a note, each on which the reference is not finite (log of negatives, exp of large values)
+        while it is on the task's own inputs. Judged on separate probe inputs, so no candidate runs on discarded
+        inputs."""
+        self._screened = True
+        if all(d == "default" for d in self.dists):
+            return
+        model, size = self.model(0), self.sizes[0]
+        probe_seed = (self.seed * 1_000_003 + 15_485_863) % (1 << 62)
+        finite: list[bool] = []  # the reference on the task's own probe inputs, computed when first needed
+        not_random = []
+        for dist in self.dists:
+            if dist == "default":
+                continue
+            record = DrawRecord()
+            inputs = self._inputs(size, probe_seed, dist, record)
+            if "default" in self.dists and record.repeats_default(get_distribution(dist)):
+                self.skipped.add(dist)  # the default rounds already cover it
+                if not record.rerouted:
+                    not_random.append(dist)
+                continue
+            if not finite:
+                finite.append(all_finite(self.run(model, self._inputs(size, probe_seed, "default"), size,
+                                                  "default")))
+            # Where the reference is not finite on its own inputs, that is part of the task: compared position by
+            # position instead.
+            if finite[0] and not all_finite(self.run(model, inputs, size, dist)):
+                self.skipped.add(dist)
+                self.note(f"skipped {dist} inputs: the reference is not finite on them")
+        if not_random:
+            self.note(f"skipped {', '.join(not_random)} inputs: the task's get_inputs draws no random floating "
+                      "values, so its own inputs are used")
+
+    def _compute(self, r: int) -> RoundData:
+        i = r % len(self.sizes)
+        size, model = self.sizes[i], self.model(i)
+        round_seed, call_seed = round_seeds(self.seed, r)
+        dist = self._dist(r)
+        lap = trace.laps("round", round=r)
+        inputs = self._inputs(size, round_seed, dist)
+        lap("inputs")
+        native = self.run(model, inputs, size, dist, call_seed)
+        lap("native")
+        if i not in self._f64:
+            self._f64[i] = Float64Reference.plan(model, inputs, native, self.device, call_seed)
+            if self._f64[i].note:
+                self.note(self._f64[i].note)
+            lap("float64 plan")
+        ref64, note = self._f64[i](model, inputs, native, call_seed)
+        if note:
+            self.note(note)
+        sync(self.device)
+        lap("float64")
+        host = [PriorOutput.of(t) for t in as_list(native) if is_plain(t)]
+        rd = RoundData(r, i, size, dist, round_seed, call_seed, inputs, native, ref64,
+                       [torch.empty_like(t, device="meta") for t in as_list(native) if is_plain(t)], host)
+        self._input_numel.setdefault(i, sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)))
+        self._weak_stats(r, ref64, native)
+        lap("kept")
+        if not self.keep:  # enough for `prior` of the round in use while the next one is made (`prepare`)
+            self._recent = {k: v for k, v in self._recent.items() if k >= r - PRIOR_ROUNDS - 1}
+            self._recent[r] = host
+        release_unused(self.device)  # the candidate's runner runs next, in another process
+        lap("released")
+        return rd
+
+    # -- the task itself --
+    def _weak_stats(self, r: int, ref64: list[Any], native: Any) -> None:
+        natives = as_list(native)
+        # An output is weak only when a constant passes in every round: once one round says no, later rounds skip
+        # the two passes over it (each a few tens of milliseconds on a KernelBench output of a billion elements).
+        open_ = [all(v[k] is True for v in self._constant.values() if k < len(v)) for k in range(len(natives))]
+        self._constant[r] = constant_passes(ref64, natives, self.tolerance, open_)
+        for k, (r64, rn) in enumerate(zip(ref64, natives, strict=False)):
+            if isinstance(rn, torch.Tensor) and rn.is_floating_point() and rn.numel() == 1:
+                self._scalars.setdefault(k, (dtype_name(rn.dtype), []))[1].append(float(r64.reshape(-1)[0]))
+
+    def _judge_task(self) -> None:
+        """`weak-task` when the task cannot tell right from wrong: a constant would pass, or an input does not
+        matter."""
+        rounds = [self._constant[r] for r in sorted(self._constant)]
+        n_out = max((len(v) for v in rounds), default=0)
+        for k in range(n_out):
+            verdicts = [v[k] for v in rounds if k < len(v)]
+            if verdicts and all(verdicts):
+                self.task_findings.append(("weak-task", f"output {k}: a constant output passes the tolerance in "
+                                                        "every round"))
+                self.note(f"weak task: a constant passes the tolerance for output {k} in every round")
+        for k, (dtype, values) in self._scalars.items():
+            tol = self.tolerance(dtype)
+            mid = 0.5 * (max(values) + min(values))
+            if len(values) > 1 and all(abs(v - mid) <= tol.atol + tol.rtol * abs(v) for v in values):
+                self.task_findings.append(("weak-task", f"output {k}: the same value in every round"))
+                self.note(f"weak task: output {k} does not change between rounds")
+        try:
+            self._ignored_inputs()
+        except Exception as exc:  # noqa: BLE001 - advisory: inputs that cannot be swapped one by one are not judged
+            self.note(f"the ignored-input probe was skipped ({type(exc).__name__}: {exc})")
+
+    def _ignored_inputs(self) -> None:
+        """Replace one input at a time by a fresh draw (smallest size, default distribution): an output that
+        stays within tolerance means a candidate could ignore that input and pass."""
+        i = min(self._input_numel, key=self._input_numel.get) if self._input_numel else 0
+        size, model = self.sizes[i], self.model(i)
+        base_seed = (self.seed * 1_000_003 + 104_729) % (1 << 62)
+        base = self._inputs(size, base_seed, "default")
+        other = self._inputs(size, base_seed + 1, "default")
+        base_out = as_list(self.run(model, base, size, "default", base_seed))
+        for k, (x, y) in enumerate(zip(base, other, strict=False)):
+            if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape or \
+                    same_bits(x, y):
+                continue
+            swapped = list(base)
+            swapped[k] = y
+            out = as_list(self.run(model, swapped, size, "default", base_seed))
+            if all(self._within(a, b) for a, b in zip(out, base_out, strict=False)):
+                self.task_findings.append(("weak-task", f"replacing input {k} by a fresh draw leaves the reference "
+                                                        "output within tolerance: a candidate may ignore it"))
+                self.note(f"weak task: the reference output does not depend on input {k}")
+
+    def _within(self, a: Any, b: Any) -> bool:
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return same_bits(a, b)
+        if a.shape != b.shape:
+            return False
+        if not a.is_floating_point():
+            return bool(torch.equal(a, b))
+        tol = self.tolerance(dtype_name(b.dtype))
+        fa, fb = a.reshape(-1), b.reshape(-1)
+        for s in range(0, fa.numel(), CHUNK):  # slices: outputs can be a billion elements
+            a64, b64 = fa[s:s + CHUNK].double(), fb[s:s + CHUNK].double()
+            close = ((a64 - b64).abs() <= tol.atol + tol.rtol * b64.abs()) | (torch.isnan(a64) & torch.isnan(b64)) | \
+                (a64 == b64)
+            if not bool(close.all()):
+                return False
+        return True
+
+
+def reference_budget(device: str, held: int = 0) -> int:
+    """Bytes the judge may keep in reference rounds: a quarter of the GPU memory not used by others (free now plus
+    what the cache already holds; the runner and the candidate's buffers need the rest), 2 GiB on the CPU."""
+    if device.startswith("cuda"):
+        return int(0.25 * (torch.cuda.mem_get_info(torch.device(device))[0] + held))
+    return 2 << 30
+
+
+class ReferenceCache:
+    """`ReferenceRounds` per key, most recently used last, within a byte budget (module doc)."""
+
+    def __init__(self, max_entries: int = 8):
+        self.max_entries = max_entries
+        self._entries: OrderedDict[Any, ReferenceRounds] = OrderedDict()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(e.nbytes for e in self._entries.values())
+
+    def get(self, key: Any, make: Callable[[int], ReferenceRounds], device: str) -> tuple[ReferenceRounds, bool]:
+        """(the rounds for `key`, whether they were already there). `make(budget)` builds new ones; older entries
+        make room first, so the new entry's budget is what the device can spare."""
+        found = self._entries.get(key)
+        if found is not None and found.keep:
+            self._entries.move_to_end(key)
+            return found, True
+        self._entries.pop(key, None)
+        while len(self._entries) >= self.max_entries:
+            self._entries.popitem(last=False)
+        budget = reference_budget(device, self.nbytes)
+        while self._entries and self.nbytes > budget // 2:
+            self._entries.popitem(last=False)
+        rounds = make(budget - self.nbytes)
+        self._entries[key] = rounds
+        return rounds, False
+
+    def discard(self, key: Any) -> None:
+        """Forget the rounds for `key` (made partly when their making failed: made again from the start)."""
+        self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        self._entries.clear()

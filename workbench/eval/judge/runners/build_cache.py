@@ -1,0 +1,251 @@
+"""A persistent cache of CUDA candidates' builds, keyed by the candidate's source and the toolchain, so evaluating the
+same CUDA source again does not compile it again (a `load_inline` build takes 45-70 s; a cached one loads in
+seconds).
+
+Only the judge writes the cache (docs/anti-cheating.md, cheat 20): after a runner built a candidate, the judge copies the runner's
+private build directory into a new entry and records a SHA-256 of every file in the entry's index. A runner gets an
+entry read-only (bound into its sandbox, or copied into its directory without one) and copies it into its own
+scratch before importing the candidate, so torch's build system finds everything up to date. On every read the
+judge checks the files against the index; an entry that does not match is deleted, never used.
+
+An entry only ever serves the exact source that built it: a candidate can at worst cache its own build.
+
+The copy out of a runner never follows a link (docs/anti-cheating.md, cheat 27): the judge opens the runner's root and walks down
+to the build directory and through it one name at a time, relative to descriptors it already holds, refusing
+symbolic links (O_NOFOLLOW), hard links to files elsewhere, devices, FIFOs and sockets. A runner that replaces its
+build directory (or anything in it) with a link to a host directory therefore gets nothing stored, instead of
+the judge copying the host's files into an entry the next runner of the same source can read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from workbench.eval.runner.build_hooks import MOUNT_POINT  # noqa: F401  the judge binds entries there
+
+#: Largest build directory cached (bytes); a bigger one is not kept.
+MAX_ENTRY_BYTES = 512 << 20
+
+
+def cache_root() -> Path:
+    base = os.environ.get("KWB_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kernel-workbench")
+    return Path(base) / "cuda-builds"
+
+
+@lru_cache(maxsize=1)
+def toolchain() -> str:
+    """Versions that change what a build produces: torch, its CUDA, nvcc, and the GPU's compute capability."""
+    import torch
+
+    parts = [f"torch={torch.__version__}", f"cuda={torch.version.cuda}"]
+    try:
+        out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=30).stdout
+        parts.append("nvcc=" + (out.strip().splitlines()[-1] if out.strip() else "?"))
+    except (OSError, subprocess.TimeoutExpired):
+        parts.append("nvcc=missing")
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        parts.append(f"sm={major}.{minor}")
+    return ";".join(parts)
+
+
+def key(source: str, language: str, tools: str | None = None) -> str:
+    blob = "\0".join([language, tools if tools is not None else toolchain(), source]).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def lookup(entry_key: str) -> Path | None:
+    """The entry's build directory when it exists and every file matches the index; else None (a mismatching
+    entry is removed)."""
+    entry = cache_root() / entry_key
+    index_path = entry / "index.json"
+    if not index_path.is_file():
+        return None
+    try:
+        index = json.loads(index_path.read_text())
+        build = entry / "build"
+        if any(p.is_symlink() or not (p.is_file() or p.is_dir()) for p in build.rglob("*")):
+            raise ValueError("the entry holds a link or a special file")
+        actual = {str(p.relative_to(build)): _digest(p) for p in _files(build)}
+        if actual != index.get("files"):
+            raise ValueError("files do not match the index")
+    except (OSError, ValueError):
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+    return build
+
+
+class RefusedCopy(Exception):
+    """A runner's build directory holds something the judge will not copy (a link, a device, too much)."""
+
+
+#: Most files and directories a build directory may hold (a torch extension build has a dozen).
+MAX_ENTRY_FILES = 10_000
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_below(root: str | Path, relative: str) -> int:
+    """A descriptor of `root`/`relative`, walked one name at a time without following any link below `root`."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in Path(relative).parts:
+            if name in ("..", "/") or "/" in name:
+                raise RefusedCopy(f"{relative!r} leaves the runner's root")
+            if name == ".":
+                continue
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                raise RefusedCopy(f"{name!r} in {relative!r} is not a plain directory ({exc.strerror})") from None
+            os.close(fd)
+            fd = child
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _Budget:
+    def __init__(self, max_bytes: int, max_files: int):
+        self.bytes, self.files = max_bytes, max_files
+
+    def take(self, nbytes: int, files: int = 0) -> None:
+        self.bytes -= nbytes
+        self.files -= files
+        if self.bytes < 0 or self.files < 0:
+            raise RefusedCopy("the build directory is larger than the cache keeps")
+
+
+def _copy_file(dir_fd: int, name: str, dest: Path, budget: _Budget) -> None:
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        raise RefusedCopy(f"{name!r} cannot be opened as a plain file ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RefusedCopy(f"{name!r} is not a regular file")
+        if info.st_nlink != 1:
+            raise RefusedCopy(f"{name!r} is a hard link ({info.st_nlink} names)")
+        budget.take(info.st_size, 1)
+        with open(dest, "wb") as out:
+            while chunk := os.read(fd, 1 << 20):
+                budget.take(len(chunk))
+                out.write(chunk)
+        os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))  # build systems compare modification times
+    finally:
+        os.close(fd)
+
+
+def _copy_dir(dir_fd: int, dest: Path, budget: _Budget) -> None:
+    dest.mkdir()
+    with os.scandir(dir_fd) as entries:
+        names = [(e.name, e.is_dir(follow_symlinks=False), e.is_symlink()) for e in entries]
+    for name, is_dir, is_link in names:
+        if is_link:
+            raise RefusedCopy(f"{name!r} is a symbolic link")
+        budget.take(0, 1)
+        if is_dir:
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError as exc:
+                raise RefusedCopy(f"{name!r} is not a plain directory ({exc.strerror})") from None
+            try:
+                _copy_dir(child, dest / name, budget)
+                info = os.fstat(child)
+            finally:
+                os.close(child)
+            os.utime(dest / name, ns=(info.st_atime_ns, info.st_mtime_ns))
+        else:
+            _copy_file(dir_fd, name, dest / name, budget)
+
+
+def copy_out(root: str | Path, relative: str, dest: str | Path, max_bytes: int = MAX_ENTRY_BYTES,
+             max_files: int = MAX_ENTRY_FILES) -> None:
+    """Copy `root`/`relative` (a runner's build directory, `root` being its root as the judge sees it) to `dest`
+    (which must not exist), following no link anywhere below `root`. Raises RefusedCopy when anything there is a
+    link, a hard link, not a regular file or directory, or over the limits; `dest` is then removed."""
+    fd = _open_below(root, relative)
+    try:
+        _copy_dir(fd, Path(dest), _Budget(max_bytes, max_files))
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    finally:
+        os.close(fd)
+
+
+def store(entry_key: str, root: str | Path, relative: str = ".") -> Path | None:
+    """Copy a runner's build directory, `root`/`relative`, into a new entry (atomically), through `copy_out`:
+    nothing below `root` is followed if it is a link. Returns the entry's build directory, or None when there is
+    nothing to keep, it is too large, or the copy was refused."""
+    root_dir = cache_root()
+    root_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{entry_key}-", dir=root_dir))
+    try:
+        copy_out(root, relative, tmp / "build")
+        files = _files(tmp / "build")
+        if not files:
+            raise RefusedCopy("no files")
+        index = {"files": {str(p.relative_to(tmp / "build")): _digest(p) for p in files},
+                 "toolchain": toolchain()}
+        (tmp / "index.json").write_text(json.dumps(index, indent=1))
+        final = root_dir / entry_key
+        if final.exists():
+            shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        return final / "build"
+    except (OSError, RefusedCopy):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None
+
+
+def copy_entry(entry: str | Path, target: str | Path) -> None:
+    """Copy an entry's build tree to `target`, keeping modification times (build systems compare them)."""
+    shutil.copytree(entry, target, symlinks=True, dirs_exist_ok=True)
+
+
+#: Where a runner finds its Triton cache inside the sandbox (the runner's TRITON_CACHE_DIR, `runner/sandbox.py`).
+TRITON_MOUNT = "/tmp/triton"
+
+
+def triton_dir(source: str, device: str) -> Path | None:
+    """The Triton kernel cache of one candidate source (GPU only: the interpreter compiles nothing), made for the
+    runner's user: bound writable into that source's runners and no other's (module doc of
+    `workbench.eval.judge.runners.start`). None where it cannot be made (the runner then compiles privately)."""
+    if not device.startswith("cuda"):
+        return None
+    import triton
+
+    path = cache_root().parent / "triton" / key(source, f"triton-{triton.__version__}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:  # a root caller's runners run as nobody (runner.sandbox.write_id_maps)
+            from workbench.eval.runner.sandbox import NOBODY_GID, NOBODY_UID
+
+            os.chown(path, NOBODY_UID, NOBODY_GID)
+        os.chmod(path, 0o700)
+    except OSError:
+        return None
+    return path

@@ -1,0 +1,448 @@
+"""The judge's side of one candidate: a runner process, the shared buffers it may touch, and remote models that the
+correctness protocol calls as if they were local.
+
+`CandidateSession` puts every input the runner needs into shared memory the judge owns, asks the runner for a call,
+and reads the outputs back from slots it owns, so the protocol in `correctness.py` sees plain tensors. What the
+runner reports beside the outputs (launches, threads, forms) is collected in `reports` for the judge's checks. A
+runner's exception arrives as a `Fault` and is raised here as `CandidateFailure` with a `RemoteError` inside:
+a type name and a text, never an object of the candidate's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.eval.judge import device_lock as compile_pause
+from workbench.eval.judge.correctness.check import CandidateFailure
+from workbench.eval.judge.evidence.probe import ProbePlanner
+from workbench.eval.judge.runners.process import RunnerProcess
+from workbench.eval.wire import model_init
+from workbench.eval.wire import runner_messages as protocol
+from workbench.eval.wire.runner_messages import OutputForm, TensorRef
+from workbench.eval.wire.shared_memory import Arena, dtype_from_name
+from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list, is_plain
+from workbench.eval.wire.transport import MAX_FDS
+
+
+class RemoteError(Exception):
+    """A candidate's exception as the runner described it."""
+
+    def __init__(self, fault: protocol.Fault):
+        self.fault = fault
+        self.type_name = fault.exc_type
+        super().__init__(fault.message)
+
+    @property
+    def traceback_text(self) -> str:
+        return self.fault.log
+
+
+def _standin_class(name: str) -> type:
+    return type(name.rsplit(".", 1)[-1] or "object", (), {"__repr__": lambda self: f"<{name} object>"})
+
+
+class _ReportedSubclass(torch.Tensor):
+    """Stands for a tensor subclass the candidate returned (its data never leaves the runner)."""
+
+
+def _standin(form: OutputForm, device: str) -> Any:
+    """A judge-side object with the form the runner reported, so the comparison names the right problem."""
+    if form.type_name != "Tensor" and not form.plain:
+        if "." in form.type_name:  # a torch.Tensor subclass, reported as module.name
+            cls = type(form.type_name.rsplit(".", 1)[-1], (_ReportedSubclass,), {"__module__": form.type_name.rsplit(".", 1)[0]})
+            return torch.empty(0).as_subclass(cls)
+        return _standin_class(form.type_name)()
+    dtype = dtype_from_name(form.dtype) if form.dtype else torch.float32
+    if not form.dense:
+        return torch.empty(form.shape, dtype=dtype, device="meta")
+    on_judge_device = torch.device(form.device).type == torch.device(device).type
+    target = device if on_judge_device else form.device if form.device in ("cpu",) else "cpu"
+    return torch.empty(1, dtype=dtype, device=target).expand(form.shape) if form.shape else \
+        torch.empty((), dtype=dtype, device=target)
+
+
+@dataclass
+class CallRecord:
+    """One candidate call as the runner reported it (`launch`, `forms`, `seconds`), and as the judge measured it: the
+    runner's CPU nanoseconds during the call from /proc (None where /proc does not say), the judge's wall-clock
+    bracket, whether an output equals one of the call's inputs (`checks.runtime.judge_launches`), the model called,
+    and the CPU a probe call had its runner burn per interpreted launch (`launch_probe.py`; 0 in other calls)."""
+
+    launch: protocol.LaunchReport
+    forms: tuple[OutputForm, ...]
+    seconds: float
+    #: What torch executed during the call, when the session asked for it (`record_ops`).
+    ops: protocol.OpRecord | None = None
+    cpu_ns: int | None = None
+    wall_s: float = 0.0
+    passthrough: bool = False
+    model: int = 0
+    probe_ns: int = 0
+
+
+@dataclass
+class CandidateSession:
+    """A loaded candidate in its runner. `arena` holds everything shared with it."""
+
+    runner: RunnerProcess
+    device: str
+    timeout: float
+    transport: str = "auto"
+    arena: Arena = field(init=False)
+    reports: list[CallRecord] = field(default_factory=list)
+    #: Ask the runner for a record of what torch executed in every correctness call (workbench.eval.checks.what_ran).
+    record_ops: bool = False
+    #: GPU kernel time per kernel of every profiled forward, in order.
+    profiles: list[dict[str, float]] = field(default_factory=list)
+    kernels: tuple[str, ...] = ()
+    load_seconds: float = 0.0
+    #: Seconds the runner spent loading GPU libraries before its first request (`runner/library_warmup.py`).
+    warmup_seconds: float = 0.0
+    #: Why a candidate model was built on the host rather than the device (`model_init`), for the Result's notes.
+    init_notes: list[str] = field(default_factory=list)
+    _next_model: int = 0
+    _next_call: int = 0
+    _next_pool: int = 0
+    _free: dict[Any, list[Any]] = field(default_factory=dict)
+    _lent: list[Any] = field(default_factory=list)
+    #: Probe calls among the correctness calls (CPU, Triton: `probes` is set by the evaluation).
+    probes: ProbePlanner | None = None
+    #: The last profiled forward: (kernel microseconds by name, the runner's hook points found replaced).
+    profiled: tuple[dict[str, float], tuple[str, ...]] | None = None
+    #: What recorded the kernels of the last profiled forward (the runner's report).
+    kernel_tracer: str = ""
+    #: Lets go of the judge's shared hold of the device while the candidate compiles (`compile_pause.py`): a
+    #: context manager factory, `DeviceLock.released` as the evaluation binds it; None: nothing to let go of.
+    release_device: Callable[[], Any] | None = None
+    pauses: compile_pause.PauseLog = field(default_factory=compile_pause.PauseLog)
+    #: The judge's own work while the runner runs a correctness call (`check_rounds.ahead_of_calls`); None: none.
+    between_calls: Callable[[], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.arena = Arena(self.device, transport=self.transport)
+        if not self.device.startswith("cuda"):
+            self.probes = ProbePlanner()
+
+    # -- plumbing --
+    def _announce(self) -> None:
+        """Before any request: new buffers are announced, and every copy the judge queued into shared memory has
+        finished (CUDA copies are asynchronous; the runner must never read a buffer the judge is still writing)."""
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        infos, fds = self.arena.pending()
+        # One frame carries at most MAX_FDS descriptors (a model's state can be hundreds of buffers): in groups.
+        fd_iter = iter(fds)
+        group: list[Any] = []
+        group_fds: list[int] = []
+        for info in infos:
+            if info.kind == "fd":
+                if len(group_fds) == MAX_FDS:
+                    self.runner.send(protocol.Share(buffers=tuple(group)), group_fds)
+                    group, group_fds = [], []
+                group_fds.append(next(fd_iter))
+            group.append(info)
+        if group:
+            self.runner.send(protocol.Share(buffers=tuple(group)), group_fds)
+
+    def _expect(self, message: protocol.Message, kind: str, timeout: float | None = None, stage: str = "forward",
+                meanwhile: Callable[[], None] | None = None):
+        """Send `message` and wait for its reply of `kind`; `meanwhile()`, the judge's own work, runs after the send
+        and before the wait (the runner works on the request meanwhile)."""
+        self._announce()
+        self.runner.send(message)
+        if meanwhile is not None:
+            meanwhile()
+        reply = compile_pause.reply(self.runner, kind, timeout or self.timeout, self.release_device, self.pauses)
+        if isinstance(reply, protocol.Fault):
+            raise CandidateFailure(reply.stage if reply.stage in ("init", "compile", "load") else stage,
+                                   RemoteError(reply))
+        return reply
+
+    def _buffer(self, shape: tuple[int, ...], dtype: torch.dtype, pooled: bool) -> tuple[torch.Tensor, TensorRef]:
+        """A shared tensor: a free one of this shape and dtype when `pooled` (reused call after call, so a
+        correctness call does not cost an allocation and an IPC mapping), else a new one."""
+        key = (tuple(shape), dtype)
+        if pooled and self._free.get(key):
+            item = self._free[key].pop()
+        else:
+            item = self.arena.tensor(tuple(shape), dtype)
+        if pooled:
+            self._lent.append((key, item))
+        return item
+
+    def _give_back(self) -> None:
+        for key, item in self._lent:
+            self._free.setdefault(key, []).append(item)
+        self._lent.clear()
+
+    def lend_pool(self, pool: Any) -> None:
+        """Let correctness calls use the timing pool's first input set and output slot as their shared buffers
+        where shapes and dtypes match: a task of 8 GB inputs then holds one shared copy of them, not two. The pool
+        is marked, so timing writes new contents into every set before its first batch (the candidate saw these)."""
+        if not pool.sets:
+            return
+        pairs = [(v, r) for v, r in zip(pool.sets[0], pool.refs[0], strict=False) if isinstance(v, torch.Tensor)]
+        if pool.slots:
+            pairs.append((pool.slots[0], pool.slot_refs[0]))
+        for view, ref in pairs:
+            self._free.setdefault((tuple(view.shape), view.dtype), []).append((view, ref))
+        pool.lent = True
+
+    def share_arg(self, value: Any, pooled: bool = False) -> tuple[Any, Any]:
+        """(the runner's reference to `value`, the judge-side shared object) for one argument."""
+        if isinstance(value, torch.Tensor):
+            shared, ref = self._buffer(tuple(value.shape), value.dtype, pooled)
+            shared.copy_(value.detach())
+            return ref, shared
+        if isinstance(value, (list, tuple)):
+            pairs = [self.share_arg(v, pooled) for v in value]
+            return tuple(p[0] for p in pairs), type(value)(p[1] for p in pairs)
+        return value, value
+
+    # -- stages --
+    def load(self, source: str, language: str, entry: str, precision: dict[str, Any], budget: float,
+             meanwhile: Callable[[], None] | None = None) -> None:
+        """Import the candidate in the runner; `meanwhile()` runs in the judge while the runner imports."""
+        reply = self._expect(protocol.Load(source=source, language=language, entry=entry, device=self.device,
+                                           precision=precision), "loaded", budget, "load", meanwhile)
+        self.kernels, self.load_seconds, self.warmup_seconds = reply.kernels, reply.seconds, reply.warmup_seconds
+
+    def model(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None = None) -> RemoteModel:
+        message = self._build(ref_model, init, seed, sizes)
+        reply = self._expect(message, "built", stage="init")
+        if reply.init_note and reply.init_note not in self.init_notes:
+            self.init_notes.append(reply.init_note[:400])
+        return RemoteModel(self, message.model)
+
+    def _build(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None) -> protocol.Build:
+        """A Build of the loaded class with `init`, its weights those of `ref_model` (shared, then copied by the
+        runner into memory of its own)."""
+        self._next_model += 1
+        state = {}
+        if isinstance(ref_model, torch.nn.Module):
+            for name, t in ref_model.state_dict().items():
+                state[name] = self.share_arg(t)[0]
+        refs = tuple(self.share_arg(v)[0] for v in init)
+        return protocol.Build(model=self._next_model, init=refs, seed=seed, state=state,
+                              sizes=_plain_sizes(sizes or {}),
+                              init_device=model_init.built_on(ref_model, model_init.place_for(self.device)))
+
+    # -- queued requests: sent now, their replies read later (`reference_runner.py`) --
+    def post(self, message: protocol.Message) -> None:
+        """Send `message` after announcing new buffers, without reading its reply (`collect` does, in order)."""
+        self._announce()
+        self.runner.send(message)
+
+    def post_load(self, source: str, language: str, entry: str, precision: dict[str, Any]) -> None:
+        self.post(protocol.Load(source=source, language=language, entry=entry, device=self.device,
+                                precision=precision))
+
+    def post_model(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None = None) -> int:
+        message = self._build(ref_model, init, seed, sizes)
+        self.post(message)
+        return message.model
+
+    def post_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef]) -> int:
+        """`register_pool` without waiting: the runner maps the pool while the judge goes on (`collect` reads the
+        ping's pong)."""
+        pool = self._send_pool(input_refs, slot_refs)
+        self._next_call += 1
+        self.post(protocol.Ping(call=self._next_call))
+        return pool
+
+    def post_call(self, model: int, input_refs: tuple[Any, ...]) -> None:
+        """An untimed call of `model` on inputs the runner already maps (a pool's set), its output dropped, without
+        waiting (`collect("output")` reads the reply): a warm-up, not a correctness call."""
+        self._next_call += 1
+        self.post(protocol.Call(call=self._next_call, model=model, inputs=tuple(input_refs), slots=(), poison=False))
+
+    def ping(self, timeout: float) -> None:
+        """A round trip (the runner answers between requests)."""
+        self._next_call += 1
+        self._expect(protocol.Ping(call=self._next_call), "pong", timeout)
+
+    def collect(self, kind: str, deadline: float) -> protocol.Message:
+        """The reply of the oldest posted request, which must be `kind`; a Fault raises CandidateFailure."""
+        reply = self.runner.receive({kind}, deadline)
+        if isinstance(reply, protocol.Fault):
+            raise CandidateFailure(reply.stage or "load", RemoteError(reply))
+        return reply
+
+    def call(self, model: int, inputs: list[Any], out_like: list[torch.Tensor],
+             seed: int | None = None) -> tuple[Any, list[Any]]:
+        """One call on shared copies of `inputs` (the runner seeds the global RNG with `seed` first). Returns (outputs
+        as judge tensors or stand-ins, the shared inputs as they are after the call)."""
+        self._next_call += 1
+        self._give_back()  # the previous call's buffers: its outputs were cloned, its inputs compared already
+        pairs = [self.share_arg(x, pooled=True) for x in inputs]
+        slots: list[torch.Tensor] = []
+        slot_refs: list[TensorRef] = []
+        for like in out_like:
+            t, ref = self._buffer(tuple(like.shape), like.dtype, pooled=True)
+            slots.append(t)
+            slot_refs.append(ref)
+        probe = self.probes.plan(model, inputs, out_like) if self.probes is not None else 0
+        reply, cpu, wall = self._measured(protocol.Call(call=self._next_call, model=model,
+                                                        inputs=tuple(p[0] for p in pairs), slots=tuple(slot_refs),
+                                                        seed=seed, record=self.record_ops, probe_ns=probe),
+                                          self.between_calls)
+        if self.probes is not None:
+            self.probes.reported(reply.launch.launches, cpu)
+        passthrough = reply.launch.outputs_prefilled_unchanged and _equals_an_input(
+            [slots[k] for k, form in enumerate(reply.forms) if form.copied and k < len(slots)], [p[1] for p in pairs])
+        self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds, ops=reply.ops, cpu_ns=cpu,
+                                       wall_s=wall, passthrough=passthrough, model=model, probe_ns=probe))
+        _log_call(self._next_call, model, wall, reply.seconds, probe)
+        outs = []
+        for k, form in enumerate(reply.forms):
+            if form.copied and k < len(slots):
+                # With host staging the slot is host memory; the output was on the device. A large output
+                # (`LARGE_OUTPUT_BYTES`) is read in its slot, not copied: the caller judges it, or keeps a copy,
+                # before its next call reuses the slot.
+                if slots[k].device.type != torch.device(form.device).type:
+                    outs.append(slots[k].to(form.device))
+                else:
+                    big = slots[k].numel() * slots[k].element_size() > LARGE_OUTPUT_BYTES
+                    outs.append(slots[k] if big else slots[k].clone())
+            else:
+                outs.append(_standin(form, self.device))
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        result = tuple(outs) if reply.tuple_output else (outs[0] if outs else None)
+        return result, [p[1] for p in pairs]
+
+    def _measured(self, message: protocol.Call, meanwhile: Callable[[], None] | None = None
+                  ) -> tuple[Any, int | None, float]:
+        """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it); new
+        buffers are announced first, so mapping them is not part of the measured call. `meanwhile()` (the judge's
+        own work after the send, GPU only: `between_calls`) counts in the wall clock, which is only read on the CPU."""
+        from workbench.eval.judge.runners.cpu_time import cpu_ns
+
+        self._announce()
+        before, started = cpu_ns(self.runner.inner_pid), time.perf_counter()
+        reply = self._expect(message, "output", meanwhile=meanwhile)
+        wall, after = time.perf_counter() - started, cpu_ns(self.runner.inner_pid)
+        return reply, (after - before if before is not None and after is not None else None), wall
+
+    def probe_pair(self) -> None:
+        """Repeat the last call twice, so that an ordinary call and a probe call on the same inputs follow each other
+        (`launch_probe.py`): for evaluations whose correctness calls made no usable pair."""
+        planner = self.probes
+        if planner is None or planner.last_inputs is None or planner.last_model is None:
+            return
+        model, inputs, out_like = planner.last_model, planner.last_inputs, planner.last_out_like or []
+        for _ in range(2):
+            self.call(model, inputs, out_like)
+
+    def profile(self, model: int, inputs: list[Any]) -> dict[str, float]:
+        self._next_call += 1
+        refs = tuple(self.share_arg(x)[0] for x in inputs)
+        reply = self._expect(protocol.Profile(call=self._next_call, model=model, inputs=refs), "profiled",
+                             stage="profile")
+        self.profiles.append(dict(reply.kernels))
+        self.kernel_tracer = reply.tracer
+        self.profiled = (dict(reply.kernels), tuple(reply.tampered))
+        return dict(reply.kernels)
+
+    def register_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef], timeout: float) -> int:
+        """Send a timing pool to the runner once (`protocol.Pool`) and wait until it is mapped (a ping answered);
+        returns its id for `time`."""
+        pool = self._send_pool(input_refs, slot_refs)
+        self.ping(timeout)
+        return pool
+
+    def _send_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef]) -> int:
+        self._next_pool += 1
+        self.post(protocol.Pool(pool=self._next_pool, input_sets=tuple(tuple(s) for s in input_refs),
+                                slots=tuple(slot_refs)))
+        return self._next_pool
+
+    def time(self, model: int, pool: int, order: list[int], timeout: float, seeds: tuple[int, ...] = (),
+             null_like: torch.Tensor | None = None) -> tuple[protocol.Samples, float]:
+        """One timed batch in the runner on a registered pool (set order[k] for call k, its output into that set's
+        slot), and the judge's own clock around it (seconds, from sending the request to reading the reply; the
+        runner synchronizes the device before it replies). `null_like`: for the null candidate
+        (`protocol.NULL_MODEL` / `NULL_KERNEL`), the shape and dtype it returns."""
+        self._next_call += 1
+        null = {} if null_like is None else {"null_shape": tuple(null_like.shape),
+                                             "null_dtype": str(null_like.dtype).removeprefix("torch.")}
+        msg = protocol.Time(call=self._next_call, model=model, input_sets=(), order=tuple(order), warmup=0,
+                            seeds=tuple(seeds), pool=pool, **null)
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()  # every copy the judge queued into shared memory has landed
+        started = time.perf_counter()
+        reply = self.runner.request(msg, {"samples"}, timeout)
+        elapsed = time.perf_counter() - started
+        if isinstance(reply, protocol.Fault):
+            raise CandidateFailure("timing", RemoteError(reply))
+        return reply, elapsed
+
+    def close(self, wait: bool = True) -> None:
+        """End the runner (killed before this returns) and give back the shared memory; `wait` False leaves both
+        waiting for its exit and the memory to `release`."""
+        self.runner.close(wait=False)
+        if wait:
+            self.release()
+
+    def release(self) -> None:
+        """After `close(wait=False)`: the runner's exit waited for, then the shared memory given back."""
+        self.runner.reap()
+        self.arena.close()
+
+
+def _equals_an_input(outputs: list[torch.Tensor], inputs: list[Any]) -> bool:
+    """Whether some output holds exactly the bytes of an input of the same shape and dtype (NaN payloads and signed
+    zeros included)."""
+    from workbench.eval.wire.tensors import bytes_per_element
+
+    flat = [x for x in as_list(inputs) if isinstance(x, torch.Tensor)]
+    return any(x.shape == out.shape and x.dtype == out.dtype and
+               torch.equal(bytes_per_element(out), bytes_per_element(x.to(out.device))) for out in outputs for x in flat)
+
+
+def _plain_sizes(sizes: dict[str, Any]) -> dict[str, Any]:
+    """Size constants as the protocol carries them: numbers, strings, tuples of numbers; a dtype by its name."""
+    out: dict[str, Any] = {}
+    for key, value in sizes.items():
+        if isinstance(value, torch.dtype):
+            value = str(value).replace("torch.", "")
+        if isinstance(value, list):
+            value = tuple(value)
+        if isinstance(value, (bool, int, float, str)) or (isinstance(value, tuple) and all(
+                isinstance(v, (int, float)) for v in value)):
+            out[key] = value
+    return out
+
+
+class RemoteModel:
+    """A candidate model that lives in the runner; the correctness protocol calls it like a local one."""
+
+    remote = True
+
+    def __init__(self, session: CandidateSession, model_id: int):
+        self.session, self.model_id = session, model_id
+
+    def call(self, inputs: list[Any], out_like: list[torch.Tensor], seed: int | None = None) -> tuple[Any, list[Any]]:
+        return self.session.call(self.model_id, inputs, out_like, seed)
+
+
+def output_like(native: Any) -> list[torch.Tensor]:
+    return [torch.empty_like(t, device="meta") for t in as_list(native) if is_plain(t)]
+
+
+def _log_call(call: int, model: int, wall_s: float, runner_s: float, probe_ns: int) -> None:
+    """With KWB_JUDGE_PROFILE set (benchmarks/eval_profile.py), one line per correctness call in its folder: the
+    judge's wall-clock seconds around the call against the runner's own seconds inside it, which tells time lost in
+    the channel and the buffers from time in the call."""
+    folder = os.environ.get("KWB_JUDGE_PROFILE")
+    if not folder:
+        return
+    with open(os.path.join(folder, f"calls-{os.getpid()}.txt"), "a") as f:
+        f.write(f"call {call} model {model} judge {1e3 * wall_s:.1f} ms runner {1e3 * runner_s:.1f} ms "
+                f"probe {probe_ns / 1e6:.1f} ms\n")

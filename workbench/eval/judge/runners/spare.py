@@ -1,0 +1,202 @@
+"""A spare runner: the next candidate's runner, started and warmed up while this judge's current candidate is still
+being checked, so the next evaluation does not wait for a fork, a sandbox and a CUDA context.
+
+Why: on a GPU a fresh runner spends 0.2-0.9 s between its fork and its first answer making its CUDA context and
+loading cuBLAS/cuDNN (`runner/library_warmup.py`), and the judge's first request (lending it the timing pool) waits
+for that. With four judges sharing an H100 that wait was a fifth of each candidate's own seconds in a sweep.
+
+Trust: a spare is a runner no candidate has ever run in, started by the judge through the same fork server, sandbox
+and limits as any other. The one thing a runner's start fixes that depends on the candidate is its Triton cache:
+a directory per source, bound writable into that source's runners only (`runner_start.py`). A spare is started
+before the next source is known, so it gets a directory of its own instead, empty and made by the judge:
+- when it is taken, the judge copies the source's cache entries into it (`fill`), through `build_cache.copy_out`,
+  which follows no link and copies no hard link or special file: whatever an earlier runner of that source planted
+  there reaches this runner only as plain files of that source's own cache, as it would through the bind;
+- when its evaluation ends and the runner is dead, the judge copies the entries it added back into the source's
+  cache (`give_back`), the same way, so the next runner of the source finds its kernels compiled. A runner thus
+  still writes only its own source's cache, and reads no other's.
+
+Device hygiene: the spare is started while the judge holds the device lock shared (the candidate's import) and the
+judge waits for its warm-up to end before it leaves the check stage (`settle`), so the spare's context creation
+does not land in another judge's timed batches.
+
+`KWB_SPARE_RUNNER=0` turns spares off, `=1` turns them on on the CPU too (off by default there: no CUDA context to
+make, and a 2-core machine pays for the extra process).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.eval.judge.runners import build_cache
+from workbench.eval.judge.runners.process import Limits, RunnerProcess
+from workbench.eval.wire import runner_messages as protocol
+
+#: Seconds a spare may take to start and warm up before the judge gives it up (`settle`).
+SETTLE_TIMEOUT_S = 30.0
+
+
+#: On a GPU a spare is kept only after a task whose one timing set (inputs and output slot) takes at most this share
+#: of the device's memory. A spare's CUDA context holds about half a GiB, and KernelBench's largest problems fill the
+#: GPU: beside a spare, two of them (6 GiB inputs) no longer had room for their checks' float64 copies and compared
+#: their outputs through the host, 29-32 s instead of 7. Their evaluations are long enough that a runner's start does
+#: not count; the sweeps and loops a spare is for run small sets.
+MAX_SET_SHARE = 1 / 32
+
+
+def wanted(device: str, set_bytes: int | None = None) -> bool:
+    """Whether this judge keeps a spare runner after a task whose timing sets take `set_bytes` each (None: unknown,
+    no spare on a GPU; module doc)."""
+    forced = os.environ.get("KWB_SPARE_RUNNER", "").strip()
+    if forced == "0" or (forced != "1" and not device.startswith("cuda")):
+        return False
+    if not device.startswith("cuda"):
+        return True
+    if set_bytes is None:
+        return False
+    import torch
+
+    total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+    return set_bytes <= MAX_SET_SHARE * total
+
+
+@dataclass(frozen=True)
+class SpareKey:
+    """What a runner's start fixes besides the candidate: a spare serves a job only when these match."""
+
+    device: str
+    memory_bytes: int | None
+    share_ipc: bool
+    warm: tuple[str, ...]
+
+    def serves(self, job: SpareKey) -> bool:
+        """Whether a spare started for this key can run a job that asks for `job`: the same device, limits and IPC
+        namespace, and every library the job wants already loaded."""
+        return (self.device, self.memory_bytes, self.share_ipc) == (job.device, job.memory_bytes, job.share_ipc) \
+            and set(job.warm) <= set(self.warm)
+
+
+@dataclass
+class Spare:
+    key: SpareKey
+    runner: RunnerProcess
+    #: The judge-made Triton cache bound writable into the spare (None: the runner compiles privately).
+    triton_dir: Path | None
+    settled: bool = False
+
+
+def _runner_dir(base: str) -> Path | None:
+    """An empty directory for one spare's Triton cache, owned by the runner's user (as `build_cache.triton_dir`)."""
+    try:
+        path = Path(tempfile.mkdtemp(prefix="spare-triton-", dir=base))
+        _own(path)
+        return path
+    except OSError:
+        return None
+
+
+def _own(path: Path) -> None:
+    """`path` (and everything below it) given to the runner's user when the judge runs as root."""
+    if os.geteuid() != 0:
+        return
+    from workbench.eval.runner.sandbox import NOBODY_GID, NOBODY_UID
+
+    for root, dirs, files in os.walk(path, followlinks=False):
+        for name in [*dirs, *files]:
+            os.lchown(os.path.join(root, name), NOBODY_UID, NOBODY_GID)
+    os.chown(path, NOBODY_UID, NOBODY_GID)
+    os.chmod(path, 0o700)
+
+
+def spawn(ctx: Any, key: SpareKey) -> Spare | None:
+    """Start a spare for `key` (Ready and warm-up are read later: `settle`); None when it cannot start."""
+    triton = _runner_dir(ctx.workdir) if key.device.startswith("cuda") else None
+    writable = [(str(triton), build_cache.TRITON_MOUNT)] if triton is not None else []
+    try:
+        runner = ctx.runner_class(ctx.fork_server, key.device, Limits(memory_bytes=key.memory_bytes), [],
+                               key.share_ipc, writable, key.warm)
+    except Exception:  # noqa: BLE001 - no spare: the next candidate starts its runner as before
+        if triton is not None:
+            shutil.rmtree(triton, ignore_errors=True)
+        return None
+    runner.role = "spare"
+    return Spare(key, runner, triton)
+
+
+def settle(spare: Spare, timeout: float = SETTLE_TIMEOUT_S) -> bool:
+    """Wait until the spare said Ready and finished its warm-up (its Pong comes after it); False (the spare closed)
+    when it did not within `timeout`."""
+    if spare.settled:
+        return True
+    deadline = time.monotonic() + timeout
+    try:
+        spare.runner.await_ready(deadline)
+        spare.runner.send(protocol.Ping(call=0))
+        spare.runner.receive({"pong"}, deadline)
+    except Exception:  # noqa: BLE001 - a spare that does not come up is dropped, nothing else
+        discard(spare)
+        return False
+    spare.settled = True
+    return True
+
+
+def discard(spare: Spare | None) -> None:
+    """Close the spare's runner and remove its directory."""
+    if spare is None:
+        return
+    try:
+        spare.runner.close()
+    except Exception:  # noqa: BLE001 - it is being thrown away
+        pass
+    if spare.triton_dir is not None:
+        shutil.rmtree(spare.triton_dir, ignore_errors=True)
+
+
+def _entries(path: Path) -> set[str]:
+    try:
+        return {e.name for e in os.scandir(path)}
+    except OSError:
+        return set()
+
+
+def _copy_entries(src: Path, dest: Path, names: set[str]) -> int:
+    """Copy each `src`/name directory to `dest`/name through `build_cache.copy_out` (no link followed below `src`),
+    made atomically; refused or failed ones are skipped. Returns how many were copied."""
+    copied = 0
+    for name in sorted(names):
+        if name.startswith((".", "tmp.")):  # this copy's own temporaries, a killed compile's leftovers
+            continue
+        tmp = dest / f".{name}.{os.getpid()}.tmp"
+        try:
+            build_cache.copy_out(src, name, tmp)
+            _own(tmp)
+            os.replace(tmp, dest / name)
+            copied += 1
+        except (OSError, build_cache.RefusedCopy):
+            shutil.rmtree(tmp, ignore_errors=True)
+    return copied
+
+
+def fill(spare: Spare, source_dir: Path | None) -> int:
+    """Copy the source's Triton cache entries into the spare's directory before its candidate is imported; how many
+    (module doc)."""
+    if spare.triton_dir is None or source_dir is None:
+        return 0
+    return _copy_entries(source_dir, spare.triton_dir, _entries(source_dir))
+
+
+def give_back(spare: Spare, source_dir: Path | None) -> int:
+    """After the spare's evaluation (its runner closed): the entries it compiled copied into the source's cache,
+    then its directory removed; how many were copied (module doc)."""
+    copied = 0
+    if spare.triton_dir is not None:
+        if source_dir is not None:
+            copied = _copy_entries(spare.triton_dir, source_dir, _entries(spare.triton_dir) - _entries(source_dir))
+        shutil.rmtree(spare.triton_dir, ignore_errors=True)
+    return copied

@@ -1,0 +1,99 @@
+"""The harness's own batches in timing: the null calibration made before the candidate is imported, and the judge's
+batch loop on the pool that times the reference (`timing.PairTimer` runs the rounds).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing.clock_check import NullFit
+from workbench.eval.judge.timing.inputs import InputPool
+from workbench.eval.wire import timed_loop
+from workbench.eval.wire.runner_messages import NULL_KERNEL, NULL_MODEL
+from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list, is_plain
+
+#: Null batches per size during calibration (the first of the sizes is also run once untimed).
+NULL_REPEATS = 2
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The harness cost of a timed batch on each side: in the runner (`runner`, measured before the candidate was
+    imported) and in the judge (`judge`, the reference's loop). On the CPU both sides are timed by the judge's clock
+    less these; on a GPU the runner's events are checked against `runner` (clock_check)."""
+
+    runner: NullFit
+    judge: NullFit
+
+
+def calibrate(session: CandidateSession, pool: InputPool, timeout: float, seeded: bool = True) -> Calibration:
+    """Null batches of 1 .. pool.n calls on the pool's own sets, in the runner and in the judge (module doc of
+    `clock_check`). Must run before the candidate is imported."""
+    sizes = sorted({1, max(1, pool.n // 4), max(1, pool.n // 2), pool.n})
+    points: list[tuple[int, float]] = []
+    kernel_points: list[tuple[int, float]] = []
+    for model, into in ((NULL_MODEL, points), (NULL_KERNEL, kernel_points)):
+        _null_batch(session, pool, model, sizes[-1], timeout, seeded)  # untimed: maps buffers, warms the loop
+        for _ in range(NULL_REPEATS):
+            for n in sizes:
+                into.append((n, _null_batch(session, pool, model, n, timeout, seeded)))
+    null = NullFit.fit(points)
+    launch = NullFit.fit(kernel_points).per_call - null.per_call if session.device.startswith("cuda") else 0.0
+    runner = NullFit(null.fixed, null.per_call, null.noise, max(0.0, launch), null.points)
+    mirrored = copy_out_mirrored(pool)
+    out = torch.zeros(tuple(pool.out_like.shape), dtype=pool.out_like.dtype, device=pool.device) \
+        if mirrored else None
+    scratch = torch.empty_like(out) if mirrored else None
+    judge_points = []
+    for _ in range(NULL_REPEATS + 1):
+        for n in sizes:
+            judge_points.append((n, judge_batch(lambda xs: out, pool, list(range(n)), seeded, scratch)[2]))
+    return Calibration(runner, NullFit.fit(judge_points[len(sizes):]))
+
+
+def copy_out_mirrored(pool: InputPool) -> bool:
+    """Whether the judge copies each reference output out as the runner's commit does. Not for a large output
+    (`LARGE_OUTPUT_BYTES`): the copy only mirrors, for the judge's clock, the runner's copy into its slot (outside
+    the GPU-timed window either way), and an 8 GB scratch output is more than the GPU has beside the pool, the
+    reference's output and the kept ones. Leaving it out only makes the reference look faster by the judge's clock,
+    never the candidate."""
+    like = pool.out_like
+    return like is not None and like.numel() * like.element_size() <= LARGE_OUTPUT_BYTES
+
+
+def judge_batch(fn: Any, pool: InputPool, order: list[int], seeds: Any, scratch: torch.Tensor | None,
+                keep: Any = None) -> tuple[list[float], list[float], float]:
+    """One batch of `fn` in the judge on the pool's sets, every output copied out as the runner's commit does:
+    (stream ms, device ms, the judge's bracket in seconds)."""
+    if seeds is True:
+        seeds = tuple(random.randrange(1 << 62) for _ in order)
+
+    def copy_out(k: int, out: Any) -> None:
+        head = next((t for t in as_list(out) if is_plain(t)), None)
+        if head is None:
+            return
+        if keep is not None and keep(k, head):
+            return
+        if scratch is not None and head.shape == scratch.shape and head.dtype == scratch.dtype:
+            scratch.copy_(head)
+
+    t0 = time.perf_counter()
+    stream, dev = timed_loop.time_batch(fn, pool.sets, order, device=pool.device, after_rep=copy_out,
+                                        seeds=seeds or ())
+    return stream, dev, time.perf_counter() - t0
+
+
+def _null_batch(session: CandidateSession, pool: InputPool, model: int, n: int, timeout: float,
+                seeded: bool) -> float:
+    """One null batch exactly as a timed batch is made (its own sets, slots and RNG seeds), timed by the judge."""
+    order = list(range(n))
+    like = pool.out_like if pool.out_like is not None else torch.empty(0, device="meta")
+    seeds = tuple(random.randrange(1 << 62) for _ in order) if seeded else ()
+    _, bracket = session.time(model, pool.pool_id, order, timeout, seeds, null_like=like)
+    return bracket

@@ -1,0 +1,157 @@
+"""The judge's clock is the measurement (docs/trust-boundary.md, time; docs/anti-cheating.md, cheats 23 and 24).
+
+The runner times each call of a batch with its own clock (CUDA events or the wall clock) and reports the samples,
+but the runner is the candidate's process: its clock functions, its timing loop, its channel writer and the native
+`clock_gettime` it reaches are all the candidate's to rewrite. So the judge brackets every timed batch with its own
+clock, from sending the request to reading the reply (the runner synchronizes the device before it replies), and
+charges the candidate with everything in between.
+
+What the bracket holds besides the candidate's calls is the harness: the message round trip, the timing loop's own
+work per call (L2 flush, events, synchronizes, the copy of each output into its slot). That is measured on a null
+candidate in the same runner *before the candidate is imported*, when nothing of the candidate's can slow it down
+or speed it up: null batches of several sizes give `fixed + per_call * calls` and the noise around that line
+(`NullFit`). Per batch, then,
+
+    judge's time per call   J = (bracket - fixed - per_call * calls) / calls
+
+over all batches together, and the runner's reported mean per call E must agree with it: E may fall below J only
+by the per-call launch overhead measured on a null kernel, plus noise. A larger deficit means the runner's clock
+missed something (a slowed or rewritten clock, forged frames, or work done where the runner's clock does not look:
+in the copy-out of its outputs, in a thread), or that the null model of the harness does not fit this candidate
+(on a GPU the host's share of the harness overlaps a long kernel and not a null one; measured on an H100: honest
+KernelBench references with E 16% under J). Either way the runner's figures are not verified and the judge's
+clock times both sides, so a forged clock gains nothing; a report under J / GROSS_SHORTFALL, which no harness
+misfit explains, is `timer-patch`. Work moved from one call to another (every input set precomputed in a batch's
+first call) changes nothing: it is inside the same bracket, and the samples are batch means.
+
+`judge` returns whether the runner's figures were *verified*: only when the judge's clock is precise enough to
+bound them (its standard error a small share of J) may they stand as the candidate's times; otherwise (a busy
+host, a tiny op) the times are the judge's own per-batch figures, noisier but the candidate's to forge no more.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from workbench.eval.checks.flags import Finding
+
+#: Share of J that E may fall short of beyond the launch overhead and noise: timer jitter, clock-rate changes.
+RELATIVE_SLACK = 0.1
+#: Absolute per-call slack (seconds): a launch-bound kernel's host work the runner's clock does not see.
+ABSOLUTE_SLACK_S = 5e-6
+
+
+@dataclass(frozen=True)
+class NullFit:
+    """The runner's harness cost per batch, `fixed + per_call * calls` seconds, fitted on null batches before the
+    candidate was imported; `noise` is the standard deviation of the null batches around the line, `launch` the
+    extra per-call cost of launching a null kernel (0 on the CPU)."""
+
+    fixed: float
+    per_call: float
+    noise: float
+    launch: float = 0.0
+    points: int = 0
+
+    def overhead(self, calls: int) -> float:
+        return self.fixed + self.per_call * calls
+
+    @classmethod
+    def fit(cls, points: list[tuple[int, float]], launch: float = 0.0) -> NullFit:
+        """Least squares over (calls, seconds) of null batches; a robust floor at 0 for both terms."""
+        if not points:
+            return cls(0.0, 0.0, 0.0, launch, 0)
+        xs = [float(c) for c, _ in points]
+        ys = [s for _, s in points]
+        if len(set(xs)) < 2:
+            mean = sum(ys) / len(ys)
+            return cls(max(0.0, mean), 0.0, statistics.pstdev(ys) if len(ys) > 1 else 0.0, launch, len(points))
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx)
+        intercept = max(0.0, my - slope * mx)
+        residuals = [y - intercept - slope * x for x, y in zip(xs, ys, strict=True)]
+        # A robust spread (scaled median absolute deviation): one null batch the machine stole 20 ms from must not
+        # widen every allowance; the majority rule in `check` covers the batches it does disturb.
+        center = statistics.median(residuals)
+        noise = 1.4826 * statistics.median(abs(r - center) for r in residuals)
+        return cls(intercept, slope, noise, max(0.0, launch), len(points))
+
+    def to_dict(self) -> dict[str, float]:
+        return {"fixed_ms": self.fixed * 1e3, "per_call_ms": self.per_call * 1e3, "noise_ms": self.noise * 1e3,
+                "launch_ms": self.launch * 1e3, "points": self.points}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One timed batch of the candidate: calls, the judge's bracket (s) and the runner's reported mean (s)."""
+
+    calls: int
+    bracket: float
+    reported_mean: float
+
+
+def judge_time(batch: Batch, null: NullFit) -> float:
+    """J: seconds per call by the judge's clock, the harness taken out (never below 0)."""
+    return max(0.0, (batch.bracket - null.overhead(batch.calls)) / batch.calls)
+
+
+#: A report this many times under J is `timer-patch`; a smaller deficit only withholds verification. On the CPU a
+#: loaded host delays a runner's wake-up by milliseconds per batch (2.1x at worst seen); on a GPU the harness misfit
+#: stays under 1.2x (module doc).
+GROSS_SHORTFALL = {"cpu": 4.0, "cuda": 2.0}
+
+#: The runner's figures are verified when three standard errors of the judge's J are at most this share of J.
+VERIFIABLE_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class ClockVerdict:
+    """What the judge's clock says of the runner's reported times (all per call, seconds)."""
+
+    findings: list[Finding]
+    verified: bool
+    judge: float
+    reported: float
+    standard_error: float
+    #: The reports fell further below J than the slack allows, where that is not flagged (CPU).
+    disagreed: bool = False
+
+    def to_dict(self) -> dict[str, float | bool]:
+        return {"verified": self.verified, "judge_ms": self.judge * 1e3, "reported_ms": self.reported * 1e3,
+                "standard_error_ms": self.standard_error * 1e3, "disagreed": self.disagreed}
+
+
+def judge(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SHORTFALL["cuda"]) -> ClockVerdict:
+    """`timer-patch` when the runner's reports cannot be what the judge's clock saw: more time reported than the
+    whole bracket in any batch (a hard bound), or, over all batches, a reported mean `gross_shortfall` times under J
+    (beyond the slack). A smaller deficit beyond the launch overhead, RELATIVE_SLACK and three standard errors only
+    withholds verification (`disagreed`): the judge's clock then times both sides. `verified` when the reports agree
+    and J is precise enough to have told (module doc)."""
+    for b in batches:
+        if b.reported_mean * b.calls > b.bracket * 1.02 + 5e-4:
+            finding = Finding("timer-patch", f"the runner reported {b.reported_mean * b.calls * 1e3:.3f} ms of work in "
+                                             f"a batch the judge's clock measured at {b.bracket * 1e3:.3f} ms")
+            return ClockVerdict([finding], False, 0.0, b.reported_mean, 0.0)
+    if not batches:
+        return ClockVerdict([], False, 0.0, 0.0, 0.0)
+    # Medians over batches: a batch the machine stole time from decides nothing.
+    j = statistics.median(judge_time(b, null) for b in batches)
+    e = statistics.median(b.reported_mean for b in batches)
+    deficit = statistics.median(judge_time(b, null) - b.reported_mean for b in batches)
+    se = 1.253 * null.noise / statistics.median(b.calls for b in batches) / len(batches) ** 0.5
+    slack = 2 * null.launch + ABSOLUTE_SLACK_S + RELATIVE_SLACK * j + 3 * se
+    if deficit > slack and e * gross_shortfall >= j - slack:
+        return ClockVerdict([], False, j, e, se, disagreed=True)
+    if deficit > slack:
+        finding = Finding("timer-patch", f"by the judge's clock a timed call costs {j * 1e3:.4f} ms beyond the "
+                                         f"harness, but the runner reported {e * 1e3:.4f} ms (medians over "
+                                         f"{len(batches)} batches)")
+        return ClockVerdict([finding], False, j, e, se)
+    return ClockVerdict([], 3 * se <= VERIFIABLE_SHARE * max(j, e), j, e, se)
+
+
+def check(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SHORTFALL["cuda"]) -> list[Finding]:
+    """The findings of `judge`."""
+    return judge(batches, null, gross_shortfall).findings

@@ -1,0 +1,454 @@
+"""Timing across the trust boundary (docs/trust-boundary.md, time): the candidate in its runner, the reference in a
+runner of its own (on a GPU; in the judge's process on the CPU or when that runner fails: `reference_runner.py`),
+in alternating batches on the same shared inputs, measured by the judge's clock.
+
+Before the candidate is imported, `calibrate` measures the runner's harness on a null candidate (`clock_check`).
+Then `PairTimer.run`, one round after another:
+
+1. the runner is frozen (SIGSTOP to every process in it) and the judge writes new contents into every input set of
+   the pool, in place (`input_pool`): no call ever sees contents an earlier call saw;
+2. the reference is timed on those sets with the loop the candidate's runner uses (`wire.timed_loop`), in its own
+   runner after the judge computed the outputs of the calls it will check, chosen in secret (or by the judge,
+   keeping those outputs as it goes); `torch.compile` of the reference when asked is an aside the judge times in
+   every other round, which never holds timing up;
+3. the runner is thawed and times the candidate on the same sets in the same order with the same RNG seeds,
+   copying each call's output into a slot; the judge brackets the batch with its own clock;
+   where the reference has a runner of its own, the two sides take turns going first, round by round (the judge
+   computes the checked calls' outputs before either batch, and freezes the candidate's runner again, rewriting
+   the round's inputs, before the reference's batch);
+4. the checked calls' outputs are compared with the kept reference outputs (`result-cache` when wrong);
+5. the samples are batch means (so moving work from one call to another changes nothing), and the runner's mean
+   must agree with the judge's clock (`clock_check.check`: `timer-patch` otherwise).
+
+The first round is a warm-up (compilation, autotuning, caches), checked but not counted; its bracket sizes the
+batches: enough calls that the round trip is a small share of a batch, as many as there are input sets at most.
+Timing stops when the 95% CI of the median batch mean is within the target on both sides, or at the time budget.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.eval.checks.flags import Finding
+from workbench.eval.judge import trace, verdict
+from workbench.eval.judge.correctness import recheck as recheck_compare
+from workbench.eval.judge.reference.runner import ReferenceRunnerFailed
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing import clock_check
+from workbench.eval.judge.timing import outcome as timing_outcome
+from workbench.eval.judge.timing.batches import Calibration, copy_out_mirrored, judge_batch
+from workbench.eval.judge.timing.clock_check import Batch
+from workbench.eval.judge.timing.inputs import InputPool
+from workbench.eval.judge.timing.outcome import PAIR, TimingOutcome
+from workbench.eval.judge.timing.placement import Frozen, OneCore
+from workbench.eval.judge.timing.stats import JointStopper, StoppingRule, _rel_width
+from workbench.eval.wire import timed_loop
+from workbench.eval.wire.tensors import as_list, is_plain, release_if_short
+
+#: Seconds of calls one timed batch aims at: a round's fixed costs (~5-10 ms on a GPU) and its first call stay a
+#: modest share (10 ms batches put an A/A pair of a 1.9 ms KernelBench reduction at 0.86x).
+TARGET_BATCH_S = {"cuda": 0.02, "cpu": 0.02}
+#: Batches per side before the CI may stop timing (the A/B verdict needs at least verdict.MIN_AB_SAMPLES).
+MIN_BATCHES = 10
+#: Each side's relative 95% CI width (of its median batch mean) under which a settled A/B verdict stops timing.
+DECIDED_REL_CI = 0.04
+#: Seconds of timed rounds, and batches per side, a GPU timing may go on to when its cap stopped it with the speedup
+#: still inconclusive (`PairTimer._worth_more`): the cap, 2 s, and the bound, 200 batches, otherwise.
+EXTENDED_CAP_S, EXTENDED_MAX_BATCHES = 6.0, 600
+#: Batches per side a GPU timing goes on to when both sides reached their CI targets sooner with the speedup still
+#: inconclusive (`PairTimer._settle`), within the time cap.
+SETTLE_BATCHES = 30
+#: Calls checked per round after the first (the first round checks every call).
+CHECKS_PER_BATCH = 2
+
+
+def stopping_rule(device: str, interpreted: bool, calls: int | None) -> StoppingRule:
+    """Over batch means: a fixed number of calls where the user asked for one or on the interpreter (too slow to
+    iterate); elsewhere until the 95% CI of the median batch mean is within 1% on both sides (at least
+    MIN_BATCHES batches of ~20 ms each on a GPU: several hundred calls), or the time budget per side; on a GPU
+    timing also stops as soon as the speedup's verdict is settled (`PairTimer._speedup_decided`)."""
+    if calls is not None:
+        return StoppingRule.fixed(calls)
+    if interpreted:
+        return StoppingRule.fixed(5)
+    if device.startswith("cuda"):
+        return StoppingRule(target_rel_ci=0.01, min_samples=MIN_BATCHES, max_samples=200, time_cap_s=2.0,
+                            plateau_batches=6)
+    # The CPU wall clock is advisory (a shared host's scheduling moves it by percents): a cheap, bounded budget.
+    return StoppingRule(target_rel_ci=0.05, min_samples=MIN_BATCHES, max_samples=20, time_cap_s=1.5,
+                        plateau_batches=0)
+
+
+@dataclass
+class ReferenceSide:
+    """What the judge times beside the candidate: the eager reference and, optionally, `torch.compile` of it."""
+
+    model: Any
+    compiled: Any = None
+    #: The error budget of the re-checks: the task's tolerance per dtype and the largest native error seen in the
+    #: correctness rounds (CheckReport.error_budget).
+    tolerance: Any = None
+    native_error: float = 0.0
+    #: The runner that times the reference (`reference_runner.py`); None: the judge times it in its own process.
+    runner: Any = None
+
+
+class _PhaseClock:
+    """Adds the seconds since the last lap to a named phase."""
+
+    def __init__(self, phases: dict[str, float], round_no: int = 0):
+        self.phases, self.last, self.round_no = phases, time.perf_counter(), round_no
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self.last
+        trace.ended(f"timing {name}", self.last, now, round=self.round_no)
+        self.last = now
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+@dataclass
+class PairTimer:
+    """Times one candidate against its reference (module doc). `run()` returns the TimingOutcome."""
+
+    session: CandidateSession
+    model_id: int
+    reference: ReferenceSide
+    pool: InputPool
+    calibration: Calibration
+    rule: StoppingRule
+    device: str
+    clock: str
+    telemetry: Any = None
+    #: Seed the global RNG before every call (both sides, the same seeds): only when the reference draws random
+    #: numbers in forward, since seeding costs ~20-80 us a call.
+    seeded: bool = True
+    rng: random.Random = field(default_factory=random.SystemRandom)
+
+    def __post_init__(self) -> None:
+        self.cuda = self.device.startswith("cuda")
+        self.names = ["reference", "candidate"] + (["compiled"] if self.reference.compiled is not None else [])
+        self.samples: dict[str, list[float]] = {n: [] for n in self.names}
+        self.stream: dict[str, list[float]] = {n: [] for n in self.names}
+        self.device_ms: dict[str, list[float]] = {n: [] for n in self.names}
+        self.batches: list[Batch] = []
+        self.cpu_batches: list[tuple[float, float, int]] = []
+        self.findings: list[Finding] = []
+        self.checked = self.dropped = 0
+        #: Rounds in which the judge gave its cached GPU memory back before the runner's batch (tight memory).
+        self.released = 0
+        #: Calls of the compiled reference in counted batches (it is timed in every other round).
+        self.compiled_calls = 0
+        self.null = self.calibration.runner
+        #: Per counted batch, each side of the pair's ms per call by the judge's clock (the samples on the CPU).
+        self.judged: dict[str, list[float]] = {n: [] for n in PAIR}
+        #: Seconds spent in each part of the rounds (protocol `timing_phases`): where the time stage goes.
+        self.phases: dict[str, float] = {}
+        #: The core both sides are timed on (set by `run`).
+        self.one_core: OneCore | None = None
+        #: Counted batches in which the candidate's side went first (`_round`: the sides alternate where both are
+        #: runners).
+        self.candidate_first = 0
+        #: Why the reference's runner was given up during timing ("" while it times, or when there is none).
+        self.reference_fallback = ""
+
+    @functools.cached_property
+    def scratch(self) -> torch.Tensor | None:
+        """The judge's output buffer for the batches it times itself (the reference without a runner, the compiled
+        aside), made on first use: none when the reference runs in its runner and nothing is compiled."""
+        like = self.pool.out_like
+        return torch.empty(tuple(like.shape), dtype=like.dtype, device=self.device) \
+            if copy_out_mirrored(self.pool) else None
+
+    def run(self) -> TimingOutcome:
+        self.one_core = OneCore(self.session, self.cuda, self.reference.runner)
+        with self.one_core:
+            return self._run()
+
+    def _run(self) -> TimingOutcome:
+        first = 1 if self.rule.is_fixed else min(self.pool.n, 2)
+        self._round(0, first, count=False)  # compilation, autotuning, first-touch costs
+        calls = self._batch_size(self._round(1, first, count=False))
+        # The compiled reference is an aside (speedup_vs_compile): it does not hold timing up.
+        stopper = self.rule.start_joint(PAIR)
+        fixed_left = self.rule.max_samples if self.rule.is_fixed else None
+        r = 2
+        decided = ""
+        while True:
+            while not stopper.done() and not self._caught():
+                n = calls if fixed_left is None else max(1, min(calls, (fixed_left + 1) // 2))
+                self._counted_round(stopper, r, n, per_call=fixed_left is not None)
+                r += 1
+                if fixed_left is None and r % 2 == 0 and self._speedup_decided():
+                    decided = "verdict"
+                    break
+                if fixed_left is not None:
+                    fixed_left -= n
+                    if fixed_left <= 0:
+                        break
+            if not decided and fixed_left is None and self._unsettled(stopper):
+                r, decided = self._settle(stopper, r, calls)
+            if decided or fixed_left is not None or not self._worth_more(stopper):
+                break
+        reasons = stopper.reasons
+        if decided:
+            reasons = {name: reason or "ci-target" for name, reason in reasons.items()}
+        if "compiled" in self.names:
+            reasons["compiled"] = "with-pair"
+        return self._outcome(reasons)
+
+    def _unsettled(self, stopper: JointStopper) -> bool:
+        """Whether each side reached its own CI target within fewer than SETTLE_BATCHES batches while the speedup's
+        verdict is still inconclusive (on a GPU): `_settle` then times more rounds."""
+        if not self.cuda or self._caught() or any(r != "ci-target" for r in stopper.reasons.values()):
+            return False
+        return len(self._watched("candidate")) < SETTLE_BATCHES and self._paired_verdict() == "inconclusive"
+
+    def _settle(self, stopper: JointStopper, r: int, calls: int) -> tuple[int, str]:
+        """More rounds, up to SETTLE_BATCHES and within the time cap, until the verdict settles; returns (the next
+        round, "verdict" when it settled, else "").
+
+        Why: each side's CI measures its own batches, the verdict the per-round ratios. A pair whose sides each
+        agree within 1% can still have ratios that scatter by a few percent from round to round (which side went
+        first), and ten of them left an A/A pair of KernelBench L1/52 at 1.008 [0.979, 1.057], inconclusive after
+        2.6 s; a few more rounds narrow that interval, where a side timed longer would not."""
+        while len(self._watched("candidate")) < SETTLE_BATCHES and stopper.elapsed_s < stopper.time_cap_s and \
+                not self._caught():
+            self._counted_round(stopper, r, calls)
+            r += 1
+            if r % 2 == 0 and self._speedup_decided():
+                return r, "verdict"
+        return r, ""
+
+    def _worth_more(self, stopper: JointStopper) -> bool:
+        """Whether timing goes on past its cap (once, to EXTENDED_CAP_S; `JointStopper.extend`): on a GPU, when the
+        cap or the batch bound stopped a side while the speedup's verdict is still inconclusive. A launch-bound
+        network's batches are noisy (a 2-5 ms KernelBench CNN reached its 2 s cap at a CI of +-2-5%), and a few more
+        seconds turn its "inconclusive" into a verdict; a kernel whose sides reached their CI targets is not timed
+        longer: its verdict rests on a difference near the band's edge, not on too few batches."""
+        if not self.cuda or self._caught() or stopper.extended:
+            return False
+        if not any(r in ("time-cap", "max-reps") for r in stopper.reasons.values()):
+            return False
+        return self._paired_verdict() == "inconclusive" and stopper.extend(EXTENDED_CAP_S, EXTENDED_MAX_BATCHES)
+
+    def _speedup_decided(self) -> bool:
+        """Whether the A/B verdict is settled before each side reached its own CI target: the speedup's CI lies
+        inside the noise band (same) or wholly outside it (faster, slower), with at least MIN_BATCHES batches and
+        each side's median within DECIDED_REL_CI. What a user reads is the verdict; more batches would only narrow
+        an interval whose side of the band is already known."""
+        ref, cand = self._watched("reference"), self._watched("candidate")
+        if min(len(ref), len(cand)) < MIN_BATCHES:
+            return False
+        if max(_rel_width(sorted(ref), 0.95), _rel_width(sorted(cand), 0.95)) > DECIDED_REL_CI:
+            return False
+        return self._paired_verdict() != "inconclusive"
+
+    def _paired_verdict(self) -> str | None:
+        """The A/B verdict of the rounds counted so far (`verdict.speedup`, paired), or None before MIN_BATCHES."""
+        ref, cand = self._watched("reference"), self._watched("candidate")
+        if min(len(ref), len(cand)) < MIN_BATCHES:
+            return None
+        return verdict.speedup(ref, cand, paired=True).verdict
+
+    def _counted_round(self, stopper: JointStopper, r: int, n: int, per_call: bool = False) -> None:
+        """Round r of n calls per side, counted: each side's batch mean goes to `stopper` (once, or once per call
+        for a fixed count: `per_call`) with the round's seconds."""
+        started = time.perf_counter()
+        got = self._round(r, n, count=True)
+        samples = {m: ([got[m]] * (n if per_call else 1) if got else []) for m in PAIR}
+        stopper.add(samples, time.perf_counter() - started)
+
+    def _watched(self, name: str) -> list[float]:
+        d = self.device_ms[name]
+        return d if self.cuda and self._side_stream(name) else self.stream[name]
+
+    def _caught(self) -> bool:
+        return any(f.flag in ("result-cache",) for f in self.findings)
+
+    def _batch_size(self, warm: dict[str, float]) -> int:
+        """Calls per timed batch: the target batch time over the slower side's time per call in the second warm-up
+        round."""
+        per_call = max([v / 1e3 for v in warm.values() if v] or [1e-3])
+        target = TARGET_BATCH_S["cuda" if self.cuda else "cpu"]
+        return max(1, min(self.pool.n, math.ceil(target / max(per_call, 1e-6))))
+
+    # -- one round: refresh, reference, candidate, checks --
+    def _round(self, b: int, n: int, count: bool) -> dict[str, float]:
+        """Round b with n calls per side (module doc); returns each side's mean ms per call (by the judge's clock
+        for the candidate when not counted), or {} when the batch was dropped (throttled GPU)."""
+        pool = self.pool
+        order = list(range(n))
+        self.rng.shuffle(order)
+        seeds = tuple(self.rng.randrange(1 << 62) for _ in range(n)) if self.seeded else ()
+        checks = set(range(n)) if b <= 2 else set(self.rng.sample(range(n), min(n, CHECKS_PER_BATCH)))
+        kept: dict[int, Any] = {}
+        clock = _PhaseClock(self.phases, b)
+        before = self.telemetry.sample() if self.telemetry is not None else None
+        clock.lap("telemetry")
+        # Which side goes first alternates from round to round where both are runners: whatever the first side of
+        # a round pays or gains (the GPU clock after the judge's work, caches) falls on each side alike.
+        candidate_first = self.reference.runner is not None and b % 2 == 1
+        with Frozen(self.session):
+            clock.lap("freeze")
+            contents = pool.refresh(self.rng, n) if b or pool.lent else []
+            clock.lap("refresh")
+            if self.reference.runner is not None:
+                # The re-check's outputs, by the judge on the round's inputs before either batch; the inputs are then
+                # written again (on a GPU so that each batch follows the same work, and always before the candidate
+                # goes first: the reference may have written into them).
+                self._reference_outputs(order, seeds, checks, kept)
+                if contents and (self.cuda or candidate_first):
+                    pool.refresh(None, seeds=contents)
+                clock.lap("reference")
+            if not candidate_first:
+                ref_stream, ref_dev, ref_bracket, comp = self._reference_side(b, order, seeds, checks, kept)
+                clock.lap("reference")
+                if contents and self.cuda:  # the candidate's batch follows the same work as the reference's
+                    pool.refresh(None, seeds=contents)
+                    clock.lap("refresh")
+        clock.lap("freeze")
+        reply, bracket = self._candidate_side(order, seeds)
+        if candidate_first:
+            clock.lap("candidate")
+            with Frozen(self.session):
+                clock.lap("freeze")
+                if contents:
+                    pool.refresh(None, seeds=contents)
+                    clock.lap("refresh")
+                ref_stream, ref_dev, ref_bracket, comp = self._reference_side(b, order, seeds, checks, kept)
+                clock.lap("reference")
+            clock.lap("freeze")
+        clock.lap("candidate")
+        self._recheck(b, order, kept)
+        clock.lap("recheck")
+        keep = True
+        if self.telemetry is not None:
+            keep = self.telemetry.record_batch(before, self.telemetry.sample()).ok
+            clock.lap("telemetry")
+        cand_stream, cand_dev = list(reply.stream_ms), list(reply.device_ms)
+        ref_harness = self.null if self.reference.runner is not None else self.calibration.judge
+        judged = {"reference": clock_check.judge_time(Batch(n, ref_bracket, 0.0), ref_harness) * 1e3,
+                  "candidate": clock_check.judge_time(Batch(n, bracket, 0.0), self.null) * 1e3}
+        if not count:  # sizes the batches: the runner's own figure, whose lie only costs the candidate precision
+            return {"reference": _mean(ref_stream), "candidate": _mean(cand_stream)}
+        self.batches.append(Batch(n, bracket, _mean(cand_dev if self.cuda else cand_stream) / 1e3))
+        self.candidate_first += candidate_first
+        if not keep:
+            self.dropped += 1
+            return {}
+        got = {"reference": (ref_stream, ref_dev), "candidate": (cand_stream, cand_dev)}
+        if comp is not None:
+            got["compiled"] = comp
+            self.compiled_calls += n
+        for name, (s, d) in got.items():
+            self.stream[name].append(_mean(s))
+            self.device_ms[name].append(_mean(d))
+        for name, value in judged.items():
+            self.judged[name].append(value)
+        # The stopper watches the runner's figures (the tighter ones); whether they stand is decided at the end.
+        return {name: _mean(d if self.cuda and self._side_stream(name) else s) for name, (s, d) in got.items()}
+
+    def _candidate_side(self, order: list[int], seeds: tuple[int, ...]) -> tuple[Any, float]:
+        """The candidate's batch in its runner, bracketed by the judge's clock, with what the batch gave away (threads
+        left running, threads off the timing core)."""
+        cpu_before = self.session.runner.cpu_use() if not self.cuda else None
+        reply, bracket = self.session.time(self.model_id, self.pool.pool_id, order, self.session.timeout, seeds)
+        if cpu_before is not None:
+            after = self.session.runner.cpu_use()
+            self.cpu_batches.append((bracket, after.seconds - cpu_before.seconds, after.threads))
+        if reply.threads_left:
+            self.findings.append(Finding("thread-deferral", "threads still running after a timed batch: "
+                                                            f"{', '.join(reply.threads_left)}"))
+        moved = self.one_core.escaped() if self.one_core is not None else []
+        if moved and not any(f.flag == "harness-tamper" for f in self.findings):
+            self.findings.append(Finding("harness-tamper", f"{len(moved)} thread(s) of the runner left the core the "
+                                                           "timing pinned both sides to (sched_setaffinity)"))
+        return reply, bracket
+
+    def _reference_side(self, b: int, order: list[int], seeds: tuple[int, ...], checks: set[int],
+                        kept: dict[int, Any]) -> tuple[list[float], list[float], float, Any]:
+        """The reference's batch (`_time_reference`), then the compiled reference's aside in the rounds that time
+        it, then the judge's cached memory given back if it runs short."""
+        ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept)
+        comp = None
+        if self.reference.compiled is not None and (b < 2 or b % 2 == 0 or self.rule.is_fixed):
+            comp = judge_batch(lambda xs: self.reference.compiled(*xs), self.pool, order, seeds, self.scratch)[:2]
+        self.released += release_if_short(self.session.device)
+        return ref_stream, ref_dev, ref_bracket, comp
+
+    def _side_stream(self, name: str) -> bool:
+        _, runs = timed_loop._pick_samples(self.stream[name], self.device_ms[name])
+        return runs > 0
+
+    def _time_reference(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
+                        kept: dict[int, Any]) -> tuple[list[float], list[float], float]:
+        """The reference's batch: in its own runner (`reference_runner.py`), the judge having computed the outputs
+        of the calls in `checks` for the re-check before the round's batches (`_round`), then written the round's
+        inputs into the sets again, so the batch follows the same work as the candidate's will (a pool refresh);
+        or in the judge, right after the round's refresh, keeping those outputs as it goes and copying the others
+        out like the candidate's commit (the same work on both sides). A runner that fails hands the reference
+        back to the judge for this round and every later one (protocol `reference_timed_in`).
+
+        Why the same work before each side (on a GPU): the side timed first in a round followed the judge's refresh,
+        the other its own opponent's batch, and identical memory-bound code read 3-10% slower first (KernelBench
+        BatchNorm2d, InstanceNorm2d, pooling; the candidate's side sat at its floor, the reference's above it). Not
+        on the CPU, where drawing a round's inputs again would double the cost of a round of small calls."""
+        runner = self.reference.runner
+        if runner is not None:
+            try:
+                reply, bracket = runner.time(order, seeds, self.session.timeout)
+                return list(reply.stream_ms), list(reply.device_ms), bracket
+            except ReferenceRunnerFailed as exc:
+                self.reference.runner = None
+                self.reference_fallback = str(exc)
+                kept.clear()
+
+        def keep(k: int, head: torch.Tensor) -> bool:
+            if k in checks:
+                kept[k] = head.detach().clone()
+                return True
+            return False
+
+        model = self.reference.model
+        return judge_batch(lambda xs: model(*xs), self.pool, order, seeds, self.scratch, keep)
+
+    def _reference_outputs(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
+                           kept: dict[int, Any]) -> None:
+        """The reference's outputs of the checked calls, computed by the judge on exactly their inputs and seeds
+        (untimed): what the candidate's committed outputs are compared with."""
+        with torch.no_grad():
+            for k in sorted(checks):
+                timed_loop.seed_rng(seeds[k] if k < len(seeds) else None)
+                out = self.reference.model(*self.pool.sets[order[k]])
+                head = next((t for t in as_list(out) if is_plain(t)), None)
+                if head is not None:
+                    kept[k] = head.detach().clone()
+                del out
+
+    def _recheck(self, b: int, order: list[int], kept: dict[int, Any]) -> None:
+        """The checked calls' committed outputs against the reference's on exactly their inputs (module doc)."""
+        if not self.pool.slots:
+            return
+        for k, expected in sorted(kept.items()):
+            self.checked += 1
+            got = self.pool.slots[order[k]]
+            problem = recheck_compare.mismatch(got, expected, self.reference.tolerance, self.reference.native_error)
+            if problem:
+                self.findings.append(Finding("result-cache", f"timed call {k + 1} of batch {b + 1} returned a wrong "
+                                                             f"result for the inputs it was given ({problem})"))
+                return
+
+    # -- the outcome --
+    def _outcome(self, reasons: dict[str, str]) -> TimingOutcome:
+        return timing_outcome.outcome_of(self, reasons)

@@ -1,0 +1,99 @@
+"""Where the two sides of a timed round run: the candidate's runner frozen while the reference is timed (`Frozen`),
+and the judge's timing thread with every thread of both runners on one core for the whole timing (`OneCore`), so
+the two sides are timed on the same core's caches and clock (`timing.PairTimer`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from workbench.eval.judge.runners.session import CandidateSession
+
+
+class Frozen:
+    """The candidate's runner stopped (SIGSTOP to every process in it) for the block: nothing of the candidate's
+    runs while the judge writes the inputs and the reference is timed."""
+
+    def __init__(self, session: CandidateSession):
+        self.session = session
+
+    def __enter__(self) -> None:
+        self.session.runner.freeze()
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.session.runner.thaw()
+        return False
+
+
+def pin_gpu_timing() -> bool:
+    """Whether GPU timing pins the timed processes to one core as CPU timing does (`OneCore`); on by default,
+    `KWB_TIMING_PIN=0` turns it off.
+
+    A GPU call's time includes its host launches, and a launch-bound network or a small kernel is timed on the
+    host's speed: unpinned, the two runners ran on whichever cores the scheduler gave them, and identical code read
+    0.69x-1.31x (KernelBench L2/6 and L3/7, 20, 22) and a 1 GB reduction 0.94x. On one core the largest A/A
+    deviation over the same problems was 3.6%."""
+    return os.environ.get("KWB_TIMING_PIN", "1").strip() != "0"
+
+
+class OneCore:
+    """The judge's timing thread and every thread of both runners on one core for the whole timing (on a GPU
+    unless `pin_gpu_timing` says no).
+
+    They take turns (the runner is frozen while the reference runs, the judge waits while the candidate runs), so
+    one core costs nothing, and both sides then see the same core's caches and clock instead of whichever core the
+    scheduler gave each (on a shared 2-core machine identical code read 0.6x-1.3x from one evaluation to the
+    next). A runner that moves itself elsewhere gains nothing it may keep: more than one thread is `thread-use`."""
+
+    def __init__(self, session: CandidateSession, cuda: bool, reference_runner: Any = None):
+        self.session, self.cuda = session, cuda
+        self.active = hasattr(os, "sched_setaffinity") and (not cuda or pin_gpu_timing())
+        self.reference_runner = reference_runner
+        self.saved: set[int] | None = None
+        self.core: set[int] = set()
+
+    def __enter__(self) -> None:
+        if not self.active:
+            return
+        try:
+            self.saved = os.sched_getaffinity(0)
+            # On a GPU the last core: the first one takes more of the machine's interrupts.
+            core = self.core = {max(self.saved) if self.cuda else min(self.saved)}
+            os.sched_setaffinity(0, core)
+            members = self.session.runner.members()
+            if self.reference_runner is not None:
+                members += self.reference_runner.members()
+            for pid in members:
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    os.sched_setaffinity(int(tid), core)
+        except OSError:  # not permitted here: time unpinned
+            pass
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self.saved is not None:
+            try:
+                os.sched_setaffinity(0, self.saved)
+            except OSError:
+                pass
+        return False
+
+    def escaped(self) -> list[str]:
+        """Threads of the candidate's runner no longer on the timing core (the candidate moved them: a candidate on
+        idle cores against a reference on the shared one is timed on another machine), each put back."""
+        if not self.core:
+            return []
+        moved = []
+        for pid in self.session.runner.members():
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    if os.sched_getaffinity(int(tid)) != self.core:
+                        moved.append(tid)
+                        os.sched_setaffinity(int(tid), self.core)
+                except OSError:  # the thread ended meanwhile
+                    pass
+        return moved

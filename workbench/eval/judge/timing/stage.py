@@ -1,0 +1,244 @@
+"""The evaluation's timing, in two steps around the candidate's import: `prepare` before it (the input pool and the
+harness calibration on a null candidate, which must see nothing of the candidate's), `run` after the checks passed
+(the timed pair, the speedup, the verdict on the clock).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from workbench.eval.checks import runtime as guards
+from workbench.eval.checks.flags import Finding
+from workbench.eval.judge import trace, verdict
+from workbench.eval.judge.runners.session import CandidateSession
+from workbench.eval.judge.timing.batches import Calibration, calibrate
+from workbench.eval.judge.timing.inputs import MAX_SETS, InputPool
+from workbench.eval.judge.timing.pair import TARGET_BATCH_S, PairTimer, ReferenceSide, stopping_rule
+from workbench.eval.wire.diagnostics import Diagnostics
+from workbench.eval.wire.tensors import clone_inputs, release_unused
+
+
+@dataclass
+class TimingPlan:
+    """What `prepare` made: the pool of timing inputs, the harness calibration and the reference's first output."""
+
+    pool: InputPool
+    calibration: Calibration
+    size: dict[str, Any]
+    reference_ms: float
+    seconds: float
+    #: Whether the reference draws random numbers in forward (then every timed call is seeded, on both sides).
+    seeded: bool
+    #: Whether the calibration came from an earlier candidate's runner (`ReferenceProfile`).
+    calibration_reused: bool = False
+
+
+def _estimate_ms(model: Any, inputs: list[Any], device: str) -> float:
+    """The reference's time per call (ms) over a few calls: it sizes the pool before anything is timed."""
+    with torch.no_grad():
+        model(*clone_inputs(inputs))  # first-call costs out of the estimate
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(3):
+            model(*inputs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / 3 * 1e3
+
+
+#: A harness calibration is reused for later candidates of the same task and size for this long (seconds): it was
+#: measured before any candidate was imported, in a runner like theirs, and the machine does not change faster.
+CALIBRATION_REUSE_S = 120.0
+
+
+@dataclass
+class ReferenceProfile:
+    """What sizing the timing learns of a reference, kept per task and size in the judge (`Context.timing`)."""
+
+    reference_ms: float
+    seeded: bool
+    calibration: Calibration | None = None
+    calibrated_at: float = 0.0
+    pool_sets: int = 0
+    #: The last timing of `torch.compile` of the reference (`Timing.to_dict()`) and when it was made: the compiled
+    #: line is an aside the verdict never uses, the same for every candidate of the task, so a recent one is
+    #: reused instead of timed again under the exclusive lock for each candidate of a sweep or a loop.
+    compiled: dict[str, Any] | None = None
+    compiled_at: float = 0.0
+
+    def recent_compiled(self) -> dict[str, Any] | None:
+        if self.compiled is None or time.monotonic() - self.compiled_at >= CALIBRATION_REUSE_S:
+            return None
+        return self.compiled
+
+
+def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dict, seed: int, device: str,
+            timeout: float, interpreted: bool, known: ReferenceProfile | None = None,
+            measuring: Callable[[], AbstractContextManager[Any]] = nullcontext,
+            kept: InputPool | None = None) -> tuple[TimingPlan, ReferenceProfile]:
+    """The input pool and the null calibration, before the candidate is imported (module doc). The pool holds
+    enough sets for a batch of a candidate up to 4x faster than the reference, as many as fit in memory. `known`
+    (the same task and size, from an earlier candidate) spares the reference's estimate and, while recent and for
+    the same pool, the calibration.
+
+    Only the two measurements (the reference's estimate and the null calibration) run inside `measuring()`, which
+    the judge makes an exclusive hold of the device: drawing the pool's sets is not a measurement, and keeping it out
+    of the exclusive lock lets another judge's checks go on meanwhile (on a later candidate of the task, nothing
+    here needs the device to itself).
+
+    `kept`: the pool an earlier candidate of this task, size and seed was timed on (`Context.take_pool`); lent to
+    this runner instead of drawing and sharing a new one, when the reference's profile is known too."""
+    started = time.perf_counter()
+    if kept is not None and known is not None:
+        try:
+            kept.attach(session)
+            return _planned(session, kept, known, size, timeout, started, measuring), known
+        except BaseException:
+            kept.free()  # its memory is the judge's own: nothing else would give it back
+            raise
+    if kept is not None:
+        kept.free()
+    lap = trace.laps("timing plan")
+    first = reference.make_inputs(size, seed + 101, device, "default")
+    lap("first inputs")
+    with torch.no_grad():
+        out = ref_model(*clone_inputs(first))
+    lap("first output")
+    if known is None:
+        with measuring():
+            estimate = _estimate_ms(ref_model, first, device)
+        lap("estimate")
+        known = ReferenceProfile(estimate, draws_random_numbers(ref_model, first, device))
+        lap("random numbers")
+    est = known.reference_ms
+    target = TARGET_BATCH_S["cuda" if device.startswith("cuda") else "cpu"] * 1e3
+    wanted = 3 if interpreted else max(2, min(MAX_SETS, math.ceil(4 * target / max(est, 1e-3))))
+    with trace.span("timing pool", sets=wanted):
+        pool = InputPool.create(session, reference, size, device, first, out, wanted, random.SystemRandom())
+    del first, out
+    release_unused(device)  # the estimate's temporaries: the candidate's runner needs the memory
+    try:
+        return _planned(session, pool, known, size, timeout, started, measuring), known
+    except BaseException:
+        pool.free()
+        raise
+
+
+def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile, size: dict, timeout: float,
+             started: float, measuring: Callable[[], AbstractContextManager[Any]] = nullcontext) -> TimingPlan:
+    """The plan on `pool`, with the calibration measured again unless a recent one was made on a pool of this
+    size."""
+    fresh = known.calibration is not None and known.pool_sets == pool.n and \
+        time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
+    if not fresh:
+        measured = time.perf_counter()
+        with measuring(), trace.span("null calibration"):
+            known.calibration = calibrate(session, pool, timeout, known.seeded)
+        known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
+        pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
+    plan = TimingPlan(pool, known.calibration, size, known.reference_ms, time.perf_counter() - started,
+                      known.seeded)
+    plan.calibration_reused = fresh
+    return plan
+
+
+def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:
+    """Whether a forward of `model` advances the global RNG (KernelBench's LSTMs draw their initial states)."""
+    cuda = device.startswith("cuda")
+    cpu_state = torch.random.get_rng_state()
+    gpu_state = torch.cuda.get_rng_state(torch.device(device)) if cuda else None
+    with torch.no_grad():
+        model(*clone_inputs(inputs))
+    moved = not torch.equal(cpu_state, torch.random.get_rng_state())
+    if cuda:
+        moved = moved or not torch.equal(gpu_state, torch.cuda.get_rng_state(torch.device(device)))
+    return moved
+
+
+def _telemetry(device: str):
+    """NVML sensors for the device's timed batches (None on the CPU; an "unavailable" summary without NVML)."""
+    if not device.startswith("cuda"):
+        return None
+    from workbench.eval.judge.timing.telemetry import Telemetry
+
+    index = torch.device(device).index or 0
+    try:
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+    except Exception:  # noqa: BLE001 - older torch: fall back to the index
+        uuid = None
+    # Sustained heavy kernels run at the power cap by design: flagged in the telemetry, not dropped.
+    return Telemetry(index, uuid=uuid, keep_power_capped=True)
+
+
+def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: ReferenceSide, device: str,
+        candidate_language: str, reps: int | None, result: dict[str, Any], diagnostics: Diagnostics,
+        known: ReferenceProfile | None = None) -> list[Finding]:
+    """Time the pair and fill `result` (timing, reference_timing, compiled_reference_timing, judge_clock_timing,
+    speedup CI and verdict, telemetry) and `diagnostics`; returns the findings of the timing (the clock check,
+    re-checks, threads). `known` (the task's profile in this judge) lends a recent compiled-reference timing and
+    keeps a new one."""
+    reused = known.recent_compiled() if known is not None and side.compiled is not None else None
+    if reused is not None:
+        side = dataclasses.replace(side, compiled=None)
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1" and candidate_language == "triton"
+    clock = "cuda-events" if device.startswith("cuda") else ("interpreter" if interpreted else "wall")
+    rule = stopping_rule(device, interpreted, reps)
+    sensors = _telemetry(device)
+    try:
+        outcome = PairTimer(session, model_id, side, plan.pool, plan.calibration, rule, device, clock,
+                            telemetry=sensors, seeded=plan.seeded).run()
+    finally:
+        if sensors is not None:
+            result["telemetry"] = sensors.summary()
+            sensors.close()
+    if outcome.candidate is None or outcome.reference is None:
+        return outcome.findings
+    if clock != "interpreter":
+        # Sample k of each side is round k's batch mean (`timing.PairTimer`): a paired comparison.
+        ab = verdict.speedup(outcome.reference.samples_ms, outcome.candidate.samples_ms, paired=True)
+        result.update(speedup=ab.speedup, speedup_ci=[ab.low, ab.high], speedup_verdict=ab.verdict,
+                      speedup_basis="gpu-only" if clock == "cuda-events" else "wall")
+        outcome.protocol["speedup_ci_method"] = ab.method
+        outcome.protocol["speedup_band"] = round(ab.band, 4)
+    result["timing"] = outcome.candidate.to_dict()
+    if clock != "interpreter":  # an interpreter time is never set beside compiled code's: no reference time at all
+        result["reference_timing"] = outcome.reference.to_dict()
+    if outcome.compiled is not None:
+        result["compiled_reference_timing"] = outcome.compiled.to_dict()
+        outcome.protocol["compiled_reference"] = "timed"
+        if known is not None:
+            known.compiled, known.compiled_at = dict(result["compiled_reference_timing"]), time.monotonic()
+    elif reused is not None:
+        result["compiled_reference_timing"] = dict(reused)
+        age = time.monotonic() - known.compiled_at if known is not None else 0.0
+        outcome.protocol["compiled_reference"] = f"reused: timed for an earlier candidate of this task {age:.0f} s ago"
+    if outcome.judge_clock is not None:
+        result["judge_clock_timing"] = outcome.judge_clock.to_dict()
+    result.setdefault("details", {}).setdefault("notes", []).extend(outcome.notes)
+    diagnostics.set(**outcome.protocol)
+    return outcome.findings
+
+
+def cover(session: CandidateSession, model_id: int, plan: TimingPlan, source: str, policy: str,
+          median_ms: float) -> tuple[float | None, list[Finding]]:
+    """Share of GPU kernel time in the candidate's own kernels (names from its source, not from the runner), and
+    whether the work happens on the host (GPU only)."""
+    kernels = session.profile(model_id, plan.pool.sets[0])
+    own = guards.own_kernel_names(source)
+    coverage, findings = guards.judge_coverage(kernels, own, policy)
+    findings += guards.judge_host_work(kernels, median_ms)
+    return coverage, findings
+
+
+

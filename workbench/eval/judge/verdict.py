@@ -1,0 +1,276 @@
+"""The one place a verdict is decided: every status, flag and speedup verdict a Result carries comes from a function
+here, called by the evaluation's stages with what the judge measured (docs/verdicts.md).
+
+- Findings (failed checks, `checks/flags.py`) become a status at each checkpoint (`stop_if_rejected`): any
+  reject-severity finding ends the evaluation as "incorrect" (wrong numbers) or "rejected" (a cheat), warn-level ones
+  ride along as warnings.
+- Faults that are not findings (a compile error, a dead runner, a broken task, the judge's own out-of-memory) get
+  their status here too (`compile_error`, `runner_died`, ...).
+- The speedup's verdict (faster | slower | same | inconclusive) is read from its CI against a noise band
+  (`speedup`), and a time below the physical floor is `faster-than-physics` (`physics`), both before the reply.
+
+The caller turns the reply into a Result and never changes its status.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import numpy as np
+import torch
+
+from workbench.eval.checks.flags import REJECT, Finding, first_per_flag
+from workbench.eval.judge.runners import faults
+from workbench.eval.judge.timing.stats import _as_sorted, bootstrap_medians
+from workbench.eval.wire.judge_messages import Reply
+from workbench.eval.wire.records import from_json
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from workbench.tasks.task import Task
+
+
+class Stop(Exception):
+    """A stage ended the evaluation; `reply` holds the Reply fields decided so far (status among them)."""
+
+    def __init__(self, reply: dict[str, Any]):
+        self.reply = reply
+        super().__init__(reply.get("status", ""))
+
+
+# ---- findings -----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Decision:
+    """What a list of findings decides: `status` None when nothing rejects; `flags` the rejecting checks, `warnings`
+    the others; `message` one line per finding."""
+
+    status: str | None
+    flags: list[str]
+    warnings: list[str]
+    message: str
+
+
+def decide(findings: list[Finding]) -> Decision:
+    """The decision of `findings` (the first of each flag counts): "rejected" if any rejecting flag is a cheat, else
+    "incorrect" for wrong numbers."""
+    findings = first_per_flag(findings)
+    rejecting = [f for f in findings if f.severity == REJECT]
+    status = None
+    if rejecting:
+        status = "rejected" if any(f.info.status == "rejected" for f in rejecting) else "incorrect"
+    return Decision(status, list(dict.fromkeys(f.flag for f in rejecting)),
+                    list(dict.fromkeys(f.flag for f in findings if f.severity != REJECT)),
+                    "\n".join(f.line() for f in findings))
+
+
+def stop_if_rejected(findings: list[Finding], warnings: list[str], reply: dict[str, Any] | None = None) -> str:
+    """A checkpoint: warn-level flags join `warnings`; any rejecting finding ends the evaluation (`Stop`) with the
+    reply fields so far. Returns the findings' message for a candidate that goes on."""
+    decision = decide(findings)
+    warnings += [w for w in decision.warnings if w not in warnings]
+    if decision.status:
+        raise Stop({**(reply or {}), "status": decision.status, "flags": decision.flags,
+                    "message": decision.message})
+    return decision.message
+
+
+def accepted(reply: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """The reply of a candidate that passed every check."""
+    return {**reply, "status": "ok", "flags": [], "warnings": warnings, "message": ""}
+
+
+# ---- faults that are not findings -----------------------------------------------------------------------------------
+
+def compile_error(message: str, log: str = "") -> NoReturn:
+    raise Stop({"status": "compile_error", "message": message, "log": log})
+
+
+def load_timeout(budget: float) -> NoReturn:
+    raise Stop({"status": "timeout", "message": (
+        f"timeout: loading the candidate took more than its compile budget of {budget:g} s (CUDA compilation "
+        "included). Raise it with evaluate(..., compile_timeout=seconds).")})
+
+
+def candidate_failed(type_name: str, text: str, stage: str, where: str, log: str) -> dict[str, Any]:
+    """A candidate's exception: "compile_error" for a kernel that did not compile, else "runtime_error"."""
+    compiled, message = faults.failure_message(type_name, text, stage, where)
+    return {"status": "compile_error" if compiled else "runtime_error", "message": message, "log": log[-3000:]}
+
+
+def runner_died(kind: str, detail: str, log: str, source: str, language: str, device: str,
+                limit: float) -> dict[str, Any]:
+    """The candidate's runner died ("crashed") or outran its limit ("timeout")."""
+    return {"status": kind, "died": detail, "log": log,
+            "message": faults.died_message(kind, detail, log, source, language, device, limit)}
+
+
+def protocol_violation(detail: str, log: str) -> dict[str, Any]:
+    return {"status": "rejected", "flags": ["protocol-violation"], "log": log,
+            "message": Finding("protocol-violation", detail).line()}
+
+
+def task_failed(exc: BaseException, out_of_memory: bool) -> dict[str, Any]:
+    """The task itself (its reference or inputs) failed: not the candidate's fault."""
+    return {"status": "runtime_error", "message": f"the task failed: {exc}", "log": traceback.format_exc()[-3000:],
+            "out_of_memory": out_of_memory}
+
+
+def too_big(message: str) -> dict[str, Any]:
+    """The judge ran out of memory for this task at this size (the evaluation may be retried without its caches)."""
+    return {"status": "runtime_error", "message": message, "log": traceback.format_exc()[-3000:],
+            "out_of_memory": True}
+
+
+def judge_error(exc: BaseException, pid: int) -> Reply:
+    return Reply(status="runtime_error", message=f"judge error: {type(exc).__name__}: {exc}",
+                 log=traceback.format_exc()[-3000:], judge_pid=pid)
+
+
+# ---- the speedup -----------------------------------------------------------------------------------------------------
+
+#: The noise band's floor: a speedup within 3% either way is not claimed; why 3% is in benchmarks/README.md (fresh
+#: runners timing identical code differ by up to 2%, an offset of the process that the CI does not hold).
+DEFAULT_BAND = 0.03
+#: The widest band a noisy timing widens it to (`noise_band`).
+MAX_BAND = 0.10
+#: Fewer samples than this on either side gives "inconclusive": the bootstrap of a median of a handful of samples has
+#: only a few distinct values and its percentile interval undercovers.
+MIN_AB_SAMPLES = 10
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """The candidate's speedup (> 1: faster) with its CI and verdict: median(reference) / median(candidate), or for
+    paired rounds the median of the per-round ratios (`speedup`)."""
+
+    speedup: float
+    low: float
+    high: float
+    #: faster | slower | same | inconclusive (`speedup_label`).
+    verdict: str
+    #: How the interval was computed, in words (resamples, level, seed).
+    method: str
+    band: float = DEFAULT_BAND
+    level: float = 0.95
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def speedup_label(low: float, high: float, band: float = DEFAULT_BAND) -> str:
+    """What a speedup CI [low, high] says against the noise band [1 / (1 + band), 1 + band]: "faster" when the whole
+    CI is above it, "slower" when the whole CI is below it, "same" when the whole CI is inside it, "inconclusive"
+    when it straddles an edge. The whole CI must clear the band because the CI covers the noise within one run, not
+    between runs; the band is symmetric in ratio, so swapping the sides swaps faster and slower exactly."""
+    if not band >= 0:
+        raise ValueError(f"band must be >= 0, got {band!r}")
+    upper, lower = 1.0 + band, 1.0 / (1.0 + band)
+    if low > upper:
+        return "faster"
+    if high < lower:
+        return "slower"
+    if lower <= low and high <= upper:
+        return "same"
+    return "inconclusive"
+
+
+def _relative_mad(values: np.ndarray) -> float:
+    """Median absolute deviation over the median: the spread of positive samples, robust to their outliers."""
+    med = float(np.median(values))
+    return float(np.median(np.abs(values - med))) / med
+
+
+def noise_band(reference_ms: Sequence[float], candidate_ms: Sequence[float], paired: bool) -> float:
+    """DEFAULT_BAND, widened to the relative spread of the rounds (where the host sets a call's time, the process
+    that launches it matters as much as the code), at most MAX_BAND. Paired: the spread of the per-round ratios, never
+    more than the reference's own rounds' spread (a candidate cannot widen the band by making its own batches
+    erratic); unpaired: the smaller of the two sides' spreads."""
+    ref = np.asarray(reference_ms, dtype=np.float64)
+    cand = np.asarray(candidate_ms, dtype=np.float64)
+    noise = _relative_mad(ref)
+    if paired and ref.size == cand.size:
+        noise = min(noise, _relative_mad(ref / cand))
+    else:
+        noise = min(noise, _relative_mad(cand))
+    return min(MAX_BAND, max(DEFAULT_BAND, noise))
+
+
+def speedup(reference_ms: Iterable[float], candidate_ms: Iterable[float], *, band: float | None = None,
+            level: float = 0.95, resamples: int = 2000, seed: int = 0, paired: bool = False) -> Speedup:
+    """The candidate's speedup over the reference with a percentile bootstrap CI and its label.
+
+    Unpaired: median(reference) / median(candidate), each side resampled on its own. `paired`: sample k of each side
+    comes from the same timed round (both sides back to back on the same inputs), so the speedup is the median of
+    the per-round ratios and the rounds are resampled: the machine's drift falls on both sides of a round and
+    cancels. Sides of different counts are compared unpaired. numpy's PCG64 seeded with `seed` makes the interval
+    reproducible. Fewer than MIN_AB_SAMPLES samples on a side gives "inconclusive". `band` None: `noise_band`."""
+    if resamples < 2000:
+        raise ValueError(f"resamples must be >= 2000 for a stable 95% percentile interval, got {resamples}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    reference_ms, candidate_ms = list(reference_ms), list(candidate_ms)
+    ref, cand = _as_sorted(reference_ms, "reference"), _as_sorted(candidate_ms, "candidate")
+    if band is None:
+        band = noise_band(reference_ms, candidate_ms, paired)
+    rng = np.random.default_rng(seed)
+    if paired and ref.size == cand.size:
+        per_round = np.sort(np.asarray(reference_ms, dtype=np.float64) / np.asarray(candidate_ms, dtype=np.float64))
+        ratios = bootstrap_medians(per_round, resamples, rng)
+        point = float(np.median(per_round))
+        method = (f"median of per-round ratios (paired), bootstrap of {resamples} resamples of the rounds, "
+                  f"percentile {level:.0%} interval, seed {seed}")
+    else:
+        ratios = bootstrap_medians(ref, resamples, rng) / bootstrap_medians(cand, resamples, rng)
+        point = float(np.median(ref) / np.median(cand))
+        method = (f"bootstrap ratio of medians, {resamples} resamples per side, percentile {level:.0%} interval, "
+                  f"seed {seed}")
+    low, high = (float(v) for v in np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2]))
+    if min(ref.size, cand.size) < MIN_AB_SAMPLES:
+        label = "inconclusive"
+        method += f"; fewer than {MIN_AB_SAMPLES} samples on a side"
+    else:
+        label = speedup_label(low, high, band)
+    method += f"; noise band {band:.1%}"
+    return Speedup(speedup=point, low=low, high=high, verdict=label, method=method, band=band, level=level)
+
+
+# ---- faster than physics ---------------------------------------------------------------------------------------------
+
+def physics(task: Task, size: dict[str, Any], device: str, device_name: str, timing: dict[str, Any],
+            counted: dict[str, Any] | None, ceilings: dict[str, Any] | None) -> list[Finding]:
+    """`faster-than-physics` when the candidate's median time is below the physical floor of the task's minimal
+    work on this device (`roofline.sol.faster_than_physics`: true lower bounds only, the most generous rates). The
+    roofline package is part of the distribution: a failure to import it is the judge's error, never a skipped check."""
+    from roofline.ceilings import Ceilings
+    from roofline.sol import faster_than_physics
+    from workbench.result import Result, Timing
+
+    result = Result(task=task.name, candidate_id="", candidate_name="", language="", status="ok", size=dict(size),
+                    dtype=str(size.get("dtype", task.dtypes[0] if task.dtypes else "")), device=device,
+                    device_name=device_name, timing=Timing(**timing))
+    roof = Ceilings.from_dict(ceilings) if ceilings is not None else None
+    detail = faster_than_physics(result, task, counted, roof)
+    return [Finding("faster-than-physics", detail)] if detail else []
+
+
+# ---- the reply -----------------------------------------------------------------------------------------------------
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, torch.dtype):
+        return str(obj).removeprefix("torch.")
+    if isinstance(obj, tuple):
+        return list(obj)
+    if hasattr(obj, "__dataclass_fields__"):
+        return asdict(obj)
+    return str(obj)
+
+
+def reply(data: dict[str, Any]) -> Reply:
+    """The typed Reply of an evaluation's fields; a field Reply does not declare is an error here, in the judge, so
+    the judge and the caller cannot drift apart silently."""
+    return from_json(Reply, json.loads(json.dumps(data, default=_jsonable)))
