@@ -41,7 +41,6 @@ from workbench.eval.judge.runners.session import CandidateSession, RemoteError
 from workbench.eval.judge.runners.spare import Spare, SpareKey
 from workbench.eval.judge.runners.start import close_runner, load_candidate, settle_spare, start_runner, start_spare
 from workbench.eval.judge.timing import stage as timing_stage
-from workbench.eval.judge.timing.inputs import free_bytes
 from workbench.eval.judge.timing.pair import ReferenceSide
 from workbench.eval.judge.verdict import Stop
 from workbench.eval.wire import model_init
@@ -167,7 +166,8 @@ class Evaluation:
             result = self.assess(report)
             self._stage("count", self.count, result)
             if self.job.time_it:
-                compiled_ref = self._stage("compile", self.compiled_reference) if self._wants_compiled() else None
+                compiled_ref = self._stage("compile", compiled.take_for_timing, self) if self.wants_compiled() \
+                    else None
                 self._stage("time", self.time, result, compiled_ref)
             if self.ran is not None and self.ran.pending:
                 self._stage("ran", self.settle, result)
@@ -239,7 +239,7 @@ class Evaluation:
         """Run one stage, holding the device lock as the stage needs it (`STAGE_LOCKS`); its seconds, and the
         seconds spent waiting for the lock ("wait"), go to stage_seconds, its peak GPU memory to the diagnostics."""
         cuda = self.device.startswith("cuda") and torch.cuda.is_initialized()
-        with self._device(STAGE_LOCKS.get(name, NONE)), trace.span(f"stage {name}"):
+        with self.hold_device(STAGE_LOCKS.get(name, NONE)), trace.span(f"stage {name}"):
             started = time.perf_counter()
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
@@ -252,7 +252,7 @@ class Evaluation:
                     peaks[name] = round(max(peaks.get(name, 0.0), torch.cuda.max_memory_allocated() / 2**30), 2)
 
     @contextmanager
-    def _device(self, mode: int) -> Iterator[None]:
+    def hold_device(self, mode: int) -> Iterator[None]:
         """Hold the device lock in `mode` for the block; the seconds spent waiting for it go to stage_seconds."""
         with held(self.ctx.device_lock, mode) as waited:
             self._add_wait(waited)
@@ -314,10 +314,10 @@ class Evaluation:
         self.session.release_device = self._released
         if self.job.time_it:
             self._stage("calibrate", self._prepare_timing)
-            self._start_compile()  # first: where it outlasts the check, it sets the wall
-            with self._device(SHARED), trace.span("reference runner launch"):  # weights copied to shared memory
+            compiled.start_for(self)  # first: where it outlasts the check, it sets the wall
+            with self.hold_device(SHARED), trace.span("reference runner launch"):  # weights copied to shared memory
                 reference_runner.launch_for(self)
-        with self._device(SHARED):  # the candidate's import may already use the device
+        with self.hold_device(SHARED):  # the candidate's import may already use the device
             load_candidate(self, meanwhile=self._while_importing)
 
     def _while_importing(self) -> None:
@@ -332,7 +332,7 @@ class Evaluation:
         kept = self.ctx.take_pool(key)
         self.plan, self.ctx.timing[key] = timing_stage.prepare(
             self.session, self.reference(), self.reference_model(), self.time_size, self.seed, self.device,
-            self.timeout, interpreted, self.ctx.timing.get(key), measuring=lambda: self._device(EXCLUSIVE), kept=kept)
+            self.timeout, interpreted, self.ctx.timing.get(key), measuring=lambda: self.hold_device(EXCLUSIVE), kept=kept)
         pool = self.plan.pool
         self.diagnostics.set(calibration="reused" if self.plan.calibration_reused else "measured",
                              timing_pool="kept" if pool is kept else "new",
@@ -408,7 +408,7 @@ class Evaluation:
         key = (self.key, repr(sorted(self.time_size.items())), self.device)
         if key not in self.ctx.counted:
             try:
-                self.ctx.counted[key] = count_work(self.reference_model(), self._sample_inputs())
+                self.ctx.counted[key] = count_work(self.reference_model(), self.sample_inputs())
             except Exception as exc:  # noqa: BLE001 - counting is advisory
                 self.ctx.counted[key] = {"flops": None, "bytes": None, "error": str(exc)}
         result["counted"] = self.ctx.counted[key]
@@ -465,55 +465,15 @@ class Evaluation:
         per device on disk): the device is held exclusively only when they must be measured now."""
         if self._roof is None:
             self._roof = measured_ceilings(self.device, self.device_name, clock,
-                                           measuring=lambda: self._device(EXCLUSIVE))
+                                           measuring=lambda: self.hold_device(EXCLUSIVE))
         return self._roof
 
-    def _sample_inputs(self) -> list[Any]:
+    def sample_inputs(self) -> list[Any]:
         """One input set at the timing size, the same draw every time (counting, compiling the reference)."""
         return self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
 
-    def _wants_compiled(self) -> bool:
+    def wants_compiled(self) -> bool:
         return self.device.startswith("cuda") and self.job.compile_reference
-
-    def _start_compile(self) -> None:
-        """`torch.compile` of the reference in the background while the candidate is imported and checked
-        (`reference/compiled.py`), once per task, size and seed in this judge; not for a reference that draws
-        random numbers in forward (its first call would move the global RNG under the correctness rounds' seeded
-        calls), nor where its first call might not fit beside them (the stage before timing compiles it then)."""
-        key = self.timing_key
-        if not self._wants_compiled() or self.plan is None or key in self.ctx.compiled or self.plan.seeded:
-            return
-        if not compiled.fits_beside(self.plan.pool.set_bytes, free_bytes(self.device)):
-            return
-        with self._device(SHARED):
-            inputs = self._sample_inputs()
-        self.compile_job = compiled.start(self.reference_model(), inputs, self.device, self.ctx.device_lock)
-        self.ctx.compiled[key] = self.compile_job
-
-    def compiled_reference(self) -> Any:
-        """The compiled reference for the timing (an aside: None when not asked for or when it failed): the
-        background compile's result, waited for if it still runs, else compiled here under a shared hold.
-
-        The wait holds no lock: the background thread may be queued behind another judge's timing, which waits for
-        every shared holder to let go, so a shared hold kept while waiting for the thread would be a cycle."""
-        key = self.timing_key
-        job = self.ctx.compiled.get(key)
-        if job is None:
-            started = time.perf_counter()
-            with self._device(SHARED):
-                fn, note = compiled.compile_reference(self.reference_model(), self._sample_inputs())
-            job = self.ctx.compiled[key] = self.compile_job = compiled.CompileJob.finished(
-                fn, note, time.perf_counter() - started)
-            how = "made before the timing"
-        else:
-            how = "made beside the load and check" if job is self.compile_job else "made earlier in this judge"
-        fn, note, waited = job.take()
-        if note:
-            self.notes.append(note if job is self.compile_job else
-                              "torch.compile of the reference failed earlier in this judge; compiled line omitted")
-        self.diagnostics.reference_compile = {"how": how, "seconds": round(job.seconds, 3),
-                                              "waited": round(waited, 3)}
-        return fn
 
     # ---- helpers --------------------------------------------------------------------------------------------
     def _cpu_safe(self, size: dict[str, Any]) -> dict[str, Any]:

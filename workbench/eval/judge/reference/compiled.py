@@ -31,12 +31,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from workbench.eval.judge import trace
 from workbench.eval.judge.device_lock import SHARED, DeviceLock
+
+if TYPE_CHECKING:
+    from workbench.eval.judge.evaluation import Evaluation
 
 #: Seconds the timing stage waits for a compile still running before it times without the compiled line.
 WAIT_S = 600.0
@@ -152,3 +155,45 @@ def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
 
     threading.Thread(target=work, name="kwb-reference-compile", daemon=True).start()
     return job
+
+
+# ---- an evaluation's use of it ---------------------------------------------------------------------------------------
+
+def start_for(ev: Evaluation) -> None:
+    """Start compiling the reference in the background while `ev`'s candidate is imported and checked, once per
+    task, size and seed in this judge; not for a reference that draws random numbers in forward (its first call
+    would move the global RNG under the correctness rounds' seeded calls), nor where its first call might not fit
+    beside them (the stage before timing compiles it then)."""
+    key = ev.timing_key
+    if not ev.wants_compiled() or ev.plan is None or key in ev.ctx.compiled or ev.plan.seeded:
+        return
+    from workbench.eval.judge.timing.inputs import free_bytes
+
+    if not fits_beside(ev.plan.pool.set_bytes, free_bytes(ev.device)):
+        return
+    with ev.hold_device(SHARED):
+        inputs = ev.sample_inputs()
+    ev.compile_job = start(ev.reference_model(), inputs, ev.device, ev.ctx.device_lock)
+    ev.ctx.compiled[key] = ev.compile_job
+
+
+def take_for_timing(ev: Evaluation) -> Any:
+    """The compiled reference for `ev`'s timing (an aside: None when it failed): the background compile's result,
+    waited for if it still runs, else compiled now under a shared hold. The wait holds no lock: the background
+    thread may be queued behind another judge's timing, which waits for every shared holder to let go."""
+    key = ev.timing_key
+    job = ev.ctx.compiled.get(key)
+    if job is None:
+        started = time.perf_counter()
+        with ev.hold_device(SHARED):
+            fn, note = compile_reference(ev.reference_model(), ev.sample_inputs())
+        job = ev.ctx.compiled[key] = ev.compile_job = CompileJob.finished(fn, note, time.perf_counter() - started)
+        how = "made before the timing"
+    else:
+        how = "made beside the load and check" if job is ev.compile_job else "made earlier in this judge"
+    fn, note, waited = job.take()
+    if note:
+        ev.notes.append(note if job is ev.compile_job else
+                        "torch.compile of the reference failed earlier in this judge; compiled line omitted")
+    ev.diagnostics.reference_compile = {"how": how, "seconds": round(job.seconds, 3), "waited": round(waited, 3)}
+    return fn
