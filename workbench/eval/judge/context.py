@@ -177,7 +177,7 @@ def probe_transport(server: Any, device: str) -> tuple[str, bool, str]:
     from workbench.eval.wire import runner_messages as protocol
     from workbench.eval.wire.shared_memory import Arena
 
-    notes = []
+    notes: list[str] = []
     for share_ipc in (False, True):
         arena = None
         try:
@@ -189,8 +189,8 @@ def probe_transport(server: Any, device: str) -> tuple[str, bool, str]:
                 reply = runner.request(protocol.Ping(call=1), {"pong"}, 60)
                 if isinstance(reply, protocol.Pong):
                     return "cuda-ipc", share_ipc, "" if not notes else "; ".join(notes)
-                notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: "
-                             f"{reply.message[:200]}")
+                why = reply.message if isinstance(reply, protocol.Fault) else reply.kind
+                notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: {why[:200]}")
         except (RunnerDied, RunnerViolation, RuntimeError, OSError) as exc:
             notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: {exc}")
         finally:

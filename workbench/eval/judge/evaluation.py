@@ -88,7 +88,7 @@ class Evaluation:
     device: str = field(init=False)
     #: The kernel policy the verdict applies: the task's, or "baseline" for a declared PyTorch baseline.
     policy: str = field(init=False)
-    precision: precision.Precision = field(init=False)
+    precision: precision.PrecisionPolicy = field(init=False)
     #: The timing size, bf16 made float32 under the interpreter (`_cpu_safe`).
     time_size: dict[str, Any] = field(init=False)
     #: What the judge's caches are keyed by (`context.task_key`).
@@ -180,11 +180,9 @@ class Evaluation:
             if self.ran is not None and self.ran.pending:
                 # A static torch-compute finding waited for a GPU profile, and the candidate raised later: no
                 # profile will clear the finding now, so it stands.
-                decision = verdict.decide([self.ran.after_failure(
+                return self._reply({"warnings": self.warnings, **verdict.rejected([self.ran.after_failure(
                     f"the candidate raised in the {exc.stage} stage ({str(exc)[:300]}) before a GPU profile could "
-                    "show what ran")])
-                return self._reply({"warnings": self.warnings, "status": decision.status, "flags": decision.flags,
-                                    "message": decision.message})
+                    "show what ran")])})
             return self._reply({"warnings": self.warnings, **self._candidate_failure(exc)})
         except RunnerDied as died:
             return self._reply(verdict.runner_died(died.kind, died.detail, died.log, self.candidate.source,

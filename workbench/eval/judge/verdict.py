@@ -79,6 +79,12 @@ def stop_if_rejected(findings: list[Finding], warnings: list[str], reply: dict[s
     return decision.message
 
 
+def rejected(findings: list[Finding]) -> dict[str, Any]:
+    """The reply fields of rejecting `findings` where the evaluation ends without a checkpoint."""
+    decision = decide(findings)
+    return {"status": decision.status, "flags": decision.flags, "message": decision.message}
+
+
 def accepted(reply: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
     """The reply of a candidate that passed every check."""
     return {**reply, "status": "ok", "flags": [], "warnings": warnings, "message": ""}
