@@ -14,7 +14,7 @@ same reference on the same pool, taking turns in rotating order with the pool wr
   checked            loaded it, ran the correctness rounds on it first (as the candidate's runner).
 
 Per pair, the paired speedup (the median over rounds of the per-round ratio) with its bootstrap CI and verdict, as
-the judge computes them (`stats.compare`). fresh-a/fresh-b far from 1 means processes differ by themselves;
+the judge computes them (`verdict.speedup`). fresh-a/fresh-b far from 1 means processes differ by themselves;
 fresh/checked far from 1 while fresh-a/fresh-b is near it means the history does. `--trials` repeats with new runners.
 
     PYTHONPATH=. python benchmarks/aa_process_probe.py PROBLEM [PROBLEM ...] [--rounds 40] [--trials 2]

@@ -77,6 +77,6 @@ def test_a_conv_tasks_runner_loads_cudnn_before_its_first_request():
     # Both runners warmed alike: the reference against itself reads near 1 (a library loaded inside one side's
     # timing would read far off). Not nearer than its process spread: two fresh runners timing this 48 us
     # convolution, whose launch takes longer than its work, read 0.89-1.03 apart; the noise band keeps that from
-    # being called slower or faster (`stats.noise_band`).
+    # being called slower or faster (`verdict.noise_band`).
     assert 0.8 < res.speedup < 1.25
     assert res.speedup_verdict in ("same", "inconclusive"), (res.speedup, res.speedup_ci, res.protocol["speedup_band"])
