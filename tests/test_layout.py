@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,13 @@ def test_importing_workbench_loads_no_engine_module():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == ["workbench"]
+
+
+def test_the_fork_server_imports_the_package_the_judge_runs():
+    """The fork server starts with an allow-listed environment whose PYTHONPATH is all it has to find `workbench`
+    (no installed copy on a bare GPU node): it must name the folder that holds this very package."""
+    import workbench
+    from workbench.eval.judge.runners.process import package_root
+
+    assert os.path.realpath(os.path.join(package_root(), "workbench")) == \
+        os.path.realpath(os.path.dirname(workbench.__file__))
