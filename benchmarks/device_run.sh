@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh trace|tests-fast|tests|engine|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask
+#   bash benchmarks/device_run.sh trace|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -75,6 +75,16 @@ PY
       | tee "$OUT/throughput.log" | grep -v "^\[" | tail -24
     timeout 200 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --before .pre 2>&1 | tee "$OUT/eval_overhead.log" | tail -25
     [ -n "${KB_TESTS:-}" ] && timeout 100 python3 -m pytest $KB_TESTS -q -rfE -p no:cacheprovider 2>&1 | tail -8
+    ;;
+  engine-ab)
+    # A restructuring of the engine, before and after in one run: candidates per minute with the engine in .base and
+    # this tree (KB_JUDGES, default 4), then the built-in softmax's wall time against the pre-sandbox engine (.pre)
+    # and the engine before the change (.base).
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+    timeout 330 python3 benchmarks/eval_throughput.py --before .base --judges "${KB_JUDGES:-4}" 2>&1 \
+      | tee "$OUT/throughput.log" | grep -v "^\[" | tail -24
+    timeout 240 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --before .pre --before .base 2>&1 \
+      | tee "$OUT/eval_overhead.log" | tail -12
     ;;
   ab)
     # A change to the evaluation path, before and after in one run: candidates per minute with the engine in .base
