@@ -397,3 +397,34 @@ def test_two_thousand_samples_compare_in_well_under_50_ms():
 def test_compare_refuses_what_it_cannot_judge(ref, cand, kwargs):
     with pytest.raises(ValueError):
         verdict.speedup(ref, cand, **kwargs)
+
+
+@pytest.mark.parametrize("n", [3, 5, 9])
+def test_few_paired_rounds_decide_when_every_round_is_far_beyond_the_band(n):
+    """Fewer than MIN_AB_SAMPLES rounds (a slow kernel within the time cap): a 50x slower or 3x faster candidate is
+    decided, both directions, not "inconclusive"."""
+    rng = np.random.default_rng(n)
+    ref = [1.0 + 0.001 * rng.standard_normal() for _ in range(n)]
+    slow = [r * 52.9 * (1 + 0.002 * rng.standard_normal()) for r in ref]
+    fast = [r / 3.0 * (1 + 0.01 * rng.standard_normal()) for r in ref]
+    s = verdict.speedup(ref, slow, paired=True)
+    assert s.verdict == "slower" and s.high < 1 / 1.03 and f"{n} paired rounds" in s.method
+    assert verdict.speedup(ref, fast, paired=True).verdict == "faster"
+
+
+@pytest.mark.parametrize("n", [3, 5, 9])
+def test_few_paired_rounds_of_identical_code_are_not_called_faster_or_slower(n):
+    rng = np.random.default_rng(10 + n)
+    ref = [1.0 + 0.003 * rng.standard_normal() for _ in range(n)]
+    same = [r * (1 + 0.003 * rng.standard_normal()) for r in ref]
+    assert verdict.speedup(ref, same, paired=True).verdict in ("same", "inconclusive")
+    if n >= 5:
+        assert verdict.speedup(ref, same, paired=True).verdict == "same"
+
+
+def test_few_rounds_that_truly_disagree_stay_inconclusive_and_one_round_decides_nothing():
+    assert verdict.speedup([1.0, 1.0, 1.0], [0.5, 1.0, 4.0], paired=True).verdict == "inconclusive"
+    assert verdict.speedup([1.0], [0.02], paired=True).verdict == "inconclusive"
+    # Every round beyond the band but close to it and scattered: the sign test needs n >= 6 at 5%, the interval
+    # must clear the band too.
+    assert verdict.speedup([1.0] * 4, [0.95, 0.6, 0.9, 0.5], paired=True).verdict == "inconclusive"

@@ -236,6 +236,10 @@ def speedup(reference_ms: Iterable[float], candidate_ms: Iterable[float], *, ban
         method = (f"bootstrap ratio of medians, {resamples} resamples per side, percentile {level:.0%} interval, "
                   f"seed {seed}")
     low, high = (float(v) for v in np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2]))
+    if paired and ref.size == cand.size and ref.size < MIN_AB_SAMPLES:
+        label, low, high, how = _few_rounds(per_round, band)
+        method = f"{how}; noise band {band:.1%}"
+        return Speedup(speedup=point, low=low, high=high, verdict=label, method=method, band=band, level=level)
     if min(ref.size, cand.size) < MIN_AB_SAMPLES:
         label = "inconclusive"
         method += f"; fewer than {MIN_AB_SAMPLES} samples on a side"
@@ -243,6 +247,30 @@ def speedup(reference_ms: Iterable[float], candidate_ms: Iterable[float], *, ban
         label = speedup_label(low, high, band)
     method += f"; noise band {band:.1%}"
     return Speedup(speedup=point, low=low, high=high, verdict=label, method=method, band=band, level=level)
+
+
+#: Two-sided 97.5% quantiles of Student's t by degrees of freedom (1 to 8): the interval of few rounds.
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
+
+
+def _few_rounds(per_round: np.ndarray, band: float) -> tuple[str, float, float, str]:
+    """(label, low, high, how) of fewer than MIN_AB_SAMPLES paired rounds, where a bootstrap undercovers. Every round
+    beyond the band on one side decides by the sign test once its two-sided p (2 x 0.5^n) is at most 5%; otherwise
+    the 95% t-interval of the log ratios decides as a CI does (`speedup_label`), so a 50x slower kernel timed in
+    three rounds is "slower" and "inconclusive" means the rounds truly disagree. One round decides nothing."""
+    n = per_round.size
+    if n < 2:
+        return "inconclusive", float(per_round.min()), float(per_round.max()), "a single round decides nothing"
+    logs = np.log(per_round)
+    half = _T975[n - 1] * float(logs.std(ddof=1)) / n ** 0.5
+    low, high = float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+    how = f"{n} paired rounds: 95% t-interval of the log ratios"
+    upper, lower = 1.0 + band, 1.0 / (1.0 + band)
+    one_side = bool((per_round > upper).all()) or bool((per_round < lower).all())
+    if one_side and 2 * 0.5 ** n <= 0.05:
+        return ("faster" if per_round[0] > 1 else "slower"), low, high, \
+            f"{how}; every round beyond the band: sign test p = {2 * 0.5 ** n:.3f}"
+    return speedup_label(low, high, band), low, high, how
 
 
 # ---- faster than physics ---------------------------------------------------------------------------------------------
