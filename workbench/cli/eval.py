@@ -28,8 +28,12 @@ from workbench.cli.format import Progress, format_result
 from workbench.tasks.sizes import size_label
 
 
-def load_task_arg(spec: str, sizes: str | None = None, fit: str | None = None):
-    """A registered task name, or a KernelBench file path (with optional `sizes` overrides and a `fit`)."""
+def load_task_arg(spec: str, sizes: str | None = None, fit: str | None = None, *, level: int | None = None,
+                  policy: str | None = None, precision: str | None = None):
+    """A registered task name, or a KernelBench file path (with optional `sizes` overrides, a `fit` and its `level`);
+    `policy` and `precision` override the task's kernel and precision policies."""
+    import dataclasses
+
     import workbench
 
     path = Path(spec)
@@ -42,12 +46,18 @@ def load_task_arg(spec: str, sizes: str | None = None, fit: str | None = None):
             from workbench.tasks.task import Task
 
             check_size(Task(name=path.stem, source=source), overrides, option="--sizes")
-        return workbench.load_kernelbench(path, sizes=overrides or None, fit=fit)
+        return workbench.load_kernelbench(path, sizes=overrides or None, fit=fit, level=level, kernel_policy=policy,
+                                          precision=precision)
     if fit:
         raise UsageError("--fit applies to KernelBench files; a registered task has its own cpu preset")
     if sizes:
         raise UsageError("--sizes applies to KernelBench files; for a registered task use --size NAME=VALUE,...")
-    return workbench.get_task(spec)
+    if level is not None:
+        raise UsageError("--level applies to KernelBench files (it sets their default kernel policy); for a registered "
+                         "task use --policy")
+    task = workbench.get_task(spec)
+    changes = {k: v for k, v in (("kernel_policy", policy), ("precision", precision)) if v is not None}
+    return dataclasses.replace(task, **changes) if changes else task
 
 
 def load_candidate(path: str, language: str | None):
@@ -62,7 +72,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from workbench.eval.evaluate import default_device, evaluate
     from workbench.eval.options import EvalOptions
 
-    task = load_task_arg(args.task, args.sizes, args.fit)
+    task = load_task_arg(args.task, args.sizes, args.fit, level=args.level, policy=args.policy,
+                         precision=args.precision)
     candidate = load_candidate(args.file, args.language)
     device = args.device or default_device()
     size = parse_size(args.size)
@@ -93,6 +104,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
+def _precision_names() -> list[str]:
+    from workbench.tasks.precision import precisions
+
+    return precisions()
+
+
 def add_eval_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate one candidate file on one task",
                        description="Check a candidate for correctness and cheating, time it, print a result table. "
@@ -101,6 +118,15 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--task", required=True, help="registered task name (`kwb tasks`) or a KernelBench .py file")
     p.add_argument("--sizes", help="KernelBench file only: override its module constants, e.g. batch_size=16,dim=256")
     p.add_argument("--fit", choices=["cpu"], help="KernelBench file only: shrink every size constant for a CPU run")
+    p.add_argument("--level", type=positive(int),
+                   help="KernelBench file only: its level (default: from a levelN folder in the path), which sets "
+                        "the kernel policy: strict for level 1, partial above")
+    p.add_argument("--policy", choices=["strict", "partial"],
+                   help="kernel policy: strict (every FLOP in the candidate's own kernels) or partial (library calls "
+                        "allowed, judged by coverage); default: the task's")
+    p.add_argument("--precision", choices=_precision_names(),
+                   help="precision policy for reference and candidate alike: ieee (no TF32) or tf32, ...; "
+                        "default: the task's")
     p.add_argument("--size", help="size preset (cpu, gpu) or NAME=VALUE,... (default: the device's preset)")
     p.add_argument("--device", type=device_arg, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--language", choices=["triton", "cuda", "torch"], help="override the inferred language")
