@@ -36,6 +36,8 @@ class ModelNew(nn.Module):
     ("", "needs exactly one task name, got no task"),
     ("softmax extra", "got 2 tasks (softmax extra)"),
     ("softmax --bogus 1", "unknown option --bogus; options: --device, --name"),
+    ("softmax --precision tf64", "--precision 'tf64': choose one of"),
+    ("softmax --policy loose", "--policy 'loose': choose one of strict, partial"),
     ("softmax --device", "--device needs a value"),
     ("softmax --device tpu", "use cpu, cuda or cuda:N"),
     ("softmax --language rust", "choose auto, triton, cuda, torch"),
@@ -50,6 +52,11 @@ def test_bad_lines_say_what_to_write(line, message):
         return
     with pytest.raises(MagicUsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_line(line)
+
+
+def test_precision_and_policy_reach_the_task_of_the_cell_only():
+    args = parse_line("softmax --precision tf32 --policy partial")
+    assert (args.precision, args.policy) == ("tf32", "partial")
 
 
 def test_good_line_and_sizes():

@@ -17,6 +17,7 @@ notebook. Bad arguments end with a one-line message that says what to write inst
 from __future__ import annotations
 
 import ast
+import dataclasses
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,15 +28,18 @@ from widgets.verdict import result_html, state_html
 from workbench.candidate import LANGUAGES, Candidate
 from workbench.errors import WorkbenchError, require
 from workbench.result import Result
+from workbench.tasks.precision import precisions
 from workbench.tasks.sizes import SizeError, size_label, split_pairs, validate_size
+from workbench.tasks.task import KERNEL_POLICIES
 
 w = require("ipywidgets", "lab", "the %%kwb cell magic")
 
 USAGE = ("%%kwb TASK [--device cpu|cuda|cuda:N] [--name NAME] [--language auto|triton|cuda|torch] "
-         "[--size k=v,k=v | PRESET] [--store PATH] [--timeout SECONDS]")
+         "[--size k=v,k=v | PRESET] [--store PATH] [--timeout SECONDS] [--precision ieee|tf32|...] "
+         "[--policy strict|partial]")
 #: Line 1 of every candidate from a cell: stands for the `%%kwb` line, so candidate line N is cell line N.
 HEADER = "# %%kwb cell\n"
-_OPTIONS = ("device", "name", "language", "size", "store", "timeout")
+_OPTIONS = ("device", "name", "language", "size", "store", "timeout", "precision", "policy")
 
 
 class MagicUsageError(WorkbenchError):
@@ -51,6 +55,9 @@ class MagicArgs:
     size: str | dict[str, Any] | None = None
     store: str | None = None
     timeout: float | None = None
+    #: The task's precision and kernel policies for this cell (None: the task's own).
+    precision: str | None = None
+    policy: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -107,6 +114,11 @@ def parse_line(line: str) -> MagicArgs:
         raise MagicUsageError(f"--language {args.language!r}: choose auto, {', '.join(LANGUAGES)}")
     if args.device is not None and not args.device.startswith(("cpu", "cuda")):
         raise MagicUsageError(f"--device {args.device!r}: use cpu, cuda or cuda:N")
+    args.precision, args.policy = values.get("precision"), values.get("policy")
+    if args.precision is not None and args.precision not in precisions():
+        raise MagicUsageError(f"--precision {args.precision!r}: choose one of {', '.join(precisions())}")
+    if args.policy is not None and args.policy not in KERNEL_POLICIES:
+        raise MagicUsageError(f"--policy {args.policy!r}: choose one of {', '.join(KERNEL_POLICIES)}")
     if "size" in values:
         args.size = parse_size(values["size"])
     if "timeout" in values:
@@ -194,6 +206,9 @@ def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] 
         task = get_task(args.task)
     except WorkbenchError as exc:
         raise MagicUsageError(str(exc)) from None
+    changes = {k: v for k, v in (("precision", args.precision), ("kernel_policy", args.policy)) if v is not None}
+    if changes:
+        task = dataclasses.replace(task, **changes)  # a copy: the registered task stays as it is
     check_size(task, args.size)
     candidate = cell_candidate(cell, args)
     full = task.size(args.size, args.device or _default_device())
