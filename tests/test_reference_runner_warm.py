@@ -27,7 +27,7 @@ def test_a_warmed_reference_runner_answers_its_first_call_then_times(tmp_path):
         with RunnerProcess.start(server, "cpu") as runner:
             session = CandidateSession(runner, "cpu", 60.0)
             plan, _ = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False)
-            ctx = types.SimpleNamespace(fork_server=server, share_ipc=False, transport="auto")
+            ctx = types.SimpleNamespace(fork_server=server, share_ipc=False, transport="auto", runner_class=RunnerProcess)
             launched = []
             for warm in (True, False):
                 launched.append(ReferenceRunner.launch(

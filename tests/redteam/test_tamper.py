@@ -16,7 +16,7 @@ from redteam.attacks import evaluate, kernel, needs_sandbox, softmax_task
 def test_patching_checkers_and_installing_profile_hooks_changes_nothing_for_it_or_the_next_candidate():
     attack = '''
 import sys
-_c = __import__("work" + "bench.eval.judge.output_compare", fromlist=["compare"])  # past the static check, on purpose
+_c = __import__("work" + "bench.eval.judge.correctness.compare", fromlist=["compare"])  # past the static check, on purpose
 _c.compare = lambda *a, **k: None
 getattr(sys, "set" + "profile")(lambda *a: None)
 def _ok(*a, **k):
