@@ -1,39 +1,10 @@
-"""Correctness protocol, run inside the worker (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12 and the output type checks).
-
-At least five rounds, each with fresh inputs from its own seed; sizes and input distributions cycle. The reference's
-side of every round (inputs, native output, float64 output, task-level findings) comes from `ReferenceRounds`, made
-once per task and kept by the judge for later candidates. A round on the candidate's side:
-
-1. candidate call #1 on fresh copies of the round's inputs, with unused memory poisoned;
-2. allocator cache emptied, memory poisoned again, candidate call #2 on fresh copies.
-
-Stale memory. A candidate that returns `torch.empty_like(x)` without writing it hopes the allocator hands it the
-block that held the reference's result (KernelBench runs the reference first and frees its output). The reference
-runs in the judge, another process, and its outputs stay alive in the judge's cache, so no candidate can be handed
-them; every block the candidate can get instead holds the poison word: on a GPU the caching
-allocator is emptied and refilled with poisoned blocks; on the CPU, where glibc may hand back any freed chunk, c10's
-own allocator "junk fill" is switched on for the duration of the call, so every fresh CPU tensor starts poisoned.
-Unwritten elements therefore show the poison pattern on both devices (`unwritten-output`, or `stale-memory` when
-most of the output is unwritten); an output equal to an earlier round's reference result is `stale-memory` too.
-
-Both calls are compared with the float64 reference using the tolerance of the reference's native output dtype
-(|out - ref| <= atol + rtol |ref|), and with each other within the same bound: not bitwise, because honest GPU
-kernels that reduce with atomics differ run to run in the last bits; a difference beyond the tolerance is a
-race or a read of memory the kernel never wrote (`nondeterministic`).
-
-Every call of a round, the candidate's two and the reference's, starts from the same seed of the global RNG (as
-KernelBench seeds before each model call): a reference that draws random numbers inside forward (KernelBench's
-LSTM draws its initial states there) is then one function, and identical code is judged identical.
-
-Inputs come from the task's own get_inputs with its random draws rerouted to the round's distribution
-(workbench.tasks.inputs), so the structure it builds (triangles, symmetric matrices, class indices) is kept. Before
-the rounds, each input distribution is tried on the reference with separate probe inputs: one on which the reference
-is not finite (log of negatives, exp of large values) while it is on the task's own inputs is skipped, with a note,
-and so is one that would repeat the task's own distribution (uniform inputs of a task that draws with torch.rand);
-the number of rounds follows the distributions kept.
-After them the task itself is judged (`weak-task`, a warning): when a constant passes the tolerance in every
-round, or a fresh draw of one input leaves the reference within tolerance, a wrong candidate could pass.
-"""
+"""The correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12 and the output type checks): at least five
+rounds on fresh inputs, cycling sizes and distributions, the reference's side from `ReferenceRounds`. The candidate is
+called twice a round on fresh copies, in poisoned memory (a refilled GPU allocator, c10's junk fill on the CPU), so
+unwritten elements show the poison and an earlier round's result is `stale-memory`. Each call is held to the float64
+reference under the error budget (`compare`), and the two calls to each other within the same bound
+(`nondeterministic`: not bitwise, as honest atomics reorder sums). Every call of a round starts from the same RNG
+seed, so a reference that draws random numbers in forward is one function."""
 
 from __future__ import annotations
 
@@ -80,10 +51,8 @@ from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 __all__ = ["MIN_ROUNDS", "CandidateFailure", "CheckReport", "build_models", "run_correctness"]
 
 class CandidateFailure(Exception):
-    """The candidate's constructor (`stage="init"`) or forward (`stage="forward"`) raised.
-
-    Kept apart from reference failures (TaskError): a broken task is not the candidate's fault.
-    """
+    """The candidate's constructor (`stage="init"`) or forward (`stage="forward"`) raised; kept apart from the
+    reference's failures (TaskError), since a broken task is not the candidate's fault."""
 
     def __init__(self, stage: str, original: BaseException):
         self.stage = stage
@@ -105,13 +74,11 @@ class CheckReport:
     notes: list[str] = field(default_factory=list)
     error_map: dict[str, Any] | None = None
     error_map_round: int | None = None
-    #: How errors were judged, merged over every compared call: {tolerance, k, native_error (max abs), native_bound,
-    #: bound ("tolerance" | "k x native" | "both"), worst_ratio, norm} (workbench.eval.judge.correctness.compare).
+    #: How errors were judged, merged over every compared call (`compare.budget_entry`, `compare.merge_budgets`).
     error_budget: dict[str, Any] = field(default_factory=dict)
     #: Whether the reference's side came from the judge's cache (an earlier candidate of the same task).
     reference_cached: bool = False
-    #: Seconds per part of the protocol (reference rounds, candidate calls, comparisons, host copies, the task's
-    #: own judgement): where a long check goes.
+    #: Seconds per part of the protocol: where a long check goes.
     phases: dict[str, float] = field(default_factory=dict)
     _worst: dict[str, float] = field(default_factory=dict, repr=False)
 
@@ -139,14 +106,10 @@ class CheckReport:
             self.notes.append(text)
 
 
-def build_models(ref: LoadedReference, candidate_cls: Any, size: dict, device: str, seed: int):
-    """Reference `Model(*init_inputs)` and `candidate_cls(*init_inputs)`, each built under the same seed
-    (KernelBench's rule); the candidate gets the reference's weights when its state_dict has the same keys and
-    shapes, so parameters match even when it creates them in another order. Both on `device`, in eval mode.
-
-    `candidate_cls` is a class (built here, in this process: unit tests of the protocol) or a candidate session
-    (`candidate_session.CandidateSession`: built in its runner, which gets the same seed and the reference's
-    weights)."""
+def build_models(ref: LoadedReference, candidate_cls: Any, size: dict, device: str, seed: int) -> tuple[Any, Any]:
+    """The reference and the candidate, each built under the same seed, on `device`, in eval mode; the candidate gets
+    the reference's weights when its state_dict has the same keys and shapes. `candidate_cls` is a class (built
+    here: unit tests) or a `CandidateSession` (built in its runner)."""
     ref_model = build_reference(ref, size, device, seed)
     return ref_model, build_candidate(ref, ref_model, candidate_cls, size, device, seed)
 
@@ -185,11 +148,9 @@ def run_correctness(ref: LoadedReference, candidate_cls: Any, *, device: str, si
                     distributions: tuple[str, ...] = DISTRIBUTIONS,
                     call_guard: Callable[[], contextlib.AbstractContextManager] | None = None,
                     reference: ReferenceRounds | None = None) -> CheckReport:
-    """Run the protocol (module doc) for `max(rounds, 5, len(sizes), len(distributions kept))` rounds, so every size
-    and every distribution is seen. `reference`: the reference's rounds, kept by the judge from an earlier candidate of
-    the same task, size, seed and precision (made here when None). Raises CandidateFailure when the candidate
-    raises, TaskError when the reference does. `call_guard()` wraps every local candidate call; if the object it
-    yields has `observe`, it is given each output."""
+    """Run the protocol (module doc) over every size and kept distribution. `reference`: rounds the judge kept from an
+    earlier candidate (made here when None). Raises CandidateFailure or TaskError for the side that raised.
+    `call_guard()` wraps every local candidate call; an object it yields with `observe` is given each output."""
     cached = reference is not None and bool(reference._rounds)
     if reference is None:
         reference = ReferenceRounds.create(ref, device, sizes, seed, tolerance, distributions, rounds)
@@ -209,8 +170,7 @@ class _Protocol:
         #: Page-locked host buffers for large first outputs (`_to_pinned_host`).
         self.pinned: dict[Any, torch.Tensor] = {}
         self.failing_map: tuple[float, dict[str, Any], int] | None = None
-        #: The last round's error ratios; made into the Result's map once, at the end (downsampling every round's
-        #: output cost ~50 ms a round on a GPU, for a map nobody sees).
+        #: The last round's error ratios, made into the Result's map once, at the end (downsampling is not free).
         self.last_ratio: torch.Tensor | None = None
         if not self.poison.cuda and self.poison.junk is None:
             self.report.note("CPU allocator poisoning is unavailable in this torch build: unwritten outputs are "
@@ -275,50 +235,47 @@ class _Protocol:
 
     def _round(self, rd: RoundData) -> None:
         cand_model = self._candidate_model(rd.size_index)
-        n = self.refs.n
-        where = f"round {rd.number + 1} of {n} ({rd.dist} inputs, size {rd.size})"
+        where = f"round {rd.number + 1} of {self.refs.n} ({rd.dist} inputs, size {rd.size})"
         like = [x for x in rd.inputs if isinstance(x, torch.Tensor)] + rd.out_like
         self._lap("candidate model")
         out1, given1 = self._candidate(cand_model, rd.inputs, like, rd.out_like, rd.call_seed)
         self._lap("calls")
-        flags: list[tuple[str, str]] = []
-        cmp1 = compare(out1, rd.ref64, rd.native, self.tol)
-        self._add_mismatch(cmp1, f"{where}, call 1")
-        flags += [(f, f"{where}, call 1: {d}") for f, d in cmp1.flags]
-        flags += self._mutation(given1, rd.inputs, f"{where}, call 1")
+        cmp1, flags = self._judge_call(rd, out1, given1, f"{where}, call 1")
         self._lap("compare")
         out1 = self._keep_first(out1)
         self._lap("keep first output")
         # Call 2 on fresh copies in re-poisoned memory: a different answer is a race or a read of unwritten memory.
         out2, given2 = self._candidate(cand_model, rd.inputs, like + rd.out_like, rd.out_like, rd.call_seed)
         self._lap("calls")
-        cmp2 = compare(out2, rd.ref64, rd.native, self.tol)
-        self._add_mismatch(cmp2, f"{where}, call 2")
-        flags += [(f, f"{where}, call 2: {d}") for f, d in cmp2.flags]
-        flags += self._mutation(given2, rd.inputs, f"{where}, call 2")
-        flags += self._stale_or_racy(rd, out1, out2, cmp1, cmp2, where)
+        cmp2, flags2 = self._judge_call(rd, out2, given2, f"{where}, call 2")
+        flags += flags2 + self._stale_or_racy(rd, out1, out2, cmp1, cmp2, where)
         self._lap("compare")
         self.report.error_budget = merge_budgets(self.report.error_budget, cmp1.budget, cmp2.budget)
         for flag, detail in flags:
             if flag != "mismatch":  # added by `_add_mismatch`, from the worst comparison
                 self.report.add(flag, detail)
-        record: dict[str, Any] = {"size": rd.size, "dist": rd.dist, "seed": rd.seed, "max_abs": None,
-                                  "max_rel": None, "ok": True, "flags": list(dict.fromkeys(f for f, _ in flags))}
-        record["ok"] = not any(Finding(f).severity == REJECT for f in record["flags"])
-        for key, a, b in (("max_abs", cmp1.max_abs, cmp2.max_abs), ("max_rel", cmp1.max_rel, cmp2.max_rel)):
-            vals = [v for v in (a, b) if v is not None]
-            record[key] = max(vals) if vals else None
+        names = list(dict.fromkeys(f for f, _ in flags))
+        record: dict[str, Any] = {"size": rd.size, "dist": rd.dist, "seed": rd.seed}
+        for key in ("max_abs", "max_rel"):
+            record[key] = max((v for v in (getattr(cmp1, key), getattr(cmp2, key)) if v is not None), default=None)
+        record.update(ok=not any(Finding(f).severity == REJECT for f in names), flags=names)
         self.report.rounds.append(record)
         if record["max_abs"] is not None:
             self.report.max_abs_err = max(self.report.max_abs_err or 0.0, record["max_abs"])
             self.report.max_rel_err = max(self.report.max_rel_err or 0.0, record["max_rel"])
         self._error_map(cmp1, cmp2, record["ok"])
 
+    def _judge_call(self, rd: RoundData, out: Any, given: list[Any],
+                    where: str) -> tuple[Comparison, list[tuple[str, str]]]:
+        """One call's output against the reference (a mismatch recorded by `_add_mismatch`) and its inputs against
+        their copies: the comparison and its flags, each detail prefixed with `where`."""
+        cmp = compare(out, rd.ref64, rd.native, self.tol)
+        self._add_mismatch(cmp, where)
+        return cmp, [(f, f"{where}: {d}") for f, d in cmp.flags] + self._mutation(given, rd.inputs, where)
+
     def _keep_first(self, out1: Any) -> Any:
-        """The first call's output, kept for the two-call comparison where the second call cannot overwrite it. A
-        large one (`LARGE_OUTPUT_BYTES`) arrives in its shared slot, which the second call reuses: copied on the
-        device while three times its size is free there (the copy, the second call's output, headroom), else to
-        page-locked host memory."""
+        """The first call's output, kept where the second call cannot overwrite it: a large one (its shared slot is
+        reused) is copied on the device while 3x its size is free there, else to page-locked host memory."""
         size = _nbytes(as_list(out1))
         if size <= LARGE_OUTPUT_BYTES:
             return out1
@@ -327,8 +284,8 @@ class _Protocol:
         return type(out1)(kept) if isinstance(out1, (tuple, list)) else kept[0]
 
     def _to_pinned_host(self, t: Any) -> Any:
-        """`t` copied into page-locked host memory kept for the whole check (one buffer per shape and dtype): an
-        8 GB output crosses in ~0.3 s each way instead of ~7 s through pageable memory."""
+        """`t` copied into page-locked host memory kept for the whole check (one buffer per shape and dtype), much
+        faster than pageable memory."""
         if not (isinstance(t, torch.Tensor) and is_plain(t) and t.device.type == "cuda"):
             return _to_host(t)
         key = (tuple(t.shape), t.dtype)
@@ -397,7 +354,7 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
     fn = real_view(rn.detach()).reshape(-1)
     floor = 0.0
     staged = fa.device != fb.device and fused.usable(fb, fb, fr if fr is not None else fb)
-    one_pass = staged or fused.usable(fa, fb, fr if fr is not None else fa)  # a GPU's outputs (the interpreter: never)
+    one_pass = staged or fused.usable(fa, fb, fr if fr is not None else fa)  # on a GPU (never the interpreter)
     if one_pass and fr is not None and rn.is_floating_point() and fn.device == fb.device:
         floor = ERROR_BUDGET_K * fused.native_error(fn, fr)
     elif fr is not None and rn.is_floating_point():
@@ -408,7 +365,7 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
                 floor = max(floor, ERROR_BUDGET_K * float(e.max()))
     if staged:  # the first call's output kept on the host (`_keep_first`): to the GPU a slice at a time, as it is
         return _staged_pair_worst(fa, fb, fr, tol, floor)
-    if one_pass:  # both calls' outputs on the GPU: the same bound in one pass (`output_compare_fused`)
+    if one_pass:  # both calls' outputs on the GPU: the same bound in one pass
         return fused.pair_worst(fa, fb, fr if fr is not None else fa, tol.atol, tol.rtol, floor)
     worst = 0.0
     for s in range(0, fa.numel(), CHUNK):
@@ -426,9 +383,8 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
 
 def _staged_pair_worst(fa: torch.Tensor, fb: torch.Tensor, fr: torch.Tensor | None, tol: Tolerance,
                        floor: float) -> float:
-    """`fused.pair_worst` of a first output held on the host against a second one on the GPU: slices of CHUNK
-    elements copied over in their own dtype (from page-locked memory, a plain copy) and judged there in one pass.
-    Converting each slice to float64 on the host first made the comparison of an 8 GiB output take 25 s."""
+    """`fused.pair_worst` of a first output held on the host against a second one on the GPU: slices copied over in
+    their own dtype (converting on the host first is far slower) and judged there in one pass."""
     worst = 0.0
     for s in range(0, fa.numel(), CHUNK):
         a = fa[s:s + CHUNK].to(fb.device)

@@ -1,20 +1,10 @@
-"""Comparing one candidate output with the reference: form (type, shape, dtype, device), poison, finiteness, the
-error budget against the float64 reference, degenerate (constant) output (docs/anti-cheating.md rows 1, 2, 8, 12).
-
-The error budget (docs/verdicts.md). A fixed tolerance cannot judge real workloads: an fp32 matmul with K = 4096 is
-off by ~1e-4 from float64 however it is summed. So each element i of an output passes when
-
+"""One candidate output against the reference: form, poison, finiteness, the error budget, degenerate (constant)
+output (docs/anti-cheating.md rows 1, 2, 8, 12). The error budget (docs/verdicts.md) passes element i when
     |out_i - ref64_i| <= max(atol + rtol |ref64_i|,  k * E)      E = max_j |native_j - ref64_j|
-
-where `native` is the reference run in its own dtype under the task's precision policy on the same inputs. E is a
-per-output scale (the infinity norm of the native error), not the native error at element i, which is often exactly
-0 by luck; the bound is the normwise ||out - ref|| <= k ||native - ref||. k = 16 separates honest reorderings from
-math on fp16/bf16/TF32-rounded operands (`benchmarks/error_budget.py` measures it).
-
-One path judges every floating output: a slice of `CHUNK` elements at a time (E over all slices first), so an output
-of a billion elements never needs whole-tensor float64 temporaries; a large output on a GPU is judged by the judge's
-own one-pass kernels instead (`compare_fused`), which must agree with the slices (tests hold them to it).
-"""
+with `native` the reference in its own dtype, since a fixed tolerance cannot judge real workloads (an fp32 matmul with
+K = 4096 is off by ~1e-4 however it is summed); E is one scale per output, as the native error at one element is often
+0 by luck, and k = 16 separates honest reorderings from math on rounded operands (`benchmarks/error_budget.py`).
+Outputs are judged `CHUNK` elements at a time, a large one on a GPU by `compare_fused`, which must agree."""
 
 from __future__ import annotations
 
@@ -39,8 +29,7 @@ RESOLVABLE_ULPS = 4
 ERROR_BUDGET_K = 16.0
 #: Elements per slice: about 2 GB of float64 temporaries at a time.
 CHUNK = 1 << 25
-#: "auto": an output larger than a slice on a GPU is judged by the one-pass kernels; "always": every output by them,
-#: under Triton's interpreter too (tests); "never": slices only.
+#: "auto": outputs over a slice on a GPU go to the one-pass kernels; "always": all (interpreter too: tests); "never".
 FUSED = "auto"
 #: Error maps are max-pooled to at most this many cells per side.
 MAP_CELLS = 64
@@ -132,10 +121,9 @@ def _form_problem(o: Any, rn: torch.Tensor, where: str) -> tuple[str, str] | Non
 
 def compare(out: Any, ref64: Any, ref_native: Any, tol_for: Callable[[str], Tolerance], *,
             k: float = ERROR_BUDGET_K) -> Comparison:
-    """`out` against the reference: form, finiteness, poison, the error budget against the float64 result `ref64`
-    (module doc), degenerate (constant) output. `ref_native`, the reference in its own dtype under the task's
-    precision policy, fixes the expected form, the tolerance, the native error that scales the budget, and where
-    non-finite values are expected (NaN for NaN, same-signed Inf). k=0 judges by the tolerance alone."""
+    """`out` against the float64 result `ref64` (module doc); `ref_native`, the reference in its own dtype, fixes the
+    expected form, the tolerance, the native error and where non-finite values are expected (NaN for NaN,
+    same-signed Inf). k=0 judges by the tolerance alone."""
     if not (isinstance(k, (int, float)) and k >= 0 and k == k):
         raise ValueError(f"the error budget's k must be a number >= 0, got {k!r}")
     outs, refs64, natives = as_list(out), as_list(ref64), as_list(ref_native)
@@ -190,15 +178,13 @@ class _Tally:
     @classmethod
     def from_fused(cls, got: dict[str, Any], atol: float) -> _Tally:
         """The tally the one-pass kernels made (`compare_fused.tally`); first indices are filled later."""
-        tally = cls.__new__(cls)
+        tally = cls(0, got["bad"].device, atol)
         tally.bad = got["bad"].reshape(-1)
         tally.counts = dict(got["counts"])
-        tally.first = {"unwritten": None, "nonfinite": None, "rest": None}
         tally.max_abs, tally.max_rel, tally.worst = got["max_abs"], got["max_rel"], got["worst"]
         tally.max_tol_bound = max(atol, got["max_tol_bound"])
         tally.sums = [got["sum_o"], got["sum_o2"], got["sum_e"], got["sum_e2"]]
         tally.all_finite, tally.max_exp, tally.max_o = got["all_finite"], got["max_exp"], got["max_o"]
-        tally.ratio = None
         return tally
 
     def add(self, s: int, o64: torch.Tensor, n64: torch.Tensor, exp: torch.Tensor, raw: torch.Tensor, tol: Tolerance,
@@ -374,10 +360,8 @@ def constant_passes(ref64: list[Any], natives: list[Any], tol_for: Callable[[str
     for outputs `asked` leaves out (False at their index)."""
     verdicts: list[bool | None] = []
     for j, (r64, rn) in enumerate(zip(ref64, natives, strict=False)):
-        if asked is not None and j < len(asked) and not asked[j]:
-            verdicts.append(None)
-            continue
-        if not (isinstance(rn, torch.Tensor) and rn.is_floating_point() and rn.numel() > 1):
+        left_out = asked is not None and j < len(asked) and not asked[j]
+        if left_out or not (isinstance(rn, torch.Tensor) and rn.is_floating_point() and rn.numel() > 1):
             verdicts.append(None)
             continue
         tol = tol_for(dtype_name(rn.dtype))

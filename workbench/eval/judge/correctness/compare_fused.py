@@ -1,29 +1,15 @@
 """The judgement of one large floating output in one pass on the GPU (docs/verdicts.md, scale).
 
-`output_compare_chunked.compare_large` judges an output too large for whole-tensor float64 temporaries in slices;
-each slice still runs some sixty float64 element-wise passes and reductions, so a real-size KernelBench output
-(260M elements for L2/1, 2.1G for L1/39) took 0.1-1 s per comparison, ten comparisons per check. Here Triton
-kernels read the output, the native reference and the float64 reference once each:
-
-1. `_native_error_kernel`: the largest |native - ref64| where both are finite (the error budget's E), per block;
-2. `_tally_kernel`: per element the same float64 arithmetic as `_Tally.add` (expected value, error, tolerance bound,
-   ratio, bad, poison, non-finite), the bad mask written out, and per block the counts and extremes the flags and
-   the budget need;
-3. `_pair_kernel`: how far two calls' outputs on the same inputs differ, in units of the error budget's bound
-   (`correctness._pair_ratio`, the nondeterminism check).
-
-On a 260M-element output the one pass took 0.023 s where the float64 slices took 0.079 s (an H200), and the check
-of a real-size KernelBench softmax went from 9 s to 3.9 s.
-
-The blocks' partials are reduced on the host side of the judge. The first index of each kind of bad element, needed
-only for a message, comes from the first block that counted one, judged again with torch (`_Tally.add` on that
-block alone), so the messages are the chunked path's word for word. Everything runs in the trusted judge on
-tensors it holds; the kernels are the judge's own code.
-"""
+The float64 slices of `compare` run dozens of element-wise passes per slice; here Triton kernels read the output, the
+native reference and the float64 reference once each: `_native_error_kernel` (the error budget's E), `_tally_kernel`
+(per element `_Tally.add`'s arithmetic, per block the counts and extremes), `_pair_kernel` (two calls' difference in
+units of the budget's bound, `check._pair_ratio`) and `_count_off_kernel` (the timed re-check, `recheck`). The first
+bad element of each kind, needed only for a message, comes from judging its block again with torch, so the messages
+are the slices' word for word. The kernels are the judge's own code, run on tensors it holds."""
 
 from __future__ import annotations
 
-import functools
+import os
 import threading
 from typing import Any
 
@@ -141,7 +127,7 @@ def _pair_kernel(a_ptr, b_ptr, s_ptr, part_ptr, k_ptr, N, BLOCK_SIZE: tl.constex
     tl.store(part_ptr + pid, tl.max(ratio, axis=0))
 
 
-#: Set while no compile of these kernels runs in the background (`compare_warmup.py` clears it while it does).
+#: Set while no compile of these kernels runs in the background (`start_warmup` clears it while it does).
 WARMED = threading.Event()
 WARMED.set()
 #: Seconds a comparison waits for the background compile before it compiles the kernels itself.
@@ -151,9 +137,7 @@ WARM_WAIT_S = 120.0
 def usable(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, interpreter: bool = False) -> bool:
     """Whether the one-pass kernels can judge this output: real floats on one device, a GPU (or, with
     `interpreter`, any device under Triton's interpreter: the tests compare the two paths there). Yes waits for a
-    background compile of the kernels (`compare_warmup.py`) rather than compiling them again beside it."""
-    import os
-
+    background compile of the kernels (`start_warmup`) rather than compiling them again beside it."""
     tensors = (o, n, e)
     if any(t.is_complex() or not t.is_floating_point() for t in tensors):
         return False
@@ -191,7 +175,7 @@ def native_error(n: torch.Tensor, e: torch.Tensor) -> float:
 
 def pair_worst(a: torch.Tensor, b: torch.Tensor, scale: torch.Tensor, atol: float, rtol: float,
                floor: float) -> float:
-    """`correctness._pair_ratio`'s largest |a - b| / max(atol + rtol |scale|, floor) in one pass (0 where a and b are
+    """`check._pair_ratio`'s largest |a - b| / max(atol + rtol |scale|, floor) in one pass (0 where a and b are
     the same, NaN for NaN included; Inf where exactly one of them is NaN)."""
     af, bf, sf = a.detach().reshape(-1), b.detach().reshape(-1), scale.detach().reshape(-1)
     blocks = triton.cdiv(af.numel(), BLOCK)
@@ -220,10 +204,7 @@ def tally(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, atol: float, rtol: 
     fmax, fsum = fpart.max(dim=0).values.tolist(), fpart.sum(dim=0).tolist()
     per_block = ipart.to(torch.int64)
     counts = per_block[:, :3].sum(dim=0).tolist()
-    first_block = {}
-    for j, name in enumerate(I32_FIELDS[:3]):
-        if counts[j]:
-            first_block[name] = int(torch.nonzero(per_block[:, j])[0])
+    first_block = {name: int(torch.nonzero(per_block[:, j])[0]) for j, name in enumerate(I32_FIELDS[:3]) if counts[j]}
     out: dict[str, Any] = {"bad": bad.view(torch.bool).view(o.shape),
                            "counts": dict(zip(I32_FIELDS[:3], (int(c) for c in counts), strict=True)),
                            "first_block": first_block,
@@ -239,24 +220,17 @@ def tally(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, atol: float, rtol: 
 RECHECK_BLOCK = 4096
 
 
-@functools.lru_cache(maxsize=1)
-def _count_off() -> Any:
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def count_off(g_ptr, e_ptr, n, atol2, rtol2, floor2, out_ptr, BLOCK: tl.constexpr, WIDE: tl.constexpr):
-        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        inside = offs < n
-        g = tl.load(g_ptr + offs, mask=inside, other=0).to(WIDE)
-        e = tl.load(e_ptr + offs, mask=inside, other=0).to(WIDE)
-        err = tl.abs(g - e)
-        bound = tl.maximum(atol2 + rtol2 * tl.abs(e), floor2)
-        ok = ((err <= bound) & (tl.abs(e) < float("inf"))) | (g == e) | ((g != g) & (e != e))
-        off = inside & ~ok
-        tl.atomic_add(out_ptr, tl.sum(off.to(tl.int32), axis=0))
-
-    return count_off
+@triton.jit
+def _count_off_kernel(g_ptr, e_ptr, n, atol2, rtol2, floor2, out_ptr, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = offs < n
+    g = tl.load(g_ptr + offs, mask=inside, other=0).to(WIDE)
+    e = tl.load(e_ptr + offs, mask=inside, other=0).to(WIDE)
+    err = tl.abs(g - e)
+    bound = tl.maximum(atol2 + rtol2 * tl.abs(e), floor2)
+    ok = ((err <= bound) & (tl.abs(e) < float("inf"))) | (g == e) | ((g != g) & (e != e))
+    off = inside & ~ok
+    tl.atomic_add(out_ptr, tl.sum(off.to(tl.int32), axis=0))
 
 
 def flat_real(t: torch.Tensor) -> torch.Tensor:
@@ -270,31 +244,25 @@ def wide_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def count_off_kernel(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
-    """`count_off` by the Triton kernel on whatever device the tensors are on (the interpreter's on the CPU)."""
-    import triton.language as tl
-
+    """`recheck.count_off` by the Triton kernel on whatever device the tensors are on (the interpreter's on the CPU)."""
     g, e = flat_real(got), flat_real(expected)
     out = torch.zeros(1, dtype=torch.int32, device=e.device)
     wide = tl.float64 if wide_dtype(expected.dtype) == torch.float64 else tl.float32
     grid = (-(-e.numel() // RECHECK_BLOCK),)
-    _count_off()[grid](g, e, e.numel(), 2.0 * atol, 2.0 * rtol, 2.0 * floor, out, BLOCK=RECHECK_BLOCK, WIDE=wide)
+    _count_off_kernel[grid](g, e, e.numel(), 2.0 * atol, 2.0 * rtol, 2.0 * floor, out, BLOCK=RECHECK_BLOCK, WIDE=wide)
     return int(out.item())
 
 
 # ---- warm-up ----
 
-#: The output dtypes compiled for: KernelBench's problems' (others compile at their first comparison, as before; each
-#: dtype here holds the first measurement of a judge's first job back by up to a second on a machine that never
-#: compiled them).
+#: The output dtypes compiled ahead (others compile at first use; each one here delays a cold judge's first job).
 DTYPES = (torch.float32,)
 
 
 def warm_for(device: str, dtype: torch.dtype) -> None:
     """Launch the four kernels once on a few blocks of `dtype` (what a check's comparison and a timed re-check of such
     an output launch)."""
-    # A length divisible by 16, as most outputs' are: Triton compiles a kernel apart for lengths that are not, and
-    # that knowledge is worth keeping (compiled for any length, the checks' comparisons of a 256 MiB softmax output
-    # took a median 0.27 s instead of 0.16 s, four judges on an H100).
+    # A length divisible by 16, as most outputs' are: Triton specializes on it, and that specialization is faster.
     o = torch.linspace(-2, 2, 3 * BLOCK, device=device).to(dtype)
     e = o.double()
     native_error(o, e)

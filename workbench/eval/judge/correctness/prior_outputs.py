@@ -1,11 +1,7 @@
-"""What the judge keeps of earlier rounds' reference outputs, to recognise a stale result (docs/anti-cheating.md, cheat 1).
-
-A candidate that returns memory it never wrote may be handed a block that still holds an earlier round's result;
-its output then equals that result wherever it is wrong. To see it, the judge keeps each round's reference output:
-a small one whole, on the host; a large one (a KernelBench output of 6-8 GB) as its values at `SAMPLE` positions
-drawn in secret, on its own device. Copying a 6 GB output to the host took ~5 s a round on an H100, most of a
-real-size check, for a finding that a million positions the runner cannot predict show just as well: a stale
-output equals the old one at every position, an honest one at almost none.
+"""What the judge keeps of earlier rounds' reference outputs, to recognise a stale result (docs/anti-cheating.md,
+cheat 1): a candidate returning memory it never wrote may be handed a block holding an earlier round's result. A small
+output is kept whole on the host; a large one as its values at `SAMPLE` positions drawn in secret, on its own device
+(far cheaper than a host copy, and a stale output equals the old one at every position, an honest one at almost none).
 """
 
 from __future__ import annotations

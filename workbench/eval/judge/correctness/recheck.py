@@ -1,23 +1,16 @@
 """The re-check of a timed call's output in one pass over the GPU's memory (`timing.PairTimer._recheck`).
 
-Every timed round re-checks a few calls' outputs against the reference's outputs on exactly those inputs, while the
-timing holds the device. Elementwise in torch the rule below took some twenty kernels and as many temporaries the
-size of the output: 3.6 ms for a 8192 x 8192 fp32 softmax, as long as the round's timed batches themselves, and
-five output-sized float32 temporaries (40 GB for an 8 GB output, more than the GPU had beside the pool). A Triton
-kernel reads both outputs once and counts the elements off in registers: no temporary at all.
-
-The rule is `mismatch`'s: element i is off unless
-    |got_i - expected_i| <= max(2 atol + 2 rtol |expected_i|, 2 k E)  with expected_i finite,
-or got_i equals expected_i (equal infinities), or both are NaN. Arithmetic in float32 for outputs of 32 bits or fewer,
-float64 for float64; complex outputs as their real and imaginary parts.
-
-Off a GPU (or for an empty output) `count_off_torch` counts the same elements with torch, in slices; the tests hold
-the two to the same counts. Integer outputs never come here: they are compared exactly.
+Every timed round re-checks a few calls' outputs while timing holds the device, so a Triton kernel
+(`compare_fused.count_off_kernel`) reads both outputs once and counts the elements off with no output-sized
+temporary. Element i is off unless |got_i - expected_i| <= max(2 atol + 2 rtol |expected_i|, 2 k E) with expected_i
+finite, or got_i equals expected_i, or both are NaN; float32 arithmetic for outputs of 32 bits or fewer, float64 for
+float64, complex as real and imaginary parts. Off a GPU `count_off_torch` counts the same, in slices.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,8 +18,19 @@ from workbench.eval.judge.correctness.compare import ERROR_BUDGET_K
 from workbench.eval.judge.correctness.compare_fused import count_off_kernel, flat_real, wide_dtype
 from workbench.eval.wire.tensors import dtype_name
 
-#: Elements per slice when the largest error is measured for a message (only after a mismatch was found).
+if TYPE_CHECKING:
+    from workbench.tasks.task import Tolerance
+
+#: Elements per slice of the torch paths (`count_off_torch`, `largest_error`).
 MESSAGE_CHUNK = 1 << 26
+
+
+def _slices(got: torch.Tensor, expected: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(got, expected) a slice of MESSAGE_CHUNK real elements at a time, in the rule's arithmetic dtype."""
+    g, e = flat_real(got).to(expected.device), flat_real(expected)
+    wide = wide_dtype(expected.dtype)
+    for start in range(0, e.numel(), MESSAGE_CHUNK):
+        yield g[start:start + MESSAGE_CHUNK].to(wide), e[start:start + MESSAGE_CHUNK].to(wide)
 
 
 def count_off(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
@@ -40,11 +44,8 @@ def count_off(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: floa
 
 def count_off_torch(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
     """The same count with torch, slice by slice (no temporary larger than MESSAGE_CHUNK elements)."""
-    g, e = flat_real(got).to(expected.device), flat_real(expected)
-    wide = wide_dtype(expected.dtype)
     bad = 0
-    for start in range(0, e.numel(), MESSAGE_CHUNK):
-        es, gs = e[start:start + MESSAGE_CHUNK].to(wide), g[start:start + MESSAGE_CHUNK].to(wide)
+    for gs, es in _slices(got, expected):
         bound = torch.clamp_min(atol + rtol * es.abs(), floor) * 2
         err = (gs - es).abs()
         off = (~(err <= bound) | ~torch.isfinite(es)) & ~((gs == es) | (torch.isnan(gs) & torch.isnan(es)))
@@ -54,22 +55,20 @@ def count_off_torch(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol
 
 def largest_error(got: torch.Tensor, expected: torch.Tensor) -> float:
     """The largest finite |got - expected|, slice by slice (for the message of a mismatch)."""
-    g, e = flat_real(got).to(expected.device), flat_real(expected)
-    wide = wide_dtype(expected.dtype)
     largest = float("-inf")
-    for start in range(0, e.numel(), MESSAGE_CHUNK):
-        err = (g[start:start + MESSAGE_CHUNK].to(wide) - e[start:start + MESSAGE_CHUNK].to(wide)).abs()
+    for gs, es in _slices(got, expected):
+        err = (gs - es).abs()
         finite = err[torch.isfinite(err)]
         if finite.numel():
             largest = max(largest, float(finite.max()))
     return largest if largest != float("-inf") else float("inf")
 
 
-def mismatch(got: torch.Tensor, expected: torch.Tensor, tolerance: Any, native_error: float) -> str:
+def mismatch(got: torch.Tensor, expected: torch.Tensor, tolerance: Callable[[str], Tolerance] | None,
+             native_error: float) -> str:
     """Why `got` is not `expected` within the re-check budget (empty when it is): for floats,
     |got - expected| <= 2 max(atol + rtol |expected|, k x native error), the correctness protocol's bound with the
-    native error on both sides; other dtypes exactly. One pass on a GPU (`recheck_compare`): a re-check runs on
-    every timed round, while the timing holds the device."""
+    native error on both sides; other dtypes exactly; one pass on a GPU (module doc)."""
     if got.shape != expected.shape or got.dtype != expected.dtype:
         return f"shape {tuple(got.shape)} {got.dtype}, expected {tuple(expected.shape)} {expected.dtype}"
     g = got.to(expected.device)

@@ -1,9 +1,7 @@
-"""Which correctness calls are probe calls (CPU, Triton): the second of two calls of one model on the same input
-contents, back to back, as every correctness round makes them. In a probe call the runner burns a budget of CPU per
-interpreted launch (`runner/launches.interpreter_probe`); the judge reads the runner's CPU time around both calls
-from /proc, and the difference says how many launches really went through Triton's interpreter
-(`checks/evidence.py`). Two calls on the same inputs cost the same but for the budget, so the difference stands far
-above the noise between unrelated calls.
+"""Which correctness calls are probe calls (CPU, Triton): the second of two back-to-back calls of one model on the
+same inputs. In a probe call the runner burns a CPU budget per interpreted launch
+(`runner/launches.interpreter_probe`); the difference of the runner's CPU time (from /proc) between the two calls
+says how many launches really went through Triton's interpreter (`checks/evidence.py`).
 """
 
 from __future__ import annotations
@@ -15,9 +13,7 @@ import torch
 
 from workbench.eval.wire.tensors import bytes_per_element
 
-#: CPU a probe call burns in all, spread over the launches the previous call reported: the previous call's own CPU
-#: time, and at least PROBE_CALL_NS (the noise between two identical calls grows with what they cost, the budget with
-#: it), and at least PROBE_LAUNCH_MIN_NS per launch.
+#: A probe call's CPU budget: the previous call's CPU time, at least PROBE_CALL_NS and PROBE_LAUNCH_MIN_NS a launch.
 PROBE_CALL_NS = 4_000_000
 PROBE_LAUNCH_MIN_NS = 500_000
 #: Probe calls per evaluation: each costs about one more call.
@@ -32,8 +28,7 @@ def _copy(inputs: Any) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Whether two calls' arguments are equal, tensors bitwise, nested lists and tuples (a list of tensors as one
-    argument) element by element."""
+    """Whether two calls' arguments are equal: tensors bitwise, nested lists and tuples element by element."""
     if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
         return isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b) and \
             all(_same(x, y) for x, y in zip(a, b, strict=True))
@@ -47,9 +42,9 @@ def _same(a: Any, b: Any) -> bool:
 
 @dataclass
 class ProbePlanner:
-    """Decides each call's probe budget from the calls before it (module doc) and keeps the last call's arguments,
-    so that a pair can also be made on purpose (`CandidateSession.probe_pair`). A model's first call pays for
-    warming the interpreter up, so it is never the ordinary half of a pair."""
+    """Decides each call's probe budget from the calls before it and keeps the last call's arguments for a pair made
+    on purpose (`CandidateSession.probe_pair`). A model's first call (the interpreter's warm-up) is never a pair's
+    ordinary half."""
 
     last_model: int | None = None
     last_inputs: list[Any] | None = None

@@ -1,10 +1,6 @@
-"""The judge corroborates what the runner reported about the candidate's launches (`checks/evidence.py` says what each
-evidence level means and which verdicts need which).
-
-After the correctness calls (`after_check`): the runner's hook points it found replaced (`harness-tamper`), and on
-the CPU the launches it reported, from the probe calls among them (`launch_probe.py`). Before the verdict
-(`before_verdict`): the timing basis, and on a GPU the profiled forward (the timing stage's, or one made here when
-the evaluation is not timed).
+"""The judge corroborates what the runner reported about the candidate's launches (`checks/evidence.py` defines the
+evidence levels): after the correctness calls, replaced hook points and, on the CPU, the probe calls' launches
+(`after_check`); before the verdict, the timing basis and on a GPU the profiled forward (`before_verdict`).
 """
 
 from __future__ import annotations
@@ -22,8 +18,8 @@ if TYPE_CHECKING:
 
 
 def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]:
-    """Findings from the correctness calls' launch reports as the judge can check them (module doc); fills
-    `evaluation.evidence`. `rejected`: other checks already reject the candidate, so no call is added to probe it."""
+    """Findings from the correctness calls' launch reports; fills `evaluation.evidence`. `rejected`: other checks
+    already reject the candidate, so no call is added to probe it."""
     session, evidence = evaluation.session, evaluation.evidence
     language = evaluation.candidate.language
     records = session.reports
@@ -44,9 +40,8 @@ def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]
 
 
 def _interpreted(session: CandidateSession) -> tuple[str, str]:
-    """(level, how) of the CPU launches from the probe pairs among the calls (a pair made now if there is none): the
-    runner's CPU time from /proc, or the judge's wall clock where /proc gives none (noisier, still the judge's own
-    measurement)."""
+    """(level, how) of the CPU launches from the probe pairs (one made now if there is none), by the runner's CPU
+    time from /proc, or the judge's noisier wall clock where /proc gives none."""
     if not _pairs(session.reports):
         session.probe_pair()
     records = session.reports
@@ -59,7 +54,7 @@ def _interpreted(session: CandidateSession) -> tuple[str, str]:
 
 
 def _pairs(records: list[CallRecord]) -> list[tuple[CallRecord, CallRecord]]:
-    """(ordinary, probe) records: each probe call and the call before it (`launch_probe.ProbePlanner`)."""
+    """(ordinary, probe) records: each probe call and the call before it (`probe.ProbePlanner`)."""
     return [(records[i - 1], r) for i, r in enumerate(records) if r.probe_ns and i > 0]
 
 
@@ -80,8 +75,8 @@ def before_verdict(evaluation: Evaluation, result: dict[str, Any]) -> list[Findi
 
 
 def _profiled(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
-    """GPU: the profiled forward of the timing stage, or one made here (untimed evaluations), as launch evidence;
-    where it was made here, its coverage is judged as the timing stage's would be."""
+    """GPU: the timing stage's profiled forward, or one made here (its coverage then judged here), as launch
+    evidence."""
     session, found = evaluation.session, []
     if session.profiled is None:
         kernels = _profile(evaluation)
@@ -89,9 +84,8 @@ def _profiled(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
                                                 evaluation.policy)
         result["coverage"] = coverage
     kernels, tampered = session.profiled
-    # The call's cost as the verdict has it (at least the judge's clock, never under what the device measured): the
-    # raw judge clock alone can come out near 0 for a short kernel where the harness's host work overlaps it, and a
-    # runner gains nothing by raising its own time to make a forged profile look plausible.
+    # The call's cost: the larger of the judge's clock (alone it can read near 0 for a short kernel) and the timing
+    # the verdict uses (a runner gains nothing by raising its own time).
     timed = [t.get("median_ms") for t in (result.get("judge_clock_timing"), result.get("timing")) if t]
     call_ms = max((v for v in timed if v is not None), default=None)
     level, how = ev.profiled_launches(kernels, guards.own_kernel_names(evaluation.candidate.source), tampered, call_ms)

@@ -1,15 +1,7 @@
-"""The reference's side of an evaluation's correctness rounds: which `ReferenceRounds` the check uses (kept per
-task, sizes, seed and round count in the judge's `ReferenceCache`), and making them ahead of their use: while the
-runner imports the candidate, and on a GPU while it runs each correctness call.
-
-Why ahead: during the import the judge only waits for the runner's reply, and a round of a real-size KernelBench
-problem (its inputs, the native output, the float64 reference) takes a fifth of a second or more on a GPU, the
-import about as long. The rounds are the judge's own work on trusted inputs; nothing of the candidate takes part.
-
-How many: until the runner answers, since a round made after that only delays the reply (the check would make it
-next anyway) and a candidate that failed to import needs none. On an H100 that made one round of KernelBench L2/1's
-five ahead and none of L2/12's. A CUDA build announces its compile pause as it starts, so none are made beside it
-yet, though the build takes tens of seconds.
+"""Which `ReferenceRounds` an evaluation's check uses (kept in the judge's `ReferenceCache` per task, sizes, seed and
+round count), and making them ahead of their use: while the runner imports the candidate, and on a GPU while it
+runs each correctness call. The judge only waits on the runner then, and the rounds are its own work on trusted
+inputs. Rounds are made only until the runner answers: one made later would just delay the reply.
 """
 
 from __future__ import annotations
@@ -37,8 +29,8 @@ def rounds_key(ev: Evaluation) -> tuple[Any, ...]:
 
 
 def rounds_for(ev: Evaluation) -> tuple[ReferenceRounds, bool]:
-    """The rounds for `ev`, and whether an earlier evaluation made them (this one, having made them ahead, says no:
-    the Result's `reference_cache` is "miss")."""
+    """The rounds for `ev`, and whether an earlier evaluation made them (not this one ahead: `reference_cache` is
+    then "miss")."""
     sizes, rounds = plan(ev)
     reference, cached = ev.ctx.rounds.get(rounds_key(ev), lambda budget: ReferenceRounds.create(
         ev.reference(), ev.device, sizes, ev.seed, ev.task.tolerance, ev.task.distributions, rounds, budget),
@@ -48,10 +40,9 @@ def rounds_for(ev: Evaluation) -> tuple[ReferenceRounds, bool]:
 
 
 def make_ahead(ev: Evaluation) -> None:
-    """While the runner imports `ev`'s candidate: its rounds, one at a time, until the runner answers (a reply, or a
-    compile pause it waits on) or every round is made (Result.protocol["reference_rounds_ahead"] counts them). Only
-    rounds the judge keeps are worth making ahead, so a task too large to keep them stops after the first. Best
-    effort: whatever fails here is forgotten and happens again in the check, which reports it in its own stage."""
+    """While the runner imports `ev`'s candidate: its rounds, one at a time, until the runner answers (a reply or a
+    compile pause) or all are made (`reference_rounds_ahead`); a task too large to keep them stops after the first.
+    Best effort: a failure here is forgotten and happens again, reported, in the check."""
     runner = ev.session.runner
     try:
         reference, cached = rounds_for(ev)
@@ -71,16 +62,10 @@ def make_ahead(ev: Evaluation) -> None:
 
 
 def ahead_of_calls(ev: Evaluation, reference: ReferenceRounds) -> Callable[[], None] | None:
-    """On a GPU, the judge's work while the runner runs one of the check's calls (`CandidateSession.between_calls`):
-    the next rounds not made yet, one at a time, until the runner answers (a task too large to keep its rounds: the
-    next one only, held until its turn, `ReferenceRounds.pending`). None on the CPU, where the judge's work would
-    take the cores the runner's call runs on.
-
-    Why: a round is made just before its first call needs it, and the check's calls and rounds took turns
-    (KernelBench L2/1 on an H100: 0.56 s of rounds and 0.51 s of calls, one after the other), while the first call
-    of each shape in a fresh runner spends most of its time loading that shape's library kernels, not on the GPU.
-    A round that fails here is forgotten and made again when its call comes, which reports the failure there.
-    Result.protocol["reference_rounds_during_calls"] counts the rounds made this way."""
+    """On a GPU, the judge's work while the runner runs a check's call (`CandidateSession.between_calls`): the next
+    rounds not made yet until the runner answers (`ReferenceRounds.pending`), so rounds and calls overlap instead of
+    taking turns; counted in `reference_rounds_during_calls`. None on the CPU, whose cores the runner's call needs.
+    A round that fails here is made again, and reported, when its call comes."""
     if not ev.device.startswith("cuda"):
         return None
     runner = ev.session.runner

@@ -1,26 +1,10 @@
-"""`torch.compile` of the reference, made in a background thread of the judge while the candidate loads and is
-checked.
+"""`torch.compile` of the reference (the timing's compiled line, an aside no verdict uses), made in a background
+thread of the judge while the candidate loads and is checked, so its seconds are not added to the timing stage.
 
-The compiled reference is an aside of the timing (`compiled_reference_timing`, the speedup over torch.compile): no
-verdict uses it, yet compiling it takes 2-6 s, once per task, size and seed in a judge. Made inside the timing stage,
-those seconds were added to the first evaluation of every task (a researcher's first cell, every problem of a
-benchmark) and were spent holding the device exclusively, so every other judge on the device waited too. Started
-here as soon as the timing's harness is calibrated, the compile runs beside the candidate's import and correctness
-rounds, which mostly wait on the runner, and the timing stage only takes what is ready (usually all of it).
-
-The thread's compile and first call run the reference on the device, so the thread holds the device lock *shared*
-through its own lock file description (`DeviceLock.companion`): a timing on the device, this judge's or another's,
-never runs beside it, while other judges' checks may. The thread never waits on the judge's main thread; the main
-thread waits for the thread holding no lock at all (`Evaluation.compiled_reference`), since the thread may be queued
-behind another judge's timing that waits for every shared holder.
-
-The compile is Python work (tracing, Inductor's passes) that holds the GIL for seconds, while the main thread
-mostly waits on the runner and must answer each reply at once: each time the main thread wakes, it waits for the
-compile thread to drop the GIL, up to the interpreter's switch interval (5 ms). Over the hundred-odd round trips of a
-load and check that adds up (a round trip of 1 ms of runner work took 3.9 ms on average beside a compile, 2.2 ms
-with a 0.5 ms interval), so while a compile runs the switch interval is `COMPILE_SWITCH_S` (`main_thread_first`).
-
-Nothing here touches candidate code: the reference and its inputs are the judge's own.
+The thread holds the device lock shared through a lock description of its own (`DeviceLock.companion`), so no
+timing runs beside it; the main thread waits for it holding no lock, since it may be queued behind another judge's
+timing. While it compiles, the interpreter's switch interval is short (`main_thread_first`), so the main thread
+answers each runner reply promptly. Nothing here touches candidate code.
 """
 
 from __future__ import annotations
@@ -55,8 +39,8 @@ _switch_saved = 0.0
 
 @contextmanager
 def main_thread_first() -> Iterator[None]:
-    """While the block runs, a thread waiting for the GIL gets it within COMPILE_SWITCH_S (module doc); the
-    interval in force before the first of overlapping blocks comes back after the last one."""
+    """While the block runs, a thread waiting for the GIL gets it within COMPILE_SWITCH_S; the interval in force
+    before the first of overlapping blocks comes back after the last one."""
     global _switch_users, _switch_saved
     with _switch_guard:
         if _switch_users == 0:
@@ -74,9 +58,8 @@ def main_thread_first() -> Iterator[None]:
 
 @contextmanager
 def beside_the_judge(device: str, lock: DeviceLock | None) -> Iterator[None]:
-    """For the block, in a background thread of the judge: `device` current in this thread (it is per thread), the
-    device held shared through a lock description of the thread's own (module doc), and the GIL given to the main
-    thread first (`main_thread_first`)."""
+    """For the block, in a background thread: `device` current in this thread, the device held shared through the
+    thread's own lock description, and the GIL given to the main thread first."""
     own = lock.companion() if lock is not None else None
     try:
         if device.startswith("cuda") and torch.device(device).index is not None:
@@ -129,16 +112,15 @@ def compile_reference(model: Any, inputs: list[Any]) -> tuple[Any, str]:
 
 
 def fits_beside(set_bytes: int, free: int | None) -> bool:
-    """Whether a compile's first call (an input set, its output and the intermediates between them, taken as
-    BESIDE_FACTOR x the set) fits in a quarter of the device's free memory, so it cannot make the correctness rounds
-    running beside it run out of memory. Unknown free memory: no."""
+    """Whether a compile's first call (BESIDE_FACTOR x an input set) fits in a quarter of the device's free memory,
+    so it cannot run the correctness rounds beside it out of memory. Unknown free memory: no."""
     return free is not None and free > 0 and set_bytes > 0 and BESIDE_FACTOR * set_bytes <= free // 4
 
 
 def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
           compile_fn: Callable[[Any, list[Any]], tuple[Any, str]] = compile_reference) -> CompileJob:
     """Compile `model` on `inputs` (drawn by the caller: the global RNG belongs to the main thread) in a daemon
-    thread holding the device shared (module doc); returns the job at once."""
+    thread holding the device shared; returns the job at once."""
     job = CompileJob()
 
     def work() -> None:
@@ -160,10 +142,9 @@ def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
 # ---- an evaluation's use of it ---------------------------------------------------------------------------------------
 
 def start_for(ev: Evaluation) -> None:
-    """Start compiling the reference in the background while `ev`'s candidate is imported and checked, once per
-    task, size and seed in this judge; not for a reference that draws random numbers in forward (its first call
-    would move the global RNG under the correctness rounds' seeded calls), nor where its first call might not fit
-    beside them (the stage before timing compiles it then)."""
+    """Start compiling the reference in the background, once per task, size and seed in this judge; not for a
+    reference that draws random numbers in forward (it would move the global RNG under the rounds' seeded calls),
+    nor where its first call might not fit beside them (then it is compiled just before timing)."""
     key = ev.timing_key
     if not ev.wants_compiled() or ev.plan is None or key in ev.ctx.compiled or ev.plan.seeded:
         return
@@ -178,9 +159,8 @@ def start_for(ev: Evaluation) -> None:
 
 
 def take_for_timing(ev: Evaluation) -> Any:
-    """The compiled reference for `ev`'s timing (an aside: None when it failed): the background compile's result,
-    waited for if it still runs, else compiled now under a shared hold. The wait holds no lock: the background
-    thread may be queued behind another judge's timing, which waits for every shared holder to let go."""
+    """The compiled reference for `ev`'s timing (None when it failed): the background compile's result, waited for
+    holding no lock (module doc), else compiled now under a shared hold."""
     key = ev.timing_key
     job = ev.ctx.compiled.get(key)
     if job is None:

@@ -1,10 +1,8 @@
 """Work counting on the reference: FLOPs via torch's FlopCounterMode, minimal bytes moved.
 
-Runs inside the evaluation worker (real tensors on the real device) and, through `roofline.counting`, under
-FakeTensorMode in the caller (shapes only). Minimal bytes = every distinct input, parameter and buffer read
-once + every distinct output written once: the least DRAM traffic any implementation needs, which is what
-a roofline floor must be built on (a floor that assumes more traffic than necessary would call honest
-kernels "faster than physics").
+Runs in the judge (real tensors) and, through `roofline.counting`, under FakeTensorMode in the caller (shapes only).
+Minimal bytes: every distinct input, parameter and buffer read once, every distinct output written once; a roofline
+floor assuming more traffic would call honest kernels "faster than physics".
 """
 
 from __future__ import annotations
@@ -14,8 +12,7 @@ from typing import Any
 
 
 def tensor_nbytes(t: Any) -> int:
-    """Bytes of memory a view spans: a broadcast (stride-0) view of a 1-row buffer is one row, not the full
-    shape, because a kernel reads that memory once."""
+    """Bytes of memory a view spans: a broadcast (stride-0) view of one row is one row, read once."""
     n = t.numel()
     if n == 0:
         return 0
@@ -24,8 +21,7 @@ def tensor_nbytes(t: Any) -> int:
 
 
 def _identity(t: Any) -> tuple:
-    # Two tensor objects viewing the same memory are read once. Fake/meta tensors have no address: fall back
-    # to the object itself.
+    # Two tensors viewing the same memory are read once; fake/meta tensors have no address: the object stands in.
     from torch._subclasses.fake_tensor import FakeTensor
 
     ptr = None
@@ -79,8 +75,8 @@ _sdpa_flops._get_raw = True  # type: ignore[attr-defined]  # FlopCounterMode: pa
 
 
 def flop_counter():
-    """torch's FlopCounterMode, plus the attention kernels it does not know (the CPU flash path that
-    scaled_dot_product_attention takes on the CPU and under FakeTensorMode, counted as 0 otherwise)."""
+    """torch's FlopCounterMode, plus the attention kernels it counts as 0 (scaled_dot_product_attention's CPU flash
+    path, taken on the CPU and under FakeTensorMode)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -93,11 +89,8 @@ def flop_counter():
 
 
 def count_work(model: Any, inputs: list[Any]) -> dict[str, float | None]:
-    """{"flops": float | None, "bytes": float} of one forward of `model` on `inputs`.
-
-    flops is None when torch's counter sees no matmul/conv/attention (elementwise and reduction ops are not
-    counted by FlopCounterMode: give the task a `flops` formula for those).
-    """
+    """{"flops": float | None, "bytes": float} of one forward of `model` on `inputs`; flops is None when the counter
+    sees no matmul/conv/attention (it ignores elementwise and reduction ops: a task's `flops` formula covers them)."""
     import torch
 
     flops: float | None = None

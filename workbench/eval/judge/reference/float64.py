@@ -1,17 +1,8 @@
-"""The float64 reference: the task's model with its parameters and floating inputs cast to float64, run where it fits.
-
-Placement (docs/verdicts.md, scale), decided once per model and size:
-
-1. "device": on the evaluation's device when the float64 copies of the inputs, the output and the parameters fit
-   in half of its free memory;
-2. "device-chunked": on the device, a slice of the batch at a time, when the model treats the rows of its batch
-   independently: checked on the native model first (the slices' outputs, concatenated, must equal the whole
-   output up to rounding, `SEPARABLE_RTOL`), because a model that reduces over the batch (a loss, batch
-   statistics) would be wrong;
-3. "host": in host memory, the last resort (a KernelBench L1 problem of 6 GB inputs took 66 s there), with the
-   reason recorded.
-
-Where float64 fails (an op without a float64 kernel), the native result is the reference, with a note.
+"""The float64 reference: the task's model with its parameters and floating inputs cast to float64, placed once per
+model and size (docs/verdicts.md, scale): "device" where its float64 copies fit in half of the free memory;
+"device-chunked", a slice of the batch at a time, where the native model is shown to treat its rows independently
+(a loss or batch statistics would not); else "host", the slow last resort, with the reason noted. Where float64
+fails (an op without a float64 kernel), the native result is the reference, with a note.
 """
 
 from __future__ import annotations
@@ -36,9 +27,7 @@ def nbytes(items: Any) -> int:
 
 
 def _param_bytes(model: Any) -> int:
-    if not isinstance(model, torch.nn.Module):
-        return 0
-    return sum(t.numel() * t.element_size() for t in model.state_dict().values() if isinstance(t, torch.Tensor))
+    return nbytes(list(model.state_dict().values())) if isinstance(model, torch.nn.Module) else 0
 
 
 def _free_bytes(device: str) -> int:
@@ -80,8 +69,7 @@ class Float64Reference:
     def plan(cls, ref_model: Any, inputs: list[Any], native: Any, device: str, seed: int | None) -> Float64Reference:
         """Decide where the float64 reference of `ref_model` runs, from one input set and its native output."""
         cuda = device.startswith("cuda")
-        # The float64 copies of inputs, output and parameters, and the native-dtype clone of the inputs that
-        # `_run64` casts from.
+        # Float64 copies of inputs, output and parameters, and the native clone of the inputs `_run64` casts from.
         need = 2 * (nbytes(inputs) + nbytes(native) + _param_bytes(ref_model)) + nbytes(inputs)
         free = _free_bytes(device)
         try:
@@ -118,10 +106,9 @@ class Float64Reference:
             self.note = _native_note(exc)
             return [to64(o) for o in as_list(native)], self.note
 
-
     def _chunked(self, inputs: list[Any], seed: int | None) -> list[Any]:
-        """The float64 model a slice of rows at a time, each slice written into outputs allocated once (no list of
-        parts and a concatenated copy: the whole output is held once)."""
+        """The float64 model a slice of rows at a time, written into outputs allocated once (the whole output is held
+        once, not as parts plus their concatenation)."""
         rows = _batch_rows(inputs)
         outs: list[torch.Tensor] = []
         for s in range(0, rows, self.rows_per_chunk):
@@ -166,9 +153,7 @@ def _separable(ref_model: Any, inputs: list[Any], native: Any, chunk: int, seed:
     return True
 
 
-#: How far a slice's rows may differ from the same rows of the whole output and still count as computed alone:
-#: rounding only (a reduction's kernel may split a row differently at another batch size: L2-normalising 65535
-#: columns differs in the last bits), far below what mixing rows does (batch statistics move every value).
+#: How far a slice's rows may differ from the whole output's and still count as computed alone: rounding only.
 SEPARABLE_RTOL = 1e-5
 
 
@@ -182,19 +167,3 @@ def _same_rows(part: torch.Tensor, whole: torch.Tensor) -> bool:
     same_special = (torch.isnan(a) & torch.isnan(b)) | (a == b)
     close = (a - b).abs() <= SEPARABLE_RTOL * b.abs() + SEPARABLE_RTOL * 1e-3 * scale
     return bool((same_special | close).all())
-
-
-def reference64(ref_model: Any, inputs: list[Any], notes: list[str], model64: Any = None, native: Any = None,
-                seed: int | None = None) -> list[Any]:
-    """The reference in float64 on the inputs' own device (model and floating inputs cast); else its native result,
-    with a note. Kept for callers that hold one model; the correctness protocol plans placement with
-    `Float64Reference.plan`."""
-    plan = Float64Reference(model64 if model64 is not None else _as64(ref_model, host=False), "device")
-    if native is None:
-        seed_rng(seed)
-        with torch.no_grad():
-            native = ref_model(*clone_inputs(inputs))
-    out, note = plan(ref_model, inputs, native, seed)
-    if note and note not in notes:
-        notes.append(note)
-    return out

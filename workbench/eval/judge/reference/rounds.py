@@ -1,13 +1,10 @@
 """The reference's half of the correctness protocol, computed once per task, sizes, seed, precision, device and round
-count, and reused by every later candidate of that task in this judge (an LLM loop, a sweep, a cell run again).
+count, and reused by every later candidate of that task in this judge.
 
-A round's reference work is its inputs (drawn through the task's own input code, its random draws rerouted to the
-round's distribution: workbench.tasks.inputs), the reference's output in its native dtype and the float64 reference;
-the task-level findings (distributions skipped because the reference is not finite on them or because they would
-repeat the task's own inputs, a weak task) come from the same pass. The number of rounds follows the distributions
-kept, so it is known once they are screened (`n`). None of it depends on the
-candidate, so the judge keeps it (trusted memory only: the runner sees inputs through shared copies). Kept rounds
-are bounded by `ReferenceCache`'s byte budget; a task too large for it computes each round when it is needed and
+A round is its inputs (the task's input code, its random draws rerouted to the round's distribution:
+workbench.tasks.inputs), the reference's native output and the float64 reference; the same pass finds the
+task-level flaws (distributions skipped, a weak task). None of it depends on the candidate, so the judge keeps it in
+trusted memory, within `ReferenceCache`'s byte budget; a task too large for it computes each round when needed and
 keeps nothing (docs/verdicts.md, speed and scale).
 """
 
@@ -48,9 +45,14 @@ MIN_ROUNDS = 5
 PRIOR_ROUNDS = 2
 
 
+def _derived_seed(seed: int, salt: int) -> int:
+    """A seed of its own for one use of the evaluation's `seed` (a round, a probe)."""
+    return (seed * 1_000_003 + salt) % (1 << 62)
+
+
 def round_seeds(seed: int, r: int) -> tuple[int, int]:
     """(seed of round r's inputs, the RNG state every call of the round starts from)."""
-    round_seed = (seed * 1_000_003 + 7919 * (r + 1)) % (1 << 62)
+    round_seed = _derived_seed(seed, 7919 * (r + 1))
     return round_seed, (round_seed * 31 + 1) % (1 << 62)
 
 
@@ -122,10 +124,11 @@ class ReferenceRounds:
     _screened: bool = False
     _judged_task: bool = False
     #: Where rounds are not kept: the next round, made while the one in use had its calls (`prepare`), the round
-    #: last handed out, and the bytes of one round.
+    #: last handed out, the bytes of one round, and the outputs of recent rounds that `prior` needs.
     _ahead: RoundData | None = None
     _last: int = -1
     _round_bytes: int = 0
+    _recent: dict[int, list[PriorOutput]] = field(default_factory=dict, init=False)
 
     @classmethod
     def create(cls, ref: LoadedReference, device: str, sizes: list[dict], seed: int,
@@ -182,9 +185,8 @@ class ReferenceRounds:
         return found
 
     def pending(self) -> int | None:
-        """The round to make before it is used (`prepare`), or None. While rounds are kept: the first one not made
-        yet. Otherwise the one after the round in use, when two rounds fit the budget and it is not made already:
-        held until its turn, one round ahead at most."""
+        """The round to make before it is used (`prepare`), or None: the first not made while rounds are kept, else
+        the one after the round in use where two rounds fit the budget (held until its turn, one ahead at most)."""
         if self.keep:
             return next((r for r in range(self.n) if r not in self._rounds), None)
         nxt = self._last + 1
@@ -197,20 +199,16 @@ class ReferenceRounds:
         return 0 < 2 * round_bytes <= self.budget
 
     def hold_ahead(self, rd: RoundData) -> bool:
-        """Hold `rd`, made before the check asked for it (`check_rounds.make_ahead`), as the round ahead when making
-        it showed the rounds too large to keep: the check uses it instead of making it again (KernelBench L2/1 on an
-        H100: 0.15 s of its first round made twice, the second time on the check's critical path). Only where two
-        rounds fit the budget, as for a round made beside a call (`pending`): a round of a problem that fills the GPU
-        (KernelBench L1/19, L1/34: 7-8 GiB inputs) held through the candidate's model build and first call ran the
-        judge out of memory. Returns whether it is held."""
+        """Hold `rd`, made ahead (`ahead.make_ahead`) before the rounds proved too large to keep, as the round ahead,
+        so the check does not make it again; only where two rounds fit the budget (a round of a problem that fills
+        the GPU, held through the candidate's build, runs the judge out of memory). Returns whether it is held."""
         if self.keep or self._ahead is not None or not self._two_fit(rd.nbytes):
             return False
         self._ahead, self._last = rd, rd.number - 1
         return True
 
     def drop_ahead(self) -> None:
-        """Forget the round held ahead, when the check that would have used it ended (the rounds outlive it in the
-        judge's cache; its memory does not)."""
+        """Forget the round held ahead when the check that would have used it ended (the rounds outlive the check)."""
         self._ahead, self._last = None, -1
 
     def prepare(self, r: int) -> None:
@@ -221,9 +219,8 @@ class ReferenceRounds:
             self._ahead = self._compute(r)
 
     def finish(self) -> None:
-        """Judge the task itself (`weak-task`) once every round was computed. Called after the last round was
-        used, not while it is: a task too large to keep its rounds has freed the last one by then, and the probe
-        of ignored inputs needs inputs and outputs of its own."""
+        """Judge the task itself (`weak-task`) once every round was computed; called after the last round was used,
+        so a task too large to keep its rounds has freed it before the ignored-input probe makes its own."""
         if not self._judged_task and len(self._constant) >= self.n:
             self._judged_task = True
             self._judge_task()
@@ -247,9 +244,6 @@ class ReferenceRounds:
             self.notes.append(text)
 
     # -- building --
-    def __post_init__(self) -> None:
-        self._recent: dict[int, list[PriorOutput]] = {}
-
     def _inputs(self, size: dict, seed: int, dist: str, record: DrawRecord | None = None) -> list[Any]:
         try:
             return self.ref.make_inputs(size, seed, self.device, dist, note=self.note, record=record)
@@ -274,16 +268,13 @@ class ReferenceRounds:
         return kept[r % len(kept)]
 
     def _screen_distributions(self) -> None:
-        """Skip each distribution that would repeat the task's own inputs: quietly where its draws already have
-        that distribution (only torch.rand, for "uniform"), with a note where get_inputs draws no random values at
-        all. Skip, with a note, each on which the reference is not finite (log of negatives, exp of large values)
-        while it is on the task's own inputs. Judged on separate probe inputs, so no candidate runs on discarded
-        inputs."""
+        """Skip each distribution that would repeat the task's own inputs, or on which the reference is not finite
+        while it is on the task's own, with a note; judged on probe inputs, so no candidate runs on discarded ones."""
         self._screened = True
         if all(d == "default" for d in self.dists):
             return
         model, size = self.model(0), self.sizes[0]
-        probe_seed = (self.seed * 1_000_003 + 15_485_863) % (1 << 62)
+        probe_seed = _derived_seed(self.seed, 15_485_863)
         finite: list[bool] = []  # the reference on the task's own probe inputs, computed when first needed
         not_random = []
         for dist in self.dists:
@@ -345,7 +336,7 @@ class ReferenceRounds:
     def _weak_stats(self, r: int, ref64: list[Any], native: Any) -> None:
         natives = as_list(native)
         # An output is weak only when a constant passes in every round: once one round says no, later rounds skip
-        # the two passes over it (each a few tens of milliseconds on a KernelBench output of a billion elements).
+        # the two passes over it (costly on a large output).
         open_ = [all(v[k] is True for v in self._constant.values() if k < len(v)) for k in range(len(natives))]
         self._constant[r] = constant_passes(ref64, natives, self.tolerance, open_)
         for k, (r64, rn) in enumerate(zip(ref64, natives, strict=False)):
@@ -353,8 +344,7 @@ class ReferenceRounds:
                 self._scalars.setdefault(k, (dtype_name(rn.dtype), []))[1].append(float(r64.reshape(-1)[0]))
 
     def _judge_task(self) -> None:
-        """`weak-task` when the task cannot tell right from wrong: a constant would pass, or an input does not
-        matter."""
+        """`weak-task` when the task cannot tell right from wrong: a constant passes, or an input does not matter."""
         rounds = [self._constant[r] for r in sorted(self._constant)]
         n_out = max((len(v) for v in rounds), default=0)
         for k in range(n_out):
@@ -379,7 +369,7 @@ class ReferenceRounds:
         stays within tolerance means a candidate could ignore that input and pass."""
         i = min(self._input_numel, key=self._input_numel.get) if self._input_numel else 0
         size, model = self.sizes[i], self.model(i)
-        base_seed = (self.seed * 1_000_003 + 104_729) % (1 << 62)
+        base_seed = _derived_seed(self.seed, 104_729)
         base = self._inputs(size, base_seed, "default")
         other = self._inputs(size, base_seed + 1, "default")
         base_out = as_list(self.run(model, base, size, "default", base_seed))
@@ -415,7 +405,7 @@ class ReferenceRounds:
 
 def reference_budget(device: str, held: int = 0) -> int:
     """Bytes the judge may keep in reference rounds: a quarter of the GPU memory not used by others (free now plus
-    what the cache already holds; the runner and the candidate's buffers need the rest), 2 GiB on the CPU."""
+    `held` by the cache; the runner and the candidate need the rest), 2 GiB on the CPU."""
     if device.startswith("cuda"):
         return int(0.25 * (torch.cuda.mem_get_info(torch.device(device))[0] + held))
     return 2 << 30

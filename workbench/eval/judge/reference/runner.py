@@ -1,28 +1,10 @@
-"""The reference timed in a runner of its own, beside the candidate's, so both sides of a speedup are measured alike.
+"""The reference timed in a runner of its own, started like the candidate's and reading the same pool through the
+same mapping, so the two sides of a speedup differ only in the code they run. Only the task's reference runs there,
+so its clock is the reference's figure (bounded by the judge's clock); its outputs go to a buffer of its own.
 
-Why: the judge used to time the reference in its own process and the candidate in a sandboxed runner, and identical
-code read differently on the two sides (KernelBench references judged against themselves at 0.73-1.18 on a GPU).
-The runner reads its inputs through a CUDA IPC mapping (about 3% slower on a bandwidth-bound kernel than the judge's
-own allocation), and a launch-bound network's time depends on the process that launches it (its threads, its
-hooks, its allocator's state). A runner started the same way (the same fork server, sandbox and harness), reading
-the same pool through the same mapping, with its weights copied in the same way, leaves the two sides differing
-only in the code they run.
-
-Trust: only the task's reference runs there, and the task is the judge's, so its clock is the reference's figure
-(bounded by the judge's clock like the candidate's). It maps the pool's input sets and, for its outputs, one buffer
-of its own that every call's output is copied into: the copy a candidate's runner makes into its slot after each
-call is made on the reference's side too (as the judge once copied into a scratch output), and nothing the
-reference computes is ever written where a candidate's runner can read it. The outputs the timing's re-checks
-compare against are still computed in the judge (`timing.PairTimer`).
-
-Speed: it is launched when the pool is made, before the candidate is imported, and its requests (load, build, map
-the pool) are queued at once; their replies are read when timing starts, so its start-up overlaps the candidate's
-import and checks. It lives with the pool (`InputPool.reference_runner`) and is kept with it for the next candidate
-of the same task, size and seed.
-
-When it cannot start or load the reference (a reference its sandbox refuses), or fails while timing, the judge
-times the reference in its own process, as it did before, and the Result says why
-(`protocol["reference_timed_in"]`).
+Launched when the pool is made, its requests queued at once and their replies read when timing starts, it starts
+beside the candidate's import and checks, and is kept with the pool (`InputPool.reference_runner`). When it cannot
+start, load or time the reference, the judge times it and says why (`protocol["reference_timed_in"]`).
 """
 
 from __future__ import annotations
@@ -38,25 +20,20 @@ from workbench.eval.judge.runners.session import CandidateSession, RemoteError
 from workbench.eval.wire import runner_messages as protocol
 
 if TYPE_CHECKING:
+    from workbench.eval.judge.context import Context
     from workbench.eval.judge.evaluation import Evaluation
+    from workbench.eval.judge.timing.inputs import InputPool
 
-#: Seconds the reference's runner may take to start, import the reference, build it and map the pool, counted
-#: from when the timing starts waiting for it (most of it overlapped the candidate's import and checks).
+#: Seconds the reference's runner may take to start, load the reference and map the pool, from when timing waits.
 READY_TIMEOUT_S = 120.0
-#: The judge times the reference itself when free device memory at timing is under this many outputs (plus
-#: TIGHT_MARGIN_BYTES): each runner keeps its last call's output and temporaries cached between batches, and two
-#: of them beside the judge's pool ran an 8 GB problem out of memory. (Asking each runner to give its cache back
-#: after every batch kept them in memory but left the driver clearing it under the other side's batch: an A/A
-#: pair of a 7 GB InstanceNorm read 0.65.)
+#: The judge times the reference itself below this many outputs (runners cache theirs) + TIGHT_MARGIN_BYTES free.
 TIGHT_OUTPUTS = 4
 TIGHT_MARGIN_BYTES = 2 << 30
 
 
 def wanted(device: str) -> bool:
-    """Whether the reference is timed in a runner: on a GPU by default; `KWB_REFERENCE_RUNNER=1` asks for it on the
-    CPU too, `=0` times it in the judge everywhere. On the CPU the default stays the judge's process: there both
-    sides are timed on one pinned core by the judge's wall clock, and a second runner costs a small machine more
-    than the symmetry gains there."""
+    """Whether the reference is timed in a runner: on a GPU by default (on the CPU both sides share one pinned core
+    and the judge's clock, so a second runner costs more than it gains); `KWB_REFERENCE_RUNNER=1`/`=0` forces it."""
     forced = os.environ.get("KWB_REFERENCE_RUNNER", "").strip()
     if forced in ("0", "1"):
         return forced == "1"
@@ -78,9 +55,9 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
-def _scratch_slots(session: CandidateSession, pool: Any) -> list[Any]:
-    """One output buffer in the reference session's own memory, as every set's slot (module doc); none for an
-    output over LARGE_OUTPUT_BYTES, which the judge did not mirror either (`timing_batches.copy_out_mirrored`)."""
+def _scratch_slots(session: CandidateSession, pool: InputPool) -> list[Any]:
+    """One output buffer of the reference session's own, as every set's slot; none where the candidate's output is
+    not copied out either (`timing.batches.copy_out_mirrored`)."""
     from workbench.eval.judge.timing.batches import copy_out_mirrored
 
     if not copy_out_mirrored(pool):
@@ -95,20 +72,16 @@ class ReferenceRunner:
 
     def __init__(self, session: CandidateSession, model_id: int, pool_id: int, warmed: bool = False):
         self.session, self.model_id, self.pool_id = session, model_id, pool_id
-        self.launched_at = time.perf_counter()
         self.is_ready = False
         #: Whether an untimed first call was queued after the pool (`launch`'s `warm`): its reply is read by `ready`.
         self.warmed = warmed
-        #: Evaluations that timed on this runner (1 for the one that launched it).
-        self.uses = 0
 
     @classmethod
-    def launch(cls, ctx: Any, device: str, limits: Limits, timeout: float, pool: Any, ref_model: Any, source: str,
-               precision: dict[str, Any], init: list[Any], seed: int, sizes: dict[str, Any],
+    def launch(cls, ctx: Context, device: str, limits: Limits, timeout: float, pool: InputPool, ref_model: Any,
+               source: str, precision: dict[str, Any], init: list[Any], seed: int, sizes: dict[str, Any],
                warm: bool = False) -> ReferenceRunner:
-        """Spawn the runner and queue its requests (module doc); raises ReferenceRunnerFailed when it cannot even
-        be spawned or the pool cannot be lent to it. `warm`: then one untimed call of the reference on the pool's
-        last set (`warm_first_call`)."""
+        """Spawn the runner and queue its requests; raises ReferenceRunnerFailed when it cannot be spawned or the
+        pool cannot be lent to it. `warm`: one untimed call on the pool's last set follows (`warm_first_call`)."""
         if pool.arena is None:
             raise ReferenceRunnerFailed("the timing inputs are nested (lists of tensors): they live in the "
                                         "candidate's own shared memory, which a second runner cannot map")
@@ -134,8 +107,7 @@ class ReferenceRunner:
         return cls(session, model_id, pool_id, warm)
 
     def answers(self, timeout: float = 5.0) -> bool:
-        """Whether a kept runner still answers (a ping); one that does not is closed. A runner kept by an evaluation
-        that ended before its timing (a candidate that did not compile) has its queued replies read first."""
+        """Whether a kept runner still answers a ping (its queued replies read first); one that does not is closed."""
         if self.session.runner.closed:
             return False
         try:
@@ -184,11 +156,11 @@ class ReferenceRunner:
         self.session.close()
 
 
-# ---- an evaluation's use of it (as `runner_start.py` starts the candidate's runner) ---------------------------------
+# ---- an evaluation's use of it (as `runners/start.py` starts the candidate's runner) --------------------------------
 
 def launch_for(ev: Evaluation) -> None:
-    """Before the candidate is imported: reuse the runner kept with the evaluation `ev`'s pool, or launch one (module
-    doc). `protocol["reference_timed_in"]` says which, or why the judge will time the reference itself."""
+    """Before the candidate is imported: reuse the runner kept with `ev`'s pool, or launch one;
+    `reference_timed_in` says which, or why the judge will time the reference itself."""
     pool = ev.plan.pool if ev.plan is not None else None
     if pool is None or not wanted(ev.device):
         return
@@ -216,20 +188,17 @@ def launch_for(ev: Evaluation) -> None:
         diag.reference_timed_in = f"judge: {exc}"
 
 
-def warm_first_call(pool: Any, device: str) -> bool:
-    """Whether the reference's runner makes one untimed call right after mapping the pool, beside the candidate's
-    import and checks. Why: the first call of a shape in a fresh process pays cuDNN's (or cuBLAS's) choice of
-    algorithm, 0.17 s for KernelBench L2/1's convolution on an H100, which otherwise lands in the timing's first
-    round. Only where its output and temporaries fit beside the check as a compile's first call would
-    (`reference_compile.fits_beside`): on a problem that fills the device, such a call held an 8 GiB output beside
-    the check, whose own copy then took 6.6 s (L1/19). The runner gives the call's memory back before it replies."""
+def warm_first_call(pool: InputPool, device: str) -> bool:
+    """Whether the reference's runner makes one untimed call after mapping the pool, so cuDNN's or cuBLAS's choice of
+    algorithm for the shape is paid beside the candidate's import rather than in the first timed round. Only where
+    the call fits beside the check (`compiled.fits_beside`); the runner gives its memory back before replying."""
     from workbench.eval.judge.reference.compiled import fits_beside
     from workbench.eval.judge.timing.inputs import free_bytes
 
     return device.startswith("cuda") and fits_beside(pool.set_bytes, free_bytes(device))
 
 
-def tight(pool: Any, device: str) -> str:
+def tight(pool: InputPool, device: str) -> str:
     """Why two runners' outputs would not fit beside the pool now ("" when they do: TIGHT_OUTPUTS)."""
     import torch
 
@@ -243,9 +212,8 @@ def tight(pool: Any, device: str) -> str:
 
 
 def take_for_timing(ev: Evaluation) -> ReferenceRunner | None:
-    """When timing starts: the pool's reference runner, ready (its replies read), or None when there is none, it
-    failed, or memory is too tight for two runners (`tight`); then the judge times the reference, and the Result
-    says why."""
+    """When timing starts: the pool's reference runner, ready, or None (there is none, it failed, or memory is too
+    tight: `tight`) and the judge times the reference, saying why."""
     pool = ev.plan.pool if ev.plan is not None else None
     runner = pool.reference_runner if pool is not None else None
     if runner is None:
@@ -261,7 +229,6 @@ def take_for_timing(ev: Evaluation) -> ReferenceRunner | None:
         pool.reference_runner = None
         ev.diagnostics.reference_timed_in = f"judge: {exc}"
         return None
-    runner.uses += 1
     ev.diagnostics.reference_runner_wait_s = round(waited, 3)
     return runner
 

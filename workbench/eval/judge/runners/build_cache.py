@@ -1,20 +1,11 @@
-"""A persistent cache of CUDA candidates' builds, keyed by the candidate's source and the toolchain, so evaluating the
-same CUDA source again does not compile it again (a `load_inline` build takes 45-70 s; a cached one loads in
-seconds).
+"""A persistent cache of CUDA candidates' builds, keyed by the candidate's source and the toolchain: an entry only
+serves the exact source that built it, so the same source is not compiled again.
 
-Only the judge writes the cache (docs/anti-cheating.md, cheat 20): after a runner built a candidate, the judge copies the runner's
-private build directory into a new entry and records a SHA-256 of every file in the entry's index. A runner gets an
-entry read-only (bound into its sandbox, or copied into its directory without one) and copies it into its own
-scratch before importing the candidate, so torch's build system finds everything up to date. On every read the
-judge checks the files against the index; an entry that does not match is deleted, never used.
-
-An entry only ever serves the exact source that built it: a candidate can at worst cache its own build.
-
-The copy out of a runner never follows a link (docs/anti-cheating.md, cheat 27): the judge opens the runner's root and walks down
-to the build directory and through it one name at a time, relative to descriptors it already holds, refusing
-symbolic links (O_NOFOLLOW), hard links to files elsewhere, devices, FIFOs and sockets. A runner that replaces its
-build directory (or anything in it) with a link to a host directory therefore gets nothing stored, instead of
-the judge copying the host's files into an entry the next runner of the same source can read.
+Only the judge writes it (docs/anti-cheating.md, cheat 20): it copies a runner's build directory into an entry
+indexed by each file's SHA-256, checked on every read (a mismatching entry is deleted); runners get entries
+read-only and copy them into their own scratch. The copy out of a runner follows no link (cheat 27): it walks one
+name at a time from descriptors the judge holds, refusing symbolic and hard links, devices, FIFOs and sockets, so a
+runner that plants a link to a host directory gets nothing stored.
 """
 
 from __future__ import annotations
@@ -74,6 +65,11 @@ def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
+def _index(build: Path) -> dict[str, str]:
+    """Each file below `build` (by its relative path) and its SHA-256."""
+    return {str(p.relative_to(build)): _digest(p) for p in _files(build)}
+
+
 def lookup(entry_key: str) -> Path | None:
     """The entry's build directory when it exists and every file matches the index; else None (a mismatching
     entry is removed)."""
@@ -86,8 +82,7 @@ def lookup(entry_key: str) -> Path | None:
         build = entry / "build"
         if any(p.is_symlink() or not (p.is_file() or p.is_dir()) for p in build.rglob("*")):
             raise ValueError("the entry holds a link or a special file")
-        actual = {str(p.relative_to(build)): _digest(p) for p in _files(build)}
-        if actual != index.get("files"):
+        if _index(build) != index.get("files"):
             raise ValueError("files do not match the index")
     except (OSError, ValueError):
         shutil.rmtree(entry, ignore_errors=True)
@@ -183,9 +178,8 @@ def _copy_dir(dir_fd: int, dest: Path, budget: _Budget) -> None:
 
 def copy_out(root: str | Path, relative: str, dest: str | Path, max_bytes: int = MAX_ENTRY_BYTES,
              max_files: int = MAX_ENTRY_FILES) -> None:
-    """Copy `root`/`relative` (a runner's build directory, `root` being its root as the judge sees it) to `dest`
-    (which must not exist), following no link anywhere below `root`. Raises RefusedCopy when anything there is a
-    link, a hard link, not a regular file or directory, or over the limits; `dest` is then removed."""
+    """Copy `root`/`relative` (a runner's build directory below its root) to the new `dest`, following no link below
+    `root`; raises RefusedCopy (`dest` removed) on a link, a hard link, a special file, or past the limits."""
     fd = _open_below(root, relative)
     try:
         _copy_dir(fd, Path(dest), _Budget(max_bytes, max_files))
@@ -197,20 +191,17 @@ def copy_out(root: str | Path, relative: str, dest: str | Path, max_bytes: int =
 
 
 def store(entry_key: str, root: str | Path, relative: str = ".") -> Path | None:
-    """Copy a runner's build directory, `root`/`relative`, into a new entry (atomically), through `copy_out`:
-    nothing below `root` is followed if it is a link. Returns the entry's build directory, or None when there is
-    nothing to keep, it is too large, or the copy was refused."""
+    """Copy a runner's build directory, `root`/`relative`, into a new entry atomically through `copy_out`; the
+    entry's build directory, or None when there is nothing to keep or the copy was refused."""
     root_dir = cache_root()
     root_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{entry_key}-", dir=root_dir))
     try:
         copy_out(root, relative, tmp / "build")
-        files = _files(tmp / "build")
+        files = _index(tmp / "build")
         if not files:
             raise RefusedCopy("no files")
-        index = {"files": {str(p.relative_to(tmp / "build")): _digest(p) for p in files},
-                 "toolchain": toolchain()}
-        (tmp / "index.json").write_text(json.dumps(index, indent=1))
+        (tmp / "index.json").write_text(json.dumps({"files": files, "toolchain": toolchain()}, indent=1))
         final = root_dir / entry_key
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)
@@ -231,9 +222,8 @@ TRITON_MOUNT = "/tmp/triton"
 
 
 def triton_dir(source: str, device: str) -> Path | None:
-    """The Triton kernel cache of one candidate source (GPU only: the interpreter compiles nothing), made for the
-    runner's user: bound writable into that source's runners and no other's (module doc of
-    `workbench.eval.judge.runners.start`). None where it cannot be made (the runner then compiles privately)."""
+    """The Triton kernel cache of one candidate source (GPU only), owned by the runner's user, bound writable into that
+    source's runners only (`runners/start.py`); None where it cannot be made (the runner compiles privately)."""
     if not device.startswith("cuda"):
         return None
     import triton

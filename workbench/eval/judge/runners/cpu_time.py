@@ -1,9 +1,7 @@
-"""The CPU time a runner's process has used, read by the judge from /proc: what a call cost the runner, measured by
-nothing the runner controls (`checks/evidence.py` weighs the candidate's launch reports with it).
-
-Each thread's `schedstat` counts nanoseconds on a CPU; `stat` counts 10 ms ticks, far too coarse for one call. A
-thread that exits during a call takes its time with it, so the figure is a lower bound: it can only make a call look
-cheaper, which never makes a forged report look paid for.
+"""The CPU time a runner's process has used, read by the judge from each thread's /proc `schedstat` (nanoseconds;
+`stat`'s ticks are too coarse for one call): nothing the runner controls (`checks/evidence.py` weighs the launch
+reports with it). A thread that exits during a call takes its time with it, so the figure is a lower bound, which
+never makes a forged report look paid for.
 """
 
 from __future__ import annotations

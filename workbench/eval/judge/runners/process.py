@@ -1,9 +1,9 @@
 """The judge's handle on runners: the fork server it owns, and one `RunnerProcess` per candidate.
 
-`RunnerProcess` owns its runner's whole lifecycle the way a worker controller does: `start` spawns it through the
-fork server and waits for `Ready`; `request` sends one message and waits for the answer (or the deadline);
-`close` asks it to shut down, then kills it and everything it started, every time. A runner that dies, falls silent
-or breaks the protocol becomes a `RunnerDied` or `RunnerViolation` here; the judge turns those into Results.
+`RunnerProcess` owns its runner's lifecycle: `start` spawns it through the fork server and waits for `Ready`;
+`request` sends one message and waits for the answer or the deadline; `close` asks it to shut down, then kills it
+and everything it started. A runner that dies, falls silent or breaks the protocol raises `RunnerDied` or
+`RunnerViolation` here.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +75,24 @@ def describe_status(status: int) -> str:
     return f"exited with code {os.WEXITSTATUS(status)}"
 
 
+def _pids_where(match: Callable[[int], bool]) -> list[int]:
+    """Every PID in /proc for which `match` holds (a process that ends meanwhile is left out)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with suppress(OSError):
+                if match(int(name)):
+                    found.append(int(name))
+    return found
+
+
+def package_root() -> str:
+    """The directory holding the `workbench` package the judge runs: the fork server imports it from there."""
+    import workbench
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(workbench.__file__)))
+
+
 class ForkServer:
     """The judge's fork server process (trusted). Started with the runner's allow-listed environment."""
 
@@ -80,8 +100,7 @@ class ForkServer:
         self.device = device
         self.channel, theirs = Channel.pair()
         env = sandbox.runner_env(device)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        env["PYTHONPATH"] = root
+        env["PYTHONPATH"] = package_root()
         env["HOME"] = tempfile.gettempdir()
         if os.environ.get("KWB_SANDBOX"):  # e.g. "none": a user's explicit choice reaches the server
             env["KWB_SANDBOX"] = os.environ["KWB_SANDBOX"]
@@ -116,10 +135,8 @@ class ForkServer:
         return reply
 
     def close(self) -> None:
-        try:
+        with suppress(Exception):
             self.channel.send(server_messages.encode(server_messages.Exit()))
-        except Exception:
-            pass
         self.channel.close()
         try:
             self.proc.wait(timeout=5)
@@ -145,8 +162,7 @@ class RunnerProcess:
                  warm: tuple[str, ...] = ()):
         self.server, self.device = server, device
         self.job, self.nonce = protocol.new_nonce()[:12], protocol.new_nonce()
-        self.seq_out = 0
-        self.seq_in = 0
+        self.seq_out = self.seq_in = 0
         self.channel, theirs = Channel.pair()
         log_r, log_w = os.pipe()
         self.log = BoundedLog(log_r)
@@ -166,8 +182,7 @@ class RunnerProcess:
         self.pid, self.inner_pid = reply.pid, reply.inner_pid
         self.sandbox, self.sandbox_reason = reply.sandbox, reply.reason
         self.ready: protocol.Ready | None = None
-        self.closed = False
-        self.frozen = False
+        self.closed = self.frozen = False
         self._status: int | None = None
         #: Whose runner this is, in the judge's trace (`trace.py`): the candidate's, the reference's or a spare.
         self.role = "runner"
@@ -177,16 +192,15 @@ class RunnerProcess:
               extra_binds: list[tuple[str, str]] | None = None, share_ipc: bool = False,
               writable_binds: list[tuple[str, str]] | None = None, warm: tuple[str, ...] = ()) -> RunnerProcess:
         """`extra_binds` are bound read-only into the sandbox, `writable_binds` writable (a source's own Triton
-        cache); without a sandbox a writable bind's path is given to the runner directly. `warm`: the GPU libraries
-        it loads right after Ready (`runner_libraries.py`)."""
+        cache; without a sandbox its path is given directly). `warm`: the GPU libraries it loads after Ready
+        (`libraries.py`)."""
         runner = cls(server, device, limits or Limits(), list(extra_binds or []), share_ipc, writable_binds, warm)
         runner.await_ready()
         return runner
 
     def await_ready(self, deadline: float | None = None) -> protocol.Ready:
-        """The runner's Ready (read once; the runner is closed when it does not come or speaks another protocol).
-        `start` waits for it at once; a judge that queues requests before reading it (`reference_runner.py`) lets
-        the runner start up while it does other work."""
+        """The runner's Ready, read once (the runner is closed when it does not come or speaks another protocol);
+        reading it late (`reference/runner.py`) lets the runner start up while the judge works."""
         if self.ready is not None:
             return self.ready
         try:
@@ -256,9 +270,8 @@ class RunnerProcess:
         return self.receive(kinds, time.monotonic() + timeout)
 
     def build_location(self) -> tuple[str, str]:
-        """(root, path below it) of the runner's CUDA build directory as the judge reaches it: the root of its
-        sandbox (through /proc), or without one the directory holding its scratch. `build_cache.store` walks below
-        the root without following any link the runner may have planted."""
+        """(root, path below it) of the runner's CUDA build directory as the judge reaches it: its sandbox's root
+        (through /proc), or without one the directory holding its scratch (`build_cache.store` walks below it)."""
         if self.workdir:
             return os.path.dirname(self.workdir), os.path.join(os.path.basename(self.workdir), "torch_extensions")
         return f"/proc/{self.inner_pid}/root", "tmp/torch_extensions"
@@ -280,75 +293,44 @@ class RunnerProcess:
                 assert isinstance(reply, server_messages.Status)
                 self._status = reply.status
             except Exception:
-                try:  # its first child is stuck: end it too
+                with suppress(ProcessLookupError):  # its first child is stuck: end it too
                     os.kill(self.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 self._status = -1
         return self._status
 
-    def _namespace_members(self) -> list[int]:
-        """Outer PIDs of every process in the runner's PID namespace (the runner itself included)."""
+    def members(self) -> list[int]:
+        """Outer PIDs of every process of the runner: its PID namespace, or without a sandbox its process group."""
+        if self.sandbox != "namespaces":
+            return _pids_where(lambda pid: os.getpgid(pid) == self.pid) or [self.pid]
         try:
             target = os.readlink(f"/proc/{self.inner_pid}/ns/pid")
         except OSError:
-            return []
-        pids = []
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    if os.readlink(f"/proc/{name}/ns/pid") == target:
-                        pids.append(int(name))
-                except OSError:
-                    pass
-        return pids
-
-    def members(self) -> list[int]:
-        """Outer PIDs of every process of the runner: its PID namespace, or without a sandbox its process group."""
-        if self.sandbox == "namespaces":
-            return self._namespace_members() or [self.inner_pid]
-        found = []
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    if os.getpgid(int(name)) == self.pid:
-                        found.append(int(name))
-                except OSError:
-                    pass
-        return found or [self.pid]
+            return [self.inner_pid]
+        return _pids_where(lambda pid: os.readlink(f"/proc/{pid}/ns/pid") == target) or [self.inner_pid]
 
     def cpu_use(self) -> CpuUse:
-        """Threads alive and CPU seconds used so far by every process of the runner, read from /proc by the judge
-        (nothing the runner reports): user + system time of each process, its dead threads and its reaped children
-        included."""
+        """Threads alive and CPU seconds (user + system, dead threads and reaped children included) of the runner's
+        processes, read from /proc by the judge."""
         threads, ticks = 0, 0
         for pid in self.members():
-            try:
+            with suppress(OSError, ValueError, IndexError):
                 threads += len(os.listdir(f"/proc/{pid}/task"))
                 with open(f"/proc/{pid}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
                 ticks += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
-            except (OSError, ValueError, IndexError):
-                pass
         return CpuUse(threads=threads, seconds=ticks / _CLOCK_TICKS)
 
     def _signal_all(self, sig: int) -> None:
         if self.sandbox == "namespaces":
-            members = self._namespace_members() or [self.inner_pid]
-            for pid in members:
-                try:
+            for pid in self.members():
+                with suppress(ProcessLookupError):
                     os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
         else:
-            try:
+            with suppress(ProcessLookupError):
                 os.killpg(self.pid, sig)
-            except ProcessLookupError:
-                pass
 
     def freeze(self) -> None:
-        """Stop every process of the runner (the judge is about to time the reference: nothing of the candidate's
-        may run beside it)."""
+        """Stop every process of the runner (nothing of the candidate's runs beside the judge timing the reference)."""
         if not self.frozen:
             self._signal_all(signal.SIGSTOP)
             self.frozen = True
@@ -363,10 +345,8 @@ class RunnerProcess:
         # (killing that one too would leave the runner a zombie of whoever adopts it).
         self._signal_all(signal.SIGKILL)
         if self.sandbox != "namespaces":
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     def close(self, wait: bool = True) -> None:
         """End the runner: it is killed before this returns, so nothing of the candidate runs past it. `wait`
@@ -376,10 +356,8 @@ class RunnerProcess:
         self.closed = True
         if self.frozen:
             self.thaw()
-        try:
+        with suppress(Exception):
             self.send(protocol.Shutdown())
-        except Exception:
-            pass
         self.kill()
         if wait:
             self.reap()

@@ -1,11 +1,10 @@
 """The judge's side of one candidate: a runner process, the shared buffers it may touch, and remote models that the
 correctness protocol calls as if they were local.
 
-`CandidateSession` puts every input the runner needs into shared memory the judge owns, asks the runner for a call,
-and reads the outputs back from slots it owns, so the protocol in `correctness.py` sees plain tensors. What the
-runner reports beside the outputs (launches, threads, forms) is collected in `reports` for the judge's checks. A
-runner's exception arrives as a `Fault` and is raised here as `CandidateFailure` with a `RemoteError` inside:
-a type name and a text, never an object of the candidate's.
+`CandidateSession` puts every input into shared memory the judge owns and reads the outputs back from slots it owns,
+so the correctness check sees plain tensors; what the runner reports beside them is kept in `reports` for the
+checks. A runner's exception arrives as a `Fault`, raised here as `CandidateFailure` around a `RemoteError`: a type
+name and a text, never an object of the candidate's.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,8 +25,11 @@ from workbench.eval.wire import model_init
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire.runner_messages import OutputForm, TensorRef
 from workbench.eval.wire.shared_memory import Arena, dtype_from_name
-from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list, is_plain
+from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list
 from workbench.eval.wire.transport import MAX_FDS
+
+if TYPE_CHECKING:
+    from workbench.eval.judge.timing.inputs import InputPool
 
 
 class RemoteError(Exception):
@@ -55,8 +57,8 @@ def _standin(form: OutputForm, device: str) -> Any:
     """A judge-side object with the form the runner reported, so the comparison names the right problem."""
     if form.type_name != "Tensor" and not form.plain:
         if "." in form.type_name:  # a torch.Tensor subclass, reported as module.name
-            cls = type(form.type_name.rsplit(".", 1)[-1], (_ReportedSubclass,), {"__module__": form.type_name.rsplit(".", 1)[0]})
-            return torch.empty(0).as_subclass(cls)
+            module, _, name = form.type_name.rpartition(".")
+            return torch.empty(0).as_subclass(type(name, (_ReportedSubclass,), {"__module__": module}))
         return _standin_class(form.type_name)()
     dtype = dtype_from_name(form.dtype) if form.dtype else torch.float32
     if not form.dense:
@@ -69,10 +71,9 @@ def _standin(form: OutputForm, device: str) -> Any:
 
 @dataclass
 class CallRecord:
-    """One candidate call as the runner reported it (`launch`, `forms`, `seconds`), and as the judge measured it: the
-    runner's CPU nanoseconds during the call from /proc (None where /proc does not say), the judge's wall-clock
-    bracket, whether an output equals one of the call's inputs (`checks.runtime.judge_launches`), the model called,
-    and the CPU a probe call had its runner burn per interpreted launch (`launch_probe.py`; 0 in other calls)."""
+    """One candidate call as the runner reported it (`launch`, `forms`, `seconds`) and as the judge measured it (the
+    runner's CPU nanoseconds from /proc, the wall-clock bracket, an output equal to an input), with the model called
+    and a probe call's CPU budget per launch (`evidence/probe.py`; 0 in other calls)."""
 
     launch: protocol.LaunchReport
     forms: tuple[OutputForm, ...]
@@ -117,11 +118,11 @@ class CandidateSession:
     profiled: tuple[dict[str, float], tuple[str, ...]] | None = None
     #: What recorded the kernels of the last profiled forward (the runner's report).
     kernel_tracer: str = ""
-    #: Lets go of the judge's shared hold of the device while the candidate compiles (`compile_pause.py`): a
-    #: context manager factory, `DeviceLock.released` as the evaluation binds it; None: nothing to let go of.
+    #: Lets go of the judge's shared hold of the device while the candidate compiles (`DeviceLock.released`, a
+    #: context manager factory); None: nothing to let go of.
     release_device: Callable[[], Any] | None = None
     pauses: compile_pause.PauseLog = field(default_factory=compile_pause.PauseLog)
-    #: The judge's own work while the runner runs a correctness call (`check_rounds.ahead_of_calls`); None: none.
+    #: The judge's own work while the runner runs a correctness call (`reference.ahead.ahead_of_calls`).
     between_calls: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
@@ -168,10 +169,7 @@ class CandidateSession:
         """A shared tensor: a free one of this shape and dtype when `pooled` (reused call after call, so a
         correctness call does not cost an allocation and an IPC mapping), else a new one."""
         key = (tuple(shape), dtype)
-        if pooled and self._free.get(key):
-            item = self._free[key].pop()
-        else:
-            item = self.arena.tensor(tuple(shape), dtype)
+        item = self._free[key].pop() if pooled and self._free.get(key) else self.arena.tensor(tuple(shape), dtype)
         if pooled:
             self._lent.append((key, item))
         return item
@@ -181,10 +179,10 @@ class CandidateSession:
             self._free.setdefault(key, []).append(item)
         self._lent.clear()
 
-    def lend_pool(self, pool: Any) -> None:
-        """Let correctness calls use the timing pool's first input set and output slot as their shared buffers
-        where shapes and dtypes match: a task of 8 GB inputs then holds one shared copy of them, not two. The pool
-        is marked, so timing writes new contents into every set before its first batch (the candidate saw these)."""
+    def lend_pool(self, pool: InputPool) -> None:
+        """Let correctness calls use the timing pool's first input set and output slot as their shared buffers where
+        shapes and dtypes match (one shared copy of large inputs, not two); the pool is marked, so timing refills
+        every set before its first batch (the candidate saw these)."""
         if not pool.sets:
             return
         pairs = [(v, r) for v, r in zip(pool.sets[0], pool.refs[0], strict=False) if isinstance(v, torch.Tensor)]
@@ -224,16 +222,14 @@ class CandidateSession:
         """A Build of the loaded class with `init`, its weights those of `ref_model` (shared, then copied by the
         runner into memory of its own)."""
         self._next_model += 1
-        state = {}
-        if isinstance(ref_model, torch.nn.Module):
-            for name, t in ref_model.state_dict().items():
-                state[name] = self.share_arg(t)[0]
+        weights = ref_model.state_dict().items() if isinstance(ref_model, torch.nn.Module) else ()
+        state = {name: self.share_arg(t)[0] for name, t in weights}
         refs = tuple(self.share_arg(v)[0] for v in init)
         return protocol.Build(model=self._next_model, init=refs, seed=seed, state=state,
                               sizes=_plain_sizes(sizes or {}),
                               init_device=model_init.built_on(ref_model, model_init.place_for(self.device)))
 
-    # -- queued requests: sent now, their replies read later (`reference_runner.py`) --
+    # -- queued requests: sent now, their replies read later (`reference/runner.py`) --
     def post(self, message: protocol.Message) -> None:
         """Send `message` after announcing new buffers, without reading its reply (`collect` does, in order)."""
         self._announce()
@@ -281,12 +277,8 @@ class CandidateSession:
         self._next_call += 1
         self._give_back()  # the previous call's buffers: its outputs were cloned, its inputs compared already
         pairs = [self.share_arg(x, pooled=True) for x in inputs]
-        slots: list[torch.Tensor] = []
-        slot_refs: list[TensorRef] = []
-        for like in out_like:
-            t, ref = self._buffer(tuple(like.shape), like.dtype, pooled=True)
-            slots.append(t)
-            slot_refs.append(ref)
+        buffers = [self._buffer(tuple(like.shape), like.dtype, pooled=True) for like in out_like]
+        slots, slot_refs = [t for t, _ in buffers], [ref for _, ref in buffers]
         probe = self.probes.plan(model, inputs, out_like) if self.probes is not None else 0
         reply, cpu, wall = self._measured(protocol.Call(call=self._next_call, model=model,
                                                         inputs=tuple(p[0] for p in pairs), slots=tuple(slot_refs),
@@ -302,9 +294,8 @@ class CandidateSession:
         outs = []
         for k, form in enumerate(reply.forms):
             if form.copied and k < len(slots):
-                # With host staging the slot is host memory; the output was on the device. A large output
-                # (`LARGE_OUTPUT_BYTES`) is read in its slot, not copied: the caller judges it, or keeps a copy,
-                # before its next call reuses the slot.
+                # With host staging the slot is host memory, the output was on the device. A large output is read
+                # in its slot, not copied: the caller judges or copies it before the next call reuses the slot.
                 if slots[k].device.type != torch.device(form.device).type:
                     outs.append(slots[k].to(form.device))
                 else:
@@ -320,8 +311,8 @@ class CandidateSession:
     def _measured(self, message: protocol.Call, meanwhile: Callable[[], None] | None = None
                   ) -> tuple[Any, int | None, float]:
         """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it); new
-        buffers are announced first, so mapping them is not part of the measured call. `meanwhile()` (the judge's
-        own work after the send, GPU only: `between_calls`) counts in the wall clock, which is only read on the CPU."""
+        buffers are announced first, outside the measure. `meanwhile()` (GPU only) counts in the wall clock, which
+        is only read on the CPU."""
         from workbench.eval.judge.runners.cpu_time import cpu_ns
 
         self._announce()
@@ -331,8 +322,8 @@ class CandidateSession:
         return reply, (after - before if before is not None and after is not None else None), wall
 
     def probe_pair(self) -> None:
-        """Repeat the last call twice, so that an ordinary call and a probe call on the same inputs follow each other
-        (`launch_probe.py`): for evaluations whose correctness calls made no usable pair."""
+        """Repeat the last call twice, making an ordinary and a probe call on the same inputs (`evidence/probe.py`),
+        for evaluations whose correctness calls made no usable pair."""
         planner = self.probes
         if planner is None or planner.last_inputs is None or planner.last_model is None:
             return
@@ -403,7 +394,8 @@ def _equals_an_input(outputs: list[torch.Tensor], inputs: list[Any]) -> bool:
 
     flat = [x for x in as_list(inputs) if isinstance(x, torch.Tensor)]
     return any(x.shape == out.shape and x.dtype == out.dtype and
-               torch.equal(bytes_per_element(out), bytes_per_element(x.to(out.device))) for out in outputs for x in flat)
+               torch.equal(bytes_per_element(out), bytes_per_element(x.to(out.device)))
+               for out in outputs for x in flat)
 
 
 def _plain_sizes(sizes: dict[str, Any]) -> dict[str, Any]:
@@ -432,14 +424,9 @@ class RemoteModel:
         return self.session.call(self.model_id, inputs, out_like, seed)
 
 
-def output_like(native: Any) -> list[torch.Tensor]:
-    return [torch.empty_like(t, device="meta") for t in as_list(native) if is_plain(t)]
-
-
 def _log_call(call: int, model: int, wall_s: float, runner_s: float, probe_ns: int) -> None:
     """With KWB_JUDGE_PROFILE set (benchmarks/eval_profile.py), one line per correctness call in its folder: the
-    judge's wall-clock seconds around the call against the runner's own seconds inside it, which tells time lost in
-    the channel and the buffers from time in the call."""
+    judge's wall clock around the call against the runner's own seconds inside it (time lost in the channel)."""
     folder = os.environ.get("KWB_JUDGE_PROFILE")
     if not folder:
         return

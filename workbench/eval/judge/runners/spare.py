@@ -1,27 +1,11 @@
-"""A spare runner: the next candidate's runner, started and warmed up while this judge's current candidate is still
-being checked, so the next evaluation does not wait for a fork, a sandbox and a CUDA context.
+"""A spare runner: the next candidate's runner, started and warmed up while the current one is checked, so the next
+evaluation does not wait for a fork, a sandbox, a CUDA context and its libraries.
 
-Why: on a GPU a fresh runner spends 0.2-0.9 s between its fork and its first answer making its CUDA context and
-loading cuBLAS/cuDNN (`runner/library_warmup.py`), and the judge's first request (lending it the timing pool) waits
-for that. With four judges sharing an H100 that wait was a fifth of each candidate's own seconds in a sweep.
-
-Trust: a spare is a runner no candidate has ever run in, started by the judge through the same fork server, sandbox
-and limits as any other. The one thing a runner's start fixes that depends on the candidate is its Triton cache:
-a directory per source, bound writable into that source's runners only (`runner_start.py`). A spare is started
-before the next source is known, so it gets a directory of its own instead, empty and made by the judge:
-- when it is taken, the judge copies the source's cache entries into it (`fill`), through `build_cache.copy_out`,
-  which follows no link and copies no hard link or special file: whatever an earlier runner of that source planted
-  there reaches this runner only as plain files of that source's own cache, as it would through the bind;
-- when its evaluation ends and the runner is dead, the judge copies the entries it added back into the source's
-  cache (`give_back`), the same way, so the next runner of the source finds its kernels compiled. A runner thus
-  still writes only its own source's cache, and reads no other's.
-
-Device hygiene: the spare is started while the judge holds the device lock shared (the candidate's import) and the
-judge waits for its warm-up to end before it leaves the check stage (`settle`), so the spare's context creation
-does not land in another judge's timed batches.
-
-`KWB_SPARE_RUNNER=0` turns spares off, `=1` turns them on on the CPU too (off by default there: no CUDA context to
-make, and a 2-core machine pays for the extra process).
+A spare is a runner no candidate has run in. Its Triton cache, which depends on the source, is an empty judge-made
+directory: the source's entries are copied in when it is taken (`fill`) and its new ones back once it is dead
+(`give_back`), through `build_cache.copy_out`, so a runner still writes only its own source's cache. Started under
+a shared device hold and settled before the check ends (`settle`), it never starts beside another judge's timing.
+`KWB_SPARE_RUNNER=0` turns spares off, `=1` on the CPU too (off there by default: an extra process for little).
 """
 
 from __future__ import annotations
@@ -30,29 +14,27 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from workbench.eval.judge.runners import build_cache
 from workbench.eval.judge.runners.process import Limits, RunnerProcess
 from workbench.eval.wire import runner_messages as protocol
 
+if TYPE_CHECKING:
+    from workbench.eval.judge.context import Context
+
 #: Seconds a spare may take to start and warm up before the judge gives it up (`settle`).
 SETTLE_TIMEOUT_S = 30.0
-
-
-#: On a GPU a spare is kept only after a task whose one timing set (inputs and output slot) takes at most this share
-#: of the device's memory. A spare's CUDA context holds about half a GiB, and KernelBench's largest problems fill the
-#: GPU: beside a spare, two of them (6 GiB inputs) no longer had room for their checks' float64 copies and compared
-#: their outputs through the host, 29-32 s instead of 7. Their evaluations are long enough that a runner's start does
-#: not count; the sweeps and loops a spare is for run small sets.
+#: Largest share of GPU memory a task's timing set may take for a spare to follow it (a spare's context costs memory).
 MAX_SET_SHARE = 1 / 32
 
 
 def wanted(device: str, set_bytes: int | None = None) -> bool:
-    """Whether this judge keeps a spare runner after a task whose timing sets take `set_bytes` each (None: unknown,
-    no spare on a GPU; module doc)."""
+    """Whether this judge keeps a spare runner after a task whose timing sets take `set_bytes` each (unknown: not on
+    a GPU)."""
     forced = os.environ.get("KWB_SPARE_RUNNER", "").strip()
     if forced == "0" or (forced != "1" and not device.startswith("cuda")):
         return False
@@ -114,7 +96,7 @@ def _own(path: Path) -> None:
     os.chmod(path, 0o700)
 
 
-def spawn(ctx: Any, key: SpareKey) -> Spare | None:
+def spawn(ctx: Context, key: SpareKey) -> Spare | None:
     """Start a spare for `key` (Ready and warm-up are read later: `settle`); None when it cannot start."""
     triton = _runner_dir(ctx.workdir) if key.device.startswith("cuda") else None
     writable = [(str(triton), build_cache.TRITON_MOUNT)] if triton is not None else []
@@ -150,10 +132,8 @@ def discard(spare: Spare | None) -> None:
     """Close the spare's runner and remove its directory."""
     if spare is None:
         return
-    try:
+    with suppress(Exception):  # it is being thrown away
         spare.runner.close()
-    except Exception:  # noqa: BLE001 - it is being thrown away
-        pass
     if spare.triton_dir is not None:
         shutil.rmtree(spare.triton_dir, ignore_errors=True)
 
@@ -184,16 +164,15 @@ def _copy_entries(src: Path, dest: Path, names: set[str]) -> int:
 
 
 def fill(spare: Spare, source_dir: Path | None) -> int:
-    """Copy the source's Triton cache entries into the spare's directory before its candidate is imported; how many
-    (module doc)."""
+    """Copy the source's Triton cache entries into the spare's directory before its candidate is imported; how many."""
     if spare.triton_dir is None or source_dir is None:
         return 0
     return _copy_entries(source_dir, spare.triton_dir, _entries(source_dir))
 
 
 def give_back(spare: Spare, source_dir: Path | None) -> int:
-    """After the spare's evaluation (its runner closed): the entries it compiled copied into the source's cache,
-    then its directory removed; how many were copied (module doc)."""
+    """Once the spare's runner is closed: the entries it compiled copied into the source's cache, its directory
+    removed; how many were copied."""
     copied = 0
     if spare.triton_dir is not None:
         if source_dir is not None:

@@ -1,13 +1,10 @@
 """Starting a candidate's runner and importing the candidate in it: the sandbox, the build caches it may use, the
 compile budget, and what the Result records about them (transport, compile seconds, cache hits).
 
-Two caches reach a runner, both owned by the judge and keyed by the candidate's source and the toolchain, so an
-entry only ever serves the source that made it (docs/anti-cheating.md, cheats 20 and 27):
-- CUDA builds (`build_cache`): the judge copies a finished build out of the runner's private directory, refusing
-  any link (nothing is followed out of the runner's root), and binds an entry read-only into later runners of the same source;
-- Triton's kernel cache: a directory per source, bound writable into that source's runners only, so evaluating a
-  source again (a sweep size, a cell run again, a study point) does not compile its kernels again, and no runner
-  sees or writes another source's directory.
+Two judge-owned caches, keyed by the candidate's source and the toolchain, reach a runner, so an entry only serves
+the source that made it (docs/anti-cheating.md, cheats 20 and 27): CUDA builds (`build_cache`: copied out following
+no link, bound read-only into later runners of the source), and Triton's kernel cache (a directory per source, bound
+writable into that source's runners only).
 """
 
 from __future__ import annotations
@@ -73,8 +70,7 @@ def start_runner(ev: Evaluation) -> CandidateSession:
 
 
 def _take_spare(ctx: Context, key: spare_runner.SpareKey) -> spare_runner.Spare | None:
-    """The judge's spare runner when it was started for jobs like this one and is up (`spare.py`); a spare that does
-    not fit is closed (the next one is started for this job's kind)."""
+    """The judge's spare runner when it serves this job and is up (`spare.py`); one that does not serve it is closed."""
     spare, ctx.spare = ctx.spare, None
     if spare is None:
         return None
@@ -100,10 +96,8 @@ def settle_spare(ev: Evaluation) -> None:
 
 
 def close_runner(ev: Evaluation) -> None:
-    """At the end of an evaluation: its runner killed now (nothing of the candidate runs past this point), and what
-    only waits left for after the reply (`Context.tidy`): the runner's exit, its shared memory, then the spare's
-    Triton entries copied into its source's cache (once nothing of the runner can write any more). The judge takes
-    its next job only once all of it is done, so a next evaluation finds the memory given back."""
+    """At the end of an evaluation: its runner killed now; left for after the reply (`Context.tidy`, done before the
+    judge's next job): the runner's exit, its shared memory, then a spare's Triton entries given back."""
     session, state = ev.session, ev.runner
     session.close(wait=False)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -24,9 +24,8 @@ NULL_REPEATS = 2
 
 @dataclass(frozen=True)
 class Calibration:
-    """The harness cost of a timed batch on each side: in the runner (`runner`, measured before the candidate was
-    imported) and in the judge (`judge`, the reference's loop). On the CPU both sides are timed by the judge's clock
-    less these; on a GPU the runner's events are checked against `runner` (clock_check)."""
+    """The harness cost of a timed batch in the runner (measured before the candidate was imported) and in the judge
+    (the reference's loop): what the judge's clock takes off each side's bracket (`clock_check`)."""
 
     runner: NullFit
     judge: NullFit
@@ -45,24 +44,20 @@ def calibrate(session: CandidateSession, pool: InputPool, timeout: float, seeded
                 into.append((n, _null_batch(session, pool, model, n, timeout, seeded)))
     null = NullFit.fit(points)
     launch = NullFit.fit(kernel_points).per_call - null.per_call if session.device.startswith("cuda") else 0.0
-    runner = NullFit(null.fixed, null.per_call, null.noise, max(0.0, launch), null.points)
+    runner = replace(null, launch=max(0.0, launch))
     mirrored = copy_out_mirrored(pool)
     out = torch.zeros(tuple(pool.out_like.shape), dtype=pool.out_like.dtype, device=pool.device) \
         if mirrored else None
     scratch = torch.empty_like(out) if mirrored else None
-    judge_points = []
-    for _ in range(NULL_REPEATS + 1):
-        for n in sizes:
-            judge_points.append((n, judge_batch(lambda xs: out, pool, list(range(n)), seeded, scratch)[2]))
+    judge_points = [(n, judge_batch(lambda xs: out, pool, list(range(n)), seeded, scratch)[2])
+                    for _ in range(NULL_REPEATS + 1) for n in sizes]
     return Calibration(runner, NullFit.fit(judge_points[len(sizes):]))
 
 
 def copy_out_mirrored(pool: InputPool) -> bool:
-    """Whether the judge copies each reference output out as the runner's commit does. Not for a large output
-    (`LARGE_OUTPUT_BYTES`): the copy only mirrors, for the judge's clock, the runner's copy into its slot (outside
-    the GPU-timed window either way), and an 8 GB scratch output is more than the GPU has beside the pool, the
-    reference's output and the kept ones. Leaving it out only makes the reference look faster by the judge's clock,
-    never the candidate."""
+    """Whether the judge copies each reference output out as the runner's commit does: not for a large output
+    (`LARGE_OUTPUT_BYTES`), whose scratch copy would not fit beside the pool; leaving the copy out only makes the
+    reference look faster by the judge's clock, never the candidate."""
     like = pool.out_like
     return like is not None and like.numel() * like.element_size() <= LARGE_OUTPUT_BYTES
 

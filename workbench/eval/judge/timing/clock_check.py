@@ -1,33 +1,11 @@
 """The judge's clock is the measurement (docs/trust-boundary.md, time; docs/anti-cheating.md, cheats 23 and 24).
 
-The runner times each call of a batch with its own clock (CUDA events or the wall clock) and reports the samples,
-but the runner is the candidate's process: its clock functions, its timing loop, its channel writer and the native
-`clock_gettime` it reaches are all the candidate's to rewrite. So the judge brackets every timed batch with its own
-clock, from sending the request to reading the reply (the runner synchronizes the device before it replies), and
-charges the candidate with everything in between.
-
-What the bracket holds besides the candidate's calls is the harness: the message round trip, the timing loop's own
-work per call (L2 flush, events, synchronizes, the copy of each output into its slot). That is measured on a null
-candidate in the same runner *before the candidate is imported*, when nothing of the candidate's can slow it down
-or speed it up: null batches of several sizes give `fixed + per_call * calls` and the noise around that line
-(`NullFit`). Per batch, then,
-
-    judge's time per call   J = (bracket - fixed - per_call * calls) / calls
-
-over all batches together, and the runner's reported mean per call E must agree with it: E may fall below J only
-by the per-call launch overhead measured on a null kernel, plus noise. A larger deficit means the runner's clock
-missed something (a slowed or rewritten clock, forged frames, or work done where the runner's clock does not look:
-in the copy-out of its outputs, in a thread), or that the null model of the harness does not fit this candidate
-(on a GPU the host's share of the harness overlaps a long kernel and not a null one; measured on an H100: honest
-KernelBench references with E 16% under J). Either way the runner's figures are not verified and the judge's
-clock times both sides, so a forged clock gains nothing; a report under J / GROSS_SHORTFALL, which no harness
-misfit explains, is `timer-patch`. Work moved from one call to another (every input set precomputed in a batch's
-first call) changes nothing: it is inside the same bracket, and the samples are batch means.
-
-`judge` returns whether the runner's figures were *verified*: only when the judge's clock is precise enough to
-bound them (its standard error a small share of J) may they stand as the candidate's times; otherwise (a busy
-host, a tiny op) the times are the judge's own per-batch figures, noisier but the candidate's to forge no more.
-"""
+The runner is the candidate's process, so its clock and timing loop are the candidate's to rewrite: the judge brackets
+every timed batch with its own clock and charges the candidate with everything inside. The harness in the bracket is
+fitted on null batches before the candidate is imported (`NullFit`), giving per call J = (bracket - fixed - per_call *
+calls) / calls. The runner's mean E may fall below J only by the launch overhead plus noise; a larger deficit puts both
+sides on the judge's clock, a gross one (GROSS_SHORTFALL) is `timer-patch`. Samples are batch means, so work moved
+between calls changes nothing. `judge` also says whether J was precise enough to verify the runner's figures."""
 
 from __future__ import annotations
 
@@ -72,8 +50,7 @@ class NullFit:
         slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx)
         intercept = max(0.0, my - slope * mx)
         residuals = [y - intercept - slope * x for x, y in zip(xs, ys, strict=True)]
-        # A robust spread (scaled median absolute deviation): one null batch the machine stole 20 ms from must not
-        # widen every allowance; the majority rule in `check` covers the batches it does disturb.
+        # A robust spread (scaled median absolute deviation): one disturbed null batch must not widen every allowance.
         center = statistics.median(residuals)
         noise = 1.4826 * statistics.median(abs(r - center) for r in residuals)
         return cls(intercept, slope, noise, max(0.0, launch), len(points))
@@ -97,9 +74,7 @@ def judge_time(batch: Batch, null: NullFit) -> float:
     return max(0.0, (batch.bracket - null.overhead(batch.calls)) / batch.calls)
 
 
-#: A report this many times under J is `timer-patch`; a smaller deficit only withholds verification. On the CPU a
-#: loaded host delays a runner's wake-up by milliseconds per batch (2.1x at worst seen); on a GPU the harness misfit
-#: stays under 1.2x (module doc).
+#: A report this many times under J is `timer-patch` (beyond any harness misfit or a loaded CPU host's wake-up delays).
 GROSS_SHORTFALL = {"cpu": 4.0, "cuda": 2.0}
 
 #: The runner's figures are verified when three standard errors of the judge's J are at most this share of J.
@@ -124,11 +99,9 @@ class ClockVerdict:
 
 
 def judge(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SHORTFALL["cuda"]) -> ClockVerdict:
-    """`timer-patch` when the runner's reports cannot be what the judge's clock saw: more time reported than the
-    whole bracket in any batch (a hard bound), or, over all batches, a reported mean `gross_shortfall` times under J
-    (beyond the slack). A smaller deficit beyond the launch overhead, RELATIVE_SLACK and three standard errors only
-    withholds verification (`disagreed`): the judge's clock then times both sides. `verified` when the reports agree
-    and J is precise enough to have told (module doc)."""
+    """`timer-patch` when a batch reports more than its whole bracket, or the median report is `gross_shortfall`
+    times under J; a smaller deficit beyond the slack only sets `disagreed`. `verified` when the reports agree and
+    J is precise enough to have told (module doc)."""
     for b in batches:
         if b.reported_mean * b.calls > b.bracket * 1.02 + 5e-4:
             finding = Finding("timer-patch", f"the runner reported {b.reported_mean * b.calls * 1e3:.3f} ms of work in "

@@ -1,24 +1,11 @@
 """The timing inputs: distinct input sets and output slots in memory shared with the runner (docs/trust-boundary.md,
 inputs; docs/anti-cheating.md, cheats 10, 24 and 25).
 
-Every call of a timed batch gets an input set of its own, and the judge writes new contents into every set, in
-place, between batches, with seeds the runner cannot know in advance (drawn through the task's own input code, on
-the device). So no timed call ever sees contents an earlier call saw: a result cached by address, by shape or by a
-few sampled values is stale, and the judge's re-check of that call's output, against the reference on exactly its
-inputs, catches it. The reference is timed on the same shared sets (with the runner frozen and the contents just
-written by the judge), so both sides read the same memory.
-
-A pool outlives its runner: the judge keeps the last one (`Context.keep_pool`) and lends it to the next candidate of
-the same task, size and seed (`attach`), so a sweep or an LLM loop does not draw and share a few hundred input sets
-per candidate. The pool's buffers live in an arena of their own, which the next runner's arena adopts; the earlier
-runner is dead by then (its session closed). That runner could write into the pool, so the pool is zeroed before
-the next runner sees it (no message passes from one candidate to the next), and the timing writes new contents into
-every set before its first batch, as it does after the correctness calls borrowed the first set.
-
-How many sets fit is a memory question: each set is one input set plus one output slot, and together they may take
-a share of the free memory (on the CPU, of the available host memory), so a 6 GB KernelBench problem gets one or
-two sets and a small one up to `MAX_SETS`.
-"""
+Every call of a timed batch gets a set of its own, and between batches the judge writes new contents into every set,
+in place, from seeds the runner cannot predict: a result cached by address, shape or sampled values is stale, and the
+re-check of that call catches it. The reference is timed on the same sets. A pool outlives its runner: the judge keeps
+it (`Context.keep_pool`) and lends it, zeroed, to the next candidate of the same task, size and seed (`attach`). How
+many sets fit is a share of free memory (`sets_that_fit`)."""
 
 from __future__ import annotations
 
@@ -26,7 +13,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -34,15 +21,18 @@ from workbench.errors import TaskError
 from workbench.eval.judge.reference.float64 import nbytes
 from workbench.eval.wire.runner_messages import TensorRef
 from workbench.eval.wire.shared_memory import POOL_BUFFER_IDS, Arena
-from workbench.eval.wire.tensors import as_list, is_plain
+from workbench.eval.wire.tensors import as_list, is_plain, sync
+
+if TYPE_CHECKING:
+    from workbench.eval.judge.reference.runner import ReferenceRunner
+    from workbench.eval.judge.runners.session import CandidateSession
+    from workbench.tasks.task import LoadedReference
 
 #: Most input sets (= most calls in one timed batch).
 MAX_SETS = 256
 #: Share of free memory the sets and slots may take together, for a judge alone or one of two on a device.
 MEMORY_SHARE = 0.25
-#: Share of free memory the pools of all the judges on a device may take together, when there are more than two
-#: (each judge's pool is made from what is free when it is made, and kept for the next candidate: four judges at a
-#: quarter of free memory each filled an 80 GB GPU with a 256 MiB task).
+#: Share of free memory all the judges' pools on a device may take together (each kept), when there are more than two.
 ALL_POOLS_SHARE = 0.5
 
 
@@ -77,14 +67,12 @@ def sets_that_fit(set_bytes: int, free: int | None, wanted: int) -> int:
 
 @dataclass
 class InputPool:
-    """`n` input sets and `n` output slots shared with one runner (module doc).
+    """`n` input sets and output slots shared with one runner: `sets[k]` the judge's views of set k, `refs[k]` the
+    runner's references to them, `slots[k]` / `slot_refs[k]` the output slot of the call on set k; `out_like` the
+    shape and dtype a slot holds."""
 
-    `sets[k]` are the judge's views of set k (the reference is called on them), `refs[k]` the runner's references
-    to them; `slots[k]` / `slot_refs[k]` the output slot of the call that used set k. `out_like` is the shape and
-    dtype of the reference's first output (what a slot holds)."""
-
-    session: Any
-    reference: Any
+    session: CandidateSession
+    reference: LoadedReference
     size: dict[str, Any]
     device: str
     n: int
@@ -96,29 +84,24 @@ class InputPool:
     generation: int = 0
     #: The id the runner knows this pool by (`CandidateSession.register_pool`).
     pool_id: int = 0
-    #: Set when the task's inputs do not change with the seed (no random draw): the guarantee of fresh contents
-    #: cannot hold, and the Result says so.
+    #: The task's inputs do not change with the seed: fresh contents cannot be promised, and the Result says so.
     fixed_inputs: bool = False
-    #: Set when the first set and slot were lent to the correctness calls (`CandidateSession.lend_pool`): the
-    #: candidate has seen their contents, so timing refreshes every set before its first batch.
+    #: The candidate has seen the first set (`CandidateSession.lend_pool`): every set is refreshed before timing.
     lent: bool = False
-    #: The arena that owns the sets and slots (None: they live in the first runner's arena, for nested arguments,
-    #: and the pool cannot be kept past that runner).
+    #: The arena owning the sets and slots (None for nested arguments: they live in the runner's, not keepable).
     arena: Arena | None = None
     #: Seconds spent making the pool or lending it to this runner, by step (Result.protocol["calibrate_phases"]).
     phases: dict[str, float] = field(default_factory=dict)
-    #: The runner that times the task's reference on this pool (`reference_runner.py`): it maps the pool's sets (no
-    #: slot), so it lives and goes with the pool, kept with it for the next candidate of the task.
-    reference_runner: Any = None
+    #: The runner timing the reference on this pool (`reference/runner.py`); it maps the sets, so it goes with the pool.
+    reference_runner: ReferenceRunner | None = None
 
     @property
     def keepable(self) -> bool:
         return self.arena is not None
 
-    def attach(self, session: Any) -> None:
-        """Lend this kept pool to a new runner (module doc): zeroed first (the earlier runner could write into it, and
-        nothing it left may reach the next candidate), its buffers announced and the pool registered there; marked
-        lent, so every set gets new contents before the first timed batch."""
+    def attach(self, session: CandidateSession) -> None:
+        """Lend this kept pool to a new runner: zeroed first (nothing the earlier runner wrote may reach the next
+        candidate), registered there, and marked lent so every set is refreshed before the first timed batch."""
         if self.arena is None:
             raise ValueError("this timing pool lives in its first runner's memory and cannot be lent again")
         started = time.perf_counter()
@@ -145,8 +128,8 @@ class InputPool:
             self.arena = None
 
     @classmethod
-    def create(cls, session: Any, reference: Any, size: dict, device: str, first: list[Any], out: Any,
-               wanted: int, rng: random.Random) -> InputPool:
+    def create(cls, session: CandidateSession, reference: LoadedReference, size: dict, device: str, first: list[Any],
+               out: Any, wanted: int, rng: random.Random) -> InputPool:
         """A pool holding as many sets as fit (at most `wanted`), the first filled with `first`."""
         head = next((t for t in as_list(out) if is_plain(t)), None)
         out_like = torch.empty_like(head, device="meta") if head is not None else None
@@ -201,13 +184,9 @@ class InputPool:
 
     def refresh(self, rng: random.Random | None, count: int | None = None,
                 seeds: list[int] | None = None) -> list[int]:
-        """New contents in the first `count` sets (all by default), in place, from seeds drawn now from `rng`; or,
-        given the `seeds` an earlier refresh returned, the same contents written again (the draws are seeded, so
-        they repeat exactly). Returns the seeds.
-
-        Drawn straight into the sets (`refill`), with no set-sized temporary: a fresh 8 GB draw per round, freed
-        and handed back to the driver, left the driver clearing that memory while the runner timed its batch, and
-        an identical memory-bound reduction read 15-25% slower in the runner than in the judge."""
+        """New contents in the first `count` sets (all by default), in place, from seeds drawn from `rng`; or the same
+        contents again from the `seeds` an earlier refresh returned. Returns the seeds. Drawn straight into the sets
+        (`refill`): a freed set-sized temporary would leave the driver clearing memory while the runner times."""
         if seeds is None:
             assert rng is not None
             self.generation += 1
@@ -221,8 +200,7 @@ class InputPool:
                     if isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor) and \
                             target.shape == value.shape:
                         target.copy_(value)
-        if self.device.startswith("cuda"):
-            torch.cuda.synchronize()
+        sync(self.device)
         return seeds
 
 

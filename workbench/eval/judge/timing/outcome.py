@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from workbench.eval.checks.flags import Finding
+from workbench.eval.checks.runtime import judge_cpu_share
 from workbench.eval.judge.timing import clock_check, stats
 from workbench.result import Timing
 
@@ -36,8 +37,6 @@ class TimingOutcome:
 def outcome_of(timer: PairTimer, reasons: dict[str, str]) -> TimingOutcome:
     """Timings from the batch means: the runner's own clock where the judge's clock verified it, else the
     judge's clock on both sides (clock_check module doc)."""
-    # A loaded host (CPU) or a harness misfit (GPU) makes honest clocks disagree by more than any fair slack: a
-    # disagreement short of a gross one only puts both sides on the judge's clock (clock_check.judge).
     gross = clock_check.GROSS_SHORTFALL["cuda" if timer.cuda else "cpu"]
     verdict = clock_check.judge(timer.batches, timer.null, gross)
     timings: dict[str, Timing] = {}
@@ -48,9 +47,7 @@ def outcome_of(timer: PairTimer, reasons: dict[str, str]) -> TimingOutcome:
         if timer.cuda and timer._side_stream(name):
             values, side_runs = timer.device_ms[name], len(timer.device_ms[name])
         if not verdict.verified and name in PAIR:
-            # The judge's clock, but never under what was measured on the device: a harness estimate that came
-            # out high (a cold first batch) must not make J ~0. The runner gains nothing by the max: only a
-            # report *under* J would help it.
+            # Never under the device's figure: a harness estimate that came out high must not make J ~0.
             values = [max(j, m) for j, m in zip(timer.judged[name], values, strict=False)]
             side_runs = 0
         values = [max(v, 1e-9) for v in values]
@@ -62,10 +59,7 @@ def outcome_of(timer: PairTimer, reasons: dict[str, str]) -> TimingOutcome:
         if timer._caught():
             return TimingOutcome(candidate=None, reference=None, findings=list(timer.findings))
         raise RuntimeError("every timed batch was dropped (the GPU was throttled throughout)")
-    timer.findings += verdict.findings
-    from workbench.eval.checks.runtime import judge_cpu_share
-
-    timer.findings += judge_cpu_share(timer.cpu_batches)
+    timer.findings += verdict.findings + judge_cpu_share(timer.cpu_batches)
     judge = [clock_check.judge_time(b, timer.null) * 1e3 for b in timer.batches]
     outcome = TimingOutcome(candidate=timings["candidate"], reference=timings["reference"],
                             compiled=timings.get("compiled"),

@@ -1,29 +1,10 @@
-"""Timing across the trust boundary (docs/trust-boundary.md, time): the candidate in its runner, the reference in a
-runner of its own (on a GPU; in the judge's process on the CPU or when that runner fails: `reference_runner.py`),
-in alternating batches on the same shared inputs, measured by the judge's clock.
-
-Before the candidate is imported, `calibrate` measures the runner's harness on a null candidate (`clock_check`).
-Then `PairTimer.run`, one round after another:
-
-1. the runner is frozen (SIGSTOP to every process in it) and the judge writes new contents into every input set of
-   the pool, in place (`input_pool`): no call ever sees contents an earlier call saw;
-2. the reference is timed on those sets with the loop the candidate's runner uses (`wire.timed_loop`), in its own
-   runner after the judge computed the outputs of the calls it will check, chosen in secret (or by the judge,
-   keeping those outputs as it goes); `torch.compile` of the reference when asked is an aside the judge times in
-   every other round, which never holds timing up;
-3. the runner is thawed and times the candidate on the same sets in the same order with the same RNG seeds,
-   copying each call's output into a slot; the judge brackets the batch with its own clock;
-   where the reference has a runner of its own, the two sides take turns going first, round by round (the judge
-   computes the checked calls' outputs before either batch, and freezes the candidate's runner again, rewriting
-   the round's inputs, before the reference's batch);
-4. the checked calls' outputs are compared with the kept reference outputs (`result-cache` when wrong);
-5. the samples are batch means (so moving work from one call to another changes nothing), and the runner's mean
-   must agree with the judge's clock (`clock_check.check`: `timer-patch` otherwise).
-
-The first round is a warm-up (compilation, autotuning, caches), checked but not counted; its bracket sizes the
-batches: enough calls that the round trip is a small share of a batch, as many as there are input sets at most.
-Timing stops when the 95% CI of the median batch mean is within the target on both sides, or at the time budget.
-"""
+"""Timing across the trust boundary (docs/trust-boundary.md, time): the candidate in its runner and the reference (in
+its own runner on a GPU: `reference/runner.py`; else in the judge) in alternating batches on the same shared inputs.
+A round: with the candidate's runner frozen the judge writes new contents into every input set (`timing.inputs`) and
+the reference is timed on them; the thawed runner times the candidate on the same sets, order and RNG seeds inside
+the judge's bracket; a few calls' outputs are re-checked (`result-cache`). Samples are batch means, held to the
+judge's clock (`clock_check`). Two uncounted rounds warm up and size the batches; timing stops when both sides' CIs
+are within target, the speedup's verdict is settled, or at the time budget (`stopping_rule`)."""
 
 from __future__ import annotations
 
@@ -31,15 +12,16 @@ import functools
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from workbench.eval.checks.flags import Finding
 from workbench.eval.judge import trace, verdict
 from workbench.eval.judge.correctness import recheck as recheck_compare
-from workbench.eval.judge.reference.runner import ReferenceRunnerFailed
+from workbench.eval.judge.reference.runner import ReferenceRunner, ReferenceRunnerFailed
 from workbench.eval.judge.runners.session import CandidateSession
 from workbench.eval.judge.timing import clock_check
 from workbench.eval.judge.timing import outcome as timing_outcome
@@ -52,28 +34,28 @@ from workbench.eval.judge.timing.stats import JointStopper, StoppingRule, _rel_w
 from workbench.eval.wire import timed_loop
 from workbench.eval.wire.tensors import as_list, is_plain, release_if_short
 
-#: Seconds of calls one timed batch aims at: a round's fixed costs (~5-10 ms on a GPU) and its first call stay a
-#: modest share (10 ms batches put an A/A pair of a 1.9 ms KernelBench reduction at 0.86x).
+if TYPE_CHECKING:
+    from workbench.eval.judge.timing.telemetry import Telemetry
+    from workbench.tasks.task import Tolerance
+
+#: Seconds of calls one timed batch aims at, so a round's fixed costs and its first call stay a modest share.
 TARGET_BATCH_S = {"cuda": 0.02, "cpu": 0.02}
 #: Batches per side before the CI may stop timing (the A/B verdict needs at least verdict.MIN_AB_SAMPLES).
 MIN_BATCHES = 10
 #: Each side's relative 95% CI width (of its median batch mean) under which a settled A/B verdict stops timing.
 DECIDED_REL_CI = 0.04
-#: Seconds of timed rounds, and batches per side, a GPU timing may go on to when its cap stopped it with the speedup
-#: still inconclusive (`PairTimer._worth_more`): the cap, 2 s, and the bound, 200 batches, otherwise.
+#: Seconds and batches per side a capped GPU timing with the speedup inconclusive may go on to (`_worth_more`).
 EXTENDED_CAP_S, EXTENDED_MAX_BATCHES = 6.0, 600
-#: Batches per side a GPU timing goes on to when both sides reached their CI targets sooner with the speedup still
-#: inconclusive (`PairTimer._settle`), within the time cap.
+#: Batches per side a GPU timing goes on to when both CIs met their targets with the speedup inconclusive (`_settle`).
 SETTLE_BATCHES = 30
-#: Calls checked per round after the first (the first round checks every call).
+#: Calls checked per round after the first three (which check every call).
 CHECKS_PER_BATCH = 2
 
 
 def stopping_rule(device: str, interpreted: bool, calls: int | None) -> StoppingRule:
-    """Over batch means: a fixed number of calls where the user asked for one or on the interpreter (too slow to
-    iterate); elsewhere until the 95% CI of the median batch mean is within 1% on both sides (at least
-    MIN_BATCHES batches of ~20 ms each on a GPU: several hundred calls), or the time budget per side; on a GPU
-    timing also stops as soon as the speedup's verdict is settled (`PairTimer._speedup_decided`)."""
+    """Over batch means: a fixed number of calls where the user asked for one or on the interpreter; elsewhere until
+    the 95% CI of the median batch mean is within target on both sides, or the time budget (on a GPU also once the
+    speedup's verdict is settled: `PairTimer._speedup_decided`)."""
     if calls is not None:
         return StoppingRule.fixed(calls)
     if interpreted:
@@ -92,12 +74,11 @@ class ReferenceSide:
 
     model: Any
     compiled: Any = None
-    #: The error budget of the re-checks: the task's tolerance per dtype and the largest native error seen in the
-    #: correctness rounds (CheckReport.error_budget).
-    tolerance: Any = None
+    #: The re-checks' error budget: the tolerance per dtype and the checks' native error (CheckReport.error_budget).
+    tolerance: Callable[[str], Tolerance] | None = None
     native_error: float = 0.0
-    #: The runner that times the reference (`reference_runner.py`); None: the judge times it in its own process.
-    runner: Any = None
+    #: The runner that times the reference (`reference/runner.py`); None: the judge times it in its own process.
+    runner: ReferenceRunner | None = None
 
 
 class _PhaseClock:
@@ -129,16 +110,14 @@ class PairTimer:
     rule: StoppingRule
     device: str
     clock: str
-    telemetry: Any = None
-    #: Seed the global RNG before every call (both sides, the same seeds): only when the reference draws random
-    #: numbers in forward, since seeding costs ~20-80 us a call.
+    telemetry: Telemetry | None = None
+    #: Seed the global RNG before every call (both sides): only where the reference draws random numbers, as it costs.
     seeded: bool = True
     rng: random.Random = field(default_factory=random.SystemRandom)
 
     def __post_init__(self) -> None:
         self.cuda = self.device.startswith("cuda")
         self.names = ["reference", "candidate"] + (["compiled"] if self.reference.compiled is not None else [])
-        self.samples: dict[str, list[float]] = {n: [] for n in self.names}
         self.stream: dict[str, list[float]] = {n: [] for n in self.names}
         self.device_ms: dict[str, list[float]] = {n: [] for n in self.names}
         self.batches: list[Batch] = []
@@ -156,8 +135,7 @@ class PairTimer:
         self.phases: dict[str, float] = {}
         #: The core both sides are timed on (set by `run`).
         self.one_core: OneCore | None = None
-        #: Counted batches in which the candidate's side went first (`_round`: the sides alternate where both are
-        #: runners).
+        #: Counted batches in which the candidate's side went first (the sides alternate where both are runners).
         self.candidate_first = 0
         #: Why the reference's runner was given up during timing ("" while it times, or when there is none).
         self.reference_fallback = ""
@@ -165,7 +143,7 @@ class PairTimer:
     @functools.cached_property
     def scratch(self) -> torch.Tensor | None:
         """The judge's output buffer for the batches it times itself (the reference without a runner, the compiled
-        aside), made on first use: none when the reference runs in its runner and nothing is compiled."""
+        aside), made on first use."""
         like = self.pool.out_like
         return torch.empty(tuple(like.shape), dtype=like.dtype, device=self.device) \
             if copy_out_mirrored(self.pool) else None
@@ -205,7 +183,7 @@ class PairTimer:
             reasons = {name: reason or "ci-target" for name, reason in reasons.items()}
         if "compiled" in self.names:
             reasons["compiled"] = "with-pair"
-        return self._outcome(reasons)
+        return timing_outcome.outcome_of(self, reasons)
 
     def _unsettled(self, stopper: JointStopper) -> bool:
         """Whether each side reached its own CI target within fewer than SETTLE_BATCHES batches while the speedup's
@@ -216,12 +194,8 @@ class PairTimer:
 
     def _settle(self, stopper: JointStopper, r: int, calls: int) -> tuple[int, str]:
         """More rounds, up to SETTLE_BATCHES and within the time cap, until the verdict settles; returns (the next
-        round, "verdict" when it settled, else "").
-
-        Why: each side's CI measures its own batches, the verdict the per-round ratios. A pair whose sides each
-        agree within 1% can still have ratios that scatter by a few percent from round to round (which side went
-        first), and ten of them left an A/A pair of KernelBench L1/52 at 1.008 [0.979, 1.057], inconclusive after
-        2.6 s; a few more rounds narrow that interval, where a side timed longer would not."""
+        round, "verdict" or ""). Each side's CI measures its own batches, the verdict the per-round ratios, which
+        scatter more: a few more rounds narrow the speedup's interval."""
         while len(self._watched("candidate")) < SETTLE_BATCHES and stopper.elapsed_s < stopper.time_cap_s and \
                 not self._caught():
             self._counted_round(stopper, r, calls)
@@ -231,28 +205,21 @@ class PairTimer:
         return r, ""
 
     def _worth_more(self, stopper: JointStopper) -> bool:
-        """Whether timing goes on past its cap (once, to EXTENDED_CAP_S; `JointStopper.extend`): on a GPU, when the
-        cap or the batch bound stopped a side while the speedup's verdict is still inconclusive. A launch-bound
-        network's batches are noisy (a 2-5 ms KernelBench CNN reached its 2 s cap at a CI of +-2-5%), and a few more
-        seconds turn its "inconclusive" into a verdict; a kernel whose sides reached their CI targets is not timed
-        longer: its verdict rests on a difference near the band's edge, not on too few batches."""
-        if not self.cuda or self._caught() or stopper.extended:
-            return False
-        if not any(r in ("time-cap", "max-reps") for r in stopper.reasons.values()):
+        """Whether timing goes on past its cap, once, to EXTENDED_CAP_S (on a GPU): when the cap or the batch bound
+        stopped a side with the speedup still inconclusive, as noisy launch-bound batches do; not when both sides
+        reached their CI targets, whose verdict rests on a difference near the band's edge."""
+        if not self.cuda or self._caught() or stopper.extended or \
+                not any(r in ("time-cap", "max-reps") for r in stopper.reasons.values()):
             return False
         return self._paired_verdict() == "inconclusive" and stopper.extend(EXTENDED_CAP_S, EXTENDED_MAX_BATCHES)
 
     def _speedup_decided(self) -> bool:
-        """Whether the A/B verdict is settled before each side reached its own CI target: the speedup's CI lies
-        inside the noise band (same) or wholly outside it (faster, slower), with at least MIN_BATCHES batches and
-        each side's median within DECIDED_REL_CI. What a user reads is the verdict; more batches would only narrow
-        an interval whose side of the band is already known."""
+        """Whether the A/B verdict is settled before each side reached its CI target: at least MIN_BATCHES batches,
+        each side's median within DECIDED_REL_CI, and the speedup's CI wholly inside or outside the noise band."""
         ref, cand = self._watched("reference"), self._watched("candidate")
-        if min(len(ref), len(cand)) < MIN_BATCHES:
-            return False
-        if max(_rel_width(sorted(ref), 0.95), _rel_width(sorted(cand), 0.95)) > DECIDED_REL_CI:
-            return False
-        return self._paired_verdict() != "inconclusive"
+        return min(len(ref), len(cand)) >= MIN_BATCHES and \
+            max(_rel_width(sorted(ref), 0.95), _rel_width(sorted(cand), 0.95)) <= DECIDED_REL_CI and \
+            self._paired_verdict() != "inconclusive"
 
     def _paired_verdict(self) -> str | None:
         """The A/B verdict of the rounds counted so far (`verdict.speedup`, paired), or None before MIN_BATCHES."""
@@ -274,19 +241,18 @@ class PairTimer:
         return d if self.cuda and self._side_stream(name) else self.stream[name]
 
     def _caught(self) -> bool:
-        return any(f.flag in ("result-cache",) for f in self.findings)
+        return any(f.flag == "result-cache" for f in self.findings)
 
     def _batch_size(self, warm: dict[str, float]) -> int:
-        """Calls per timed batch: the target batch time over the slower side's time per call in the second warm-up
-        round."""
+        """Calls per timed batch: the target batch time over the slower side's time per call in a warm-up round."""
         per_call = max([v / 1e3 for v in warm.values() if v] or [1e-3])
         target = TARGET_BATCH_S["cuda" if self.cuda else "cpu"]
         return max(1, min(self.pool.n, math.ceil(target / max(per_call, 1e-6))))
 
     # -- one round: refresh, reference, candidate, checks --
     def _round(self, b: int, n: int, count: bool) -> dict[str, float]:
-        """Round b with n calls per side (module doc); returns each side's mean ms per call (by the judge's clock
-        for the candidate when not counted), or {} when the batch was dropped (throttled GPU)."""
+        """Round b with n calls per side (module doc); returns each side's mean ms per call by the runners' clocks, or
+        {} when the batch was dropped (throttled GPU)."""
         pool = self.pool
         order = list(range(n))
         self.rng.shuffle(order)
@@ -296,17 +262,16 @@ class PairTimer:
         clock = _PhaseClock(self.phases, b)
         before = self.telemetry.sample() if self.telemetry is not None else None
         clock.lap("telemetry")
-        # Which side goes first alternates from round to round where both are runners: whatever the first side of
-        # a round pays or gains (the GPU clock after the judge's work, caches) falls on each side alike.
+        # Where both are runners the first side alternates, so what going first pays or gains falls on both alike.
         candidate_first = self.reference.runner is not None and b % 2 == 1
         with Frozen(self.session):
             clock.lap("freeze")
             contents = pool.refresh(self.rng, n) if b or pool.lent else []
             clock.lap("refresh")
             if self.reference.runner is not None:
-                # The re-check's outputs, by the judge on the round's inputs before either batch; the inputs are then
-                # written again (on a GPU so that each batch follows the same work, and always before the candidate
-                # goes first: the reference may have written into them).
+                # The re-check's outputs first; the inputs are then written again before the candidate goes first (the
+                # reference may have written into them) and on a GPU, where the side that followed the judge's
+                # refresh read slower; not on the CPU, where it would double the cost of a round of small calls.
                 self._reference_outputs(order, seeds, checks, kept)
                 if contents and (self.cuda or candidate_first):
                     pool.refresh(None, seeds=contents)
@@ -393,17 +358,9 @@ class PairTimer:
 
     def _time_reference(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
                         kept: dict[int, Any]) -> tuple[list[float], list[float], float]:
-        """The reference's batch: in its own runner (`reference_runner.py`), the judge having computed the outputs
-        of the calls in `checks` for the re-check before the round's batches (`_round`), then written the round's
-        inputs into the sets again, so the batch follows the same work as the candidate's will (a pool refresh);
-        or in the judge, right after the round's refresh, keeping those outputs as it goes and copying the others
-        out like the candidate's commit (the same work on both sides). A runner that fails hands the reference
-        back to the judge for this round and every later one (protocol `reference_timed_in`).
-
-        Why the same work before each side (on a GPU): the side timed first in a round followed the judge's refresh,
-        the other its own opponent's batch, and identical memory-bound code read 3-10% slower first (KernelBench
-        BatchNorm2d, InstanceNorm2d, pooling; the candidate's side sat at its floor, the reference's above it). Not
-        on the CPU, where drawing a round's inputs again would double the cost of a round of small calls."""
+        """The reference's batch: in its own runner (the checked outputs computed by `_reference_outputs`), or in the
+        judge, keeping the checked calls' outputs and copying the others out like the candidate's commit. A runner
+        that fails hands the reference to the judge for this round and every later one (`reference_timed_in`)."""
         runner = self.reference.runner
         if runner is not None:
             try:
@@ -448,7 +405,3 @@ class PairTimer:
                 self.findings.append(Finding("result-cache", f"timed call {k + 1} of batch {b + 1} returned a wrong "
                                                              f"result for the inputs it was given ({problem})"))
                 return
-
-    # -- the outcome --
-    def _outcome(self, reasons: dict[str, str]) -> TimingOutcome:
-        return timing_outcome.outcome_of(self, reasons)

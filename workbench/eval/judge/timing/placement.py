@@ -27,24 +27,15 @@ class Frozen:
 
 
 def pin_gpu_timing() -> bool:
-    """Whether GPU timing pins the timed processes to one core as CPU timing does (`OneCore`); on by default,
-    `KWB_TIMING_PIN=0` turns it off.
-
-    A GPU call's time includes its host launches, and a launch-bound network or a small kernel is timed on the
-    host's speed: unpinned, the two runners ran on whichever cores the scheduler gave them, and identical code read
-    0.69x-1.31x (KernelBench L2/6 and L3/7, 20, 22) and a 1 GB reduction 0.94x. On one core the largest A/A
-    deviation over the same problems was 3.6%."""
+    """Whether GPU timing pins the timed processes to one core as CPU timing does (`OneCore`; `KWB_TIMING_PIN=0`
+    turns it off): a GPU call's time includes its host launches, so unpinned sides are timed on different cores."""
     return os.environ.get("KWB_TIMING_PIN", "1").strip() != "0"
 
 
 class OneCore:
-    """The judge's timing thread and every thread of both runners on one core for the whole timing (on a GPU
-    unless `pin_gpu_timing` says no).
-
-    They take turns (the runner is frozen while the reference runs, the judge waits while the candidate runs), so
-    one core costs nothing, and both sides then see the same core's caches and clock instead of whichever core the
-    scheduler gave each (on a shared 2-core machine identical code read 0.6x-1.3x from one evaluation to the
-    next). A runner that moves itself elsewhere gains nothing it may keep: more than one thread is `thread-use`."""
+    """The judge's timing thread and every thread of both runners on one core for the whole timing (on a GPU unless
+    `pin_gpu_timing` says no). The sides take turns, so one core costs nothing, and both see the same core's caches
+    and clock; a thread the candidate moves off it is put back and flagged (`escaped`)."""
 
     def __init__(self, session: CandidateSession, cuda: bool, reference_runner: Any = None):
         self.session, self.cuda = session, cuda

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -25,7 +25,10 @@ from workbench.eval.judge.timing.batches import Calibration, calibrate
 from workbench.eval.judge.timing.inputs import MAX_SETS, InputPool
 from workbench.eval.judge.timing.pair import TARGET_BATCH_S, PairTimer, ReferenceSide, stopping_rule
 from workbench.eval.wire.diagnostics import Diagnostics
-from workbench.eval.wire.tensors import clone_inputs, release_unused
+from workbench.eval.wire.tensors import clone_inputs, release_unused, sync
+
+if TYPE_CHECKING:
+    from workbench.eval.judge.timing.telemetry import Telemetry
 
 
 @dataclass
@@ -47,18 +50,15 @@ def _estimate_ms(model: Any, inputs: list[Any], device: str) -> float:
     """The reference's time per call (ms) over a few calls: it sizes the pool before anything is timed."""
     with torch.no_grad():
         model(*clone_inputs(inputs))  # first-call costs out of the estimate
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
+        sync(device)
         t0 = time.perf_counter()
         for _ in range(3):
             model(*inputs)
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
+        sync(device)
     return (time.perf_counter() - t0) / 3 * 1e3
 
 
-#: A harness calibration is reused for later candidates of the same task and size for this long (seconds): it was
-#: measured before any candidate was imported, in a runner like theirs, and the machine does not change faster.
+#: Seconds a harness calibration (made before any candidate's import) serves later candidates of the task and size.
 CALIBRATION_REUSE_S = 120.0
 
 
@@ -71,9 +71,7 @@ class ReferenceProfile:
     calibration: Calibration | None = None
     calibrated_at: float = 0.0
     pool_sets: int = 0
-    #: The last timing of `torch.compile` of the reference (`Timing.to_dict()`) and when it was made: the compiled
-    #: line is an aside the verdict never uses, the same for every candidate of the task, so a recent one is
-    #: reused instead of timed again under the exclusive lock for each candidate of a sweep or a loop.
+    #: The last timing of `torch.compile` of the reference and when: the same for every candidate, a recent one serves.
     compiled: dict[str, Any] | None = None
     compiled_at: float = 0.0
 
@@ -87,18 +85,9 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
             timeout: float, interpreted: bool, known: ReferenceProfile | None = None,
             measuring: Callable[[], AbstractContextManager[Any]] = nullcontext,
             kept: InputPool | None = None) -> tuple[TimingPlan, ReferenceProfile]:
-    """The input pool and the null calibration, before the candidate is imported (module doc). The pool holds
-    enough sets for a batch of a candidate up to 4x faster than the reference, as many as fit in memory. `known`
-    (the same task and size, from an earlier candidate) spares the reference's estimate and, while recent and for
-    the same pool, the calibration.
-
-    Only the two measurements (the reference's estimate and the null calibration) run inside `measuring()`, which
-    the judge makes an exclusive hold of the device: drawing the pool's sets is not a measurement, and keeping it out
-    of the exclusive lock lets another judge's checks go on meanwhile (on a later candidate of the task, nothing
-    here needs the device to itself).
-
-    `kept`: the pool an earlier candidate of this task, size and seed was timed on (`Context.take_pool`); lent to
-    this runner instead of drawing and sharing a new one, when the reference's profile is known too."""
+    """The input pool (enough sets for a candidate 4x faster than the reference, as fit) and the null calibration.
+    `known` (an earlier candidate's profile) spares the estimate and a recent calibration, and lets the `kept` pool be
+    lent; only the two measurements run inside `measuring()`, the judge's exclusive hold of the device."""
     started = time.perf_counter()
     if kept is not None and known is not None:
         try:
@@ -137,8 +126,7 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
 
 def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile, size: dict, timeout: float,
              started: float, measuring: Callable[[], AbstractContextManager[Any]] = nullcontext) -> TimingPlan:
-    """The plan on `pool`, with the calibration measured again unless a recent one was made on a pool of this
-    size."""
+    """The plan on `pool`, the calibration measured again unless a recent one was made on a pool of this size."""
     fresh = known.calibration is not None and known.pool_sets == pool.n and \
         time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
     if not fresh:
@@ -147,10 +135,8 @@ def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile
             known.calibration = calibrate(session, pool, timeout, known.seeded)
         known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
         pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
-    plan = TimingPlan(pool, known.calibration, size, known.reference_ms, time.perf_counter() - started,
-                      known.seeded)
-    plan.calibration_reused = fresh
-    return plan
+    return TimingPlan(pool, known.calibration, size, known.reference_ms, time.perf_counter() - started, known.seeded,
+                      calibration_reused=fresh)
 
 
 def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:
@@ -166,7 +152,7 @@ def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:
     return moved
 
 
-def _telemetry(device: str):
+def _telemetry(device: str) -> Telemetry | None:
     """NVML sensors for the device's timed batches (None on the CPU; an "unavailable" summary without NVML)."""
     if not device.startswith("cuda"):
         return None
@@ -184,10 +170,8 @@ def _telemetry(device: str):
 def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: ReferenceSide, device: str,
         candidate_language: str, reps: int | None, result: dict[str, Any], diagnostics: Diagnostics,
         known: ReferenceProfile | None = None) -> list[Finding]:
-    """Time the pair and fill `result` (timing, reference_timing, compiled_reference_timing, judge_clock_timing,
-    speedup CI and verdict, telemetry) and `diagnostics`; returns the findings of the timing (the clock check,
-    re-checks, threads). `known` (the task's profile in this judge) lends a recent compiled-reference timing and
-    keeps a new one."""
+    """Time the pair, fill `result` (timings, speedup CI and verdict, telemetry) and `diagnostics`; return the findings.
+    `known` (the task's profile in this judge) lends a recent compiled-reference timing and keeps a new one."""
     reused = known.recent_compiled() if known is not None and side.compiled is not None else None
     if reused is not None:
         side = dataclasses.replace(side, compiled=None)
@@ -239,6 +223,3 @@ def cover(session: CandidateSession, model_id: int, plan: TimingPlan, source: st
     coverage, findings = guards.judge_coverage(kernels, own, policy)
     findings += guards.judge_host_work(kernels, median_ms)
     return coverage, findings
-
-
-

@@ -1,17 +1,11 @@
-"""Statistics of timing samples, all pure (no clocks, no devices), so they are tested on synthetic samples:
+"""Statistics of timing samples, pure (no clocks, no devices) so they are tested on synthetic samples:
 
-- `summarize` / `median_ci_ranks`: median, spread and a distribution-free 95% CI of the median (order statistics).
-- `StoppingRule` -> `Stopper` / `JointStopper`: fed batch by batch, they say when the CI of the median is tight
-  enough, stopped shrinking, or the budget is spent. The rules follow nvbench's stdrel criterion (stop when the
-  relative noise is small, or when the noise estimate has plateaued; a timeout wins over everything), with the
-  relative width of the CI of the median in place of the relative standard deviation, because timing distributions
-  are skewed and have outliers.
-- `bootstrap_medians`: the bootstrap distribution of a median, which the speedup's CI is read from
-  (`judge/verdict.py` decides what the CI says).
+- `summarize` / `median_ci_ranks`: median, spread and a distribution-free 95% CI of the median;
+- `StoppingRule` -> `Stopper` / `JointStopper`: when to stop timing, nvbench's stdrel criterion with the relative
+  width of the CI of the median in place of the relative standard deviation (timings are skewed, with outliers);
+- `bootstrap_medians`: the bootstrap distribution of a median, for the speedup's CI (`judge/verdict.py`).
 
-The stoppers and the CI use builtins bound to private names at import, so nothing that patches `sorted` or `math`
-later in the judge's process can change when timing stops.
-"""
+Builtins are bound to private names at import, so nothing that patches `sorted` or `math` later can move a stop."""
 from __future__ import annotations
 
 import bisect as _bisect
@@ -24,7 +18,7 @@ import numpy as np
 
 from workbench.result import Timing
 
-_sorted, _len, _min, _max, _range, _float, _sum = sorted, len, min, max, range, float, sum
+_sorted, _len, _min, _max, _float, _sum = sorted, len, min, max, float, sum
 _comb, _isfinite, _inf = _math.comb, _math.isfinite, _math.inf
 _exp, _lgamma, _LN2 = _math.exp, _math.lgamma, _math.log(2.0)
 _insort = _bisect.insort
@@ -36,13 +30,9 @@ STOP_REASONS = ("fixed", "ci-target", "plateau", "max-reps", "time-cap")
 # ---- the CI of the median -------------------------------------------------------------------------------------------
 
 def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int]:
-    """1-based ranks (j, n + 1 - j) of the order statistics bounding a distribution-free CI of the median.
-
-    Binomial method: the number of samples below the true median is Binomial(n, 1/2), so
-    P(x_(j) <= median <= x_(n+1-j)) = 1 - 2 P(B <= j - 1). j is the largest rank keeping that >= `level`.
-    It assumes nothing about the shape of the timing distribution (skewed, with outliers). For n <= 5 no pair of
-    ranks reaches 95% (the best, min and max, covers 1 - 2^(1-n)): the CI is then [min, max].
-    """
+    """1-based ranks (j, n + 1 - j) of the order statistics bounding a distribution-free CI of the median: samples
+    below the median are Binomial(n, 1/2), so the coverage is 1 - 2 P(B <= j - 1), and j is the largest rank keeping
+    it >= `level`. For n <= 5 no pair reaches 95%: the CI is then [min, max]."""
     if n < 1:
         raise ValueError("no samples")
     level_q = _Fraction(level).limit_denominator(10**6)
@@ -60,9 +50,7 @@ _EXACT_RANKS_UP_TO = 1024
 
 def _lower_rank_exact(n: int, num: int, den: int) -> int:
     """The largest k with P(B <= k) <= (1 - num/den) / 2, B ~ Binomial(n, 1/2) (-1 if none), in exact integers.
-
-    With T(k) = 2^n P(B <= k) the condition is 2 den T(k) <= (den - num) 2^n. Walk down from the largest k below
-    n/2, T(k - 1) = T(k) - C(n, k): about sqrt(n) steps (summing up from k = 0 took seconds at n = 10^4)."""
+    With T(k) = 2^n P(B <= k), walk down from the largest k below n/2 (T(k - 1) = T(k) - C(n, k)): ~sqrt(n) steps."""
     limit = (den - num) << n
     k = (n + 1) // 2 - 1
     if n % 2:
@@ -80,10 +68,8 @@ def _lower_rank_exact(n: int, num: int, den: int) -> int:
 
 
 def _lower_rank_float(n: int, tail: float) -> int | None:
-    """`_lower_rank_exact` in floats: the same walk on probabilities, with log-gamma for the central term. Returns
-    None when a comparison falls within 1e-6 (relative) of the bound, where rounding could flip it: the caller
-    then takes the exact path, so the ranks are the exact ones either way. The exact path's central binomial
-    coefficient has n bits and costs ~2 ms at n = 10^4, too much for a stopping rule that asks after every batch."""
+    """`_lower_rank_exact` in floats (log-gamma for the central term), fast enough to ask after every batch. None
+    when a comparison falls within 1e-6 (relative) of the bound: the caller then takes the exact path."""
     k = (n + 1) // 2 - 1
     p = _exp(_lgamma(n + 1) - _lgamma(k + 1) - _lgamma(n - k + 1) - n * _LN2)  # P(B = k)
     if n % 2:
@@ -147,15 +133,9 @@ def _rank_index(u: np.ndarray, n: int) -> np.ndarray:
 
 
 def bootstrap_medians(x_sorted: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Medians of `resamples` bootstrap resamples (n draws with replacement) of the sorted samples, without
-    drawing the resamples: O(resamples), not O(resamples * n).
-
-    A draw from the samples is x_(ceil(n U)) with U uniform, a non-decreasing map of U, so the k-th smallest of n
-    draws is x_(ceil(n U_(k))), where U_(k), the k-th smallest of n uniforms, is Beta(k, n - k + 1). For odd n the
-    median is that with k = (n + 1) / 2. For even n it is the mean of the k-th and (k+1)-th with k = n / 2; given
-    U_(k) = u the other n - k uniforms are uniform on (u, 1), so U_(k+1) = u + (1 - u) Beta(1, n - k). Same
-    distribution as resampling (tests/test_stats.py checks it against explicit resamples).
-    """
+    """Medians of `resamples` bootstrap resamples of the sorted samples in O(resamples), without drawing them: the
+    k-th smallest of n draws is x_(ceil(n U_(k))) with U_(k) ~ Beta(k, n - k + 1); for even n, U_(k+1) given U_(k) = u
+    is u + (1 - u) Beta(1, n - k). Same distribution as resampling (tests/test_stats.py)."""
     n = x_sorted.size
     if n % 2:
         k = (n + 1) // 2
@@ -169,37 +149,12 @@ def bootstrap_medians(x_sorted: np.ndarray, resamples: int, rng: np.random.Gener
 
 @dataclass(frozen=True)
 class StoppingRule:
-    """When a timing loop fed batch by batch may stop. `start()` gives the stateful `Stopper` for one callable,
-    `start_joint(names)` the `JointStopper` for callables timed interleaved (reference and candidate).
-
-    After each batch, in this order (the first that holds is the stop reason):
-      "fixed"     min_samples == max_samples (a fixed count was asked for) and that many samples are in;
-      "ci-target" n >= min_samples and the `level` CI of the median has relative width (high - low) / median
-                  <= target_rel_ci. nvbench stops when the samples' relative standard deviation is below 0.5%, a
-                  property of the kernel; we ask the same of the estimate instead: with the default 1% the median
-                  is known to about +-0.5%, however noisy single runs are;
-      "plateau"   n >= min_samples and the relative widths after the last K + 1 batches (K = plateau_batches)
-                  all lie within plateau_tol x the latest one: the CI stopped narrowing. nvbench stops the same way
-                  when its noise estimates over a trailing window vary by under 5% of the current one: more
-                  samples would not sharpen the result. Here that happens when timer quantization or two modes
-                  of the distribution pin the CI ends to the same values;
-      "max-reps"  n >= max_samples;
-      "time-cap"  the elapsed seconds passed to `add` sum past time_cap_s. Like nvbench's timeout this wins over
-                  min_samples: a cap bounds the cost of one evaluation, and a slow kernel's wide CI says what it cost.
-
-    The plateau window is counted in batches, so it depends on the batch size b: on i.i.d. noise each batch
-    narrows the CI by about b / (2n), so the window's widths span less than plateau_tol only once
-    K b / (2n) < plateau_tol, past n = 2500 with the defaults and 10-sample batches (the noise of the width
-    itself moves that either way, ~1500-3500 in simulation); by then halving the width would cost 4x the samples.
-    Quantized or bimodal samples reach it K batches after min_samples. Comparing only the first and last widths
-    of the window would not do: their sampling noise is larger than the expected narrowing, and it stopped
-    i.i.d. runs at a quarter of the samples the CI target needed.
-    `plateau_batches=0` turns the rule off.
-    """
+    """When a timing loop fed batch by batch may stop (`start()`: a `Stopper`; `start_joint(names)`: a `JointStopper`):
+    after each batch the first of STOP_REASONS that holds is the reason (`Stopper._decide`)."""
 
     #: Stop when (high - low) / median of the CI of the median is at most this (0: only a zero-width CI does).
     target_rel_ci: float = 0.01
-    #: No "ci-target" or "plateau" stop before this many samples (the README promises >= 50 timed runs on a GPU).
+    #: No "ci-target" or "plateau" stop before this many samples.
     min_samples: int = 50
     max_samples: int = 10_000
     #: Seconds of measurement (as the caller reports them) after which timing stops whatever the CI says.
@@ -214,8 +169,7 @@ class StoppingRule:
         if not 1 <= self.min_samples <= self.max_samples:
             raise ValueError(f"need 1 <= min_samples <= max_samples, got {self.min_samples}, {self.max_samples}")
         if self.min_samples < self.max_samples and self.min_samples < 6:
-            # For n <= 5 the CI of the median is [min, max] with coverage below 95% (`median_ci_ranks`): an
-            # adaptive rule could stop on a CI that is not one. Use `StoppingRule.fixed(n)` for tiny counts.
+            # For n <= 5 the CI of the median is [min, max], below 95% coverage: an adaptive rule could stop on it.
             raise ValueError(f"an adaptive rule needs min_samples >= 6, got {self.min_samples}; "
                              "use StoppingRule.fixed(n) for a fixed small count")
         if not (self.target_rel_ci >= 0 and self.time_cap_s > 0 and self.plateau_batches >= 0
@@ -245,17 +199,12 @@ def _rel_width(s: list[float], level: float) -> float:
         return _inf
     lo, hi = median_ci_ranks(_len(s), level)
     width, median = s[hi - 1] - s[lo - 1], _median_sorted(s)
-    if median > 0:
-        return width / median
-    return 0.0 if width == 0 else _inf
+    return width / median if median > 0 else (0.0 if width == 0 else _inf)
 
 
 class Stopper:
-    """The state of one callable under a `StoppingRule`: feed it each batch with `add`, stop when `done()`.
-
-    Once done it stays done with its first reason (later batches still add samples, so a stopper kept running
-    beside a slower one in `JointStopper` keeps every sample for the final statistics).
-    """
+    """The state of one callable under a `StoppingRule`: feed it each batch with `add`, stop when `done()`. Once done
+    it keeps its first reason, and later batches still add samples (beside a slower side in `JointStopper`)."""
 
     def __init__(self, rule: StoppingRule):
         self.rule = rule
@@ -297,9 +246,8 @@ class Stopper:
         return summarize(self.samples_ms, clock, side_stream_runs, stop_reason=self.reason)
 
     def add(self, samples_ms: Iterable[float], elapsed_s: float | None = None) -> bool:
-        """Add one batch; returns `done()`. `elapsed_s`: seconds this batch cost (warm-up, flushes and syncs
-        included; default: the sum of its samples). A batch dropped for throttling is added as `add([], s)`, so
-        its time still counts against the cap."""
+        """Add one batch; returns `done()`. `elapsed_s`: seconds it cost (default: the sum of its samples); a batch
+        dropped for throttling is `add([], s)`, so its time still counts against the cap."""
         batch = [_float(v) for v in samples_ms]
         for v in batch:
             if not (_isfinite(v) and v >= 0):
@@ -332,22 +280,23 @@ class Stopper:
             if n >= r.max_samples:
                 return "fixed"
         elif n >= r.min_samples:
+            # Like nvbench's stdrel, but of the estimate, not the samples: at 1% the median is known to about +-0.5%.
             if self.rel_ci_width <= r.target_rel_ci:
                 return "ci-target"
+            # The CI stopped narrowing (quantized or bimodal samples): judged on the whole window, whose two ends
+            # alone are noisier than the narrowing expected between them.
             if self._plateaued():
                 return "plateau"
         if n >= r.max_samples:
             return "max-reps"
-        if self.elapsed_s > r.time_cap_s:
+        if self.elapsed_s > r.time_cap_s:  # wins over min_samples, as nvbench's timeout does: a cap bounds the cost
             return "time-cap"
         return ""
 
 
 class JointStopper:
-    """Stoppers for callables timed interleaved (reference and candidate): done when every one is done by its own
-    rule, or when their shared elapsed time passes the cap. Each keeps its own reason; a callable not done when
-    the cap hits gets "time-cap". Interleaving continues for the ones already done, so drift hits all alike.
-    """
+    """Stoppers for callables timed interleaved: done when each is done by its own rule (keeping its reason) or when
+    their shared time passes the cap ("time-cap" for those not done). Done sides go on, so drift hits all alike."""
 
     def __init__(self, rule: StoppingRule, names: Iterable[str] = ("reference", "candidate")):
         self.rule = rule
@@ -363,9 +312,8 @@ class JointStopper:
         self.extended = False
 
     def extend(self, time_cap_s: float, max_samples: int) -> bool:
-        """Go on past the cap or the sample bound, once: the pair's time cap becomes `time_cap_s` and each side's
-        sample bound `max_samples` (a side stopped by "max-reps" runs again; one stopped by its CI stays stopped).
-        False when already extended or nothing would change."""
+        """Raise the pair's time cap and each side's sample bound, once (a side stopped by "max-reps" runs again); False
+        when already extended or nothing would change."""
         if self.extended or (time_cap_s <= self.time_cap_s and
                              all(s.rule.max_samples >= max_samples for s in self.stoppers.values())):
             return False
@@ -379,9 +327,8 @@ class JointStopper:
         return True
 
     def add(self, batches: Mapping[str, Iterable[float]], elapsed_s: float | None = None) -> bool:
-        """Add one interleaved batch (samples per name); `elapsed_s` is the whole batch's cost, counted once
-        (default: the sum of all its samples). A batch dropped for throttling is `add({}, elapsed_s)`.
-        Returns `done()`."""
+        """Add one interleaved batch (samples per name) and its whole cost `elapsed_s`, counted once (default: the sum
+        of its samples; a dropped batch is `add({}, elapsed_s)`). Returns `done()`."""
         unknown = set(batches) - set(self.stoppers)
         if unknown:
             raise ValueError(f"unknown names {sorted(unknown)}; known: {sorted(self.stoppers)}")

@@ -1,16 +1,10 @@
 """NVML telemetry around timed batches: SM and memory clocks, power, temperature and throttle reasons.
 
-A GPU that throttles mid-measurement times a different machine: the kernel did not get slower, the clock did.
-Like nvbench, which discards a sample taken while the SM clock is below 75% of the default clock (its
-`--throttle-threshold`), the timing loop samples NVML before and after each timed batch and drops the batch when
-`judge_batch` says so. Every sample and verdict lands in `Result.telemetry` (`summarize_batches`), so a reader can
-see which clocks a published number was measured at.
-
-NVML comes from the optional `nvidia-ml-py` package (`pip install 'kernel-workbench[gpu]'`, imported as
-`pynvml`). Without it, without a driver, or without the device, every call here returns a dict with
-`"status": "unavailable"` and a reason, and nothing raises: telemetry describes a measurement, it never stops one.
-`Telemetry(nvml=...)` takes any object with pynvml's function names, which is how the tests replay recorded
-samples on a machine without a GPU.
+A GPU that throttles mid-measurement times a different machine. Like nvbench (`--throttle-threshold`), the timing
+loop samples NVML before and after each batch and drops it when `judge_batch` says so; every sample and verdict lands
+in `Result.telemetry` (`summarize_batches`). NVML comes from the optional `nvidia-ml-py` (`pynvml`); without it, a
+driver or the device, everything here returns an "unavailable" marker and never raises: telemetry describes a
+measurement, it never stops one. `Telemetry(nvml=...)` takes a fake for tests.
 """
 
 from __future__ import annotations
@@ -22,26 +16,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-#: NVML's clock-event ("throttle") reason bits, nvmlClocksThrottleReason* / nvmlClocksEventReason* in nvml.h.
+#: NVML's clock-event ("throttle") reason bits (its nvmlClocksEventReason* constants).
 THROTTLE_REASONS: dict[int, str] = {
-    0x001: "gpu_idle",
-    0x002: "applications_clocks_setting",
-    0x004: "sw_power_cap",
-    0x008: "hw_slowdown",
-    0x010: "sync_boost",
-    0x020: "sw_thermal_slowdown",
-    0x040: "hw_thermal_slowdown",
-    0x080: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
+    0x001: "gpu_idle", 0x002: "applications_clocks_setting", 0x004: "sw_power_cap", 0x008: "hw_slowdown",
+    0x010: "sync_boost", 0x020: "sw_thermal_slowdown", 0x040: "hw_thermal_slowdown",
+    0x080: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
 }
-#: Reasons that say nothing about the timed work: the GPU was idle when sampled (between batches), clocks follow
-#: the applications-clock or display setting, or are held in step with other GPUs of a sync-boost group.
+#: Reasons that say nothing about the timed work (an idle GPU between batches, clocks set by a setting or a group).
 BENIGN_REASONS = frozenset({"gpu_idle", "applications_clocks_setting", "sync_boost", "display_clock_setting"})
-#: Reasons that drop a batch: thermal protection or a hardware slowdown (power brake, power supply) cut the clock
-#: by a factor the kernel has nothing to do with.
+#: Reasons that drop a batch: thermal protection or a hardware slowdown cut the clock, not the kernel.
 SLOWDOWN_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
-# sw_power_cap is neither: a heavy kernel can hold an H100 at its power limit for good, and that clock is the one
-# it runs at in production. The batch is flagged, and dropped only by the clock rule (see `judge_batch`).
+# sw_power_cap is neither: a heavy kernel runs at its power limit in production too; flagged, dropped only by the clock.
 
 #: A batch whose SM clock fell below this share of the default SM clock is dropped (nvbench's default 75%).
 THROTTLE_THRESHOLD = 0.75
@@ -73,8 +58,12 @@ def is_available(sample: dict[str, Any] | None) -> bool:
     return bool(sample) and sample.get("status") != UNAVAILABLE
 
 
+def _mask(sample: dict[str, Any]) -> int:
+    return int(sample.get("throttle_mask") or 0)
+
+
 def _idle(sample: dict[str, Any]) -> bool:
-    return bool(int(sample.get("throttle_mask") or 0) & _GPU_IDLE)
+    return bool(_mask(sample) & _GPU_IDLE)
 
 
 def nvml_uuid(uuid: str) -> str:
@@ -97,65 +86,42 @@ class BatchTelemetry:
     reasons: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["reasons"] = list(self.reasons)
-        return d
+        return {**asdict(self), "reasons": list(self.reasons)}
 
 
 def judge_batch(before: dict[str, Any], after: dict[str, Any], default_sm_clock: float | None,
                 threshold: float = THROTTLE_THRESHOLD, *, keep_power_capped: bool = False,
                 ) -> tuple[bool, tuple[str, ...]]:
-    """(ok, reasons) for a batch between two samples. Not ok when either sample carries a SLOWDOWN_REASONS bit,
-    or when an SM clock read while the GPU was busy is below `threshold` x `default_sm_clock` (nvbench's rule).
-    Other non-benign bits (sw_power_cap, unknown ones) are reasons with ok still True: flagged, kept.
-
-    keep_power_capped: a low clock read with sw_power_cap set (and no slowdown bit) keeps the batch, flagged.
-    A heavy GEMM holds an H100 at its power cap for good, and below the 75% line: 8192^3 bf16 matmuls ran at
-    1140-1470 MHz of 1980 in every batch (tests/data/nvml_h100_power_limited.json), so nvbench's rule alone drops
-    every batch and leaves nothing to time. A loop that sees that may measure again with True and report the
-    power-limited time, which is the time such a kernel gets in production.
-
-    NVML's reasons are the state at the moment of sampling, so a slowdown that came and went inside the batch is
-    missed; sampling both ends catches one that started or ended in it. A sample with gpu_idle set was taken
-    before the GPU ramped up (or after it wound down), so its clock is not the batch's and is not judged.
-    """
+    """(ok, reasons) for a batch between two samples: not ok on a SLOWDOWN_REASONS bit or a busy SM clock below
+    `threshold` x `default_sm_clock`; other non-benign bits are flagged. `keep_power_capped` keeps a low clock under
+    sw_power_cap, where a heavy GEMM runs for good (tests/data/nvml_h100_power_limited.json)."""
     samples = [s for s in (before, after) if is_available(s)]
     if not samples:
         return True, ("telemetry-unavailable",)
-    reasons: list[str] = []
-    ok = True
     mask = 0
     for s in samples:
-        mask |= int(s.get("throttle_mask") or 0)
-    for name in decode_throttle_reasons(mask):
-        if name in BENIGN_REASONS:
-            continue
-        reasons.append(name)
-        if name in SLOWDOWN_REASONS:
-            ok = False
+        mask |= _mask(s)
+    reasons = [name for name in decode_throttle_reasons(mask) if name not in BENIGN_REASONS]
+    ok = not any(name in SLOWDOWN_REASONS for name in reasons)
     busy = [s for s in samples if s.get("sm_clock_mhz") is not None and not _idle(s)]
     low = [s for s in busy if default_sm_clock and s["sm_clock_mhz"] < threshold * default_sm_clock]
     if low:
         reasons.append(f"sm_clock {min(s['sm_clock_mhz'] for s in low):g} MHz < {threshold:.0%} of "
                        f"{default_sm_clock:g} MHz")
-        if not (keep_power_capped and all(int(s.get("throttle_mask") or 0) & _SW_POWER_CAP for s in low)):
+        if not (keep_power_capped and all(_mask(s) & _SW_POWER_CAP for s in low)):
             ok = False
     return ok, tuple(reasons)
 
 
 def _stats(values: Sequence[float], *keys: str) -> dict[str, float] | None:
-    if not values:
-        return None
     funcs: dict[str, Callable[[Sequence[float]], float]] = {"min": min, "median": statistics.median, "max": max}
-    return {k: float(funcs[k](values)) for k in keys}
+    return {k: float(funcs[k](values)) for k in keys} if values else None
 
 
 def summarize_batches(batches: Iterable[BatchTelemetry], default_sm_clock: float | None, *, device: str = "",
                       threshold: float = THROTTLE_THRESHOLD, **extra: Any) -> dict[str, Any]:
-    """The dict for `Result.telemetry`: every batch's samples and verdict, how many were dropped (not ok) and
-    flagged (ok, with reasons), and min / median SM and memory clocks, max temperature and median / max power
-    over the samples taken while the GPU was busy. `extra` (e.g. the power limit) is stored alongside.
-    "status" is "unavailable" (with a reason) when no batch has an NVML sample."""
+    """The dict for `Result.telemetry`: every batch's samples and verdict, the dropped and flagged counts, and the
+    clocks, temperature and power while the GPU was busy, with `extra` alongside ("unavailable" with no sample)."""
     batches = list(batches)
     samples = [s for b in batches for s in (b.before, b.after) if is_available(s)]
     if not samples:
@@ -186,21 +152,9 @@ def summarize_batches(batches: Iterable[BatchTelemetry], default_sm_clock: float
 
 
 class Telemetry:
-    """NVML sampler for one GPU. Never raises: when NVML cannot be used, `available` is False, `reason` says why,
-    and `sample()` / `summary()` return the "unavailable" marker.
-
-    index: NVML's device index. NVML ignores CUDA_VISIBLE_DEVICES, so inside a process that sees a subset of the
-    GPUs pass `uuid` instead (`str(torch.cuda.get_device_properties(d).uuid)`; `nvml_uuid` adds the prefix).
-    nvml: a pynvml-like object (tests pass a fake); default: `import pynvml`. clock: seconds for the "t_s"
-    stamp of each sample (default: time.monotonic, relative to construction). keep_power_capped: passed to
-    `judge_batch` by `record_batch`.
-
-    Typical use in a timing loop:
-        tel = Telemetry(uuid=...)
-        before = tel.sample(); <timed batch>; after = tel.sample()
-        if not tel.record_batch(before, after).ok: <drop the batch's samples>
-        result.telemetry = tel.summary()
-    """
+    """NVML sampler for one GPU; never raises (without NVML `available` is False and `reason` says why). Pass `uuid`
+    rather than `index` where CUDA_VISIBLE_DEVICES applies (NVML ignores it); `nvml` is a pynvml-like object, `clock`
+    stamps each sample's "t_s". Use: `sample()` before and after a batch, `record_batch`, then `summary()`."""
 
     def __init__(self, index: int = 0, *, uuid: str | None = None, nvml: Any = None,
                  clock: Callable[[], float] = time.monotonic, keep_power_capped: bool = False):
