@@ -1,6 +1,5 @@
-"""evaluate(task, candidate) -> Result: the public entry point. Hands a typed `Job` to the judge process and makes
-the Result from its typed `Reply`; never raises for a candidate's faults (every fault is a Result with a status and
-a message)."""
+"""evaluate(task, candidate) -> Result, the public entry point: a `Job` to a judge, the Result from its `Reply`;
+never raises for a candidate's faults."""
 
 from __future__ import annotations
 
@@ -89,14 +88,11 @@ def _task_and_candidate(task: Task | str, candidate: Candidate | str) -> tuple[T
 
 def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = None, *,
              options: EvalOptions | None = None, store: Any = None, **overrides: Any) -> Result:
-    """Check and time `candidate` on `task`: a trusted judge process checks it, and the candidate runs in a fresh
-    sandboxed runner of its own (docs/trust-boundary.md).
+    """Check and time `candidate` on `task` in a judge process, the candidate in a sandboxed runner
+    (docs/trust-boundary.md). `options`: an `EvalOptions`, overridden by keywords of the same names.
 
-    options: an `EvalOptions` (device, size, seed, rounds, timeout, compile_timeout, time_it, compile_reference,
-    on_progress, cancel); keyword arguments of the same names override it, and `device` may be given positionally.
-    Raises WorkbenchError only for the caller's mistakes (unknown task, device or option); every fault of the
-    candidate comes back as a Result with a status and a message, and a cancelled evaluation as one with status
-    "cancelled" (not stored).
+    Raises WorkbenchError only for the caller's mistakes; a candidate's fault is a Result with a status and a
+    message, a cancel one with status "cancelled" (not stored).
     """
     task, candidate = _task_and_candidate(task, candidate)
     opts = resolve_options(options, device, overrides)
@@ -118,8 +114,8 @@ def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = 
 
 
 def _annotate(result: Result, task: Task, reply: Reply) -> None:
-    """Roofline numbers (FLOPs, bytes, SOL, bound) for the Result, on the judge's measured ceilings where the device
-    has no datasheet roof. Numbers only: the status is the judge's (`judge/verdict.py`), never changed here."""
+    """Roofline numbers for the Result (on the judge's measured ceilings where no datasheet serves); the status is
+    never changed here."""
     from roofline import annotate_result
     from roofline.ceilings import Ceilings
 
@@ -130,9 +126,8 @@ def _annotate(result: Result, task: Task, reply: Reply) -> None:
 def evaluate_many(task: Task | str, candidates: Iterable[Candidate], device: str | None = None, *,
                   options: EvalOptions | None = None, progress: bool = True, store: Any = None,
                   **overrides: Any) -> list[Result]:
-    """Evaluate several candidates, overlapped: while one is timed the next loads and compiles (`evaluate_all`), with
-    a progress bar; results in the candidates' order. `options` and `overrides` as for `evaluate`; after a cancel,
-    the remaining candidates come back "cancelled" at once."""
+    """Evaluate several candidates, overlapped (`evaluate_all`), with a progress bar; results in their order.
+    `options` and `overrides` as for `evaluate`; after a cancel the rest come back "cancelled"."""
     from tqdm.auto import tqdm
 
     opts = resolve_options(options, device, overrides)
@@ -158,10 +153,9 @@ class _EitherCancel:
 
 def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOptions,
                  on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
-    """Evaluate `candidates` with up to `judge_slots(device)` in flight (caller/pool.py: each judge times with the
-    device to itself, so overlap costs no accuracy); `on_result(index, result)` is called in this thread as each one
-    finishes (where to store, update a bar or a table). Results in the candidates' order. Ctrl-C or an error in
-    `on_result` cancels the ones in flight and propagates."""
+    """Evaluate `candidates` with up to `judge_slots(device)` in flight (each judge times with the device to itself);
+    `on_result(index, result)` runs in this thread as each finishes. Results in their order; Ctrl-C or an error in
+    `on_result` cancels those in flight and propagates."""
     opts = resolve_options(opts, None, {})
     device = opts.device or default_device()  # resolved above; the fallback only satisfies the type
     slots = min(judge_slots(device), len(candidates))

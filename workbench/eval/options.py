@@ -1,8 +1,5 @@
-"""`EvalOptions`: how one evaluation runs, as one frozen value.
-
-Everything that evaluates (the `evaluate` API, `evaluate_many`, the `%%kwb` magic, the editor widget, sweeps,
-studies, the LLM agent and `kwb eval`) passes this object instead of a row of loose arguments, so a new option is
-added in one place and every client gets it (typed records cross every boundary).
+"""`EvalOptions`: how one evaluation runs, as one frozen value that every client passes (the API, the magic, the
+widget, sweeps, studies, the LLM agent, `kwb eval`), so a new option is added in one place.
 """
 
 from __future__ import annotations
@@ -21,33 +18,30 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class EvalOptions:
-    """Options of one evaluation.
+    """Options of one evaluation."""
 
-    device: "cpu", "cuda" or "cuda:N"; None picks the GPU when there is one, else Triton's CPU interpreter.
-    size: a preset name ("cpu"/"gpu") or a dict of module constants (a "dtype" key switches the dtype); a partial
-        dict is filled from the device's preset. None picks the device's preset.
-    seed: the seed of every input draw and model build (the same seed gives the same rounds).
-    rounds: correctness rounds (at least 5 run, so every size and input distribution is seen).
-    timeout: seconds the candidate may take for any one step after loading (None: 120 on the CPU, 60 on a GPU).
-    compile_timeout: seconds for loading the candidate, CUDA compilation included (None: 600).
-    time_it: time the candidate and the reference after the checks pass.
-    compile_reference: on a GPU, also time `torch.compile` of the reference.
-    on_progress: called with a `Progress` (stage, round or batch k of n, elapsed seconds, timing samples and CI
-        width; `.describe()` gives one line) as the judge works and about once a second while it is silent. Called
-        on the evaluating thread; an exception it raises stops the evaluation and propagates.
-    cancel: a `threading.Event` (anything with `is_set()`); once set, the evaluation is stopped within a fraction
-        of a second, its judge ended, and `evaluate` returns a Result with status "cancelled" (never stored).
-    """
-
+    #: "cpu", "cuda" or "cuda:N"; None: the GPU when there is one, else Triton's CPU interpreter.
     device: str | None = None
+    #: A preset name ("cpu"/"gpu") or a dict of module constants ("dtype" switches the dtype), filled from the
+    #: device's preset; None: the device's preset.
     size: str | dict[str, Any] | None = None
+    #: The seed of every input draw and model build.
     seed: int = 0
+    #: Correctness rounds (at least 5 run, so every size and input distribution is seen).
     rounds: int = 5
+    #: Seconds the candidate may take for any one step after loading (None: 120 on the CPU, 60 on a GPU).
     timeout: float | None = None
+    #: Seconds for loading the candidate, CUDA compilation included (None: 600).
     compile_timeout: float | None = None
+    #: Time the candidate and the reference after the checks pass.
     time_it: bool = True
+    #: On a GPU, also time `torch.compile` of the reference.
     compile_reference: bool = True
+    #: Called on the evaluating thread with each `Progress` (`.describe()` gives one line), and about once a second
+    #: while the judge is silent; an exception it raises stops the evaluation and propagates.
     on_progress: Callable[[Progress], Any] | None = field(default=None, compare=False, repr=False)
+    #: A `threading.Event` (anything with `is_set()`): once set, the evaluation stops within a fraction of a second
+    #: and `evaluate` returns a Result with status "cancelled" (never stored).
     cancel: CancelToken | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -1,15 +1,13 @@
 """The caller's side of one judge process (`python -m workbench.eval.judge.main`): typed messages over pipes
-(`wire/judge_messages.py`); a judge is reused while healthy (`caller/pool.py` keeps a few per device mode).
-
-The judge is trusted but still a separate process: the notebook never imports a reference or a candidate, and a
-judge that dies (or is killed to cancel a run) takes its fork server and the candidate's runner with it. Candidate
-code never runs in the judge either: each candidate gets a fresh sandboxed runner (`judge/runners/process.py`). The
-judge's environment has secrets removed; a runner's is built from an allow-list.
+(`wire/judge_messages.py`), reused while healthy (`pool.py`). The judge is trusted but separate: the notebook never
+imports a reference or a candidate, and a judge that dies takes its fork server and runner with it. Its environment
+has secrets removed.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
 import select
@@ -26,8 +24,7 @@ from workbench.eval.caller.progress import ProgressRelay
 from workbench.eval.wire import judge_messages as wire
 from workbench.eval.wire.process_env import apply_timing_env, module_command
 
-#: Environment variables never passed to a judge: API keys, tokens, secrets, passwords, cloud and model-hub
-#: credentials. Matched on the upper-cased name.
+#: Environment variables never passed to a judge (credentials of every kind), matched on the upper-cased name.
 _SECRET = re.compile(
     r"(_API_KEY|_APIKEY|_TOKEN|_CREDENTIALS?)$|SECRET|PASSWORD|PASSWD|_PRIVATE_KEY|"
     r"^(AWS_|HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_|OPENAI_|ANTHROPIC_|GITHUB_TOKEN|GH_TOKEN|"
@@ -40,8 +37,7 @@ DEFAULT_TIMEOUT = {"cpu": 120.0, "cuda": 60.0}
 DEFAULT_COMPILE_TIMEOUT = 600.0
 #: Seconds a fresh judge may take to import torch and triton before it counts as broken.
 STARTUP_TIMEOUT = 180.0
-#: Default address-space cap for CPU runners (KWB_WORKER_MEMORY_GB overrides; 0 = no cap): a huge allocation
-#: becomes a clean "out of memory" status instead of swapping the machine.
+#: Address-space cap of CPU runners (KWB_WORKER_MEMORY_GB overrides; 0: none), so a huge allocation fails cleanly.
 DEFAULT_CPU_MEMORY_GB = 8.0
 #: Lines of the judge's stderr kept for messages.
 LOG_LINES = 50
@@ -65,9 +61,8 @@ def scrubbed_env(device: str) -> dict[str, str]:
         env.setdefault("CUDA_VISIBLE_DEVICES", "")
     env["PYTHONUNBUFFERED"] = "1"
     apply_timing_env(env)  # the same OpenMP and malloc behaviour as the runners (wire/process_env.py)
-    # A segfault then prints the Python stack to stderr before dying.
-    env["PYTHONFAULTHANDLER"] = "1"
-    # The judge must import this very package, also when it runs from a source checkout.
+    env["PYTHONFAULTHANDLER"] = "1"  # a segfault prints the Python stack
+    # The judge must import this very package, also from a source checkout.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
@@ -89,11 +84,8 @@ class JudgeDied(Exception):
 
 
 class Judge:
-    """One judge subprocess. `request(job)` sends a Job and waits for its Reply (relaying Progress on the way).
-
-    The judge announces itself with `Ready` once torch and triton are imported; a job's deadline starts then, so
-    a slow start-up never eats into a candidate's time.
-    """
+    """One judge subprocess. `request(job)` sends a Job and waits for its Reply, relaying Progress; a job's deadline
+    starts at the judge's `Ready`, so a slow start-up never eats into a candidate's time."""
 
     def __init__(self, device: str, peers: int = 1):
         """`peers`: how many judges the caller keeps for this device (they share its memory)."""
@@ -141,8 +133,8 @@ class Judge:
         return JudgeDied("crashed", f"judge process {why}", self.log_tail())
 
     def _read_line(self, deadline: float, waiting: Callable[[], None]) -> bytes | None:
-        """The next channel line, or None at the deadline; raises JudgeDied when the process ends. `waiting()` is
-        called between polls (it may raise to stop waiting: a cancel)."""
+        """The next channel line, or None at the deadline; raises JudgeDied when the process ends. `waiting()` runs
+        between polls (it may raise: a cancel)."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buffer:
@@ -210,22 +202,16 @@ class Judge:
 
     def kill(self) -> None:
         if self.alive():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            pass
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def close(self) -> None:
         if self.alive():
-            try:
+            with contextlib.suppress(Exception):
                 assert self.proc.stdin is not None
                 self.proc.stdin.close()
                 self.proc.wait(timeout=5)
-            except Exception:
-                pass
         self.kill()

@@ -1,22 +1,10 @@
-"""The caller's judges: a few per device mode, each busy with one job at a time, so candidates overlap.
+"""The caller's judges: a few per device mode, each busy with one job at a time, so one candidate loads and compiles
+while another is timed. Each judge holds the device lock (`judge/device_lock.py`) exclusively while it times, so no
+timed batch shares the device with other work.
 
-One judge evaluates one candidate at a time. With several judges on one device, a candidate loads and compiles in
-its runner (CPU work) while another is timed: `evaluate_many`, sweeps and the LLM loop keep up to `judge_slots`
-evaluations in flight. The judges themselves keep the measurements honest: each holds the device lock
-(`judge/device_lock.py`) shared while it checks and exclusively while it times, so no timed batch ever shares the
-device with another judge's work.
-
-How many judges a device mode gets: `KWB_JUDGES` (a number), else on a GPU one per four CPU cores, between 2 (one
-timing, one loading) and 4, and 1 on the CPU (where the interpreter's work and the timing share the same cores). Only
-the timing holds the GPU exclusively (about 0.5 s of a 2.5-4 s evaluation of a small kernel), so more judges keep it
-busier as long as each has cores for its runner: on one H100 with 16 cores, 4 judges evaluated 16 Triton variants
-15-25% faster than 2. A fifth was 3-16% faster again on that batch (`benchmarks/eval_throughput.py --judges 4,5`), but
-it stays opt-in: every judge's pool shrinks with the number of judges (`input_pool.memory_share`), so a single
-evaluation of a task whose sets fill memory gets fewer, smaller batches (the 256 MiB softmax: 9-15 sets with five
-judges, 11-19 with four); the single-evaluation benchmarks (the KernelBench comparison, the A/A sample) ran with
-four. A second judge is started only when two
-evaluations are in flight at once; `prestart` starts them ahead of a batch so their imports overlap the first
-candidate.
+How many: `KWB_JUDGES`, else on a GPU one per CORES_PER_GPU_JUDGE cores, between 2 and MAX_GPU_JUDGES (more keep the
+GPU busier while each has cores for its runner, but every judge's timing pool shrinks with their number), and 1 on
+the CPU, where the interpreter and the timing share the cores. Judges start on demand, or ahead with `prestart`.
 """
 
 from __future__ import annotations
@@ -33,20 +21,20 @@ from workbench.eval.caller.judges import Judge, JudgeDied
 from workbench.eval.caller.progress import CancelToken, ProgressRelay
 from workbench.eval.wire import judge_messages as wire
 
-#: A judge is replaced after this many evaluations, so module and kernel caches of old tasks cannot grow without
-#: bound.
+#: A judge is replaced after this many evaluations, so caches of old tasks cannot grow without bound.
 MAX_JOBS_PER_JUDGE = 200
 #: Judges per device mode when KWB_JUDGES is not set (on a GPU, `gpu_judges` of the machine's cores).
 DEFAULT_SLOTS = {"cuda": 2, "cpu": 1}
 #: Most judges a GPU gets by default, and CPU cores each one needs (its own work and its runner's).
 MAX_GPU_JUDGES, CORES_PER_GPU_JUDGE = 4, 4
+#: Seconds between looks for a free judge while every one is busy.
+WAIT_STEP = 0.1
 
 
 def gpu_judges(cores: int | None) -> int:
     """Judges for one GPU on a machine of `cores` CPU cores (module doc)."""
     return max(DEFAULT_SLOTS["cuda"], min(MAX_GPU_JUDGES, (cores or 0) // CORES_PER_GPU_JUDGE))
-#: Seconds between looks for a free judge while every one is busy.
-WAIT_STEP = 0.1
+
 
 _POOL: dict[str, list[Judge]] = {}
 _BUSY: set[Judge] = set()
@@ -88,8 +76,7 @@ def _start(device: str) -> Judge:
 
 
 def _live(key: str) -> list[Judge]:
-    """The pool of a device mode with its dead idle judges dropped (a busy one is dropped by its job). Call with
-    _COND held."""
+    """The pool of a device mode without its dead idle judges (a busy one is dropped by its job); _COND held."""
     pool = _POOL.setdefault(key, [])
     pool[:] = [j for j in pool if j.alive() or j in _BUSY]
     return pool
@@ -152,8 +139,8 @@ def _release(judge: Judge) -> None:
 
 
 def _forget(judge: Judge, successor: bool) -> None:
-    """Kill `judge` and drop it from the pool; with `successor`, start its replacement now, so its imports overlap
-    the caller's own work and the next evaluation after a crash or a cancel does not wait for torch and triton."""
+    """Kill `judge` and drop it from the pool; with `successor`, start its replacement now, so the next evaluation
+    after a crash or a cancel does not wait for its imports."""
     judge.kill()
     with _COND:
         pool = _POOL.get(_key(judge.device), [])
@@ -169,8 +156,7 @@ def _forget(judge: Judge, successor: bool) -> None:
 
 
 def discard_judge(device: str) -> None:
-    """Kill and forget the device mode's idle judges (after cheats that patched a judge's world, or to make the
-    next judge see a changed environment). Busy ones finish their job first and are then dropped as well."""
+    """Kill and forget every judge of the device mode (after a cheat patched one, or for a changed environment)."""
     with _COND:
         pool = _POOL.pop(_key(device), [])
     for judge in pool:
@@ -179,10 +165,8 @@ def discard_judge(device: str) -> None:
 
 def run_job(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,
             cancel: CancelToken | None = None) -> wire.Reply:
-    """Run one job on a judge of its device. A dead or hung judge becomes a "timeout"/"crashed" Reply; a set
-    `cancel` token raises `Cancelled`, and anything raised while waiting (Ctrl-C, an `on_progress` that raised)
-    propagates; either way the judge, busy with the job, is ended (and, except after Ctrl-C, a fresh one started
-    at once)."""
+    """Run one job on a judge of its device. A dead or hung judge becomes a "timeout"/"crashed" Reply; a cancel or
+    anything raised while waiting propagates, and the busy judge is ended (replaced at once, except after Ctrl-C)."""
     relay = ProgressRelay(on_progress, cancel)
     judge = _acquire(job.device, relay)
     try:
@@ -225,7 +209,7 @@ def shutdown_judges() -> None:
             judge.close()
 
 
-#: Names from before the judge was called a judge, kept for the callers and tests that use them.
+#: Older names, still imported by callers and tests.
 discard_worker, shutdown_workers = discard_judge, shutdown_judges
 
 atexit.register(shutdown_judges)

@@ -1,10 +1,5 @@
-"""The caller's side of live progress: the judge's `Progress` messages handed to the user's `on_progress`, and a
-cancel token checked while waiting.
-
-The judge reports when a stage begins and as its steps go by; a stage can still be long and silent (compiling a
-CUDA candidate, one slow interpreter batch), so while nothing arrives the relay repeats the latest message once a
-second with its elapsed time advanced. A status line then never looks frozen, and `elapsed` is always the judge's
-clock plus the seconds since its last word.
+"""The caller's side of live progress: the judge's `Progress` handed to `on_progress`, repeated once a second with
+its elapsed time advanced while the judge is silent (a long compile), and a cancel token checked while waiting.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The judge's `Reply` made into the public `Result` (and the Result of a cancelled evaluation), in the caller.
-
-The reply is already typed and checked, so this is a mapping, not a parse: the Result's identity (task, candidate,
-size, seed) comes from what the caller asked, the verdict and its evidence from what the judge decided, and the
-speedup is the ratio of the two medians the judge measured (never a number a candidate could report).
+"""The judge's `Reply` made into the public `Result` (or a cancelled evaluation's): identity from what the caller
+asked, verdict and evidence from what the judge decided.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ def _identity(task: Task, cand: Candidate, job: Job) -> dict[str, Any]:
 
 
 def _metadata(cand: Candidate, judge_pid: int) -> dict[str, Any]:
-    # `worker_pid` is the judge's PID under the name results were stored with before the judge had its own name.
+    # `worker_pid`: the judge's PID under the name stored results use.
     return {"author": cand.author, "parent_id": cand.parent_id, "prompt_id": cand.prompt_id,
             "judge_pid": judge_pid or None, "worker_pid": judge_pid or None, **cand.metadata}
 

@@ -1,33 +1,10 @@
-"""What each verdict input rests on (docs/trust-boundary.md, evidence; docs/anti-cheating.md, cheat 26), and the rule that a strict-policy
-"ok" may not rest on evidence only the runner made.
-
-Every Result says, per input (`Result.evidence`):
-    judge         measured by the judge itself: outputs read from shared memory and compared with the reference, the
-                  judge's clock around every timed batch
-    corroborated  reported by the runner and checked against something the judge measured
-    unverified    reported by the runner only; nothing the judge measured could check it
-    contradicted  reported by the runner, and what the judge measured says otherwise
-    n/a           not part of this verdict (a PyTorch candidate has no launches to count, a CPU run no profiler)
-
-Launches of the candidate's own kernels are counted in the runner (`runner/launches.py`), so a candidate can rewrite
-the count. The judge corroborates them:
-- on the CPU, by probe calls. Each correctness round calls the candidate twice on the same inputs; the judge makes
-  the second a probe call, in which the runner's wrapper of Triton's interpreted launch burns a budget of CPU after
-  every launch that returns (`runner/launches.interpreter_probe`, sealed before the candidate is imported). The
-  judge reads the runner's CPU time from /proc around both calls: the probe call must cost more by at least
-  `CPU_LAUNCH_SHARE` of the budget times the launches the runner reported (median over the pairs). Launches that
-  never went through Triton's interpreter (a count written into the runner's log, a rewritten report, an interpreter
-  replaced by torch) burn nothing, and the report is `contradicted`. Two calls on the same inputs cost the same but
-  for the budget, so the difference stands far above the noise of a shared machine.
-- on a GPU, by the profiler: the candidate's own kernels (names from its source, parsed by the judge) must take GPU
-  time in a profiled forward, with the runner's seal intact, and the profiled kernels may not take longer than the
-  whole call by the judge's clock.
-A strict-policy Triton or CUDA candidate is "ok" only with launches corroborated; contradicted launches reject under
-any policy (`unverified-evidence`). What this cannot see: a candidate that reads the probe budget out of the
-runner's memory and burns it itself in probe calls, or that really launches a kernel doing nothing and then rewrites
-the runner's record of what the launch left in its output; on a GPU, one that rewrites the profiler's records. Each
-takes reaching into the runner's frames, closures or native code, which the static scan flags in its plain
-spellings.
+"""What each verdict input rests on (docs/trust-boundary.md, evidence; docs/anti-cheating.md, cheat 26): `judge`
+(measured by the judge), `corroborated` (the runner's report, checked by a judge measurement), `unverified`,
+`contradicted`, or `n/a`. The runner counts launches, so the judge corroborates them: on the CPU a probe call must
+cost the runner `CPU_LAUNCH_SHARE` of its per-launch budget more CPU time (read from /proc) than the same call without
+it; on a GPU the profiled forward must run the candidate's own kernels (names parsed by the judge), seal intact,
+within the judge's clock. A strict-policy Triton or CUDA candidate is "ok" only with launches corroborated;
+contradicted launches reject under any policy (`unverified-evidence`). Limits: docs/anti-cheating.md, Known limits.
 """
 
 from __future__ import annotations
@@ -43,11 +20,9 @@ JUDGE, CORROBORATED, UNVERIFIED, CONTRADICTED, NOT_APPLICABLE = (
 LEVELS = (JUDGE, CORROBORATED, UNVERIFIED, CONTRADICTED, NOT_APPLICABLE)
 #: The inputs a Result names, in the order it shows them.
 INPUTS = ("outputs", "time", "launches", "coverage")
-#: Median share of a probe call's budget (per reported launch) that must show in its CPU time over the same call
-#: without the budget. Real launches burn all of it (1.0); half leaves room for a busy machine.
+#: Median share of a probe's per-launch budget that must show in its extra CPU time (half: room for a busy machine).
 CPU_LAUNCH_SHARE = 0.5
-#: A profiled forward's GPU kernels may take at most this multiple of the call's time by the judge's clock, plus
-#: `PROFILE_SLACK_MS` (work on several streams overlaps; the profiler's own records are not free).
+#: Most a profiled forward's kernels may take: this multiple of the call's time (streams overlap) plus the slack.
 PROFILE_MULTIPLE = 2.0
 PROFILE_SLACK_MS = 0.1
 
@@ -68,9 +43,8 @@ class Evidence:
 
 @dataclass(frozen=True)
 class ProbePair:
-    """An ordinary call and the probe call after it on the same inputs, as the judge measured them: the runner's CPU
-    seconds during each (or the judge's wall-clock brackets where /proc gives no CPU time), the launches the runner
-    reported for the probe call, and the budget it had the runner burn per launch."""
+    """An ordinary call and the probe call after it on the same inputs: the runner's CPU seconds in each (or the
+    judge's wall clock where /proc has none), the launches reported for the probe call, the budget per launch."""
 
     ordinary_s: float
     probe_s: float
@@ -96,8 +70,8 @@ def interpreted_launches(pairs: list[ProbePair], basis: str) -> tuple[str, str]:
 
 def profiled_launches(kernels: dict[str, float] | None, own: set[str], tampered: tuple[str, ...],
                       call_ms: float | None) -> tuple[str, str]:
-    """(level, how) for the candidate's launches on a GPU from one profiled forward (module doc); `call_ms` is the
-    call's time as the verdict has it, never under the judge's clock."""
+    """(level, how) for the launches on a GPU from one profiled forward; `call_ms`: the call's time, never under
+    the judge's clock."""
     if kernels is None:
         return UNVERIFIED, "no profiled forward"
     if tampered:
@@ -114,8 +88,8 @@ def profiled_launches(kernels: dict[str, float] | None, own: set[str], tampered:
 
 
 def findings(evidence: Evidence, policy: str, language: str) -> list[Finding]:
-    """Contradicted launches reject under any policy; under the strict policy a Triton or CUDA candidate's reported
-    launches must be corroborated (a candidate that reported none is a decoy, which `judge_launches` says)."""
+    """Contradicted launches reject under any policy; the strict policy needs a Triton or CUDA candidate's launches
+    corroborated (one reporting none is a decoy: `judge_launches`)."""
     level = evidence.levels.get("launches", UNVERIFIED)
     how = evidence.how.get("launches", "")
     if level == CONTRADICTED:

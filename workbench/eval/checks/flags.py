@@ -1,6 +1,5 @@
-"""Named check outcomes. Every failed check has a flag name (stored, counted by studies), a severity and a fix.
-
-The table `FLAGS` is the single catalog: check code refers to flags by name, messages and docs come from here.
+"""Named check outcomes: every failed check has a flag (stored, counted by studies), a severity and a fix. `FLAGS`
+is the single catalog that check code, messages and docs use.
 """
 
 from __future__ import annotations

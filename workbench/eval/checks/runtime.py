@@ -1,10 +1,6 @@
-"""The judge's reading of what a runner reported (docs/anti-cheating.md, cheats 4, 5, 8, 17): launches of the candidate's own
-kernels, threads left running, and the share of GPU time in the candidate's own kernels (coverage).
-
-Kernel names are taken from the candidate's source by the judge (`own_kernel_names`), never from the runner, so a
-runner cannot claim a library kernel as its own. What the runner reports (launch counts, per-kernel times) can be
-falsified only by a candidate that tampers with its own runner; these checks are one layer among several (outputs
-are compared on the judge's side, times against the judge's clock).
+"""The judge's reading of what a runner reported (docs/anti-cheating.md, cheats 4, 5, 8, 17): launches of the
+candidate's own kernels, threads left running, coverage (the share of GPU time in its own kernels). Kernel names come
+from the source, parsed by the judge (`own_kernel_names`), never from the runner.
 """
 
 from __future__ import annotations
@@ -18,8 +14,7 @@ from workbench.eval.wire.runner_messages import LaunchReport
 
 #: Under the strict policy the candidate's own kernels must take at least this share of GPU kernel time.
 STRICT_MIN_COVERAGE = 0.5
-#: Under the partial policy (library calls allowed, KernelBench L2/L3) a candidate whose own kernels do almost
-#: none of the work is still rejected. A fused epilogue after a cuDNN convolution is typically 5-30% of the time.
+#: Under the partial policy (library calls allowed) own kernels doing almost none of the work still reject.
 PARTIAL_MIN_COVERAGE = 0.02
 
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(?:static\s+)?void\s+(\w+)")
@@ -58,11 +53,9 @@ def is_own(kernel: str, names: Iterable[str]) -> bool:
 
 def judge_launches(reports: list[LaunchReport], language: str,
                    passthrough: list[bool] | None = None) -> list[Finding]:
-    """A Triton candidate must launch one of its own kernels in every call, and return what they wrote.
-
-    `passthrough[i]`: the judge saw call i return a tensor equal to one of that call's inputs. An output holding
-    content no launch produced is then an in-place kernel on a clone of that input which these values leave alone
-    (ReLU on positive data), not a result computed elsewhere; without it, it is a decoy."""
+    """A Triton candidate must launch one of its own kernels in every call and return what they wrote.
+    `passthrough[i]`: call i returned a tensor equal to an input, which excuses content no launch produced (an
+    in-place kernel these values leave alone, ReLU on positive data)."""
     if language != "triton" or not reports:
         return []
     for r in reports:
@@ -83,8 +76,7 @@ def judge_launches(reports: list[LaunchReport], language: str,
 
 
 def judge_tamper(tampered: Iterable[str]) -> list[Finding]:
-    """Hook points the runner sealed before the candidate was imported and found replaced afterwards (its launch
-    accounting, its messages, Triton's launch path, the profiler, the extension loader: `runner/seal.py`)."""
+    """Hook points the runner sealed before the candidate was imported and found replaced (`runner/seal.py`)."""
     names = list(dict.fromkeys(tampered))
     if not names:
         return []
@@ -117,16 +109,14 @@ def judge_coverage(kernels: dict[str, float], own: set[str], policy: str) -> tup
     return share, []
 
 
-#: A candidate whose measured time is mostly not GPU work (its kernels' total is under this share of its median
-#: time, and the time is long enough to matter) computes on the host: numpy, another library, a C extension.
+#: Kernels under this share of a long enough median time mean the candidate computes on the host.
 HOST_WORK_SHARE = 0.05
 HOST_WORK_MIN_MS = 1.0
 
 
 def judge_host_work(kernels: dict[str, float], median_ms: float) -> list[Finding]:
-    """Compare the GPU kernel time of one profiled forward with the candidate's measured time: a launch-bound
-    honest candidate still spends a fair share on the GPU, one that computes on the host and copies spends almost
-    nothing there (docs/anti-cheating.md, cheat 17)."""
+    """GPU kernel time of one profiled forward against the measured time: an honest, launch-bound candidate still
+    spends a fair share on the GPU (docs/anti-cheating.md, cheat 17)."""
     gpu_ms = sum(kernels.values()) / 1e3
     if median_ms >= HOST_WORK_MIN_MS and gpu_ms < HOST_WORK_SHARE * median_ms:
         return [Finding("host-compute", f"GPU kernels ran {gpu_ms:.3f} ms of a {median_ms:.3f} ms forward: the work "
@@ -134,17 +124,15 @@ def judge_host_work(kernels: dict[str, float], median_ms: float) -> list[Finding
     return []
 
 
-#: On the CPU the reference runs on one core (`timing.cpu_timing_threads`). A timed batch whose runner used more
-#: than this many cores' worth of CPU time per second of the judge's clock ran the candidate on cores the reference
-#: did not have. The kernel counts CPU time in 10 ms ticks, so the excess must also pass `CPU_SHARE_SLACK_S`.
+#: On the CPU the reference runs on one core: a runner using more cores' worth of CPU time than this per second of
+#: the judge's clock (and beyond `CPU_SHARE_SLACK_S`: the kernel counts in 10 ms ticks) had cores it did not.
 CPU_SHARE_LIMIT = 1.3
 CPU_SHARE_SLACK_S = 0.04
 
 
 def judge_cpu_share(batches: list[tuple[float, float, int]]) -> list[Finding]:
-    """CPU timing only. `batches`: (judge's bracket seconds, runner CPU seconds in it, runner threads alive after
-    it). Extra threads (torch.set_num_threads, a thread pool) or more than one core's worth of CPU time mean the
-    candidate was timed with more cores than the reference: `thread-use`."""
+    """CPU timing: `batches` of (judge's bracket s, runner CPU s, runner threads after); extra threads or more than
+    one core's worth of CPU time are `thread-use`."""
     total_bracket, total_cpu = sum(b for b, _, _ in batches), sum(c for _, c, _ in batches)
     # Over all batches together too: short batches each fall under the kernel's 10 ms accounting ticks.
     for bracket, cpu, threads in [*batches, (total_bracket, total_cpu, 0)]:

@@ -1,21 +1,11 @@
-"""Static (AST) anti-cheating checks on candidate source (docs/anti-cheating.md, cheats 4, 6, 8, 10, 15, 16, 17).
+"""Static (AST) anti-cheating checks on candidate source, before any of it runs (docs/anti-cheating.md, cheats 4, 6,
+8, 10, 15, 16, 17). Allocating, viewing and launching kernels in forward is allowed; fallbacks, caches, threads, the
+reference and the harness are not. Torch compute in forward is flagged under the "strict" policy (docs/verdicts.md)
+and confirmed or cleared by what ran (`what_ran.py`); under "partial" the coverage check judges it. A candidate with
+no kernel of its own is rejected unless it is a declared PyTorch baseline.
 
-They run before any candidate code does. Each finding has a flag from `workbench.eval.checks.flags.FLAGS`; reject-severity
-findings stop the evaluation. The checks aim at what a kernel *does in forward*: allocating outputs, views and
-launching kernels is allowed; fallbacks, caches, threads, the reference and the harness are not.
-
-The task's kernel policy (docs/verdicts.md) decides about torch compute in forward: under "strict" it is flagged
-(`torch-compute-in-forward`), and the judge confirms or clears the finding from a record of what ran, since a torch
-call in a branch that never runs or an identity (eval-mode dropout) computes nothing (`what_ran.py`); under "partial"
-library calls may do part of the work (cuDNN's convolution with the epilogue in the candidate's kernel, KernelBench
-L2's usual strategy) and the runtime coverage check judges how much.
-A candidate without any kernel of its own is rejected under both, plain PyTorch whose language was inferred included.
-Only a declared PyTorch baseline (`Candidate(language="torch")`, judged under the policy "baseline") may compute
-with torch.
-
-The entry class is `ModelNew`, else a module-level alias `ModelNew = X`, else a class named `Model`: KernelBench's own
-scripts accept a candidate whose only class is `Model`. Beside a `ModelNew`, though, a `Model` is the reference (that
-is what the name means in the format), so `ModelNew` subclassing, building or calling it is `reference-subclass`.
+The entry class is `ModelNew`, else an alias `ModelNew = X`, else `Model` (as KernelBench's scripts accept); beside
+a `ModelNew`, `Model` is the reference, so subclassing, building or calling it is `reference-subclass`.
 """
 
 from __future__ import annotations
@@ -26,7 +16,7 @@ from dataclasses import dataclass, field
 from workbench.candidate import BASELINE_POLICY
 from workbench.errors import UnknownNameError
 from workbench.eval.checks.flags import Finding, first_per_flag
-from workbench.eval.checks.static_tamper import foreign_compute, harness_tamper, timer_patch
+from workbench.eval.checks.static_tamper import foreign_compute, harness_tamper, imported, timer_patch
 
 #: torch / tensor calls that only allocate, reshape or describe: allowed in a kernel candidate's forward.
 ALLOWED_TORCH = {
@@ -58,8 +48,7 @@ COMPUTE_NN = {"Linear", "Conv1d", "Conv2d", "Conv3d", "LayerNorm", "BatchNorm1d"
 THREAD_MODULES = {"threading", "concurrent", "multiprocessing", "asyncio", "_thread", "subprocess"}
 STREAM_ATTRS = {"Stream", "stream", "ExternalStream", "set_stream", "cudaStreamCreate", "current_stream"}
 REFERENCE_NAMES = {"Model"}
-#: torch's handles on its dispatch and function modes. The runner's record of what torch executed in forward is
-#: made with them (workbench.eval.runner.op_record); a kernel has no use for any of them.
+#: torch's handles on its dispatch and function modes: the runner's op record is made with them; a kernel needs none.
 MODE_HANDLES = {
     "_DisableTorchDispatch", "DisableTorchFunction", "DisableTorchFunctionSubclass", "_disable_current_modes",
     "_pop_mode", "_pop_mode_temporarily", "_push_mode", "_pop_torch_function_stack", "_push_on_torch_function_stack",
@@ -71,7 +60,6 @@ MODE_HANDLES = {
 }
 
 
-
 @dataclass
 class _Module:
     tree: ast.Module
@@ -80,7 +68,6 @@ class _Module:
     entry: str
     torch_aliases: set[str] = field(default_factory=set)
     functional_aliases: set[str] = field(default_factory=set)
-    triton_aliases: set[str] = field(default_factory=set)
     jit_names: set[str] = field(default_factory=set)
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
     entry_class: ast.ClassDef | None = None
@@ -125,29 +112,22 @@ def _collect(mod: _Module) -> None:
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                mod.imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for a in node.names:
-                mod.imports[a.asname or a.name] = f"{node.module}.{a.name}"
-    for node in ast.walk(mod.tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                name = a.asname or a.name.split(".")[0]
-                if a.name == "torch" or a.name.startswith("torch."):
-                    if a.name == "torch.nn.functional":
-                        mod.functional_aliases.add(a.asname or "torch")
-                    else:
-                        mod.torch_aliases.add(name)
-                if a.name == "triton" or a.name.startswith("triton"):
-                    mod.triton_aliases.add(name)
+                top = a.name.split(".")[0]
+                mod.imports[a.asname or top] = a.name if a.asname else top
+                if a.name == "torch.nn.functional":
+                    mod.functional_aliases.add(a.asname or "torch")
+                elif a.name == "torch" or a.name.startswith("torch."):
+                    mod.torch_aliases.add(a.asname or top)
         elif isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
+                if not node.level:
+                    mod.imports[a.asname or a.name] = f"{node.module}.{a.name}"
                 if node.module == "torch.nn" and a.name == "functional":
                     mod.functional_aliases.add(a.asname or "functional")
                 if node.module.startswith("triton") and a.name in ("jit", "autotune", "heuristics"):
                     mod.jit_names.add(a.asname or a.name)
-                if node.module == "torch" and a.name not in ("nn", "Tensor"):
-                    mod.torch_aliases.add(a.asname or a.name) if a.name in COMPUTE_METHODS else None
+                if node.module == "torch" and a.name in COMPUTE_METHODS:
+                    mod.torch_aliases.add(a.asname or a.name)
     mod.torch_aliases.add("torch")
     mod.functional_aliases.add("F")
     for node in mod.tree.body:  # names bound at module level: modules, extensions, constants, functions
@@ -170,8 +150,7 @@ def _collect(mod: _Module) -> None:
 
 
 def _resolve_entry(mod: _Module) -> None:
-    """The class the loader will build: `entry` itself, a module-level alias `entry = SomeClass`, else `Model`
-    (the loader's own fallback, as KernelBench's scripts do). `mod.entry` becomes that class's name."""
+    """Set `mod.entry` to the class the loader will build: `entry`, an alias `entry = SomeClass`, else `Model`."""
     if mod.entry in mod.classes:
         mod.entry_class = mod.classes[mod.entry]
         return
@@ -203,11 +182,7 @@ def _lineage(mod: _Module, name: str) -> list[str]:
 
 def _method(mod: _Module, cls: str, name: str) -> ast.FunctionDef | None:
     """`cls.name` as Python would find it among locally defined classes."""
-    for owner in _lineage(mod, cls):
-        fn = mod.functions.get(f"{owner}.{name}")
-        if fn is not None:
-            return fn
-    return None
+    return next(filter(None, (mod.functions.get(f"{owner}.{name}") for owner in _lineage(mod, cls))), None)
 
 
 def _decorator_is_jit(dec: ast.expr, mod: _Module) -> bool:
@@ -222,15 +197,13 @@ def _no_custom_kernel(mod: _Module, policy: str) -> list[Finding]:
         return [Finding("no-custom-kernel", "no @triton.jit or __global__ kernel in the source (its language was "
                                             "inferred as plain PyTorch); to time PyTorch code as a baseline, declare "
                                             "it: language='torch'")]
-    if mod.language == "triton":
-        kernels = [n.name for n in ast.walk(mod.tree) if isinstance(n, ast.FunctionDef)
-                   and any(_decorator_is_jit(d, mod) for d in n.decorator_list)]
-        if not kernels:
-            return [Finding("no-custom-kernel", "no function decorated with @triton.jit")]
-    if mod.language == "cuda":
-        strings = [n.value for n in ast.walk(mod.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-        if not any("__global__" in s for s in strings):
-            return [Finding("no-custom-kernel", "no __global__ kernel in the CUDA sources")]
+    nodes = list(ast.walk(mod.tree))
+    if mod.language == "triton" and not any(isinstance(n, ast.FunctionDef) and any(
+            _decorator_is_jit(d, mod) for d in n.decorator_list) for n in nodes):
+        return [Finding("no-custom-kernel", "no function decorated with @triton.jit")]
+    if mod.language == "cuda" and not any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and "__global__" in n.value for n in nodes):
+        return [Finding("no-custom-kernel", "no __global__ kernel in the CUDA sources")]
     return []
 
 
@@ -285,12 +258,8 @@ def _names_in(node: ast.AST) -> list[str]:
 
 def _threads(mod: _Module) -> list[Finding]:
     for node in ast.walk(mod.tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.split(".")[0] in THREAD_MODULES:
-                    return [Finding("thread-use", f"imports {a.name} at line {node.lineno}")]
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in THREAD_MODULES:
-            return [Finding("thread-use", f"imports from {node.module} at line {node.lineno}")]
+        if what := imported(node, THREAD_MODULES):
+            return [Finding("thread-use", f"{what} at line {node.lineno}")]
         if isinstance(node, ast.Attribute) and node.attr == "fork" and isinstance(node.value, ast.Name) and node.value.id == "os":
             return [Finding("thread-use", f"os.fork at line {node.lineno}")]
     return []
@@ -306,9 +275,8 @@ def _streams(mod: _Module) -> list[Finding]:
 
 
 def _forward_functions(mod: _Module) -> list[ast.FunctionDef]:
-    """The entry's forward (inherited from a local base too) plus what it reaches within three levels: module-level
-    functions, its own methods, and the forward of local classes it builds or holds as submodules (`self.inner =
-    Helper()` ... `self.inner(x)`), so work cannot hide one class away."""
+    """The entry's forward (inherited too) plus the module functions, methods and local classes' forwards it reaches
+    within three calls (`self.inner = Helper()` ... `self.inner(x)`), so work cannot hide one class away."""
     if mod.entry_class is None:
         return []
     start = _method(mod, mod.entry, "forward")
@@ -367,8 +335,7 @@ def _held_classes(mod: _Module) -> dict[str, dict[str, str]]:
 
 
 def _nn_submodules(mod: _Module) -> set[str]:
-    """self.<name> attributes assigned an nn compute layer in a local class (layers held by a helper class count,
-    because `_forward_functions` follows into helpers)."""
+    """self.<name> attributes assigned an nn compute layer in any local class (forward follows into helpers)."""
     names: set[str] = set()
     if mod.entry_class is None:
         return names
@@ -410,10 +377,8 @@ def _torch_compute(mod: _Module) -> list[Finding]:
                         and root_name not in mod.globals and root_name != "self":
                     # A method on a local (a tensor argument or intermediate), not on a module or an extension.
                     return [Finding("torch-compute-in-forward", f".{func.attr}(...) on a tensor at line {node.lineno}")]
-            elif isinstance(func, ast.Attribute) is False and isinstance(func, ast.Name) and func.id in mod.torch_aliases - {"torch"}:
+            elif isinstance(func, ast.Name) and func.id in mod.torch_aliases - {"torch"}:
                 return [Finding("torch-compute-in-forward", f"{func.id}(...) at line {node.lineno}")]
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr in layers:
-                return [Finding("torch-compute-in-forward", f"self.{func.attr}(...) is an nn layer, at line {node.lineno}")]
     return []
 
 

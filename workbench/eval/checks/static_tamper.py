@@ -1,20 +1,17 @@
-"""Static checks for reaching into the harness or computing elsewhere (docs/anti-cheating.md, cheats 9, 15, 16, 17).
-
-`harness-tamper` (reject): trace/profile hooks, stack frames, the collector's object graph, code-object swaps and
-workbench's own modules. The judge runs in another process, so none of these can find it; a candidate that tries is
-cheating all the same, and none of them has a use in a kernel. `foreign-compute` (warn): libraries that compute off
-the candidate's kernels; a warning only, because ctypes and numpy have honest uses, and the GPU coverage check
-decides whether the work happened elsewhere. Used by `workbench.eval.checks.static_scan.scan`.
+"""Static checks for reaching into the harness or computing elsewhere (docs/anti-cheating.md, cheats 9, 15, 16, 17),
+used by `static_scan.scan`. `harness-tamper` (reject): trace hooks, frames, the collector's graph, code-object swaps,
+workbench's modules; none finds the judge, but none has a use in a kernel either. `foreign-compute` (warn only:
+numpy and ctypes have honest uses, and GPU coverage decides): libraries that compute off the candidate's kernels.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 
 from workbench.eval.checks.flags import Finding
 
-#: Calls that reach into the interpreter or the harness (docs/anti-cheating.md, cheats 15, 16): trace/profile hooks, frames, the
-#: collector's object graph. A kernel needs none of them. Canonical dotted names, import aliases resolved.
+#: Calls that reach into the interpreter or the harness (canonical dotted names, import aliases resolved).
 TAMPER_CALLS = {
     "sys.setprofile", "sys.settrace", "threading.setprofile", "threading.settrace", "threading.setprofile_all_threads",
     "threading.settrace_all_threads", "sys._getframe", "sys._current_frames", "sys.monitoring.register_callback",
@@ -26,8 +23,17 @@ TAMPER_CALLS = {
 TAMPER_ATTRS = {"f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 #: Packages that make up the harness; a candidate importing or looking one up is reaching for the checker.
 HARNESS_PACKAGES = ("workbench",)
-#: Libraries that compute outside the candidate's kernels (docs/anti-cheating.md, cheat 17): warned, coverage judges on a GPU.
+#: Libraries that compute outside the candidate's kernels (docs/anti-cheating.md, cheat 17).
 FOREIGN_MODULES = {"numpy", "ctypes", "cffi", "subprocess", "scipy", "numba", "jax", "cupy", "tensorflow"}
+
+
+def imported(node: ast.AST, packages: Collection[str]) -> str:
+    """'imports x' or 'imports from x' when `node` imports one of `packages` (top-level names), else ''."""
+    if isinstance(node, ast.Import):
+        return next((f"imports {a.name}" for a in node.names if a.name.split(".")[0] in packages), "")
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in packages:
+        return f"imports from {node.module}"
+    return ""
 
 
 def dotted(node: ast.expr, imports: dict[str, str]) -> str:
@@ -40,19 +46,13 @@ def dotted(node: ast.expr, imports: dict[str, str]) -> str:
 
 
 def harness_tamper(tree: ast.Module, imports: dict[str, str]) -> list[Finding]:
-    """Trace/profile hooks, frame walks, the collector's object graph, code-object swaps, the harness's modules
-    (docs/anti-cheating.md, cheats 9, 15, 16). The judge lives in another process, so these find nothing there; a candidate trying
-    them is still cheating, and says so."""
+    """Trace/profile hooks, frame walks, the collector's graph, code-object swaps, the harness's modules."""
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.split(".")[0] in HARNESS_PACKAGES:
-                    return [Finding("harness-tamper", f"imports {a.name} at line {line}")]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in HARNESS_PACKAGES:
-            return [Finding("harness-tamper", f"imports from {node.module} at line {line}")]
-        elif isinstance(node, ast.Call):
+        if what := imported(node, HARNESS_PACKAGES):
+            return [Finding("harness-tamper", f"{what} at line {line}")]
+        if isinstance(node, ast.Call):
             name = dotted(node.func, imports)
             if name in TAMPER_CALLS:
                 return [Finding("harness-tamper", f"calls {name} at line {line}")]
@@ -100,15 +100,10 @@ def _sys_modules_use(node: ast.Attribute, parents: dict[int, ast.AST]) -> str:
 
 
 def foreign_compute(tree: ast.Module, forward: list[ast.FunctionDef]) -> list[Finding]:
-    """Imports of libraries that compute off the candidate's kernels, and `.numpy()` in forward (a warning: the
-    GPU coverage check judges whether real work happened elsewhere; docs/anti-cheating.md, cheat 17)."""
+    """Imports of libraries that compute off the candidate's kernels, and `.numpy()` in forward."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.split(".")[0] in FOREIGN_MODULES:
-                    return [Finding("foreign-compute", f"imports {a.name} at line {node.lineno}")]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in FOREIGN_MODULES:
-            return [Finding("foreign-compute", f"imports from {node.module} at line {node.lineno}")]
+        if what := imported(node, FOREIGN_MODULES):
+            return [Finding("foreign-compute", f"{what} at line {node.lineno}")]
     for fn in forward:
         for node in ast.walk(fn):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
@@ -116,8 +111,7 @@ def foreign_compute(tree: ast.Module, forward: list[ast.FunctionDef]) -> list[Fi
     return []
 
 
-#: Clocks a harness times with. Replacing one is a timing cheat even where it cannot work (the runner binds its
-#: clocks before a candidate is imported, and the judge checks reported times against its own clock).
+#: Clocks a harness times with: replacing one is a timing cheat even where it cannot work.
 TIMER_PREFIXES = ("time.", "torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.Stream.synchronize",
                   "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.cuda._sleep", "triton.testing.",
                   "timeit.")
@@ -128,8 +122,7 @@ def _timer(name: str) -> bool:
 
 
 def timer_patch(tree: ast.Module, imports: dict[str, str]) -> list[Finding]:
-    """Assignments to a timer (`time.perf_counter = ...`, `torch.cuda.Event.elapsed_time = ...`) or the same through
-    setattr (docs/anti-cheating.md, cheat 9)."""
+    """Assignments to a timer (`time.perf_counter = ...`), directly or through setattr (cheat 9)."""
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):

@@ -1,25 +1,10 @@
-"""Judge what ran, not what is written: a static `torch-compute-in-forward` finding is a suspicion that a runtime
-record confirms or clears (docs/anti-cheating.md, "What ran").
-
-The static scan reads the source, so it also flags torch calls that never run: a CPU fallback under
-`if not x.is_cuda:` on a GPU, `F.dropout(x, p, training=self.training)` in eval mode (the identity). Under the strict
-policy such a finding no longer rejects at once; it waits for evidence of what ran:
-
-- on the CPU, the dispatcher's record of every correctness call (`workbench.eval.runner.op_record`): the ATen
-  operators torch executed in forward outside the candidate's own launches;
-- on a GPU, the profiler's attribution of kernel time in one forward (the measurement coverage is judged from), and
-  the dispatcher's record of the correctness calls where it shows torch computing.
-
-Operators and kernels that only view, allocate, fill, copy or cast data never count (`LAYOUT_OPS`, `is_layout_kernel`):
-`x.t().contiguous()` is a clone, not compute. Both records are made where the candidate runs, so they are trusted only
-against it: torch compute in either confirms the finding; a clean record clears it only when it is there for every
-call, lasted to the end of forward and counted the same launches as the launch tracker. Otherwise the static verdict
-stands, and the message says why.
-
-On the CPU the dispatcher's record is also evidence of its own under the strict policy, as coverage is on a GPU:
-torch computing in forward though the source names no torch compute (an operator fetched by name, one honest call
-and then another path) is `torch-compute-in-forward`, and tensor data handed to numpy or DLPack in forward is
-`host-compute`.
+"""Judge what ran, not what is written (docs/anti-cheating.md, "What ran"): a static `torch-compute-in-forward`
+finding (which may name a branch never taken, or an identity such as eval-mode dropout) waits for the dispatcher's
+record of the correctness calls (`runner/op_record.py`) on the CPU, or the profiled forward on a GPU. Views,
+allocations, fills, copies and casts never count. Both records come from the candidate's process: torch compute in
+either confirms the finding; a clean record clears it only when complete for every call and agreeing with the launch
+tracker. On the CPU under the strict policy, the record also finds torch compute the source does not name, and data
+handed to numpy or DLPack (`host-compute`).
 """
 
 from __future__ import annotations
@@ -35,8 +20,7 @@ from workbench.eval.checks.runtime import is_own
 
 DEFERRED = "torch-compute-in-forward"
 
-#: ATen operators that view, allocate, fill, copy, cast or describe data: not compute. Random fills count as fills
-#: (a candidate that draws states as its reference does). Any other operator is torch computing.
+#: ATen operators that view, allocate, fill (random fills too), copy, cast or describe data: everything else computes.
 LAYOUT_OPS = frozenset({
     # views and aliases
     "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "t", "transpose", "permute",
@@ -54,8 +38,7 @@ LAYOUT_OPS = frozenset({
     "_has_compatible_shallow_copy_type", "record_stream",
 })
 
-#: Substrings of library kernel names that only copy or fill memory (direct_copy_kernel, CatArrayBatchedCopy,
-#: FillFunctor, memset): the GPU counterpart of LAYOUT_OPS.
+#: Substrings of library kernel names that only copy or fill memory: the GPU counterpart of LAYOUT_OPS.
 LAYOUT_KERNEL_MARKERS = ("copy", "fillfunctor", "fill_kernel", "memset", "memcpy")
 
 
@@ -114,10 +97,8 @@ def _summary(per_call: list[dict[str, int]]) -> str:
 
 @dataclass
 class WhatRan:
-    """A static torch-compute finding on its way to a verdict (module doc), and the CPU's own record findings.
-
-    Made from the scan (`from_scan`); `after_check` weighs the correctness calls' records, `after_profile` a GPU
-    profile while the decision is `pending`. `notes` say which evidence cleared a finding."""
+    """A static torch-compute finding on its way to a verdict (`from_scan`), weighed by `after_check` and, while
+    `pending`, `after_profile`; `notes` say which evidence cleared a finding."""
 
     suspicions: list[Finding]
     device: str
@@ -129,8 +110,7 @@ class WhatRan:
     @classmethod
     def from_scan(cls, findings: list[Finding], device: str, policy: str,
                   language: str) -> tuple[list[Finding], WhatRan]:
-        """(the findings to judge now, the deferred decision). A torch-compute finding waits for a record unless
-        another finding rejects the candidate already (then every finding stands as it is)."""
+        """(findings to judge now, the deferred decision); nothing waits when another finding rejects already."""
         suspect = [f for f in findings if f.flag == DEFERRED]
         others = [f for f in findings if f.flag != DEFERRED]
         if language not in ("triton", "cuda") or not suspect or any(f.severity == REJECT for f in others):
@@ -149,8 +129,8 @@ class WhatRan:
         return not self.on_gpu and self.policy == "strict" and self.language == "triton"
 
     def after_check(self, calls: Sequence[CallRecordLike], passed: bool) -> list[Finding]:
-        """Findings from the correctness calls' records. On a GPU a clean record leaves the decision to the
-        profile (`pending`), unless the rounds failed and no profile will be taken."""
+        """Findings from the correctness calls' records; on a GPU a clean record leaves the decision to the profile
+        unless the rounds failed."""
         per_call = [compute_ops(c.ops.ops) if c.ops is not None else {} for c in calls]
         ran = any(per_call)
         findings: list[Finding] = []
@@ -194,8 +174,7 @@ class WhatRan:
         return []
 
     def after_failure(self, how: str) -> Finding:
-        """The pending finding, decided: the candidate failed after its correctness rounds passed, so no profile
-        can clear it (a forward that pops the record's mode and then raises outside the record, say)."""
+        """The pending finding, decided: the candidate failed after its rounds passed, so no profile can clear it."""
         return self._decided(f"the static finding stands: {how}")
 
     def take_notes(self) -> list[str]:

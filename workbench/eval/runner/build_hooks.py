@@ -1,6 +1,5 @@
-"""The runner's side of the CUDA build cache (`workbench.eval.judge.runners.build_cache` is the judge's): before the candidate
-is imported, copy the entry the judge bound into the sandbox (if any) into the runner's own build directory, and make
-`load_inline` import a library the very same call built before instead of building it again."""
+"""The runner's side of the CUDA build cache (`judge/runners/build_cache.py` is the judge's): seed the build
+directory from the entry the judge bound in, and make `load_inline` import a library the same call built before."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ MOUNT_POINT = "/kwb-compile-cache"
 
 
 def seed_build_dir(target: str | Path) -> bool:
-    """In the runner, before the candidate is imported: copy the bound entry (if any) into its build directory,
-    keeping modification times so the build system sees every output up to date."""
+    """Copy the bound entry (if any) into `target`, keeping modification times so every output looks up to date."""
     src = Path(MOUNT_POINT)
     if not src.is_dir():
         return False
@@ -34,10 +32,9 @@ def _call_key(args: tuple, kwargs: dict) -> str:
 
 
 def install_load_inline_cache(root: str | Path) -> None:
-    """In the runner, before the candidate is imported: `torch.utils.cpp_extension.load_inline` first looks in
-    `root` for the library the very same call built before (its arguments' hash is recorded beside it) and imports
-    it directly; only otherwise does it build, and then records the hash. A build system's own up-to-date check is
-    not relied on: it can rebuild for reasons that do not change the library (timestamps, lock files)."""
+    """Make `load_inline` import the library in `root` that a call with the same arguments built (their hash is
+    recorded beside it), else build and record the hash; the build system's own up-to-date check may rebuild for
+    reasons that do not change the library (timestamps, lock files)."""
     import torch.utils.cpp_extension as ext
 
     original = ext.load_inline

@@ -1,17 +1,9 @@
-"""Compiling without holding the device: the runner tells its judge when one of the candidate's kernels compiles,
-so the judge can let go of the device meanwhile and other judges' timings go on (`judge/device_lock.py` is the
-judge's side).
+"""Compiling without holding the device (`judge/device_lock.py` is the judge's side): around each compile of a
+Triton kernel or a `load_inline` build (CPU work only) the runner sends `Compiling(done=False)`, then
+`Compiling(done=True)`, and waits for `Proceed`, so the judge lets go of its shared hold and other judges' timings
+go on. Only inside load, build and call requests, never in a timed batch.
 
-A fresh Triton kernel compiles in its first call (LLVM and ptxas: about a second of CPU and no GPU work) and a CUDA
-candidate's `load_inline` builds with nvcc at import (tens of seconds). Both happen while the judge holds the device
-shared (`judge/device_lock.py`), and a shared hold keeps every other judge's timing waiting: with several judges per
-GPU, each fresh source stalled the device for its whole compile. Around each compile the runner now sends
-`Compiling(done=False)`, compiles, sends `Compiling(done=True)` and waits for the judge's `Proceed`, which comes once
-the judge holds the device again, before any GPU work. It does so only inside the requests the judge holds shared
-(load, build, call), never inside a timed batch.
-
-Nothing here is trusted: the candidate runs in this process and can call, skip or rewrite it. Skipping it only
-keeps the judge's hold through the compile (as before); a pause without a compile only gives up the judge's hold
+Nothing here is trusted: skipping a pause only keeps the judge's hold; a pause without a compile only gives it up
 for a while; the judge bounds the pauses per request and never gives up an exclusive hold.
 """
 
@@ -40,7 +32,7 @@ def paused() -> Iterator[None]:
     if runner is None or not runner.pausable:
         yield
         return
-    runner.pausable = False  # a compile inside a compile (none in practice) is part of the outer pause
+    runner.pausable = False  # a nested compile is part of the outer pause
     runner.send(Compiling(done=False))
     try:
         yield
@@ -51,8 +43,8 @@ def paused() -> Iterator[None]:
 
 
 def install_triton() -> bool:
-    """Wrap Triton's compile step (`JITFunction._do_compile`: called only when a kernel is not yet in the in-memory
-    cache, in a call or an autotuner's trial) in `paused`; False where this Triton has no such step."""
+    """Wrap Triton's compile step (`JITFunction._do_compile`, run only for a kernel not yet compiled in memory) in
+    `paused`; False where this Triton has no such step."""
     try:
         from triton.runtime.jit import JITFunction
     except ImportError:

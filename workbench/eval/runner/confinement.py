@@ -1,15 +1,8 @@
-"""The last step of a runner's sandbox, taken by the runner itself just before it serves (still single-threaded,
-no candidate code yet): the syscall filter, and without namespaces Landlock and the socket filter. What held is
-the runner's sandbox *tier*, which its Ready message reports and every Result names:
-
-* "namespaces+seccomp": own user, PID, mount, network and IPC namespaces, then the syscall filter;
-* "namespaces": the same where the kernel refused the filter (the note says why);
-* "landlock+seccomp": no namespaces here, but writes confined to the runner's directories, no TCP, signals kept
-  inside, and the syscall filter with sockets limited to AF_UNIX;
-* "landlock" or "seccomp": one of the two held (the note says why the other did not);
-* "none": nothing beyond a separate process with an allow-listed environment and rlimits.
-
-Nothing here raises: a step that cannot be taken is named in the note, never skipped silently.
+"""The runner's last sandbox step, taken just before it serves (single-threaded, no candidate code yet). What held
+is its sandbox tier, reported in Ready and named in every Result: "namespaces+seccomp", "namespaces" (filter
+refused), "landlock+seccomp" (no namespaces: writes confined, no TCP, signals kept inside, AF_UNIX sockets only),
+"landlock" or "seccomp" (one of the two), or "none" (a separate process with an allow-listed environment and
+rlimits). Nothing here raises: a step not taken is named in the note.
 """
 
 from __future__ import annotations
@@ -35,8 +28,7 @@ def without_namespaces(writable_dirs: list[str], device: str) -> tuple[str, str]
         notes.append(f"capabilities not dropped: {exc}")
     cuda = device.startswith("cuda")
     if cuda:
-        # The CUDA driver fails to start (error 304, an OS call refused) under the Landlock ruleset and the
-        # AF_UNIX-only socket filter: on a GPU this tier keeps the plain syscall filter, as the namespaces tier does.
+        # The CUDA driver fails to start (error 304) under Landlock and the AF_UNIX-only socket filter.
         outcome = landlock.Outcome(0, "Landlock and the socket filter are not applied on a CUDA device (the driver "
                                       "does not start under them)")
     else:

@@ -1,20 +1,14 @@
-"""The fork server: a process that has imported torch, triton and the runner (CUDA untouched) and forks one fresh,
-sandboxed runner per candidate, so a runner starts in milliseconds instead of re-importing torch.
+"""The fork server: a trusted process with torch, triton and the runner imported (CUDA untouched: a child of a
+process that initialised CUDA cannot use it) that forks one sandboxed runner per candidate in milliseconds. It is
+started with an allow-listed environment and speaks typed messages (`wire/forkserver_messages.py`).
 
-It is trusted code started by the judge with an allow-listed environment (so a runner's /proc/self/environ holds
-no secrets either) and it never runs candidate code or touches CUDA: CUDA cannot be used in a child forked from a
-process that initialised it. The judge talks to it in typed messages (`wire/forkserver_messages.py`): Spawn (with
-the runner's socket and log pipe as descriptors) answered by Spawned, Wait by Status, anything unreadable by
-Refused.
-
-A spawned runner is a session leader whose death signal is tied to its parent; with namespaces it is PID 1 of
-its own PID namespace, so killing it kills everything it started. Its first child (outside the PID namespace)
-waits for it and then ends the way it ended (the same signal or exit code), so the judge's wait status says what
-happened to the runner; only a failure while building the sandbox is reported as a sandbox failure.
+A runner is a session leader that dies with its parent; with namespaces it is PID 1 of its own PID namespace. Its
+first child waits for it and ends the way it ended, so the judge's wait status says what happened to the runner.
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import signal
@@ -40,10 +34,8 @@ def _close_all_but(keep: set[int]) -> None:
         fds = list(range(3, 1024))
     for fd in fds:
         if fd not in keep:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 def _redirect_io(log_fd: int, sock_fd: int) -> None:
@@ -58,10 +50,8 @@ def _redirect_io(log_fd: int, sock_fd: int) -> None:
 
 
 def _say(text: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.write(2, text.encode()[:2000] + b"\n")
-    except OSError:
-        pass
 
 
 def _setup_failed(exc: BaseException) -> None:
@@ -82,7 +72,7 @@ def _serve_runner(req: Spawn, tier: str, note: str) -> None:
 
 
 def _writable(req: Spawn, inside: str) -> str | None:
-    """Without a sandbox: the host path of the writable bind that would be mounted at `inside`."""
+    """Without namespaces: the host path of the writable bind that would be mounted at `inside`."""
     return next((src for src, dst in req.writable_binds if dst == inside), None)
 
 
@@ -91,13 +81,8 @@ def _limits(req: Spawn) -> sandbox.Limits:
                           scratch_bytes=req.scratch_bytes)
 
 
-def _note(*parts: str) -> str:
-    return "; ".join(p for p in parts if p)
-
-
 def _run_without_namespaces(req: Spawn, reason: str, outer_uid: int, baseline: int) -> None:
-    """The runner in this very process (no namespaces): its directories, limits, Landlock and filters; never
-    returns."""
+    """The runner in this very process (no namespaces): directories, limits, Landlock and filters; never returns."""
     try:
         _close_all_but({0, 1, 2, RUNNER_SOCKET_FD})
         sandbox.apply_limits(_limits(req), outer_uid, baseline)
@@ -111,7 +96,7 @@ def _run_without_namespaces(req: Spawn, reason: str, outer_uid: int, baseline: i
         tier, note = confinement.without_namespaces([req.workdir, triton], req.device)
     except BaseException as exc:  # noqa: BLE001 - reported on the runner's log
         _setup_failed(exc)
-    _serve_runner(req, tier, _note(reason, note))
+    _serve_runner(req, tier, "; ".join(p for p in (reason, note) if p))
 
 
 def _runner_in_namespaces(plan: sandbox.Plan, outer_uid: int, baseline: int, req: Spawn) -> None:
@@ -133,18 +118,16 @@ def _enter_namespaces(req: Spawn, plan: sandbox.Plan, sync_w: int, go_r: int, fo
                       outer_uid: int, baseline: int) -> int:
     """In the first child: make the namespaces (the fork server writes the ID maps), build the new root and fork
     the runner into it. Returns the runner's PID (in this process's namespace)."""
-    # A root caller stages the sources with root's rights first (the sandbox's root will be nobody).
+    # A root caller stages the sources with root's rights first (the sandbox's root is nobody).
     staged = sandbox_root.stage_sources(plan) if os.geteuid() == 0 else {}
     sandbox.unshare_namespaces(plan.share_ipc)
     os.write(sync_w, b"u")
     if os.read(go_r, 1) != b"g":
         os._exit(71)
-    # Become the namespace's root (the outer user the maps name): until then this process still has the caller's
-    # IDs, which the new namespace does not map.
+    # Become the namespace's root: the caller's IDs are not mapped in the new namespace.
     os.setresgid(0, 0, 0)
     os.setresuid(0, 0, 0)
-    # Changing IDs clears the parent-death signal: set it again, or this process (and the runner, which dies with
-    # it) would outlive a killed fork server.
+    # Changing IDs clears the parent-death signal: set it again, or the runner would outlive a killed fork server.
     sandbox.die_with_parent(expected_parent=fork_server)
     sandbox_root.build_root(plan, staged)
     runner = os.fork()
@@ -157,16 +140,13 @@ def _enter_namespaces(req: Spawn, plan: sandbox.Plan, sync_w: int, go_r: int, fo
 
 
 def exit_like(status: int) -> None:
-    """End this process the way a child with wait status `status` ended: killed by the same signal, or exiting
-    with the same code, so whoever waits for this process learns what happened to the child. (SIGKILL and SIGSTOP
-    cannot be given a handler, so their disposition is left alone: it is already the default.)"""
+    """End this process the way a child with wait status `status` ended (the same signal or exit code); SIGKILL
+    and SIGSTOP keep their disposition, which cannot be changed and is already the default."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig not in (signal.SIGKILL, signal.SIGSTOP):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 signal.signal(sig, signal.SIG_DFL)
-            except (OSError, ValueError):
-                pass
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)  # a signal whose default is to be ignored: say which by the code
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
@@ -187,8 +167,7 @@ def _child(req: Spawn, sock_fd: int, log_fd: int, kind: str, reason: str, plan: 
         _close_all_but({2})
     except BaseException as exc:  # noqa: BLE001 - reported on stderr (the runner's log), then exit
         _setup_failed(exc)
-    # From here on the sandbox exists: whatever ends the runner (the judge's kill at a deadline, a crash, its own
-    # exit) is the runner's story, passed on as it is.
+    # The sandbox exists: whatever ends the runner now is passed on as it is.
     while True:
         try:
             _, status = os.waitpid(runner, 0)
@@ -222,17 +201,13 @@ def spawn(req: Spawn, fds: list[int], kind: str, reason: str) -> messages.Messag
         os.close(fd)
     inner = pid
     try:
-        if kind == "namespaces":
-            if os.read(sync_r, 1) == b"u":
-                sandbox.write_id_maps(pid)
-                os.write(go_w, b"g")
-                text = b""
-                while not text.endswith(b"\n"):
-                    chunk = os.read(sync_r, 32)
-                    if not chunk:
-                        break
-                    text += chunk
-                inner = int(text) if text.strip() else pid
+        if kind == "namespaces" and os.read(sync_r, 1) == b"u":
+            sandbox.write_id_maps(pid)
+            os.write(go_w, b"g")
+            text = b""
+            while not text.endswith(b"\n") and (chunk := os.read(sync_r, 32)):
+                text += chunk
+            inner = int(text) if text.strip() else pid
     except (OSError, ValueError) as exc:
         os.kill(pid, signal.SIGKILL)
         return messages.Spawned(pid=pid, inner_pid=pid, sandbox=kind, reason=f"sandbox setup failed: {exc}")
@@ -296,9 +271,8 @@ def serve_requests(channel: Channel, kind: str, reason: str) -> None:
 
 
 def _warm_triton_key() -> None:
-    """Triton keys its compile cache with a hash of its own sources and of libtriton (hundreds of MB), computed
-    once per process: done here, every runner inherits it instead of spending ~0.5 s in its first launch (measured
-    on an H100: the first correctness call took 537 ms with a warm cache). Reads files only; no CUDA call."""
+    """Compute Triton's cache key (a hash of its sources and libtriton, once per process) here, so every runner
+    inherits it instead of hashing in its first launch. Reads files only; no CUDA call."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         return
     for where in ("triton.runtime.cache", "triton.compiler.compiler"):
@@ -311,11 +285,8 @@ def _warm_triton_key() -> None:
 
 
 def _warm_torch_dynamo() -> None:
-    """`torch._dynamo`, which torch imports on the first call of a function it keeps out of compilation (the runner's
-    op record, a torch function mode, enters one on a candidate's first correctness call): ~1 s in every runner,
-    most of a CPU evaluation of a small kernel (1.27 s -> 0.5 s), when it is not imported here once. Only for the
-    CPU's runners: on an H100 the import made no CUDA call but took 5.7 s in a GPU fork server (a torch built for
-    CUDA imports much more with it), on every judge's start, and won 0.07 s of a fresh candidate's check stage."""
+    """Import `torch._dynamo` (the op record's first use imports it) once here for the CPU's runners; in a GPU fork
+    server the import costs far more than it saves."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
     try:

@@ -1,15 +1,9 @@
-"""Which GPU kernels one call ran, and for how long: CUPTI's activity API called directly.
+"""Which GPU kernels one call ran, and for how long, from CUPTI's activity API called directly: the coverage check
+(docs/trust-boundary.md, cover) needs them, and the torch profiler's first session in a fresh runner costs seconds.
 
-The coverage check (docs/trust-boundary.md, cover) needs the kernels of one forward with their device times. The
-torch profiler gives them, but in a fresh process its first session costs 5-6 s on an H100 (Kineto's set-up), and
-every candidate gets a fresh runner. Enabling CUPTI's concurrent-kernel activity records directly costs about
-40 ms: the runner loads the libcupti that torch itself links, registers two buffer callbacks, runs the call,
-flushes, and reads the kernel records (name, start, end).
-
-Only the leading fields of the kernel record are read (kind, start, end at fixed offsets, the name pointer where
-every CUpti_ActivityKernel version since 4 has it); a record of another layout, a library that cannot be loaded or
-an error code makes `trace` raise `TraceUnavailable`, and the runner falls back to the torch profiler. What this
-module reports is the runner's evidence: the judge treats it as untrusted (checks/runtime).
+Only the leading fields of a kernel record are read (kind, start, end, and the name pointer where every
+CUpti_ActivityKernel since version 4 has it); another layout, a missing library or an error code raises
+`TraceUnavailable` and the runner falls back to the torch profiler. The judge treats the result as untrusted.
 """
 
 from __future__ import annotations
@@ -81,9 +75,7 @@ def demangle(name: str) -> str:
 
 
 def profiler_kernels(events: Any) -> dict[str, float]:
-    """{kernel: us} from the torch profiler's events of one call: device-side events only, copies and memsets left
-    out. The runner's fallback where CUPTI cannot be used directly, and the same reading on any other side that
-    compares its kernels with a runner's."""
+    """{kernel: us} from the torch profiler's events of one call: device-side events, copies and memsets left out."""
     kernels: dict[str, float] = {}
     for evt in events:
         if "cuda" not in str(getattr(evt, "device_type", "")).lower():

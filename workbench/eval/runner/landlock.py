@@ -1,18 +1,8 @@
-"""Landlock for a runner without namespaces: writes confined to the directories it is given, no TCP, no signals to
-processes outside it (docs/trust-boundary.md, the `sandbox: none` fallback).
-
-Where user namespaces are off (many containers and hardened hosts), the runner cannot get its own root, so it
-would otherwise write wherever its user may: the notebook's files, the results store, `~/.ssh`. Landlock is an
-unprivileged LSM (Linux 5.13+) a process applies to itself and everything it starts, irreversibly. The runner
-handles every write right the kernel's Landlock ABI knows (make, remove, write, truncate, rename across
-directories) and grants them only beneath its scratch directory and the build caches the judge gave it, plus
-writing to a few harmless device nodes (/dev/null and friends, the NVIDIA nodes on cuda) and /dev/shm (CUDA keeps
-inter-process handles there). Reads stay open: the runner must import torch, triton and the toolchain from
-wherever they are installed. Block and character devices can never be made. With ABI 4+ every TCP bind and
-connect is refused; with ABI 6+ signals and abstract Unix sockets stop at the runner's own domain (it cannot kill
-the caller).
-
-`restrict` never raises: it returns the ABI it applied, or why it could not.
+"""Landlock for a runner without namespaces (docs/trust-boundary.md, the `sandbox: none` fallback), which would
+otherwise write wherever its user may. Every write right the kernel's ABI knows is handled and granted only beneath
+the runner's scratch and cache directories, /dev/shm (CUDA's IPC handles) and a few harmless device nodes; reads
+stay open (torch and the toolchain live anywhere). ABI 4+ refuses TCP bind and connect; ABI 6+ keeps signals and
+abstract Unix sockets inside. `restrict` never raises: it returns the ABI applied, or why not.
 """
 
 from __future__ import annotations
@@ -22,13 +12,15 @@ import os
 import sys
 from dataclasses import dataclass
 
+from workbench.eval.runner.sandbox import nvidia_devices
+
 # Syscall numbers: the same on x86_64 and aarch64 (new syscalls share one table).
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 
 # Filesystem access rights (linux/landlock.h).
-EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+WRITE_FILE = 1 << 1
 REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
 MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
 REFER, TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
@@ -92,12 +84,7 @@ class Outcome:
 
 def _device_paths(device: str) -> list[str]:
     paths = [p for p in WRITABLE_DEVICES if os.path.exists(p)]
-    if device.startswith("cuda"):
-        try:
-            paths += [f"/dev/{n}" for n in sorted(os.listdir("/dev")) if n.startswith("nvidia")]
-        except OSError:
-            pass
-    return paths
+    return paths + ([f"/dev/{n}" for n in nvidia_devices()] if device.startswith("cuda") else [])
 
 
 def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:

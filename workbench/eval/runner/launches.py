@@ -1,20 +1,11 @@
-"""Launch tracking in the runner: which of the candidate's own Triton kernels ran during a call, which tensors they
-were given, and (on the CPU, where no profiler sees kernels) whether the returned output holds what a launch left
-in it.
+"""Launch tracking in the runner: which of the candidate's own Triton kernels ran in a call, which tensors they got,
+and (on the CPU) whether the output holds what a launch left in it. Data for the judge, never a verdict
+(`checks/runtime.judge_launches`, corroborated by `checks/evidence.py`).
 
-This runs in the untrusted runner next to candidate code, so what it reports is data for the judge, not a verdict.
-Everything it calls is bound here at import, before any candidate module exists (the runner imports this module
-first), so replacing `torch.equal`, `launches.report` or a builtin by module attribute does not change what it does;
-`seal.py` records what the hook points held at that moment, and the report names every one that changed since
-(`harness-tamper` in the judge). A candidate that walks frames can still rewrite a report, so the judge corroborates
-launches with what it measures itself (`workbench.eval.checks.evidence`). The judge's reading of a report is
-`checks.runtime.judge_launches`.
-
-On the CPU every tensor a launch gets is copied before and after the launch. Content a launch did not produce is
-"foreign": an output that already held varied data when a launch first got it, or that changed between launches or
-after the last one. An output still foreign when forward returns was computed elsewhere and passed through; the
-judge excuses it only where the output equals one of the call's inputs (an in-place kernel on a clone that these
-inputs leave unchanged, ReLU on positive data).
+Everything called here is bound at import, before any candidate exists, so replacing `torch.equal` or a builtin
+changes nothing; `seal.py` names hook points replaced since (`harness-tamper`). On the CPU every tensor a launch gets
+is copied before and after it: content no launch produced is "foreign" (varied data before the first launch, or a
+change between or after launches); an output still foreign when forward returns was computed elsewhere.
 """
 
 from __future__ import annotations
@@ -59,14 +50,13 @@ class LaunchLog:
     storages: set[int] = field(default_factory=set)
     outputs: list[Any] = field(default_factory=list)
     kernels_found: list[str] = field(default_factory=list)
-    #: Tensors given to launches, held until the call ends: a freed scratch buffer's address cannot be handed
-    #: to the output, which would make an output the kernels never saw look launched-on.
+    #: Tensors given to launches, held until the call ends, so a freed buffer's address cannot be reused by the output.
     alive: list[Any] = field(default_factory=list)
     #: CPU storage -> {view key: (view, its bytes right after the last launch that got this storage)}.
     after: dict[int, dict[tuple, tuple[Any, Any]]] = field(default_factory=dict)
     #: CPU storages whose current content no launch produced (module doc).
     foreign: set[int] = field(default_factory=set)
-    #: Storages changed after the last launch that got them (by code outside the candidate's kernels).
+    #: Storages changed after the last launch that got them.
     changed_after: set[int] = field(default_factory=set)
     #: Hook points found replaced when the call ended (the wrappers this tracker installed).
     tampered: list[str] = field(default_factory=list)
@@ -132,18 +122,12 @@ def _changed_since_launch(log: LaunchLog, ptr: int) -> bool:
 
 
 def _cpu_tensors(tensors: list[Any]) -> list[tuple[int, Any]]:
-    out = []
-    for t in tensors:
-        ptr = _storage(t)
-        if ptr is not None and t.device.type == "cpu" and _numel(t):
-            out.append((ptr, t))
-    return out
+    return [(ptr, t) for t in tensors if (ptr := _storage(t)) is not None and t.device.type == "cpu" and _numel(t)]
 
 
 def _before_launch(tensors: list[tuple[int, Any]], log: LaunchLog) -> dict[int, list[tuple[Any, Any]]]:
-    """Content checks before a launch (CPU): a storage no launch got yet is foreign when it holds varied data; one
-    a launch got before is foreign when it changed since. Returns, per storage, (view, copy) of every view of it seen
-    so far and given now, for `_after_launch`."""
+    """Before a launch (CPU): mark foreign a new storage holding varied data, or a launched one changed since.
+    Returns per storage (view, copy) of every view of it seen so far and given now, for `_after_launch`."""
     snaps: dict[int, list[tuple[Any, Any]]] = {}
     for ptr, t in tensors:
         if ptr not in snaps:
@@ -226,9 +210,8 @@ def kernel_names(module: Any, source: str) -> set[str]:
 
 
 def report(log: LaunchLog, baseline_threads: set[int], tampered: tuple[str, ...] = ()) -> LaunchReport:
-    """What one call showed: launches, kernels defined, whether every returned tensor was given to a launch, whether
-    one holds content no launch produced (CPU), and which sealed hook points were found replaced (`tampered`: the
-    caller's seal check, plus the launch counters this call's tracker found replaced)."""
+    """What one call showed: launches, kernels defined, whether every output was given to a launch or holds content
+    no launch produced (CPU), and the hook points found replaced (`tampered` plus this call's launch counters)."""
     launched = True
     foreign = changed_after = False
     for out in log.outputs:
@@ -252,10 +235,8 @@ def no_probe(ns: int) -> contextlib.AbstractContextManager:
 
 
 def interpreter_probe() -> Callable[[int], contextlib.AbstractContextManager]:
-    """Wrap Triton's interpreted launch (`GridExecutor.__call__`) so that, during a probe call, every launch that
-    returns then burns the call's budget of CPU nanoseconds; returns `probing(ns)`, which sets the budget for one
-    call. The judge times a probe call against the same call without the budget from the runner's CPU time in /proc
-    (`checks/evidence.py`): launches that never went through Triton's interpreter burn nothing. Installed before the
+    """Wrap Triton's interpreted launch so every launch in a probe call burns the call's CPU budget; returns
+    `probing(ns)`, which sets it for one call (`checks/evidence.py` reads the runner's CPU time). Installed before the
     seal, so the seal guards the wrapper."""
     try:
         from triton.runtime import interpreter

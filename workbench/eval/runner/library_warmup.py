@@ -1,10 +1,6 @@
-"""The runner loads the GPU libraries the judge named before it reads its first request (`judge/runners/libraries.py`
-says why and how they are chosen).
-
-It runs after Ready is sent and before any candidate code is imported: tiny operations on data of its own, whose
-only effect is that the CUDA context exists and cuBLAS's and cuDNN's libraries and handles are loaded in this thread
-(the one that serves every request). A failure here is ignored: the candidate's own first call then meets the same
-problem and reports it in its own stage.
+"""Load the GPU libraries the judge named (`judge/runners/libraries.py` says why) after Ready and before any
+candidate code: tiny operations that create the CUDA context and cuBLAS's and cuDNN's handles in the serving thread.
+A failure is ignored: the candidate's first call meets it again and reports it in its own stage.
 """
 
 from __future__ import annotations

@@ -37,8 +37,7 @@ def _workdir(requested: str | None) -> str:
 
 
 def interpreter_autotune() -> None:
-    """`@triton.autotune` benchmarks through a GPU driver; under the interpreter time configs by wall clock
-    instead, so autotuned kernels run on a laptop (the ranking then reflects the interpreter, not a GPU)."""
+    """Under the interpreter, `@triton.autotune` times configs by wall clock instead of through a GPU driver."""
     try:
         from triton.runtime import autotuner
     except Exception:  # pragma: no cover - triton missing
@@ -60,9 +59,8 @@ DEFAULT_ENTRY, FALLBACK_ENTRY = "ModelNew", "Model"
 
 
 def entry_class(module: Any, entry: str = DEFAULT_ENTRY) -> Any:
-    """The class to build: `entry`, else (for the default entry) `Model`, as KernelBench's own scripts accept
-    published solutions whose class keeps the reference's name. The reference is never importable by a candidate,
-    so a `Model` found in the candidate's module is the candidate's own code."""
+    """The class to build: `entry`, else (for the default entry) `Model`, as KernelBench's scripts accept; the
+    reference is never importable by a candidate, so such a `Model` is the candidate's own."""
     cls = getattr(module, entry, None)
     if cls is None and entry == DEFAULT_ENTRY:
         cls = getattr(module, FALLBACK_ENTRY, None)
@@ -101,7 +99,6 @@ def load_candidate(spec: dict[str, Any], device: str, workdir: str | None = None
         what = "CUDA compilation failed" if language == "cuda" else "importing the candidate failed"
         fix = ""
         if isinstance(exc, ModuleNotFoundError) and exc.name:
-            # The runner imports from the workbench's own environment: a package the candidate needs goes there.
             fix = (f". Fix: install {exc.name.split('.')[0]!r} into the environment the workbench runs in, or drop "
                    "the import")
         raise CandidateLoadError(f"{what}{where}: {type(exc).__name__}: {str(exc)[:1500]}{fix}", tb[-4000:]) from None

@@ -1,13 +1,7 @@
-"""The runner: the untrusted process that imports one candidate and runs exactly the calls the judge asks for.
-
-It is forked from the fork server (torch and triton already imported, CUDA not yet initialised), sandboxed
-(`sandbox.py`), and lives for one candidate only, so nothing it does can reach the next one. It holds no reference,
-no reference output and no checking code: it imports the protocol, the transport, shared memory, the candidate
-loader, launch tracking, poisoning and the timing loop, and nothing from correctness or findings. Inputs arrive in
-buffers the judge shared; outputs leave by being copied into slots the judge shared; everything else it says
-(forms, launches, times, kernel profiles) is data the judge weighs. A candidate that rewrites this module's code
-in its own process can only falsify its own reports, which the judge cross-checks (outputs against the reference
-on randomly chosen timed calls, times against its own clock).
+"""The runner: the untrusted, sandboxed process, forked for one candidate only, that runs exactly the calls the
+judge asks for. It holds no reference and no checking code; inputs arrive and outputs leave through shared memory,
+and everything else it says (forms, launches, times, kernels) is data the judge cross-checks, so a candidate that
+rewrites this code can only falsify its own reports.
 """
 
 from __future__ import annotations
@@ -50,8 +44,7 @@ from workbench.eval.wire.timed_loop import cpu_timing_threads
 from workbench.eval.wire.transport import Channel
 from workbench.seeding import seed_all
 
-# The runner's own copies, bound before any candidate is imported: a candidate that replaces these module attributes
-# changes nothing the runner does, and the seal (`runner/seal.py`) reports that it tried.
+# Bound before any candidate is imported: replacing these module attributes changes nothing (`seal.py` reports it).
 _track_launches, _report, _LaunchLog = launches.track_launches, launches.report, launches.LaunchLog
 _kernel_names, _thread_idents = launches.kernel_names, launches.thread_idents
 _encode, _channel_send = protocol.encode, Channel.send
@@ -119,8 +112,7 @@ class Runner:
         self.seal: seal.Seal | None = None
         #: Sets a call's probe budget (`protocol.Call.probe_ns`); a no-op until the interpreter is wrapped.
         self.probing = launches.no_probe
-        #: Whether a compile may pause the judge's hold of the device now (`compile_pause.py`): inside a load, build
-        #: or call, never inside a timed batch.
+        #: Whether a compile may pause the judge's hold of the device now (`compile_pause.py`).
         self.pausable = False
         #: Seconds `library_warmup.warm` took before the first request.
         self.warmup_seconds = 0.0
@@ -167,9 +159,7 @@ class Runner:
     # -- handlers --
     def on_load(self, msg: Load) -> None:
         from workbench.eval.runner.loading import load_candidate
-
-        # The task's precision policy, for the whole runner (one candidate, so nothing to restore).
-        from workbench.tasks.precision import apply as apply_precision
+        from workbench.tasks.precision import apply as apply_precision  # for the whole runner: nothing to restore
 
         apply_precision(msg.precision or None)
         started = time.perf_counter()
@@ -198,9 +188,8 @@ class Runner:
                          warmup_seconds=round(self.warmup_seconds, 4)))
 
     def on_build(self, msg: Build) -> None:
-        """Build the candidate where the judge built the reference (`model_init`), then copy the reference's state
-        in when the names and shapes match (device to device, finished before the reply: the judge may reuse the
-        shared state's memory once it has the reply)."""
+        """Build the candidate where the judge built the reference (`model_init`) and copy the reference's state in
+        when names and shapes match, finished before the reply (the judge may then reuse that memory)."""
         note = ""
         try:
             init = [self.arg(v) for v in msg.init]
@@ -280,9 +269,8 @@ class Runner:
                          seconds=time.perf_counter() - started, ops=record.report()))
 
     def _null_model(self, msg: Time) -> Any:
-        """The null candidate the judge measures the harness with before the candidate is imported: it returns a
-        tensor shaped like the task's output (so copying it into the slot costs what the candidate's copy costs)
-        and, as NULL_KERNEL, launches one tiny kernel per call."""
+        """The null candidate the judge measures the harness with: it returns a tensor shaped like the task's output
+        (its copy costs what the candidate's does) and, as NULL_KERNEL, launches one tiny kernel per call."""
         from workbench.eval.wire.shared_memory import dtype_from_name
 
         out = torch.zeros(msg.null_shape, dtype=dtype_from_name(msg.null_dtype or "float32"), device=self.device)
@@ -321,7 +309,7 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001
             self.fault("timing", exc, msg.call)
             return
-        threads = tuple(t for t in _report(_LaunchLog(), self.threads).threads_left)
+        threads = _report(_LaunchLog(), self.threads).threads_left
         self.send(Samples(call=msg.call, stream_ms=tuple(stream), device_ms=tuple(device), threads_left=threads))
 
     def on_profile(self, msg: Profile) -> None:
@@ -335,7 +323,7 @@ class Runner:
         self.send(Profiled(call=msg.call, kernels=kernels, tracer=how, tampered=self._broken()))
 
     def _kernels_of(self, call: Any) -> tuple[dict[str, float], str]:
-        """{kernel: us} of one call: CUPTI directly (tens of ms), else the torch profiler (seconds on first use)."""
+        """{kernel: us} of one call: CUPTI directly, else the torch profiler (seconds on first use)."""
         with torch.no_grad():
             try:
                 if self.tracer is None:
@@ -378,9 +366,8 @@ class Runner:
 
 
 def _seal_hooks() -> seal.Seal:
-    """Seal the runner's hook points just before the candidate is imported (after the build cache wrapped the CUDA
-    extension loader): the runner's launch accounting, its messages and this module's own bindings, Triton's launch
-    entry points, the kernel tracers (CUPTI's and the profiler) and the extension loader (`runner/seal.py`)."""
+    """Seal the hook points just before the candidate is imported, after the build cache wrapped the extension
+    loader: launch accounting, messages, this module's bindings, Triton's launch path, the tracers (`seal.py`)."""
     sealed = seal.Seal()
     for module in (launches, seal, protocol, kernel_trace, op_record, sys.modules[__name__]):
         sealed.add_module(module)
@@ -392,15 +379,14 @@ def _seal_hooks() -> seal.Seal:
 
 
 def _mark_cuda_initialized() -> None:
-    """Finish torch's own CUDA initialization. A context made through the C++ side (mapping an IPC handle) leaves
-    `torch.cuda.is_initialized()` False, and then every `torch.manual_seed` queues its CUDA half with a formatted
-    stack trace (~1 ms a call) instead of seeding the device: the per-call seeds would not reach the GPU."""
+    """Finish torch's CUDA initialization: after a context made by mapping an IPC handle, `manual_seed` would only
+    queue its CUDA half, and the per-call seeds would not reach the GPU."""
     torch.cuda.init()
 
 
 def _apply_sizes(module: Any, sizes: dict[str, Any]) -> None:
-    """Set the candidate's module-level size constants that share a name with the build's (KernelBench candidates
-    copy `batch_size`, `dim`, ... from the reference and size buffers from them in __init__ or forward)."""
+    """Set the candidate's module-level size constants named like the build's (KernelBench candidates copy
+    `batch_size`, `dim`, ... from the reference and size buffers from them)."""
     for key, value in sizes.items():
         current = getattr(module, key, None)
         if current is None or callable(current) or isinstance(current, type(torch)):
@@ -424,13 +410,12 @@ class _null:
 
 def serve(sock_fd: int, job: str, nonce: str, device: str, sandbox: str, reason: str,
           warm: tuple[str, ...] = ()) -> None:
-    """The runner's main: announce itself, load the GPU libraries the judge named (`warm`: while the judge goes on
-    with its own work), then answer the judge until Shutdown or the end of the channel."""
+    """The runner's main: announce itself, load the GPU libraries the judge named (`warm`), then answer the judge
+    until Shutdown or the end of the channel."""
     import socket
 
     channel = Channel(socket.socket(fileno=sock_fd))
-    # torch, triton and everything imported before the fork move out of the collector's reach: the poisoning
-    # collects garbage before every call, and a full pass over those objects costs ~0.2 s each time.
+    # What was imported before the fork leaves the collector's reach: the poisoning collects before every call.
     gc.freeze()
     if not device.startswith("cuda"):
         cpu_timing_threads()

@@ -1,17 +1,10 @@
-"""A record of what torch executed during one forward, made in the runner next to the candidate.
+"""A record of what torch executed during one forward, outside the candidate's own kernel launches: every ATen
+operator the dispatcher ran (a `TorchDispatchMode`, after decomposition) and every export of tensor data to another
+library (`numpy`, `__array__`, `__dlpack__`: a `TorchFunctionMode`).
 
-A static scan reads what the source says; this record says what ran: every ATen operator the dispatcher executed
-(a `TorchDispatchMode`, which sees operators after composite ones were decomposed, so `F.dropout(..., training=False)`
-leaves no trace and `x.t().contiguous()` is a transpose and a clone), and every export of tensor data to another
-library (`Tensor.numpy`, `__array__`, `__dlpack__`: a `TorchFunctionMode`). What the candidate's own
-kernel launches do inside (the Triton interpreter's copies, an autotuner's benchmarking, the launch tracker's own
-snapshots) is left out: the record is of the forward around the kernels.
-
-The judge weighs the record (`workbench.eval.checks.what_ran`); it never trusts it. The candidate runs in this
-process and could switch torch's dispatch off around its own calls, so the record can only clear a suspicion when it
-is complete and agrees with the launch tracker, and counts against the candidate otherwise. `complete` is False when
-either mode was no longer the innermost one when forward returned, or when the dispatcher no longer reached the mode
-then; `truncated` when more than MAX_NAMES distinct operators ran.
+The judge weighs it (`checks/what_ran.py`) and never trusts it: the candidate could switch dispatch off, so the
+record clears a suspicion only when `complete` (both modes still innermost and reached at the end of forward) and
+agreeing with the launch tracker; `truncated` when more than MAX_NAMES distinct operators ran.
 """
 
 from __future__ import annotations
@@ -86,8 +79,7 @@ class _ExportRecord(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-#: A tensor the record dispatches one operator on after forward: seeing it proves the dispatcher still reached the
-#: record then.
+#: A tensor the record dispatches one operator on after forward, proving the dispatcher still reached the record.
 _PROBE: list[torch.Tensor] = []
 
 

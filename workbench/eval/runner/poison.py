@@ -1,9 +1,6 @@
-"""Poisoning: memory a candidate allocates but never writes holds a recognisable pattern (docs/anti-cheating.md, cheat 1).
-
-On a GPU the caching allocator is emptied and refilled with poisoned blocks before a candidate call; on the CPU,
-c10's allocator "junk fill" is switched on for the duration of the call, so every fresh CPU tensor starts
-poisoned. Unwritten output elements therefore show the poison word on both devices. This runs in the process
-that calls the candidate (the runner); the judge only reads the pattern back with `poison_mask`.
+"""Poisoning: memory a candidate allocates but never writes holds a recognisable pattern (docs/anti-cheating.md,
+cheat 1). On a GPU the caching allocator is refilled with poisoned blocks before a call; on the CPU c10's "junk fill"
+is on during the call. The runner poisons; the judge reads the pattern back with `poison_mask`.
 """
 
 from __future__ import annotations
@@ -19,16 +16,15 @@ import torch
 
 from workbench.eval.wire.tensors import int_view, is_plain
 
-#: The poison word: c10's CPU junk-fill pattern, also written into the GPU cache so one detector covers both.
-#: As float32 it is a NaN; float64 reads two of them as 1.67e308; 16-bit types alternate 0xBEEF and 0x7FED.
+#: c10's CPU junk-fill pattern, also written into the GPU cache so one detector covers both (a NaN as float32).
 POISON_WORD = 0x7FEDBEEF
 
 _MIB = 1 << 20
 
 
 def poison_words(bits: torch.dtype) -> tuple[int, int]:
-    """The values an element of integer type `bits` (its float's bit view) reads as when poisoned: one value for
-    32- and 64-bit elements (given twice), the two alternating halves of the word for 16-bit ones."""
+    """The values a poisoned element of integer type `bits` reads as: one value (twice) for 32- and 64-bit
+    elements, the two alternating halves of the word for 16-bit ones."""
     if bits == torch.int32:
         return POISON_WORD, POISON_WORD
     if bits == torch.int64:
@@ -47,8 +43,8 @@ def poison_mask(t: torch.Tensor) -> torch.Tensor | None:
 _JUNK: list[Any] = []  # [flag] once looked up; [None] when this build has no junk-fill flag
 
 def junk_fill_flag() -> Any:
-    """c10's `caffe2_cpu_allocator_do_junk_fill` switch (fills every new CPU allocation with POISON_WORD), or
-    None where the library does not export it."""
+    """c10's `caffe2_cpu_allocator_do_junk_fill` switch (every new CPU allocation filled with POISON_WORD), or None
+    where the library does not export it."""
     if not _JUNK:
         flag = None
         lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
@@ -97,11 +93,8 @@ class Poison:
             self.junk.value = before
 
     def _refill_cuda_cache(self, tensors: list[torch.Tensor]) -> None:
-        # Free what the collector holds and hand every wholly free segment back to the driver. What the cache
-        # still holds free are fragments of segments with live tensors in them; the allocator's best fit prefers
-        # those, so each is taken with a request of its exact size and poisoned. Then new, wholly poisoned
-        # segments: 2 MiB ones (pairs of 1 MiB blocks) for requests <= 1 MiB, and one >= 20 MiB block (its own
-        # segment) that larger requests are split from. Freed, all of them stay cached for the candidate.
+        # Empty the cache; take every free fragment it still holds (best fit prefers them) at its exact size; add
+        # 1 MiB blocks for small requests and one large block for the rest; poison all, free them into the cache.
         gc.collect()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -110,8 +103,7 @@ class Poison:
         blocks = [torch.empty(size, dtype=torch.uint8, device=dev) for size in free_fragments(index)]
         need = sum(t.numel() * t.element_size() for t in tensors)
         free, _total = torch.cuda.mem_get_info(dev)
-        # Large enough for the candidate's output and temporaries to be carved from it, small enough to leave the
-        # judge (another process on this GPU) its memory: the runner gives the block back after the call.
+        # Room for the output and temporaries, while leaving the judge (another process on this GPU) its memory.
         big = min(max(2 * need, 32 * _MIB), free // 4) // (2 * _MIB) * (2 * _MIB)
         blocks += [torch.empty(_MIB, dtype=torch.uint8, device=dev) for _ in range(8)]
         if big >= 20 * _MIB:
@@ -122,8 +114,7 @@ class Poison:
         del blocks
 
     def _leave_poisoned_cpu_chunks(self, tensors: list[torch.Tensor]) -> None:
-        # Without the junk-fill switch: poisoned chunks of the sizes the candidate will likely ask for, freed
-        # last, are what malloc tends to hand out next (not guaranteed; the other checks remain).
+        # Without junk fill: poisoned chunks of the likely sizes, freed last, are what malloc tends to hand out next.
         blocks = []
         for t in tensors:
             n = -(-t.numel() * t.element_size() // 4)

@@ -1,39 +1,21 @@
-"""The runner's sandbox: Linux namespaces set up in a freshly forked, single-threaded child (docs/trust-boundary.md).
-
-Why namespaces and not a separate tool: the runner is forked from a server that has already imported torch and
-triton (start-up in milliseconds, not seconds), and a forked process can only sandbox itself. The child calls
-unshare(2) for new user, mount, PID, network, UTS and (by default) IPC namespaces; its parent, the fork server,
-writes the user-ID maps; the child forks once more so the runner is PID 1 of its own PID namespace (it cannot see
-or signal anything outside, and when it dies the kernel kills everything inside). Then, in its own mount
-namespace, the runner gets a new root built from an allow-list:
-
-* read-only: the system directories (/usr, /bin, /lib*, /etc, /opt, /sys), the Python installation and the
-  directories on sys.path, and of this project only the `workbench` package (never the project directory, a
-  home directory, a `.env` file or the results store);
-* a private, size-capped tmpfs at /tmp (scratch; HOME points into it) and at /dev/shm;
-* a minimal /dev (null, zero, full, random, urandom, and on cuda the NVIDIA device nodes);
-* a fresh /proc that shows only the sandbox's own processes.
-
-(The mounting lives in `sandbox_root.py`.) Then every capability is dropped (no remounting, no new namespaces'
-privileges), no_new_privs is set, rlimits cap processes, file size, CPU time and (on the CPU) address space, and
-the runner installs its syscall filter (`confinement.py`, `syscall_filter.py`). The network namespace has only a loopback
-device that is down: no connection leaves the sandbox. When the caller is root, the sandbox's root maps to the
-unprivileged user `nobody`, so files readable only by root stay unreadable inside.
-
-Where namespaces cannot be made (macOS, a container without user namespaces), `probe()` says why; evaluation still
-works, the runner confines itself with Landlock and the syscall filter where it can (`landlock.py`), and every
-Result names the tier it ran under.
+"""The runner's sandbox (docs/trust-boundary.md): new user, mount, PID, network, UTS and IPC namespaces made by the
+forked child itself (a fork of the fork server can only sandbox itself), the runner PID 1 of its PID namespace, and a
+new root from an allow-list (`sandbox_root.py`): read-only system directories, the Python installation and of this
+project only the `workbench` package; private tmpfs /tmp and /dev/shm; a minimal /dev; a fresh /proc. Then no
+capabilities, no_new_privs, rlimits and the syscall filter (`confinement.py`); no network; a root caller's sandbox
+root maps to `nobody`. Where namespaces cannot be made, `probe()` says why and the runner confines itself with
+Landlock and the filter (`landlock.py`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
 import platform
 import resource
 import signal
-import stat
 import sys
 from dataclasses import dataclass, field
 
@@ -42,7 +24,7 @@ from workbench.eval.wire.process_env import apply_timing_env
 # ---- kernel constants (x86_64 and aarch64 share the flag values; syscall numbers differ) --------------------------
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 1, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 _SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "mount_setattr": 442},
              "aarch64": {"pivot_root": 41, "capset": 91, "mount_setattr": 442}}
@@ -50,8 +32,7 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 #: The unprivileged IDs the sandbox's root maps to when the caller is root.
 NOBODY_UID, NOBODY_GID = 65534, 65534
-#: Environment variables a runner may see. Everything else (API keys, tokens, database URLs, cloud credentials,
-#: whatever a deny-list would miss) never reaches it.
+#: Environment variables a runner may see; nothing else (secrets a deny-list would miss) reaches it.
 ENV_ALLOW = (
     "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
     "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
@@ -138,7 +119,6 @@ def as_bytes(path: str | None) -> bytes | None:
     return None if path is None else os.fsencode(path)
 
 
-#: The mount namespace the fork server lives in: the sandbox code refuses to mount anything there.
 def syscall(name: str, *args) -> int:
     number = _SYSCALLS.get(platform.machine(), {}).get(name)
     if number is None:
@@ -153,13 +133,13 @@ def _prctl(option: int, arg: int = 0) -> None:
 # ---- planning (fork server, before fork) ----------------------------------------------------------------------
 
 def _package_dir() -> str:
-    """The `workbench` package directory (this file is workbench/eval/runner/sandbox.py)."""
+    """The `workbench` package directory."""
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _python_paths() -> list[str]:
-    """Directories the runner imports from: the interpreter's prefixes and sys.path, but of a source checkout only
-    the workbench package itself (the checkout holds the user's files)."""
+    """Directories the runner imports from: the interpreter's prefixes and sys.path, but of a source checkout (it
+    holds the user's files) only the workbench package."""
     package = _package_dir()
     checkout = os.path.dirname(package)
     paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
@@ -232,8 +212,8 @@ def plan(device: str, limits: Limits, share_ipc: bool = False,
 # ---- entering (the forked child) -----------------------------------------------------------------------------
 
 def write_id_maps(pid: int) -> None:
-    """Map the child's user namespace (run by the parent, which has the rights to do so). A root caller maps the
-    sandbox's root to nobody; anyone else maps their own IDs."""
+    """Map the child's user namespace (from the parent): a root caller's sandbox root is nobody, anyone else's is
+    their own IDs."""
     uid, gid = os.geteuid(), os.getegid()
     inner_uid, inner_gid = (NOBODY_UID, NOBODY_GID) if uid == 0 else (uid, gid)
     with open(f"/proc/{pid}/setgroups", "w") as f:
@@ -251,14 +231,12 @@ def unshare_namespaces(share_ipc: bool) -> None:
     check(libc().unshare(flags), "unshare (user namespaces may be disabled here)")
 
 
-#: Directories the sandbox's private work area can be mounted on, in order of preference: the first that is not
-#: itself a source (or holds one) is covered by a tmpfs in the runner's own mount namespace, invisible outside.
+#: Where the sandbox's private work area may be mounted (a tmpfs in the runner's mount namespace), by preference.
 BASE_CANDIDATES = ("/mnt", "/media", "/srv", "/boot", "/home", "/var", "/run", "/tmp")
 
 
 def _base_dir(paths: list[str]) -> str:
-    """Where the stage and the new root are built: a directory no source lives under (a project checked out in
-    /tmp must stay visible while it is bound)."""
+    """Where the stage and the new root are built: the first of BASE_CANDIDATES no source lives under."""
     for base in BASE_CANDIDATES:
         if os.path.isdir(base) and not os.path.islink(base) and \
                 not any(path == base or path.startswith(base + "/") for path in paths):
@@ -267,15 +245,12 @@ def _base_dir(paths: list[str]) -> str:
                        "a source")
 
 
-#: Capabilities a root caller's runner keeps where there are no namespaces (file permissions only: it must still
-#: reach the directories the judge made for it; Landlock confines where it writes): CAP_DAC_OVERRIDE,
-#: CAP_DAC_READ_SEARCH, CAP_FOWNER.
+#: What a root caller's runner keeps without namespaces, to reach its directories: DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER.
 FILE_CAPABILITIES = (1, 2, 3)
 
 
 def drop_privileges(keep: tuple[int, ...] = ()) -> None:
-    """No capabilities in any set but `keep`, none obtainable again (no_new_privs): the runner cannot remount,
-    unmount or create namespaces with privileges, whatever it runs."""
+    """No capabilities in any set but `keep`, and none obtainable again (no_new_privs)."""
     lib = libc()
     lib.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     for cap in range(64):
@@ -303,11 +278,9 @@ def _processes_of(uid: int) -> int:
     count = 0
     for name in os.listdir("/proc"):
         if name.isdigit():
-            try:
+            with contextlib.suppress(OSError):
                 if os.stat(f"/proc/{name}").st_uid == uid:
                     count += len(os.listdir(f"/proc/{name}/task"))
-            except OSError:
-                pass
     return count
 
 
@@ -334,9 +307,8 @@ def set_environment(env: dict[str, str]) -> None:
 
 
 def die_with_parent(expected_parent: int | None = None) -> None:
-    """SIGKILL this process when its parent dies. The setting is cleared by any change of user or group IDs, so
-    it is set again after each. If the parent died before the call (`expected_parent` is no longer the parent),
-    exit now: the signal would never come."""
+    """SIGKILL this process when its parent dies (a change of IDs clears it: set it again after each); exit now
+    if `expected_parent` already died, since the signal would never come."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if expected_parent is not None and os.getppid() != expected_parent:
         os._exit(72)
@@ -354,8 +326,8 @@ _PROBE: Probe | None = None
 
 
 def probe() -> Probe:
-    """Can this machine make the runner's sandbox? Forks a child that enters fresh namespaces and reports back; the
-    answer is cached for the process. KWB_SANDBOX=none turns the sandbox off (then every Result says so)."""
+    """Can this machine make the runner's sandbox? A forked child tries; cached per process. KWB_SANDBOX=none turns
+    the sandbox off."""
     global _PROBE
     if _PROBE is not None:
         return _PROBE
@@ -411,10 +383,3 @@ def _probe_fork() -> Probe:
         return Probe("namespaces")
     text = first.decode(errors="replace").removeprefix("error:")
     return Probe("none", text or "the probe child died")
-
-
-def is_device_node(path: str) -> bool:
-    try:
-        return stat.S_ISCHR(os.stat(path).st_mode)
-    except OSError:
-        return False

@@ -1,9 +1,6 @@
-"""Building a runner's new root inside its user and mount namespaces (`sandbox.py` plans it; docs/trust-boundary.md).
-
-A root caller first stages every source read-only with root's rights (`stage_sources`, before the user namespace
-exists); then the first child builds a fresh tmpfs root with every source bound read-only, a private /tmp and
-/dev/shm and a minimal /dev (`build_root`); the runner, PID 1 of its PID namespace, mounts its /proc, pivots into
-the root and detaches the old one (`enter_root`). Nothing here ever mounts in the caller's mount namespace.
+"""Building a runner's new root inside its namespaces (`sandbox.py` plans it): a root caller stages the sources
+first (`stage_sources`), the first child builds the root (`build_root`), the runner pivots into it (`enter_root`).
+Nothing here ever mounts in the caller's mount namespace.
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ def _mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str 
     if _HOST_MOUNT_NS and os.readlink("/proc/self/ns/mnt") == _HOST_MOUNT_NS:
         raise SandboxError(f"refusing to mount {dst}: still in the caller's mount namespace")
     check(libc().mount(as_bytes(src), as_bytes(dst), as_bytes(fstype), flags, as_bytes(data)), f"mount {src} -> {dst}")
-
 
 
 def _make_dir(path: str) -> None:
@@ -74,7 +70,6 @@ def _bind(source: str, target: str, recursive: bool = True) -> None:
     _mount(source, target, None, MS_BIND | (MS_REC if recursive else 0))
 
 
-
 def _sources(p: Plan) -> list[tuple[str, str]]:
     """(source, path inside) of everything bound into the sandbox: directories, then device nodes."""
     items = [*p.binds, *p.extra_binds, *p.writable_binds]
@@ -85,9 +80,8 @@ def _sources(p: Plan) -> list[tuple[str, str]]:
 
 
 def stage_sources(p: Plan) -> dict[str, str]:
-    """For a root caller, before the user namespace exists: mount every source read-only under a staging tmpfs (in
-    a private mount namespace, with root's rights to reach them). The runner, which will be `nobody`, then binds
-    from the stage, and the kernel keeps these mounts read-only (locked) in every namespace made after."""
+    """For a root caller, before the user namespace exists: bind every source read-only under a staging tmpfs with
+    root's rights; the runner (`nobody`) binds from there, and the kernel keeps these mounts locked read-only."""
     check(libc().unshare(CLONE_NEWNS), "unshare (mount namespace)")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     p.sources = _sources(p)
@@ -105,10 +99,10 @@ def stage_sources(p: Plan) -> dict[str, str]:
 
 
 def build_root(p: Plan, staged: dict[str, str]) -> None:
-    """Inside the new user and mount namespaces: a fresh tmpfs as the new root, every source bound into it
-    read-only (from the stage, or from its own path), a minimal /dev, private /dev/shm and /tmp, an empty /proc."""
+    """Inside the new namespaces: a tmpfs root with every source bound read-only (from the stage or its own path),
+    a minimal /dev, private /dev/shm and /tmp, an empty /proc."""
     # Sources were listed before the IDs changed: an unprivileged runner may not even see a staged path's origin.
-    sources = [(src, dst) for src, dst in p.sources] if staged else _sources(p)
+    sources = list(p.sources) if staged else _sources(p)
     if not staged:
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount("tmpfs", p.base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
@@ -131,8 +125,7 @@ def build_root(p: Plan, staged: dict[str, str]) -> None:
     for link_to, path in p.symlinks:
         if not os.path.lexists(root + path):
             os.symlink(link_to, root + path)
-    # /dev: a tmpfs with the allowed nodes bound in (a bound node keeps working: what counts is the mount it came
-    # from), plus a private /dev/shm.
+    # /dev: a tmpfs with the allowed nodes bound in, plus a private /dev/shm.
     dev = root + "/dev"
     _make_dir(dev)
     _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755,size=1m")
@@ -150,8 +143,8 @@ def build_root(p: Plan, staged: dict[str, str]) -> None:
 
 
 def enter_root(p: Plan) -> None:
-    """In the runner, PID 1 of the new PID namespace: mount its /proc (while the old one is still visible, which
-    the kernel requires), pivot into the new root, detach the old one, make / read-only."""
+    """In the runner: mount /proc (the kernel requires the old one still visible), pivot into the new root, detach
+    the old one, make / read-only."""
     root = p.base + "/.kwb-root"
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(root)

@@ -1,16 +1,9 @@
-"""What the runner's hook points held before the candidate was imported, and whether they still hold it (docs/anti-cheating.md
-rows 9, 15, 26).
+"""What the runner's hook points held before the candidate was imported, and whether they still hold it
+(docs/anti-cheating.md, cheats 9, 15, 26): the object, its code and defaults of each of the runner's modules, Triton's
+launch path, the extension loader and the profiler. A replaced one is named in the report (`harness-tamper`).
 
-The runner counts launches and profiles kernels in the candidate's own process, through functions the candidate can
-reach: the runner's modules (`launches`, `runner_messages`, its main), Triton's launch entry points, the CUDA
-extension loader, the profiler. The runner calls its own copies of these, bound before the candidate is imported, so a
-replaced module attribute does not change what it does; this seal records, at the same moment, what every hook point
-held (the object, its code, its defaults) and names each one that differs when a report is made. A non-empty list
-is `harness-tamper` in the judge.
-
-The seal lives in the candidate's process too, so a candidate that walks frames or the collector's object graph can
-reach it and restore every patch before each check. It is one layer: the judge corroborates what the runner reports
-with what it measures itself (`workbench.eval.checks.evidence`), and that is what a strict-policy verdict needs.
+The seal lives in the candidate's process, so a candidate walking frames could restore every patch before a check:
+it is one layer, and the judge corroborates reports with its own measurements (`checks/evidence.py`).
 """
 
 from __future__ import annotations
@@ -87,8 +80,7 @@ class Seal:
 
 
 def _same(now: tuple[Any, Any, Any], then: tuple[Any, Any, Any]) -> bool:
-    """Identity, not equality: a defaults tuple rebuilt with a different callable in it compares unequal anyway, but
-    one rebuilt with equal values is still a replacement."""
+    """Identity, not equality: a defaults tuple rebuilt with equal values is still a replacement."""
     return all(a is b for a, b in zip(now, then, strict=True))
 
 

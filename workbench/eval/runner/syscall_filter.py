@@ -1,20 +1,10 @@
-"""The runner's syscall filter: a seccomp deny-list installed after privileges are dropped (docs/anti-cheating.md, cheat 21).
+"""The runner's syscall filter (docs/anti-cheating.md, cheat 21): a seccomp deny-list, because a runner needs almost
+everything (CUDA's ioctl and mmap, compilers, thread pools) and an allow-list would break on the next driver.
 
-Why a deny-list: a runner needs almost everything a normal process does (CUDA talks to its driver through `ioctl`
-and `mmap`, Triton runs `ptxas` and `gcc`, torch starts thread pools with `clone`), so an allow-list would break
-on the next driver. What it never needs is the kernel's large attack surfaces that an unprivileged process can
-still reach: new namespaces (a nested user namespace hands out every capability inside it, and with them
-nftables and mounts), the mount API, `bpf`, `userfaultfd` (a classic race-widening tool), keyrings,
-`perf_event_open`, `io_uring`, `ptrace` and cross-process memory access, module loading and `kexec`. Those
-answer EPERM. `clone3` answers ENOSYS, because its flags live in memory a filter cannot read: the C library then
-falls back to `clone`, whose flags the filter checks (threads and subprocesses pass; any CLONE_NEW* flag is
-EPERM). Syscalls of another ABI (i386 `int 0x80`, x32) answer ENOSYS, so the filter cannot be bypassed through
-them.
-
-Where namespaces cannot be made, `deny_sockets` adds a socket filter: `socket()` works for AF_UNIX only (no
-network, no raw packets, no netlink). The filter is built as classic BPF with ctypes (no libseccomp needed) and
-installed with no_new_privs, which needs no privilege. `install` never raises: it says why it could not install,
-and the runner reports that in its sandbox tier.
+Denied with EPERM: new namespaces, the mount API, bpf, userfaultfd, keyrings, perf_event_open, io_uring, ptrace and
+cross-process memory, module loading, kexec. `clone3` answers ENOSYS (its flags are out of the filter's reach), so
+the C library uses `clone`, whose CLONE_NEW* flags are refused; another ABI (i386, x32) answers ENOSYS. Without
+namespaces `deny_sockets` allows only AF_UNIX sockets. Classic BPF built with ctypes; `install` never raises.
 """
 
 from __future__ import annotations

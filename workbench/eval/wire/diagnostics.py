@@ -1,10 +1,6 @@
-"""What the judge reports about how it evaluated, beside the verdict: the runner it used, where the reference ran, how
-timing went and where the seconds and the memory went. A typed record on the caller/judge channel, decoded strictly
-like every message there (`records.from_json`); the caller turns it into `Result.protocol`, a plain dict of the
-fields that were set.
-
-Nothing here decides a verdict: these are the facts a researcher reads to trust or question one
-(docs/architecture.md lists where each is measured).
+"""How the judge evaluated, beside the verdict: the runner, the reference, timing, seconds and memory. A typed
+record on the caller/judge channel that becomes `Result.protocol`; it decides nothing (docs/architecture.md lists
+where each field is measured).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The judge/fork-server protocol: typed, versioned messages decoded strictly, like the runner's
-(`runner_messages.py`), on the same length-prefixed transport.
+"""The judge/fork-server protocol: `{"v", "kind", "body"}` frames, the body in the strict record codec
+(`records.py`). `decode` raises ProtocolError on another version, an unexpected kind or a bad body; the fork server
+answers what it cannot read with `Refused`.
 
-Every message travels as `{"v", "kind", "body"}`, the body in the strict record codec (`records.py`). `decode`
-raises ProtocolError on another version, a kind the receiver does not expect, or a body with unknown, missing or
-mistyped fields: a judge never acts on a reply it did
-not ask for, and the fork server answers a request it cannot read with `Refused` instead of guessing.
-
-judge -> fork server: Spawn (+ descriptors: the runner's socket, its log pipe), Wait, Exit.
+judge -> fork server: Spawn (+ the runner's socket and log pipe), Wait, Exit.
 fork server -> judge: Hello (once, when ready), Spawned, Status, Refused.
 """
 
@@ -112,8 +108,7 @@ def encode(message: Message) -> dict[str, Any]:
 
 
 def decode(frame: Any, allowed: frozenset[str]) -> Message:
-    """The message in `frame`, checked: version, kind among `allowed`, body fields known, present and typed
-    (`records.from_json`)."""
+    """The message in `frame`, checked: version, kind among `allowed`, body (`records.from_json`)."""
     if not isinstance(frame, dict) or set(frame) != {"v", "kind", "body"}:
         raise ProtocolError("not a fork-server frame")
     if frame["v"] != list(PROTOCOL):

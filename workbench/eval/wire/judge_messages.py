@@ -1,12 +1,7 @@
-"""The caller/judge channel: typed, versioned messages, one JSON line each (docs/trust-boundary.md).
-
-Every line is `{"v": [major, minor], "kind", "job", "body"}`. The caller sends a `Job`; the judge answers with
-`Progress` lines (only when the job asks for them) and then exactly one `Reply`, each echoing the job's id. Before
-its first job the judge announces itself with `Ready`. `decode_line` checks the version, the kind, the job id and
-every field of the body against its record (`records.py`): a line that is not exactly one of these messages is a
-`ChannelError`, never a reply read with defaults. Both ends are trusted and run the same package; the checks catch
-a stray write on the channel and a judge and a caller of different versions, which would otherwise disagree
-silently about what a field means.
+"""The caller/judge channel (docs/trust-boundary.md): one `{"v", "kind", "job", "body"}` JSON line per message. The
+judge announces itself with `Ready`; the caller sends a `Job`; the judge answers with `Progress` lines (when asked)
+and one `Reply`. Both ends are trusted; `decode_line` still checks everything (`records.py`), so a stray write or a
+judge of another version is a `ChannelError`, never a reply read with defaults.
 """
 
 from __future__ import annotations
@@ -41,11 +36,9 @@ class CandidateSpec:
 
 @dataclass(frozen=True)
 class Job:
-    """One evaluation the caller asks of the judge. `task` is `Task.to_spec()`; `size` the resolved timing size,
-    `check_sizes` the sizes of the correctness rounds.
-    Limits in seconds (`timeout` per step after loading, `compile_timeout` for loading) and bytes (the CPU runner's
-    address space; None: no cap). `reps`: a fixed count of timed reps (None: until the CI target). `progress`:
-    send Progress lines while working."""
+    """One evaluation: `task` is `Task.to_spec()`, `size` the timing size, `check_sizes` the correctness sizes.
+    Limits in seconds (`timeout` per step, `compile_timeout` for loading) and bytes (CPU address space; None: no
+    cap). `reps`: fixed timed reps (None: until the CI target). `progress`: send Progress lines."""
 
     kind: ClassVar[str] = "job"
     task: dict[str, Any]
@@ -66,11 +59,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Progress:
-    """Where one evaluation stands: its stage (scan, load, calibrate, check, count, time, cover; "startup" while the
-    caller waits for a judge to start), step k of n in
-    it when the stage counts (correctness rounds, timed batches; 0 when it does not), seconds since the judge
-    began the job, and for timing the samples so far and the current relative width of the 95% CI (None before
-    there is one)."""
+    """Where one evaluation stands: stage ("startup" while a judge starts), step k of n where the stage counts,
+    seconds since the job began, and for timing the samples so far and the 95% CI's relative width."""
 
     kind: ClassVar[str] = "progress"
     stage: str
@@ -101,10 +91,8 @@ class Progress:
 
 @dataclass(frozen=True)
 class Reply:
-    """What the judge decided about one candidate; `evaluate()` makes the Result from it. `died`: set when the
-    candidate's runner (or, filled in by the caller, the judge itself) died, with how. `counted`: FLOPs and bytes
-    of the reference at the timed size. `ceilings`: the device's measured roofline ceilings where the verdict needs
-    them (the CPU, a GPU without a datasheet entry), measured and cached by the judge."""
+    """What the judge decided about one candidate. `died`: how the runner (or the judge itself) died. `counted`:
+    FLOPs and bytes of the reference. `ceilings`: measured roofline ceilings where no datasheet entry serves."""
 
     kind: ClassVar[str] = "reply"
     status: str
@@ -129,8 +117,7 @@ class Reply:
     compiled_reference_timing: Timing | None = None
     judge_clock_timing: Timing | None = None
     coverage: float | None = None
-    #: The median over timed rounds of reference / candidate (`judge/verdict.speedup`, paired); None: not timed,
-    #: or on the interpreter.
+    #: Median over timed rounds of reference / candidate (`judge/verdict.speedup`); None: not timed, or interpreted.
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None
     speedup_verdict: str | None = None

@@ -1,21 +1,7 @@
-"""Where a task's models are built: on the device they run on, with the host as the fallback.
-
-Why: KernelBench's rule builds `Model(*init_inputs)` on the host under a seed, then moves it to the device. The
-random initialization of its parameters then runs on the host's generator, one thread: the 671 million parameters
-of KernelBench's level-3 MLP took about 4 s per build, and an evaluation builds a model three times (the judge's
-reference, the reference's runner and the candidate's runner), then copied every weight to the host and back to
-load the reference's state. Built under `torch.device(device)`, the same initialization runs on the GPU in
-milliseconds and the state is copied device to device.
-
-Equal weights on both sides still hold, because both sides are built in the same place under the same seed: a
-candidate whose parameters have the reference's names and shapes gets the reference's state copied in, and one
-whose parameters have other names but the same initialization order draws the same values from the same generator
-(the device's, seeded by `seeding.seed_all`).
-
-A constructor that cannot run under the device (a host generator passed to `torch.randn`, a host-only op) is built on
-the host, as before. The judge builds the reference first and tells each runner where it was built
-(`runner_messages.Build.init_device`), so the candidate is built there too; a candidate that only builds on the host
-is built there, and the Result notes it (`BUILT_ON_HOST_NOTE`).
+"""Where a task's models are built: under `torch.device(device)` on a GPU, since a host build draws large models'
+parameters slowly on one thread; on the host where the constructor fails there. Both sides build in the same place
+under the same seed, so equal layouts get the reference's state and equal init orders draw equal values. The runner
+builds where the judge built the reference (`Build.init_device`); a host fallback is noted (`BUILT_ON_HOST_NOTE`).
 """
 
 from __future__ import annotations
@@ -53,9 +39,8 @@ def building_on(place: str) -> Iterator[None]:
 
 def build(make: Callable[[], Any], device: str, reseed: Callable[[], None], place: str | None = None
           ) -> tuple[Any, str, BaseException | None]:
-    """`make()` built on `place` (default `place_for(device)`), or on the host when it raises there: (model, where
-    it was built, what it raised on the device). `reseed()` runs before each try, so a host retry draws what a
-    host-only build would have drawn. The host build's own exception propagates."""
+    """(model, where built, what the device build raised): `make()` on `place` (default `place_for(device)`), else
+    on the host, `reseed()` before each try. The host build's own exception propagates."""
     place = place or place_for(device)
     failure: BaseException | None = None
     if place != HOST:
@@ -70,8 +55,7 @@ def build(make: Callable[[], Any], device: str, reseed: Callable[[], None], plac
 
 
 def same_layout(own: dict[str, Any], state: dict[str, Any]) -> bool:
-    """Whether the reference's `state` can be loaded into a model whose own state_dict is `own`: the same names,
-    each with the same shape (a candidate with other parameters keeps its own, drawn under the same seed)."""
+    """Whether the reference's `state` loads into a model whose state_dict is `own`: the same names and shapes."""
     return bool(state) and own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own)
 
 

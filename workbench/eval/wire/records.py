@@ -1,11 +1,6 @@
-"""Strict JSON codec for frozen dataclass records: what a typed channel sends is its fields as JSON, and what it
-receives is rebuilt field by field against the class's type hints.
-
-`to_json(record)` gives plain JSON values (nested records become objects, tuples become lists). `from_json(cls,
-data)` raises `RecordError` naming the field on anything the class does not declare: an unknown or missing field,
-a value of another type (a bool is not an int, a string is not a float), a nested record that is not an object.
-Fields typed `Any` (or `dict[str, Any]`) carry JSON as it came; every other hint is checked, and nested records,
-tuples and optional values are rebuilt from their hints, so a decoded record is the record that was encoded.
+"""Strict JSON codec for frozen dataclass records: `to_json` gives plain JSON values; `from_json(cls, data)` rebuilds
+the record against its type hints (nested records, tuples, optionals) and raises `RecordError` naming the field on
+an unknown or missing field or a value of another type (a bool is not an int). `Any` fields carry JSON as it came.
 """
 
 from __future__ import annotations

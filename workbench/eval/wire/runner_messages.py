@@ -1,20 +1,16 @@
-"""The judge/runner protocol: typed, versioned messages (docs/trust-boundary.md; STYLE-COMPARE.md section 4).
+"""The judge/runner protocol (docs/trust-boundary.md): `{"v", "kind", "job", "nonce", "seq", "body"}` frames. The
+runner echoes the job id and nonce it got at spawn and numbers its messages 1, 2, 3, ...; `decode` raises
+ProtocolError on anything else, which from a runner is `protocol-violation`. Runner messages carry data only.
 
-Every message travels as `{"v", "kind", "job", "nonce", "seq", "body"}`. The judge gives each runner a job id and
-a random nonce at spawn; the runner must echo both and number its messages 1, 2, 3, ... `decode` raises
-ProtocolError on anything else: an unknown kind, another version, a wrong job or nonce, a replayed or skipped
-sequence number, a body with missing or mistyped fields. A runner that sends such a message is rejected with
-`protocol-violation`; nothing it sends is ever a verdict, since runner messages carry data only (outputs live in
-shared memory, times are samples, kernels are names) and the judge decides.
-
-Messages judge -> runner: Load, Share, Build, Call, Pool, Time, Profile, Ping, Proceed, Shutdown.
-Messages runner -> judge: Ready, Loaded, Built, Output, Samples, Profiled, Pong, Compiling, Fault.
+judge -> runner: Load, Share, Build, Call, Pool, Time, Profile, Ping, Proceed, Shutdown.
+runner -> judge: Ready, Loaded, Built, Output, Samples, Profiled, Pong, Compiling, Fault.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import secrets
+import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -82,12 +78,9 @@ class Share(Message):
 
 @dataclass(frozen=True)
 class Build(Message):
-    """Build the candidate model `model` from init arguments under `seed`, then load `state` (the reference's
-    parameters and buffers, by name) when its state_dict has the same keys and shapes. `sizes`: the size constants
-    of this build (as the reference module got them); the candidate's module-level constants of the same names
-    are set to them first, so a candidate that sizes itself from `batch_size` & co. follows a non-default size.
-    `init_device`: where the reference was built, so where the candidate is built first (`model_init`; "" for the
-    runner's default)."""
+    """Build model `model` from `init` under `seed`, then load the reference's `state` when keys and shapes match.
+    `sizes`: this build's size constants, set on the candidate's module first. `init_device`: where the reference
+    was built, so where the candidate is built first (`model_init`; "": the runner's default)."""
 
     kind: ClassVar[str] = "build"
     model: int
@@ -100,9 +93,8 @@ class Build(Message):
 
 @dataclass(frozen=True)
 class Call(Message):
-    """Run forward of `model` once on `inputs`; copy output i into `slots[i]` when its form matches. `seed`: the
-    global RNG is seeded with it right before forward, as the judge seeds it before the reference. `record`: reply
-    with an OpRecord of what torch executed during forward."""
+    """Run forward of `model` on `inputs`, output i copied into `slots[i]` when its form matches. `seed`: seeds the
+    global RNG right before forward, as for the reference. `record`: reply with an OpRecord."""
 
     kind: ClassVar[str] = "call"
     call: int
@@ -112,16 +104,14 @@ class Call(Message):
     poison: bool = True
     seed: int | None = None
     record: bool = False
-    #: A probe call (CPU): every interpreted launch that returns burns this many nanoseconds of CPU in the runner, so
-    #: the judge can see real launches in the runner's CPU time (`checks/evidence.py`); 0 in an ordinary call.
+    #: A probe call (CPU): every interpreted launch burns this many ns of CPU (`checks/evidence.py`); 0: ordinary.
     probe_ns: int = 0
 
 
 @dataclass(frozen=True)
 class Pool(Message):
-    """Register the timing pool once: input set k is `input_sets[k]`, its output slot `slots[k]`. A Time message
-    then names the pool and sends only the order of the sets (256 sets of references decoded and mapped on every
-    batch cost milliseconds inside the judge's clock)."""
+    """Register the timing pool once (set k is `input_sets[k]`, its slot `slots[k]`), so a Time message sends only
+    the order, not every reference again inside the judge's clock."""
 
     kind: ClassVar[str] = "pool"
     pool: int
@@ -131,10 +121,8 @@ class Pool(Message):
 
 @dataclass(frozen=True)
 class Time(Message):
-    """A timed batch: `order[k]` is the input set of rep k; after rep k, output 0 goes to `commit[k]` (a slot) when
-    given. `seeds[k]`: the global RNG is seeded with it before rep k, outside the timed window. `model` 0 (or
-    NULL_KERNEL) is the null candidate the judge measures the harness with before the candidate is imported: it
-    returns a tensor of `null_shape` / `null_dtype` (and launches one tiny kernel per call)."""
+    """A timed batch: rep k runs input set `order[k]`, seeded with `seeds[k]`, output 0 then copied to `commit[k]`.
+    `model` NULL_MODEL or NULL_KERNEL: the null candidate, returning a `null_shape` / `null_dtype` tensor."""
 
     kind: ClassVar[str] = "time"
     call: int
@@ -147,8 +135,7 @@ class Time(Message):
     seeds: tuple[int, ...] = ()
     null_shape: tuple[int, ...] = ()
     null_dtype: str = ""
-    #: A registered Pool: its sets are the input sets and output k goes to the slot of set order[k]
-    #: (`input_sets` and `commit` are then empty).
+    #: A registered Pool: output k goes to the slot of set order[k] (`input_sets` and `commit` are then empty).
     pool: int = 0
 
 
@@ -186,8 +173,8 @@ class Pong(Message):
 
 @dataclass(frozen=True)
 class Compiling(Message):
-    """Inside a load, build or call: a kernel of the candidate starts compiling (`done` False) or has compiled
-    (`done` True; the runner then waits for Proceed before any GPU work). `runner/compile_pause.py`."""
+    """A kernel starts compiling (`done` False) or has compiled (True: the runner waits for Proceed;
+    `runner/compile_pause.py`)."""
 
     kind: ClassVar[str] = "compiling"
     done: bool
@@ -213,7 +200,7 @@ class Ready(Message):
 
 @dataclass(frozen=True)
 class Loaded(Message):
-    """`warmup_seconds`: what loading the GPU libraries took before the first request (`runner/library_warmup.py`)."""
+    """`warmup_seconds`: what loading the GPU libraries took (`runner/library_warmup.py`)."""
 
     kind: ClassVar[str] = "loaded"
     kernels: tuple[str, ...]
@@ -247,10 +234,8 @@ class OutputForm:
 
 @dataclass(frozen=True)
 class LaunchReport:
-    """The candidate's own Triton launches during one call: how many, the kernels defined, whether every output
-    was a tensor passed to a launch, (CPU) whether an output holds content no launch produced (it held data before
-    a launch got it, or changed after the last one: `outputs_changed_after_launch`), and the runner's hook points
-    found replaced (`runner/seal.py`). Runner-made evidence: the judge corroborates it (`checks/evidence.py`)."""
+    """The candidate's own Triton launches in one call (`runner/launches.py`): count, kernels, whether outputs were
+    launched on or (CPU) hold content no launch produced, hook points found replaced. The judge corroborates it."""
 
     launches: int
     kernels: tuple[str, ...]
@@ -263,10 +248,8 @@ class LaunchReport:
 
 @dataclass(frozen=True)
 class OpRecord:
-    """What torch executed during one forward, outside the candidate's own kernel launches (workbench.eval.runner.
-    op_record): ATen operator name -> times run, data exports (`numpy`, `__array__`, `__dlpack__`) ->
-    elements exported, the launches of the candidate's kernels the record counted, whether the record lasted to the
-    end of forward (`complete`), and whether operator names were dropped past the record's cap (`truncated`)."""
+    """What torch executed in one forward outside the candidate's launches (`runner/op_record.py`): operator -> runs,
+    export -> elements, launches counted, `complete` to the end of forward, `truncated` past the name cap."""
 
     ops: dict[str, int]
     exports: dict[str, int]
@@ -300,8 +283,7 @@ class Samples(Message):
 
 @dataclass(frozen=True)
 class Profiled(Message):
-    """GPU kernel time per kernel name in one forward (microseconds), and the runner's hook points found replaced
-    when it was made (`runner/seal.py`)."""
+    """GPU kernel time per kernel name in one forward (us), and hook points found replaced (`runner/seal.py`)."""
 
     kind: ClassVar[str] = "profiled"
     call: int
@@ -371,9 +353,9 @@ def _revive(value: Any) -> Any:
 
 def _type_ok(value: Any, hint: Any) -> bool:
     origin = typing.get_origin(hint)
-    if hint is Any or hint is typing.Any:
+    if hint is Any:
         return True
-    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+    if origin is typing.Union or origin is types.UnionType:
         return any(_type_ok(value, h) for h in typing.get_args(hint))
     if hint is type(None):
         return value is None
@@ -400,8 +382,7 @@ _SCHEMAS: dict[type, tuple[dict[str, Any], tuple[dataclasses.Field, ...], frozen
 
 
 def _schema(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field, ...], frozenset[str]]:
-    """Type hints and fields of a message class, resolved once: resolving hints compiles their strings, which cost
-    ~100 us per tensor reference in every timed batch's messages (inside the judge's clock bracket)."""
+    """Type hints and fields of a message class, resolved once (resolving compiles strings: slow per message)."""
     if cls not in _SCHEMAS:
         fields = dataclasses.fields(cls)
         _SCHEMAS[cls] = (typing.get_type_hints(cls), fields, frozenset(f.name for f in fields))

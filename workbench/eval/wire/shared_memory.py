@@ -1,19 +1,13 @@
-"""Shared memory between the judge and a runner: the only way data crosses the trust boundary.
-
-The judge allocates every buffer a runner may touch (the inputs it hands over, the slots outputs are copied into)
-in memory of its own that holds nothing else: on the CPU one memfd per buffer, passed as a descriptor; on a GPU one
-driver allocation per buffer (cuMemAlloc), exported as a CUDA IPC handle. A CUDA IPC handle opens the whole
-allocation it names, which is why buffers never come from torch's caching allocator: a sub-allocation would hand
-the runner the neighbouring blocks too (the reference's output among them). The runner sees exactly these buffers
-and nothing else of the judge's memory.
-
-When CUDA IPC cannot be opened inside the sandbox, a GPU runner falls back to host staging: the buffers are CPU
-memfds and the runner copies inputs to the GPU and outputs back around each call (`Result.protocol["transport"]`
-says which one ran).
+"""Shared memory between the judge and a runner: the only way data crosses the trust boundary. Every buffer holds
+nothing else: on the CPU a memfd passed as a descriptor; on a GPU a driver allocation (cuMemAlloc) exported as a CUDA
+IPC handle, never from torch's caching allocator, since a handle opens the whole allocation and would expose its
+neighbours. Where CUDA IPC cannot be opened in the sandbox, a GPU runner stages through host memfds
+(`Result.protocol["transport"]` says which ran).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -24,6 +18,7 @@ from typing import Any
 import torch
 
 from workbench.eval.wire.runner_messages import BufferInfo, TensorRef
+from workbench.eval.wire.tensors import dtype_name
 
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
@@ -38,10 +33,6 @@ def dtype_from_name(name: str) -> torch.dtype:
         return _DTYPES[name]
     except KeyError:
         raise ValueError(f"unsupported dtype {name!r} in shared memory") from None
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 # ---- CUDA driver API (only what IPC needs) ---------------------------------------------------------------------
@@ -146,6 +137,15 @@ def view(raw: torch.Tensor, ref: TensorRef) -> torch.Tensor:
     return raw.view(dtype).as_strided(ref.shape, ref.stride, ref.offset)
 
 
+def _contiguous(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
+    """(shape, contiguous strides, element count, element size) of a tensor of `shape` and `dtype`."""
+    numel = 1
+    for s in shape:
+        numel *= int(s)
+    stride = torch.empty(0, dtype=dtype).new_empty(tuple(shape), device="meta").stride() if shape else ()
+    return tuple(int(s) for s in shape), tuple(stride), numel, torch.empty((), dtype=dtype).element_size()
+
+
 # ---- judge side --------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -158,12 +158,9 @@ class _Buffer:
 
 
 class Arena:
-    """The judge's shared buffers for one runner. `tensor()` allocates a buffer holding one tensor; `pending()`
-    lists the buffers (and descriptors) not yet announced to the runner; `close()` frees everything it owns.
-
-    `adopt()` announces buffers another arena owns (a timing pool the judge keeps for the next candidate of the
-    task, `input_pool.py`): they go to this arena's runner like its own, and `close()` leaves them alone. Buffer ids
-    must not collide, so an owner of adoptable buffers starts its ids at `first_id` (e.g. `POOL_BUFFER_IDS`)."""
+    """The judge's shared buffers for one runner: `tensor()` allocates, `pending()` lists what the runner has not
+    been told of, `close()` frees what it owns. `adopt()` announces another arena's buffers (a kept timing pool),
+    never freed here; such an owner starts its ids at `first_id` (`POOL_BUFFER_IDS`) so ids never collide."""
 
     def __init__(self, device: str, transport: str = "auto", first_id: int = 0):
         self.device = device
@@ -183,13 +180,9 @@ class Arena:
 
     def tensor(self, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, TensorRef]:
         """A new contiguous tensor in a buffer of its own, and the reference the runner opens it by."""
-        numel = 1
-        for s in shape:
-            numel *= int(s)
-        nbytes = numel * torch.empty((), dtype=dtype).element_size()
-        buffer = self._new_buffer(nbytes)
-        stride = torch.empty(0, dtype=dtype).new_empty(tuple(shape), device="meta").stride() if shape else ()
-        ref = TensorRef(buffer.info.buffer, dtype_name(dtype), tuple(int(s) for s in shape), tuple(stride), 0)
+        dims, stride, numel, size = _contiguous(shape, dtype)
+        buffer = self._new_buffer(numel * size)
+        ref = TensorRef(buffer.info.buffer, dtype_name(dtype), dims, stride, 0)
         return view(buffer.raw, ref), ref
 
     def slab(self, specs: list[tuple[tuple[int, ...], torch.dtype]]) -> list[tuple[torch.Tensor, TensorRef]]:
@@ -197,26 +190,13 @@ class Arena:
         for a whole pool of timing inputs instead of one per tensor."""
         layout, cursor = [], 0
         for shape, dtype in specs:
-            numel = 1
-            for s in shape:
-                numel *= int(s)
-            size = torch.empty((), dtype=dtype).element_size()
-            layout.append((cursor, numel * size, size))
+            dims, stride, numel, size = _contiguous(shape, dtype)
+            layout.append((dtype, dims, stride, cursor // size))
             cursor += -(-numel * size // 64) * 64
         buffer = self._new_buffer(max(cursor, 64))
-        out = []
-        for (start, _nbytes, size), (shape, dtype) in zip(layout, specs, strict=True):
-            stride = torch.empty(0, dtype=dtype).new_empty(tuple(shape), device="meta").stride() if shape else ()
-            ref = TensorRef(buffer.info.buffer, dtype_name(dtype), tuple(int(s) for s in shape), tuple(stride),
-                            start // size)
-            out.append((view(buffer.raw, ref), ref))
-        return out
-
-    def share_like(self, t: torch.Tensor) -> tuple[torch.Tensor, TensorRef]:
-        """A shared copy of `t` (contiguous; the strides of the original are not kept)."""
-        shared, ref = self.tensor(tuple(t.shape), t.dtype)
-        shared.copy_(t)
-        return shared, ref
+        refs = [TensorRef(buffer.info.buffer, dtype_name(dtype), dims, stride, offset)
+                for dtype, dims, stride, offset in layout]
+        return [(view(buffer.raw, ref), ref) for ref in refs]
 
     def _new_buffer(self, nbytes: int) -> _Buffer:
         self._next += 1
@@ -267,10 +247,8 @@ class Arena:
             if b.ptr:
                 driver().free(b.ptr)
             if b.mm is not None:
-                try:
+                with contextlib.suppress(BufferError):  # a view is still alive: the mapping goes with the process
                     b.mm.close()
-                except BufferError:  # a view is still alive somewhere; the mapping goes with the process
-                    pass
             if b.fd >= 0:
                 os.close(b.fd)
         self._buffers.clear()
@@ -284,8 +262,7 @@ POOL_BUFFER_IDS = 1 << 24
 # ---- runner side ---------------------------------------------------------------------------------------------------
 
 class Mapping:
-    """The runner's view of the judge's buffers. With `staging` (a GPU runner whose buffers are host memfds),
-    tensors are copied to the device when opened for input and back after a copy into a slot."""
+    """The runner's view of the judge's buffers (a GPU runner given host memfds stages inputs to the device)."""
 
     def __init__(self, device: str):
         self.device = device
@@ -318,6 +295,3 @@ class Mapping:
         if raw is None:
             raise ValueError(f"unknown shared buffer {ref.buffer}")
         return view(raw, ref)
-
-    def staged(self) -> bool:
-        return self.device.startswith("cuda") and any(r.device.type == "cpu" for r in self._raw.values())

@@ -57,11 +57,7 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-#: An output above this size gets no extra copies in the judge: a copy of an 8 GB KernelBench output is 8 GB more
-#: than the GPU has beside the protocol's inputs, float64 reference and the runner. The runner's session hands such
-#: an output over in its shared slot (`CandidateSession.call`), correctness keeps the first call's output where it
-#: has room for it (`_Protocol._keep_first`), and timing does not mirror its copy-out on the judge's side
-#: (`timing_batches.copy_out_mirrored`).
+#: An output above this size gets no extra copies in the judge (the GPU has no room for them beside the rest).
 LARGE_OUTPUT_BYTES = 1 << 30
 
 #: Bytes a process's CUDA caching allocator may hold unused before `release_unused` gives them back.
@@ -69,9 +65,8 @@ UNUSED_CACHE_BYTES = 256 << 20
 
 
 def release_unused(device: str) -> None:
-    """Give the GPU memory this process freed but still caches back to the driver, when it is much: the other side
-    of the trust boundary is another process, and a real-size task (8 GB tensors) needs every byte the judge's
-    temporaries once took. Cheap when there is little to give (two counters read)."""
+    """Give the GPU memory this process caches unused back to the driver when it is much: the other side of the
+    trust boundary is another process and may need it."""
     if _unused_bytes(device) > UNUSED_CACHE_BYTES:
         torch.cuda.empty_cache()
 
@@ -89,13 +84,9 @@ SHORT_MARGIN_BYTES = 1 << 30
 
 
 def release_if_short(device: str) -> bool:
-    """`release_unused` only where the GPU could not otherwise give the runner as much as the judge caches unused
-    (free memory below that plus SHORT_MARGIN_BYTES); True when it released.
-
-    For the gap between the two sides of a timed round. Memory handed back to the driver is cleared by the GPU
-    while the next work runs: a judge that released its cache right before the runner's batch slowed a
-    memory-bound candidate by 15-25% (identical code timed at 0.80-0.85x), and a judge that releases it only
-    when the runner would run short keeps both sides on a quiet GPU."""
+    """`release_unused` only where free memory is below what the judge caches unused plus SHORT_MARGIN_BYTES; True
+    when it released. Between the sides of a timed round: the GPU clears released memory while the next batch runs,
+    which slows a memory-bound candidate."""
     unused = _unused_bytes(device)
     if unused <= UNUSED_CACHE_BYTES or torch.cuda.mem_get_info(torch.device(device))[0] >= unused + SHORT_MARGIN_BYTES:
         return False

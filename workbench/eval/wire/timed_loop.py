@@ -1,15 +1,7 @@
-"""The timing loop, used on both sides of the trust boundary (the runner times the candidate, the judge the reference):
-one call per input set of the batch, L2 flushed before each, side-stream work caught (docs/anti-cheating.md, cheats 7, 9, 10).
-
-In the runner this loop's clock only refines: the judge brackets the whole batch with its own clock and decides
-(`workbench.eval.judge.timing.clock_check`). Its functions are still bound to private names at import, before any
-candidate module is imported, so the plain patches of `time.perf_counter`, `torch.cuda.Event.elapsed_time` or
-`torch.cuda.synchronize` do not even reach it.
-
-No busy-wait is queued before a call any more: its length was a count of GPU cycles, so it lasted 6x longer at an
-idle clock than at a boosted one and moved the harness's own cost between the judge's calibration and the timed
-batches. The L2 flush queued before each call (a memory-bound write of twice the L2, ~35 us on an H100) covers a
-short host launch just as well.
+"""The timing loop of both sides (the runner times the candidate, the judge the reference): one call per input set,
+L2 flushed before each, side-stream work caught (docs/anti-cheating.md, cheats 7, 9, 10). In the runner its clock
+only refines the judge's (`judge/timing/clock_check.py`); its functions are bound at import, before any candidate,
+so patching `time.perf_counter` or CUDA event timing does not reach it.
 """
 
 from __future__ import annotations
@@ -35,9 +27,7 @@ _zero = torch.Tensor.zero_
 _no_grad = torch.no_grad
 _manual_seed = seed_all
 _gc_disable, _gc_enable, _gc_isenabled = _gc.disable, _gc.enable, _gc.isenabled
-#: A callable has side-stream work when, over all its runs, the device finished this much later (median) than
-#: the current stream, plus 10% of the stream time. Single runs are not judged: host wake-up after a
-#: synchronize alone can add tens of microseconds to one run.
+#: Side-stream work: in the median run the device ends this much (plus 10% of the stream time) after the stream.
 SIDE_STREAM_SLACK_MS = 0.05
 #: L2 flush size where the driver does not report the L2 size.
 FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
@@ -48,18 +38,14 @@ CPU_TIMING_THREADS = 1
 
 
 def cpu_timing_threads() -> None:
-    """On the CPU the judge and a runner each use one intra-op thread.
-
-    They take turns on the same cores, and a frozen runner is resumed (SIGCONT) with its OpenMP threads queued on
-    one core: for the next ~20 ms every small op waits for its worker to be scheduled (a 8x64 softmax: 3 us ->
-    600 us), so the side timed second looked 200x slower for identical code. One thread on each side is the same
-    machine for the reference and the candidate, which is what a speedup compares."""
+    """On the CPU the judge and a runner each use one intra-op thread: they take turns on the same cores, and a
+    resumed side's OpenMP workers wait to be scheduled, which made the side timed second look far slower."""
     torch.set_num_threads(CPU_TIMING_THREADS)
 
 
 def seed_rng(seed: int | None) -> None:
-    """Seed the global RNG (every device) when a seed is given. The judge and the runner seed before each call of
-    the same inputs with the same value, so a forward that draws random numbers computes one function."""
+    """Seed the global RNG (every device) when a seed is given: both sides seed alike before each call of the same
+    inputs, so a forward that draws random numbers computes one function."""
     if seed is not None:
         _manual_seed(seed)
 
@@ -74,8 +60,7 @@ def default_reps(device: str, interpreter: bool) -> tuple[int, int]:
 
 
 def l2_flush_bytes(device: str) -> int:
-    """Bytes written between timed runs: twice the device's L2, so one write evicts everything a previous run
-    left there (256 MiB where the L2 size is unknown); 0 on the CPU."""
+    """Bytes written between timed runs: twice the device's L2 (FALLBACK_FLUSH_BYTES when unknown); 0 on the CPU."""
     if not device.startswith("cuda"):
         return 0
     try:
@@ -86,8 +71,7 @@ def l2_flush_bytes(device: str) -> int:
 
 
 def _time_cuda_call(fn: Callable[[list], Any], inputs: list) -> tuple[float, float, Any]:
-    """(current-stream ms, device ms, output) of one call: the end is read on the current stream and again after a
-    device synchronize (work left on another stream)."""
+    """(current-stream ms, device ms after a device synchronize, output) of one call."""
     start, end, done = _Event(enable_timing=True), _Event(enable_timing=True), _Event(enable_timing=True)
     _record(start)
     out = fn(inputs)
@@ -111,9 +95,8 @@ def _pick_samples(stream: list[float], device: list[float]) -> tuple[list[float]
 
 
 class _Flusher:
-    """Writes `l2_flush_bytes` before each timed GPU call; queued before the start event, so the write is outside
-    the timed window. Allocates and writes through the bound functions: a candidate that patches
-    `torch.Tensor.zero_` cannot turn the flush off."""
+    """Writes `l2_flush_bytes` before each timed GPU call, outside the timed window, through the bound functions
+    (patching `torch.Tensor.zero_` cannot turn it off)."""
 
     def __init__(self, device: str, enabled: bool):
         self.buf = None
@@ -128,20 +111,9 @@ class _Flusher:
 def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[int], *, device: str, warmup: int = 0,
                flush_l2: bool = True, after_rep: Callable[[int, Any], None] | None = None,
                seeds: Sequence[int] = ()) -> tuple[list[float], list[float]]:
-    """Time `fn` once per entry of `order` (an index into `input_sets`), after `warmup` untimed calls.
-
-    Used on both sides of the trust boundary: the runner times the candidate, the judge the reference, with this
-    same loop. On a GPU each rep flushes the L2 (queued before the start event, outside the window); the end is read
-    on the current stream and again after a device-wide synchronize (side-stream work). `after_rep(k, output)` runs
-    after rep k, outside the window (the runner copies the output into the judge's slot there; the judge's clock
-    still sees it). `seeds[k]` seeds the global RNG before rep k, also outside the window, so a forward that draws
-    random numbers gives the judge's recomputation of that rep the same draws.
-    Returns (stream ms, device ms) per rep; on the CPU both are the wall clock.
-
-    The garbage collector is off for the batch (as `timeit` does): a collection is triggered by allocation counts,
-    and a process that holds more objects (a candidate's runner after its correctness calls, beside the
-    reference's fresh one) pays more for each, inside whichever call it lands in.
-    """
+    """(stream ms, device ms) per entry of `order` (an index into `input_sets`), after `warmup` untimed calls; on
+    the CPU both are the wall clock. `seeds[k]` seeds rep k and `after_rep(k, output)` follows it, both outside the
+    timed window. The collector is off for the batch (as in `timeit`): the side holding more objects pays more."""
     if not input_sets or not order:
         raise ValueError("time_batch needs input sets and an order")
     collecting = _gc_isenabled()

@@ -1,16 +1,13 @@
-"""Byte-level transport between the judge and a runner (or the fork server): length-prefixed JSON frames on a Unix
-socket, with file descriptors passed alongside (SCM_RIGHTS), and a bounded reader for the runner's output.
-
-A frame is an 8-byte header (payload length, number of descriptors) followed by the JSON payload. Frames are
-capped (`MAX_FRAME`), so a runner cannot make the judge allocate without bound, and their nesting is measured
-before parsing (`MAX_DEPTH`), so a frame of a hundred thousand `[` is a FrameError like any other malformed
-frame, never a RecursionError in the parser or in the decoder after it. A reader with a deadline never blocks
-past it. Everything received is untrusted text until `protocol.decode` has checked it.
+"""Byte-level transport between the judge and a runner or the fork server: frames of an 8-byte header (length,
+descriptor count) and JSON on a Unix socket, descriptors passed alongside (SCM_RIGHTS); and a bounded reader for the
+runner's output. Frames are capped in size (`MAX_FRAME`) and nesting (`MAX_DEPTH`, checked before parsing), so a
+hostile frame is a FrameError, never unbounded memory or a RecursionError.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import re
@@ -47,10 +44,8 @@ class FrameError(Exception):
 
 
 def check_nesting(payload: bytes, limit: int = MAX_DEPTH) -> None:
-    """Raise FrameError when the JSON in `payload` nests arrays and objects deeper than `limit`, or its brackets do
-    not pair up. Linear in the frame and free for most frames (fewer brackets than the limit cannot nest deeper);
-    otherwise the strings are cut out and the remaining brackets peeled one level per pass, at most `limit`
-    passes."""
+    """Raise FrameError when the JSON in `payload` nests deeper than `limit` or its brackets do not pair up: strings
+    cut out, brackets peeled one level per pass (free for frames with fewer brackets than the limit)."""
     if payload.count(b"[") + payload.count(b"{") <= limit:
         return
     shape = _JSON_STRING.sub(b"", payload).translate(None, _NOT_BRACKETS)
@@ -110,8 +105,7 @@ class Channel:
             raise ChannelTimeout()
 
     def readable(self, seconds: float) -> bool:
-        """Whether data from the other side arrives within `seconds` (frames are read whole, nothing is buffered
-        here, so this is the socket's own readiness)."""
+        """Whether data arrives within `seconds` (nothing is buffered here: the socket's own readiness)."""
         ready, _, _ = select.select([self.sock], [], [], max(0.0, seconds))
         return bool(ready)
 
@@ -154,15 +148,13 @@ class Channel:
             raise FrameError(f"frame is not JSON: {payload[:80]!r}") from exc
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
 
 class BoundedLog:
-    """Reads a pipe until EOF in a background thread, keeping only the last `keep` bytes and counting the rest: a
-    runner that floods its output costs the judge a fixed amount of memory, and the tail is what a crash needs."""
+    """Reads a pipe until EOF in a background thread, keeping only the last `keep` bytes (a flood costs fixed memory;
+    the tail is what a crash needs)."""
 
     def __init__(self, fd: int, keep: int = 64 * 1024):
         self.fd, self.keep = fd, keep
@@ -175,23 +167,17 @@ class BoundedLog:
 
     def _drain(self) -> None:
         try:
-            while True:
-                data = os.read(self.fd, 1 << 16)
-                if not data:
-                    break
-                with self._lock:
-                    self.total += len(data)
-                    self._chunks.append(data)
-                    self._size += len(data)
-                    while self._size - len(self._chunks[0]) >= self.keep:
-                        self._size -= len(self._chunks.popleft())
-        except OSError:
-            pass
+            with contextlib.suppress(OSError):
+                while data := os.read(self.fd, 1 << 16):
+                    with self._lock:
+                        self.total += len(data)
+                        self._chunks.append(data)
+                        self._size += len(data)
+                        while self._size - len(self._chunks[0]) >= self.keep:
+                            self._size -= len(self._chunks.popleft())
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self.fd)
-            except OSError:
-                pass
 
     def join(self, timeout: float = 2.0) -> None:
         self._thread.join(timeout)
