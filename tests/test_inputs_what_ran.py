@@ -304,4 +304,4 @@ def test_switching_the_record_off_is_harness_tamper():
                  "torch._C._pop_torch_function_stack()"):
         source = f"import importlib\nimport torch\n\n\nclass ModelNew:\n    def forward(self, x):\n        {line}\n" \
                  "        return x\n"
-        assert [f.flag for f in scan(source, "torch")] == ["harness-tamper"], line
+        assert [f.flag for f in scan(source, "torch", policy="baseline")] == ["harness-tamper"], line

@@ -13,7 +13,7 @@ from engine_tasks import softmax_task
 import workbench as wb
 from workbench.eval.caller import pool as judges
 from workbench.eval.caller.progress import ProgressRelay
-from workbench.eval.wire.judge_messages import Job, Progress
+from workbench.eval.wire.judge_messages import CandidateSpec, Job, Progress
 
 FAULTS = Path(__file__).parent / "faults"
 TASK = softmax_task()
@@ -58,7 +58,7 @@ def test_progress_reports_every_stage_in_order_on_the_evaluating_thread():
 
 
 def test_no_progress_is_sent_unless_asked():
-    job = Job(task=TASK.to_spec(), candidate=wb.Candidate(source=HONEST).to_spec(), device="cpu",
+    job = Job(task=TASK.to_spec(), candidate=CandidateSpec(**wb.Candidate(source=HONEST).to_spec()), device="cpu",
               size=TASK.size(None, "cpu"), check_sizes=tuple(TASK.check_sizes("cpu")), timeout=60.0,
               compile_timeout=60.0, time_it=False)
     delivered: list[Progress] = []
@@ -79,7 +79,7 @@ def test_cancel_ends_a_hung_evaluation_quickly_with_a_cancelled_result_and_the_n
             threading.Timer(1.0, cancel.set).start()
 
     started = time.monotonic()
-    result = wb.evaluate(TASK, wb.Candidate(source=HANG, name="hang"), device="cpu", timeout=300,
+    result = wb.evaluate(TASK, wb.Candidate(source=HANG, name="hang", language="torch"), device="cpu", timeout=300,
                          on_progress=on_progress, cancel=cancel)
     took = time.monotonic() - started
     assert result.status == "cancelled" and "cancelled after" in result.message and took < 30
@@ -95,7 +95,7 @@ def test_a_set_cancel_returns_at_once_and_stores_nothing(tmp_path):
     cancel.set()
     store = wb.Store(str(tmp_path / "r.db"))
     opts = wb.EvalOptions(device="cpu", cancel=cancel)
-    results = wb.evaluate_many(TASK, [wb.Candidate(source=HONEST), wb.Candidate(source=HANG)], options=opts,
+    results = wb.evaluate_many(TASK, [wb.Candidate(source=HONEST), wb.Candidate(source=HANG, language="torch")], options=opts,
                                store=store, progress=False)
     assert [r.status for r in results] == ["cancelled", "cancelled"]
     assert len(store.frame()) == 0
@@ -107,7 +107,7 @@ def test_an_exception_from_on_progress_stops_the_evaluation_and_the_judge_is_rep
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        wb.evaluate(TASK, wb.Candidate(source=HANG), device="cpu", timeout=300, on_progress=boom)
+        wb.evaluate(TASK, wb.Candidate(source=HANG, language="torch"), device="cpu", timeout=300, on_progress=boom)
     assert wb.evaluate(TASK, wb.Candidate(source=HONEST), device="cpu", time_it=False).status == "ok"
 
 
@@ -134,7 +134,7 @@ def _kwb_eval(tmp_path: Path, *extra: str, tty: bool = False) -> tuple[int, str]
     (tmp_path / "sol.py").write_text(TORCH_SOFTMAX)
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, "-m", "workbench.cli.main", "eval", "--task", "softmax", "sol.py", "--device", "cpu",
-           "--size", "batch_size=8,dim=64", "--no-time", *extra]
+           "--language", "torch", "--size", "batch_size=8,dim=64", "--no-time", *extra]
     env = {**os.environ, "PYTHONPATH": str(root)}
     if not tty:
         out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
@@ -175,7 +175,7 @@ def test_the_editor_shows_the_stage_beside_the_elapsed_time_and_cancel_stops_its
 
     hang = ("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        while True:\n"
             "            pass\n")
-    ed = KernelEditor("vector_add", hang, device="cpu", timeout=300)
+    ed = KernelEditor("vector_add", hang, device="cpu", timeout=300, language="torch")
     ed.run()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and "check" not in ed._progress.value:

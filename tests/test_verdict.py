@@ -150,7 +150,7 @@ def test_error_budget_is_said_in_words_not_printed_as_a_dict():
               "bound": "both", "worst_ratio": 1.7, "norm": "max-abs per output", "merged": 10}
     row = dict(stats_rows(passed(error_budget=budget)))["error budget"]
     assert row == ("each element may be off by the larger of atol 1e-05 + rtol 1e-05 x |expected| and 16 x the "
-                   "reference's own error in this precision (1.2e-07, so 1.92e-06); the tolerance on large values, "
+                   "reference's own error in this precision (E = 1.2e-07, so 16 x E = 1.92e-06); the tolerance on large values, "
                    "the reference's own error on small ones; the worst element used 1.7x its allowance (beyond it; 1 "
                    "is the limit); worst of 10 comparisons (each output of each checked call)")
     assert "{" not in row and "merged" not in row
