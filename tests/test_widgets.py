@@ -528,3 +528,22 @@ def test_saved_notebook_output_carries_small_static_html(tmp_path):
     html = data["text/html"]
     assert 'class="kwb-static"' in html and 'data-kwb-status="idle"' in html and "plotly-graph-div" in html
     assert len(nbformat.writes(nb)) < 100_000  # no plotly.js and (store_widget_state=False) no widget state
+
+
+def test_discarding_the_devices_judge_really_ends_it(one_judge):
+    """The widgets' Cancel ends a hung evaluation's judge (widgets._runner.discard_judge): the judge process is
+    gone afterwards, and the next evaluation gets a fresh one."""
+    import workbench as wb
+    from widgets._runner import discard_judge
+
+    task = get_task("vector_add")
+    first = wb.evaluate(task, task.solution_candidate(), device="cpu", time_it=False)
+    pid = first.metadata["judge_pid"]
+    discard_judge("cpu")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}") and \
+            open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    second = wb.evaluate(task, task.solution_candidate(), device="cpu", time_it=False)
+    assert second.status == "ok" and second.metadata["judge_pid"] != pid

@@ -145,10 +145,6 @@ class Job:
 def discard_judge(device: str) -> None:
     """End the device's evaluation process (a hung kernel would hold it until its timeout); the next evaluation
     starts a fresh one. Any other evaluation in flight on it reports "crashed"."""
-    import importlib
+    from workbench.eval.caller.pool import discard_judge as discard
 
-    try:
-        discard = importlib.import_module("workbench.eval.caller.judges").discard_worker
-    except (ImportError, AttributeError):  # pragma: no cover - an engine without a worker pool
-        return
     discard(device)
