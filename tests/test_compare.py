@@ -239,3 +239,25 @@ def test_large_outputs_are_judged_in_slices_with_the_same_verdicts(monkeypatch):
             [d for f, d in whole.flags if f != "degenerate-output"], name
         assert sliced.max_abs == pytest.approx(whole.max_abs) and sliced.ok == whole.ok, name
         assert torch.equal(sliced.bad[0], whole.bad[0]), name
+
+
+@pytest.mark.parametrize("name", ["TF32", "bfloat16", "float16"])
+def test_a_mismatch_from_reduced_precision_operands_is_named(name):
+    """`precision_hint.diagnose`: an output computed on operands rounded to TF32, bf16 or fp16 is recognised as that
+    precision's (fp16 as TF32's: the same 10-bit mantissa, and both are named); an output wrong in another way is
+    not."""
+    from workbench.eval.judge.correctness import precision_hint
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(512, 64)
+    x = torch.randn(32, 512)
+    ref64 = torch.nn.functional.linear(x.double(), model.weight.double(), model.bias.double())
+    rounding = {**{n: r for n, r, _ in precision_hint.EMULATIONS},
+                "float16": lambda t: t.to(torch.float16).to(torch.float32)}[name]
+    with torch.no_grad():
+        out = torch.nn.functional.linear(rounding(x), rounding(model.weight), rounding(model.bias))
+    hint = precision_hint.diagnose(model, [x], 0, out, ref64)
+    assert hint.startswith(f"; the errors match {'TF32' if name == 'float16' else name} rounding"), hint
+    assert name != "float16" or "float16 operands" in hint
+    wrong = ref64.float() * 1.001
+    assert precision_hint.diagnose(model, [x], 0, wrong, ref64) == ""

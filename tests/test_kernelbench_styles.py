@@ -221,6 +221,13 @@ def test_tf32_operands_are_caught_unless_the_task_allows_tf32(tmp_path):
     ieee = wb.load_kernelbench(KB / "level1" / "1_Rectangular_matmul_transposed_B.py", sizes=LONG_K)
     result = wb.evaluate(ieee, wb.Candidate(source=TF32_SPLIT_K, language="triton"), device="cpu", time_it=False)
     assert result.status == "incorrect" and result.flags == ["mismatch"], result.message
+    # The message names TF32 as the cause, with both ways out.
+    assert "the errors match TF32 rounding of the inputs" in result.message, result.message
+    assert 'input_precision="ieee"' in result.message
+    assert 'precision="tf32"' in result.message
+    honest_wrong = wb.evaluate(ieee, wb.Candidate(source=SPLIT_K.replace("acc += tl.load(", "acc -= tl.load("),
+                                                  language="triton"), device="cpu", time_it=False)
+    assert honest_wrong.status == "incorrect" and "rounding of the inputs" not in honest_wrong.message
     allowed = wb.load_kernelbench(KB / "level1" / "1_Rectangular_matmul_transposed_B.py", sizes=LONG_K,
                                   precision="tf32")
     cls = _class(TF32_SPLIT_K, tmp_path)

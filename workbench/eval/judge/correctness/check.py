@@ -21,6 +21,7 @@ import torch
 from workbench.eval.checks.flags import REJECT, Finding
 from workbench.eval.judge import trace
 from workbench.eval.judge.correctness import compare_fused as fused
+from workbench.eval.judge.correctness import precision_hint
 from workbench.eval.judge.correctness.compare import (
     CHUNK,
     ERROR_BUDGET_K,
@@ -165,6 +166,8 @@ class _Protocol:
         self.refs, self.cls, self.guard = reference, candidate_cls, call_guard
         self.device, self.tol = reference.device, reference.tolerance
         self.report = CheckReport()
+        #: The reduced precision a mismatch's errors match, in words (`precision_hint`), once the first is seen.
+        self.hint: str | None = None
         self.poison = Poison(self.device)
         self.candidates: dict[int, Any] = {}
         #: Page-locked host buffers for large first outputs (`_to_pinned_host`).
@@ -270,6 +273,9 @@ class _Protocol:
         """One call's output against the reference (a mismatch recorded by `_add_mismatch`) and its inputs against
         their copies: the comparison and its flags, each detail prefixed with `where`."""
         cmp = compare(out, rd.ref64, rd.native, self.tol)
+        if self.hint is None and any(f == "mismatch" for f, _ in cmp.flags):
+            self.hint = precision_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out,
+                                                rd.ref64)
         self._add_mismatch(cmp, where)
         return cmp, [(f, f"{where}: {d}") for f, d in cmp.flags] + self._mutation(given, rd.inputs, where)
 
@@ -336,7 +342,7 @@ class _Protocol:
         """A comparison's mismatch, reported from the comparison with the worst ratio (its budget is the Result's)."""
         for flag, detail in cmp.flags:
             if flag == "mismatch":
-                self.report.add(flag, f"{where}: {detail}", worst=cmp.worst)
+                self.report.add(flag, f"{where}: {detail}{self.hint or ''}", worst=cmp.worst)
 
     def _error_map(self, cmp1: Comparison, cmp2: Comparison, ok: bool) -> None:
         cmp = cmp2 if cmp2.ratio is not None and cmp2.worst > cmp1.worst else cmp1
