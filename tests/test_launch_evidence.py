@@ -302,3 +302,25 @@ def test_the_verdict_card_and_kwb_eval_show_the_evidence_line():
     assert lines["evidence"] == "outputs judge · launches unverified"
     assert "evidence" not in dict(stats_rows(Result(task="t", candidate_id="c", candidate_name="c", language="x",
                                                     status="ok")))
+
+
+def test_idle_threads_are_not_thread_use_and_work_on_them_is_on_any_core_count():
+    """CPU timing counts the work done on threads other than the runner's main thread, not how many exist: a machine
+    with more cores gives the runtime more idle helpers (an honest softmax read "2 threads" on 16 cores), while a
+    candidate's work on another thread is `thread-use` however short its batches, and on threads that exited before
+    the judge looked too."""
+    from workbench.eval.checks.runtime import CpuBatch, judge_cpu_share
+
+    idle = [CpuBatch(0.010, 0.010, 0.010, 0.0), CpuBatch(0.012, 0.011, 0.011, 0.0002)]
+    assert judge_cpu_share(idle) == []
+    busy = [CpuBatch(0.010, 0.012, 0.008, 0.004)] * 2  # each batch under the slack, together over it
+    assert judge_cpu_share(busy) == [] and [f.flag for f in judge_cpu_share(busy, sum(busy[1:], busy[0]))] == \
+        ["thread-use"]
+    assert [f.flag for f in judge_cpu_share([CpuBatch(0.2, 0.2, 0.15, 0.05)])] == ["thread-use"]
+    gone = [CpuBatch(0.1, 0.15, 0.08, 0.0)] * 3  # 70 ms a batch on threads that exited before the judge looked
+    assert [f.flag for f in judge_cpu_share(gone)] == ["thread-use"]
+    rounding = [CpuBatch(0.02, 0.03, 0.02, 0.0)] * 30  # a tick over each batch's clock: rounding, whatever the count
+    assert judge_cpu_share(rounding, CpuBatch(0.6, 0.61, 0.6, 0.0)) == []
+    ticks = [CpuBatch(0.1, 0.11, 0.1, 0.0)]  # one 10 ms tick beyond the main thread's clock: rounding, not work
+    assert judge_cpu_share(ticks) == []
+    assert [f.flag for f in judge_cpu_share([CpuBatch(0.2, 0.5, 0.5, 0.0)])] == ["thread-use"]  # more than a core

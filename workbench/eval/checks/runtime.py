@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from workbench.eval.checks.flags import Finding
 from workbench.eval.wire.runner_messages import LaunchReport
@@ -128,20 +129,44 @@ def judge_host_work(kernels: dict[str, float], median_ms: float) -> list[Finding
 #: the judge's clock (and beyond `CPU_SHARE_SLACK_S`: the kernel counts in 10 ms ticks) had cores it did not.
 CPU_SHARE_LIMIT = 1.3
 CPU_SHARE_SLACK_S = 0.04
+#: Threads besides the runner's main thread may use this share of a batch's bracket (and this many seconds, for short
+#: batches) before their work is the candidate's parallelism.
+OTHER_THREADS_SHARE = 0.1
+OTHER_THREADS_SLACK_S = 0.005
 
 
-def judge_cpu_share(batches: list[tuple[float, float, int]]) -> list[Finding]:
-    """CPU timing: `batches` of (judge's bracket s, runner CPU s, runner threads after); extra threads or more than
-    one core's worth of CPU time are `thread-use`."""
-    total_bracket, total_cpu = sum(b for b, _, _ in batches), sum(c for _, c, _ in batches)
-    # Over all batches together too: short batches each fall under the kernel's 10 ms accounting ticks.
-    for bracket, cpu, threads in [*batches, (total_bracket, total_cpu, 0)]:
-        if threads > 1:
-            return [Finding("thread-use", f"the runner had {threads} threads after a timed batch; on the CPU the "
-                                          "reference is timed on one thread (torch.set_num_threads, thread pools and "
-                                          "subprocesses give the candidate cores the reference does not have)")]
-        if cpu - bracket > max((CPU_SHARE_LIMIT - 1) * bracket, CPU_SHARE_SLACK_S):
-            return [Finding("thread-use", f"the runner used {cpu / bracket:.1f} cores during a timed batch "
-                                          f"({cpu:.2f} s of CPU in {bracket:.2f} s); on the CPU the reference is timed "
-                                          "on one core")]
+@dataclass(frozen=True)
+class CpuBatch:
+    """One timed batch on the CPU as the judge read it from /proc: its bracket by the judge's clock, the runner's CPU
+    seconds (10 ms ticks, exited threads included), and the precise seconds of its main thread and of its other live
+    threads."""
+
+    bracket: float
+    cpu: float
+    main: float
+    others: float
+
+    def __add__(self, other: CpuBatch) -> CpuBatch:
+        return CpuBatch(self.bracket + other.bracket, self.cpu + other.cpu, self.main + other.main,
+                        self.others + other.others)
+
+
+def judge_cpu_share(batches: list[CpuBatch], span: CpuBatch | None = None) -> list[Finding]:
+    """CPU timing: work on threads other than the runner's main thread (live ones by their own clocks; exited ones as
+    the process's CPU beyond its main thread's, at tick precision), or more than one core's worth of CPU time, is
+    `thread-use`. Threads that exist but do nothing (a runtime's idle helpers, more of them on machines with more
+    cores) count for nothing. `span`: the whole timing read once before and once after (its brackets summed), so
+    short batches that each fall under a 10 ms tick add up without adding up their rounding."""
+    for b in [*batches, *([span] if span is not None else [])]:
+        off_main = max(b.others, b.cpu - b.main - b.others)
+        if b.others > max(OTHER_THREADS_SHARE * b.bracket, OTHER_THREADS_SLACK_S) or \
+                off_main > max(OTHER_THREADS_SHARE * b.bracket, CPU_SHARE_SLACK_S):
+            return [Finding("thread-use", f"threads other than the runner's own used {off_main * 1e3:.1f} ms of CPU "
+                                          f"in {b.bracket * 1e3:.1f} ms of timed batches; on the CPU the reference is "
+                                          "timed on one thread (torch.set_num_threads, thread pools and subprocesses "
+                                          "give the candidate cores the reference does not have)")]
+        if b.cpu - b.bracket > max((CPU_SHARE_LIMIT - 1) * b.bracket, CPU_SHARE_SLACK_S):
+            return [Finding("thread-use", f"the runner used {b.cpu / b.bracket:.1f} cores during a timed batch "
+                                          f"({b.cpu:.2f} s of CPU in {b.bracket:.2f} s); on the CPU the reference is "
+                                          "timed on one core")]
     return []

@@ -38,10 +38,23 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 @dataclass(frozen=True)
 class CpuUse:
-    """What the runner's processes have used so far, as the kernel counts it."""
+    """What the runner's processes have used so far, as the kernel counts it: live threads, CPU seconds (10 ms ticks,
+    exited threads included), and the nanoseconds (`schedstat`) of the runner's main thread and of its other live
+    threads."""
 
     threads: int
     seconds: float
+    main_ns: int = 0
+    others_ns: int = 0
+
+
+def _thread_ns(pid: int, tid: str) -> int:
+    """CPU nanoseconds thread `tid` of `pid` has used (0 where /proc does not say: an exited thread)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 class RunnerDied(Exception):
@@ -311,14 +324,20 @@ class RunnerProcess:
     def cpu_use(self) -> CpuUse:
         """Threads alive and CPU seconds (user + system, dead threads and reaped children included) of the runner's
         processes, read from /proc by the judge."""
-        threads, ticks = 0, 0
+        threads, ticks, main, others = 0, 0, 0, 0
         for pid in self.members():
             with suppress(OSError, ValueError, IndexError):
-                threads += len(os.listdir(f"/proc/{pid}/task"))
+                tids = os.listdir(f"/proc/{pid}/task")
+                threads += len(tids)
                 with open(f"/proc/{pid}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
                 ticks += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
-        return CpuUse(threads=threads, seconds=ticks / _CLOCK_TICKS)
+                for tid in tids:
+                    if pid == self.inner_pid and tid == str(pid):
+                        main += _thread_ns(pid, tid)
+                    else:
+                        others += _thread_ns(pid, tid)
+        return CpuUse(threads=threads, seconds=ticks / _CLOCK_TICKS, main_ns=main, others_ns=others)
 
     def _signal_all(self, sig: int) -> None:
         if self.sandbox == "namespaces":

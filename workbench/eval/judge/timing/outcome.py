@@ -59,7 +59,7 @@ def outcome_of(timer: PairTimer, reasons: dict[str, str]) -> TimingOutcome:
         if timer._caught():
             return TimingOutcome(candidate=None, reference=None, findings=list(timer.findings))
         raise RuntimeError("every timed batch was dropped (the GPU was throttled throughout)")
-    timer.findings += verdict.findings + judge_cpu_share(timer.cpu_batches)
+    timer.findings += verdict.findings + judge_cpu_share(timer.cpu_batches, timer.whole_cpu())
     judge = [clock_check.judge_time(b, timer.null) * 1e3 for b in timer.batches]
     outcome = TimingOutcome(candidate=timings["candidate"], reference=timings["reference"],
                             compiled=timings.get("compiled"),

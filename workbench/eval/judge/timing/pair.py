@@ -8,6 +8,7 @@ are within target, the speedup's verdict is settled, or at the time budget (`sto
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import random
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from workbench.eval.checks.flags import Finding
+from workbench.eval.checks.runtime import CpuBatch
 from workbench.eval.judge import trace, verdict
 from workbench.eval.judge.correctness import recheck as recheck_compare
 from workbench.eval.judge.reference.runner import ReferenceRunner, ReferenceRunnerFailed
@@ -121,7 +123,9 @@ class PairTimer:
         self.stream: dict[str, list[float]] = {n: [] for n in self.names}
         self.device_ms: dict[str, list[float]] = {n: [] for n in self.names}
         self.batches: list[Batch] = []
-        self.cpu_batches: list[tuple[float, float, int]] = []
+        self.cpu_batches: list[CpuBatch] = []
+        #: The runner's CPU use before the first timed batch and after the last (`judge_cpu_share`'s span).
+        self.cpu_span: tuple[Any, Any] | None = None
         self.findings: list[Finding] = []
         self.checked = self.dropped = 0
         #: Rounds in which the judge gave its cached GPU memory back before the runner's batch (tight memory).
@@ -324,6 +328,14 @@ class PairTimer:
         # The stopper watches the runner's figures (the tighter ones); whether they stand is decided at the end.
         return {name: _mean(d if self.cuda and self._side_stream(name) else s) for name, (s, d) in got.items()}
 
+    def whole_cpu(self) -> CpuBatch | None:
+        """The whole timing's CPU use, read once before the first batch and once after the last, over the sum of the
+        batches' brackets (its tick rounding counted once, not once a batch)."""
+        if self.cpu_span is None:
+            return None
+        whole = _cpu_batch(sum(b.bracket for b in self.cpu_batches), *self.cpu_span)
+        return dataclasses.replace(whole, others=sum(b.others for b in self.cpu_batches))
+
     def _candidate_side(self, order: list[int], seeds: tuple[int, ...]) -> tuple[Any, float]:
         """The candidate's batch in its runner, bracketed by the judge's clock, with what the batch gave away (threads
         left running, threads off the timing core)."""
@@ -331,7 +343,8 @@ class PairTimer:
         reply, bracket = self.session.time(self.model_id, self.pool.pool_id, order, self.session.timeout, seeds)
         if cpu_before is not None:
             after = self.session.runner.cpu_use()
-            self.cpu_batches.append((bracket, after.seconds - cpu_before.seconds, after.threads))
+            self.cpu_batches.append(_cpu_batch(bracket, cpu_before, after))
+            self.cpu_span = (self.cpu_span[0] if self.cpu_span else cpu_before, after)
         if reply.threads_left:
             self.findings.append(Finding("thread-deferral", "threads still running after a timed batch: "
                                                             f"{', '.join(reply.threads_left)}"))
@@ -405,3 +418,9 @@ class PairTimer:
                 self.findings.append(Finding("result-cache", f"timed call {k + 1} of batch {b + 1} returned a wrong "
                                                              f"result for the inputs it was given ({problem})"))
                 return
+
+
+def _cpu_batch(bracket: float, before: Any, after: Any) -> CpuBatch:
+    """A batch's CPU use from the runner's /proc readings before and after it (`RunnerProcess.cpu_use`)."""
+    return CpuBatch(bracket, after.seconds - before.seconds, (after.main_ns - before.main_ns) / 1e9,
+                    max(0, after.others_ns - before.others_ns) / 1e9)
