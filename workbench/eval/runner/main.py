@@ -51,6 +51,21 @@ _encode, _channel_send = protocol.encode, Channel.send
 _profile, _ProfilerActivity = torch.profiler.profile, torch.profiler.ProfilerActivity
 _KernelTracer, _TraceUnavailable = kernel_trace.KernelTracer, kernel_trace.TraceUnavailable
 _recording = op_record.recording
+# The copy-out into the judge's slots runs none of the candidate's code: no method looked up on its output (an
+# instance attribute `detach` would run), no Tensor method it may have replaced, no torch function or dispatch mode it
+# may have pushed (docs/anti-cheating.md, cheat 24).
+_Tensor, _detach, _copy = torch.Tensor, torch._C.TensorBase.detach, torch._C.TensorBase.copy_
+_no_torch_function, _no_dispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
+_type = type
+
+
+def copy_out(slot: torch.Tensor, out: Any) -> bool:
+    """Copy `out` into `slot` when it is exactly a dense tensor of the slot's shape and dtype; whether it was."""
+    if _type(out) is not _Tensor or out.shape != slot.shape or out.dtype != slot.dtype:
+        return False
+    with _no_torch_function(), _no_dispatch():
+        _copy(slot, _detach(out))
+    return True
 
 _COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
 
@@ -228,11 +243,8 @@ class Runner:
             dense = o.layout == torch.strided and not o.is_nested and o.device.type != "meta"
             form = OutputForm(type_name="Tensor", plain=True, dtype=dtype_name(o.dtype), shape=tuple(o.shape),
                               device=str(o.device), dense=dense)
-            if dense and i < len(slots):
-                slot = self.mapping.tensor(slots[i])
-                if slot.shape == o.shape and slot.dtype == o.dtype:
-                    slot.copy_(o.detach())
-                    form = OutputForm(**{**form.__dict__, "copied": True})
+            if dense and i < len(slots) and copy_out(self.mapping.tensor(slots[i]), o):
+                form = OutputForm(**{**form.__dict__, "copied": True})
             forms.append(form)
         return tuple(forms), isinstance(out, (tuple, list))
 
@@ -296,9 +308,7 @@ class Runner:
 
         def commit(k: int, out: Any) -> None:
             if k < len(commits) and commits[k] is not None:
-                first = out[0] if isinstance(out, (tuple, list)) else out
-                if type(first) is torch.Tensor and first.shape == commits[k].shape and first.dtype == commits[k].dtype:
-                    commits[k].copy_(first.detach())
+                copy_out(commits[k], out[0] if isinstance(out, (tuple, list)) else out)
 
         try:
             stream, device = timing.time_batch(lambda xs: model(*xs), sets, list(msg.order), device=self.device,
