@@ -4,13 +4,19 @@ Several judges may work on one device at once (`caller/pool.py` runs a few so ca
 each have one). A measurement is only honest if nothing else runs on the device meanwhile, so a judge holds this
 lock *exclusively* while it times or calibrates, and *shared* while it runs anything else on the device (the
 correctness rounds, counting, profiling, the candidate's import). Starting a runner takes no lock, and a candidate's
-compile lets go of the shared hold (`compile_pause.py`): that is the work that overlaps.
+compile lets go of the shared hold: that is the work that overlaps.
 
 It is an `flock` on a file per device (the GPU's UUID, or the host for the CPU) in a per-user folder, so it holds
 across processes and is released by the kernel when a judge dies. Waiting writers go first: a reader passes a gate
 file that a waiting writer holds, so a stream of overlapping checks cannot starve a timing. Candidate code never
 sees it: runners are forked by the fork server, which was started before any lock file was opened, and the files
 are opened close-on-exec.
+
+The compile pause (`reply_through_pauses`, the judge's side of `runner/compile_pause.py`): while the candidate's
+kernel compiles for longer than `GRACE_S`, the judge lets go of its shared hold so another judge's timing can run, and
+takes it back (behind that timing) before the runner goes on. The runner is untrusted, so a pause never gives up an
+exclusive hold, at most `MAX_PAUSES` of one request let go, the compile stays inside the request's deadline (plus the
+seconds spent getting the device back), and anything out of order is a protocol violation.
 """
 
 from __future__ import annotations
@@ -137,7 +143,7 @@ class DeviceLock:
     @contextlib.contextmanager
     def released(self) -> Iterator[Released]:
         """Let go of a shared hold for the block and take it back afterwards, behind any writer waiting by then
-        (`compile_pause.py`: a candidate compiling needs no device, and a timing may run meanwhile). An exclusive
+        (the compile pause: a candidate compiling needs no device, and a timing may run meanwhile). An exclusive
         hold is kept: a measurement is never interrupted. The yielded record's `waited` is the seconds it took to
         get the hold back."""
         got = Released()
@@ -188,7 +194,7 @@ class PauseLog:
                 "waited_s": round(self.waited_s, 3)}
 
 
-def reply(runner: RunnerProcess, kind: str, timeout: float, release: Callable[[], Any] | None,
+def reply_through_pauses(runner: RunnerProcess, kind: str, timeout: float, release: Callable[[], Any] | None,
           log: PauseLog) -> protocol.Message:
     """The runner's reply of `kind` (or a Fault) to the request just sent, answering its compile pauses on the way.
     `release()` is a context manager that lets go of the judge's shared hold for the block and takes it back after; what

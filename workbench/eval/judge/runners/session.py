@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from workbench.eval.judge import device_lock as compile_pause
+from workbench.eval.judge import device_lock
 from workbench.eval.judge.correctness.check import CandidateFailure
 from workbench.eval.judge.evidence.probe import ProbePlanner
 from workbench.eval.judge.runners.process import RunnerProcess
@@ -121,7 +121,7 @@ class CandidateSession:
     #: Lets go of the judge's shared hold of the device while the candidate compiles (`DeviceLock.released`, a
     #: context manager factory); None: nothing to let go of.
     release_device: Callable[[], Any] | None = None
-    pauses: compile_pause.PauseLog = field(default_factory=compile_pause.PauseLog)
+    pauses: device_lock.PauseLog = field(default_factory=device_lock.PauseLog)
     #: The judge's own work while the runner runs a correctness call (`reference.ahead.ahead_of_calls`).
     between_calls: Callable[[], None] | None = None
 
@@ -159,7 +159,7 @@ class CandidateSession:
         self.runner.send(message)
         if meanwhile is not None:
             meanwhile()
-        reply = compile_pause.reply(self.runner, kind, timeout or self.timeout, self.release_device, self.pauses)
+        reply = device_lock.reply_through_pauses(self.runner, kind, timeout or self.timeout, self.release_device, self.pauses)
         if isinstance(reply, protocol.Fault):
             raise CandidateFailure(reply.stage if reply.stage in ("init", "compile", "load") else stage,
                                    RemoteError(reply))
