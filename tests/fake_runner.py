@@ -13,7 +13,10 @@ Time: a request is handled as it is sent, and its reply is delivered when the sc
 sleeps in `receive` until then), so the judge's clock brackets what the script says the runner spent. CPU time: the
 runner's work is done in this process, on the judge's thread, so the runner's /proc entry (`inner_pid`) is this
 process; a probe call burns its budget there, as the runner's interpreter wrapper does, and the judge's reading of
-two calls differs by what the fake did beside its common work.
+two calls differs by what the fake did beside its common work. Threads: the judge and every runner run torch on one
+intra-op thread on the CPU (`timed_loop.cpu_timing_threads`); `one_thread()` does the same for this process while it
+is in effect (a small op with the timing's pinning and two threads took 10 ms a call), and `judge_fake` evaluates
+inside it.
 
 `judge_fake(task, script)` runs one evaluation in this process on the fake and returns the Result the caller would
 (`verdict.reply` -> `result_from_reply` -> `_annotate`).
@@ -21,6 +24,7 @@ two calls differs by what the fake did beside its common work.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -29,13 +33,15 @@ import tempfile
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+# Imported before any `one_thread`: the judge's ceilings keep the machine's default thread count (their cache key).
+import workbench.eval.judge.ceilings  # noqa: F401
 from workbench.eval.judge.runners.process import CpuUse, RunnerDied, RunnerViolation
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire import timed_loop
@@ -684,6 +690,17 @@ class FakeForkServer:
 
 # ---- one evaluation in this process ----------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one intra-op thread in this process for the block, as in the judge's and its runners' (module doc)."""
+    before = torch.get_num_threads()
+    timed_loop.cpu_timing_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def fake_context(script: Script | None = None, reference: Script | None = None, workdir: str | None = None) -> Any:
     """A judge Context whose runners are scripted (keep it across evaluations to keep the judge's caches)."""
     from workbench.eval.judge.context import Context
@@ -722,7 +739,8 @@ def judge_fake(task: Any, script: Script, device: str = "cpu", *, context: Any =
     if script.forward is None and script.model is None:
         script = dataclasses.replace(script, model=ctx.reference(task).module.Model)
     ctx.runner_class = FakeRunner.scripted(script, reference)
-    fields = Evaluation(job, ctx).run()
+    with one_thread():
+        fields = Evaluation(job, ctx).run()
     reply = verdict.reply({**fields, "judge_pid": os.getpid()})
     result = result_from_reply(task, candidate_of(script), job, reply)
     _annotate(result, task, reply)

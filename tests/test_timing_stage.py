@@ -9,7 +9,7 @@ import time
 
 import pytest
 import torch
-from fake_runner import FakeForkServer, FakeRunner, Script
+from fake_runner import FakeForkServer, FakeRunner, Script, one_thread
 
 import workbench as wb
 from workbench.eval.judge.reference.rounds import build_reference
@@ -37,7 +37,8 @@ CandidateRunner = FakeRunner.scripted(Script(forward=lambda x: torch.softmax(x, 
 @pytest.fixture
 def server():
     server = FakeForkServer("cpu")
-    yield server
+    with one_thread():
+        yield server
     server.close()
 
 
