@@ -141,6 +141,7 @@ class Script:
     spend_ms: milliseconds per timed call the fake really spends before its Samples arrive (None: `ms`), so the
         judge's clock around the batch can agree or disagree with the report; at most `max_batch_s` per batch.
     load_s: seconds the import takes (the Loaded reply comes then).
+    call_s: seconds each correctness call takes beside its computation (its Output comes then).
     profiled: a Profile's kernel microseconds by name (GPU coverage).
     threads_left: thread names every call and every timed batch reports still running.
     cpu_threads: threads the runner has (what `cpu_use` tells the judge).
@@ -159,6 +160,7 @@ class Script:
     spend_ms: PerCall | None = None
     max_batch_s: float = 2.0
     load_s: float = 0.0
+    call_s: float = 0.0
     profiled: dict[str, float] | None = None
     threads_left: tuple[str, ...] = ()
     cpu_threads: int = 1
@@ -567,8 +569,9 @@ class FakeRunner:
             if msg.record else None
         burn = _burn(msg.probe_ns * launch.launches / 1e9)  # the runner's probe: CPU per interpreted launch
         self.cpu_seconds += seconds + burn
-        return [(0.0, protocol.Output(call=msg.call, forms=forms, tuple_output=is_tuple, launch=launch,
-                                      seconds=seconds + burn, ops=ops))]
+        script = self.current
+        return [(script.call_s, protocol.Output(call=msg.call, forms=forms, tuple_output=is_tuple, launch=launch,
+                                                seconds=seconds + burn + script.call_s, ops=ops))]
 
     def _time(self, msg: protocol.Time) -> list[tuple[float, Any]]:
         null = msg.model in (protocol.NULL_MODEL, protocol.NULL_KERNEL)
