@@ -14,7 +14,7 @@ from fake_runner import Die, Raise, Script, Violate, candidate_of, fake_context,
 
 import workbench as wb
 from workbench.eval.runner.poison import junk_fill_flag
-from workbench.eval.wire.runner_messages import Call
+from workbench.eval.wire.runner_messages import Call, LaunchReport
 
 #: Memory a candidate never wrote holds the poison only where torch's CPU allocator can junk-fill.
 needs_poison = pytest.mark.skipif(junk_fill_flag() is None, reason="this torch build has no CPU junk fill")
@@ -212,6 +212,20 @@ def test_the_error_budget_passes_a_small_error_and_fails_a_larger_one(task, shar
     assert budget["k"] == 16.0 and budget["native_bound"] == pytest.approx(budget["k"] * budget["native_error"])
     assert budget["worst_ratio"] == pytest.approx(share, rel=0.05)
     assert (res.flags == ["mismatch"]) == (status == "incorrect")
+
+
+# ---- what the runner reports ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("script, flag", [
+    (Script(forward=softmax, launch=LaunchReport(0, ("softmax_kernel",), False)), "decoy-kernel"),
+    (Script(forward=softmax, launch=LaunchReport(1, ("softmax_kernel",), False)), "decoy-kernel"),
+    (Script(forward=softmax, threads_left=("worker-1",)), "thread-deferral"),
+], ids=["no-launch", "output-not-launched", "thread-left"])
+def test_what_the_runner_reports_of_the_launches_is_judged(task, script, flag):
+    """A Triton candidate that launched none of its kernels, or returned what no launch wrote, is a decoy; one that
+    left a thread running deferred its work past the call."""
+    res = judge_fake(task, script, time_it=False)
+    assert res.status == "rejected" and res.flags == [flag], res.message
 
 
 # ---- timing ---------------------------------------------------------------------------------------------------
