@@ -138,6 +138,8 @@ class Script:
         the source's own kernels per call for Triton, none otherwise.
     ms: milliseconds per timed call the runner reports (a number, or a function of the timed call's index counted
         from 0 over every batch of the candidate's model); None: what the call really took, as the real loop does.
+        The default, 2 ms, is an honest call long enough that a busy host's delays around it (which the judge's
+        clock sees and a call's own few microseconds do not) never read as a forged clock.
     spend_ms: milliseconds per timed call the fake really spends before its Samples arrive (None: `ms`), so the
         judge's clock around the batch can agree or disagree with the report; at most `max_batch_s` per batch.
     load_s: seconds the import takes (the Loaded reply comes then).
@@ -156,7 +158,7 @@ class Script:
     language: str = "triton"
     baseline: bool = False
     launch: LaunchReport | Callable[[int], LaunchReport] | None = None
-    ms: PerCall | None = None
+    ms: PerCall | None = 2.0
     spend_ms: PerCall | None = None
     max_batch_s: float = 2.0
     load_s: float = 0.0
