@@ -317,6 +317,13 @@ class RunnerProcess:
                     pass
         return found or [self.pid]
 
+    def cpu_ns(self) -> int | None:
+        """CPU nanoseconds the runner's process has used so far, read by the judge from /proc (`cpu_time.cpu_ns`):
+        what one call cost the runner, by nothing the runner reports. None where /proc does not say."""
+        from workbench.eval.judge.runners.cpu_time import cpu_ns
+
+        return cpu_ns(self.inner_pid)
+
     def cpu_use(self) -> CpuUse:
         """Threads alive and CPU seconds used so far by every process of the runner, read from /proc by the judge
         (nothing the runner reports): user + system time of each process, its dead threads and its reaped children
