@@ -11,9 +11,9 @@ no process, no sandbox and no candidate import: a `Script` says what the "candid
 
 Time: a request is handled as it is sent, and its reply is delivered when the scripted time has passed (the judge
 sleeps in `receive` until then), so the judge's clock brackets what the script says the runner spent. CPU time: the
-runner's work is done in this process, on the judge's thread, so the runner's /proc entry (`inner_pid`) is this
-process; a probe call burns its budget there, as the runner's interpreter wrapper does, and the judge's reading of
-two calls differs by what the fake did beside its common work. Threads: the judge and every runner run torch on one
+judge reads a runner's through its handle (`cpu_ns`, `cpu_use`); the fake counts what its own side spent (its
+thread's CPU clock around each request it handles, a probe call's burn included, which it burns as the runner's
+interpreter wrapper does), never the judge's work beside it. Threads: the judge and every runner run torch on one
 intra-op thread on the CPU (`timed_loop.cpu_timing_threads`); `one_thread()` does the same for this process while it
 is in effect (a small op with the timing's pinning and two threads took 10 ms a call), and `judge_fake` evaluates
 inside it.
@@ -48,8 +48,8 @@ from workbench.eval.wire import timed_loop
 from workbench.eval.wire.runner_messages import LaunchReport, OpRecord, OutputForm, TensorRef
 from workbench.eval.wire.shared_memory import Mapping, dtype_from_name, dtype_name
 
-#: The fake's own pid (`pid`): above any pid Linux gives (PID_MAX_LIMIT is 2**22), so a signal sent to it reaches no
-#: process.
+#: The fake's pids: above any pid Linux gives (PID_MAX_LIMIT is 2**22), so /proc has nothing for them and a signal
+#: sent to them reaches no process.
 NO_PROCESS_PID = (1 << 22) + 7
 
 #: The honest row-softmax Triton kernel (its source passes the static scan; the fake never imports it).
@@ -213,8 +213,7 @@ class FakeRunner:
         self.seq_out = self.seq_in = 0  # the judge's side, as RunnerProcess counts them
         self._their_in = self._their_out = 0  # the runner's side
         self.workdir: str | None = tempfile.mkdtemp(prefix="kwb_fake_runner_")
-        #: `pid` reaches no process; `inner_pid`, where the judge reads the runner's CPU time, is this one (module doc).
-        self.pid, self.inner_pid = NO_PROCESS_PID, os.getpid()
+        self.pid = self.inner_pid = NO_PROCESS_PID
         self.sandbox, self.sandbox_reason = "fake", ""
         self.ready: protocol.Ready | None = None
         self.closed = False
@@ -225,6 +224,7 @@ class FakeRunner:
         self.counts: Counter[str] = Counter()
         self.timed_calls = 0
         self.cpu_seconds = 0.0
+        self._cpu_ns = 0
         self._mapping: Mapping | None = Mapping(device)
         self._models: dict[int, Any] = {}
         self._pools: dict[int, tuple[list[list[Any]], list[torch.Tensor]]] = {}
@@ -279,10 +279,12 @@ class FakeRunner:
             raise AssertionError(f"the judge sent {message.kind!r} to a frozen runner")
         self.seq_out += 1
         frame = json.loads(json.dumps(protocol.encode(message, self.job, self.nonce, self.seq_out)))
+        started = time.thread_time_ns()  # the runner's side from here
         self._their_in += 1
         got = protocol.decode(frame, job=self.job, nonce=self.nonce, seq=self._their_in, allowed=protocol.JUDGE_KINDS)
         self.received.append(got)
         self._handle(got, [os.dup(fd) for fd in fds])
+        self._cpu_ns += time.thread_time_ns() - started
 
     def receive(self, kinds: set[str], deadline: float) -> protocol.Message:
         """The next message, which must be one of `kinds` (or a Fault): waited for until it is due, and never past
@@ -340,7 +342,13 @@ class FakeRunner:
         """No process: nothing to pin or to watch."""
         return []
 
+    def cpu_ns(self) -> int | None:
+        """CPU nanoseconds the fake's side has spent handling requests (module doc)."""
+        return self._cpu_ns
+
     def cpu_use(self) -> CpuUse:
+        """The script's threads, and the seconds its timed batches and calls took (what /proc would say of a runner
+        that spends its time computing)."""
         return CpuUse(threads=self.current.cpu_threads, seconds=self.cpu_seconds)
 
     def freeze(self) -> None:
@@ -630,8 +638,8 @@ def _burn(seconds: float) -> float:
     """Spend `seconds` of this thread's CPU time (what `launches.interpreter_probe` burns in a real runner)."""
     if seconds <= 0:
         return 0.0
-    started = time.thread_time()
-    while time.thread_time() - started < seconds:
+    until = time.thread_time_ns() + int(seconds * 1e9)
+    while time.thread_time_ns() < until:
         pass
     return seconds
 
