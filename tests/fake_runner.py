@@ -136,12 +136,14 @@ class Script:
     source, language, baseline: the candidate as the judge sees it (scanned, never imported here).
     launch: each correctness call's LaunchReport, or a function of the call number (1-based); None: one launch of
         the source's own kernels per call for Triton, none otherwise.
-    ms: milliseconds per timed call the runner reports (a number, or a function of the timed call's index counted
-        from 0 over every batch of the candidate's model); None: what the call really took, as the real loop does.
-        The default, 2 ms, is an honest call long enough that a busy host's delays around it (which the judge's
-        clock sees and a call's own few microseconds do not) never read as a forged clock.
-    spend_ms: milliseconds per timed call the fake really spends before its Samples arrive (None: `ms`), so the
-        judge's clock around the batch can agree or disagree with the report; at most `max_batch_s` per batch.
+    ms: milliseconds per timed call the runner spends and reports (a number, or a function of the timed call's
+        index counted from 0 over every batch of the candidate's model); a batch a busy host held up longer reports
+        its calls stretched to what it really took, as an honest runner's clock would. None: what each call's
+        computation took, as the real loop measures it (a few microseconds here: the judge's clock around them sees
+        the fake's harness too, and can read a forged clock). The default, 2 ms, is an honest call.
+    spend_ms: milliseconds per timed call the fake really spends before its Samples arrive, when it is not what it
+        reports (`ms`, then reported as it is): the judge's clock around the batch disagrees with the report. At
+        most `max_batch_s` per batch.
     load_s: seconds the import takes (the Loaded reply comes then).
     call_s: seconds each correctness call takes beside its computation (its Output comes then).
     profiled: a Profile's kernel microseconds by name (GPU coverage).
@@ -188,6 +190,13 @@ class _Death:
 
     def __init__(self, detail: str, log: str):
         self.detail, self.log = detail, log
+
+
+class _Later:
+    """A reply made when it leaves the runner (its sequence number given when it was queued)."""
+
+    def __init__(self, make: Callable[[], protocol.Message]):
+        self.make, self.seq = make, 0
 
 
 _GATE = object()  # in the outbox: what follows waits for the judge's Proceed
@@ -298,6 +307,8 @@ class FakeRunner:
             raise RunnerDied("timeout", "no answer before the deadline", self.log_tail())
         _sleep_until(due)
         _, item = self._outbox.popleft()
+        if isinstance(item, _Later):
+            item = json.loads(json.dumps(protocol.encode(item.make(), self.job, self.nonce, item.seq)))
         if isinstance(item, _Death):
             self.log_lines += item.log.splitlines()
             self._ended = RunnerDied("crashed", item.detail, self.log_tail())
@@ -407,6 +418,10 @@ class FakeRunner:
             self._busy_until = start
 
     def _frame(self, item: Any) -> Any:
+        if isinstance(item, _Later):
+            self._their_out += 1
+            item.seq = self._their_out
+            return item
         if not isinstance(item, protocol.Message):
             return item  # a _Death, or a frame already made (a violation)
         self._their_out += 1
@@ -467,6 +482,7 @@ class FakeRunner:
         for event in events:
             if isinstance(event, Violate):
                 delay, reply = timeline[-1]
+                reply = reply.make() if isinstance(reply, _Later) else reply
                 timeline = [*timeline[:-1], (delay, self._violation(event.how, reply))]
         self._emit(timeline)
 
@@ -607,20 +623,31 @@ class FakeRunner:
         except BaseException as exc:  # noqa: BLE001
             return [(0.0, self._fault("timing", exc, msg.call, self.current.forward or self._class))]
         took = time.perf_counter() - started
-        spend = took
+        spend, stretch = took, False
         if not null:
             script = self.current
             first, self.timed_calls = self.timed_calls, self.timed_calls + len(msg.order)
             calls = range(first, first + len(msg.order))
             if script.ms is not None:
                 stream = device = [_per_call(script.ms, k) or 0.0 for k in calls]
+                stretch = script.spend_ms is None
             spent = script.spend_ms if script.spend_ms is not None else script.ms
             if spent is not None:
                 spend = min(script.max_batch_s, sum(_per_call(spent, k) or 0.0 for k in calls) / 1e3)
         self.cpu_seconds += max(spend, took)
         threads = () if null else self.current.threads_left
-        return [(max(0.0, spend - took), protocol.Samples(call=msg.call, stream_ms=tuple(stream),
-                                                           device_ms=tuple(device), threads_left=threads))]
+
+        def samples() -> protocol.Samples:
+            """The batch's samples as its reply leaves. An honest runner's clock also sees what its batch lost to a
+            busy host (it was descheduled), so honest scripted times stretch to what the batch really took; a
+            script whose spent time is not what it reports (`spend_ms`) reports its figures as they are."""
+            s, d = tuple(stream), tuple(device)
+            elapsed, scripted = time.perf_counter() - started, sum(s) / 1e3
+            if stretch and 0 < scripted < elapsed:
+                s = d = tuple(v * elapsed / scripted for v in s)
+            return protocol.Samples(call=msg.call, stream_ms=s, device_ms=d, threads_left=threads)
+
+        return [(max(0.0, spend - took), _Later(samples))]
 
     def _profile(self, msg: protocol.Profile) -> list[tuple[float, Any]]:
         return [(0.0, protocol.Profiled(call=msg.call, kernels=dict(self.current.profiled or {}), tracer="fake"))]
