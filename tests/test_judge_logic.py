@@ -245,7 +245,7 @@ def test_the_speedup_verdict_follows_the_samples(task, fast_roof, monkeypatch, c
                      reference=Script(ms=_steady(20.0)))
     assert res.status == "ok", res.message
     assert res.protocol["reference_timed_in"] == "runner"
-    assert res.speedup_verdict == verdict and res.speedup == pytest.approx(ratio, rel=0.15)
+    assert res.speedup_verdict == verdict and res.speedup == pytest.approx(ratio, rel=0.25)
     assert res.protocol["timed_batches"] >= 10
 
 
