@@ -1,9 +1,12 @@
 """A candidate's compile lets go of the judge's shared hold of the device (`judge/device_lock.py`,
-`runner/compile_pause.py`), with a real runner on the CPU and a real device lock: another judge's timing runs during
-the compile, never during the candidate's GPU work, and a runner cannot use the pause to break into a measurement.
+`runner/compile_pause.py`), with a real device lock: another judge's timing runs during the compile, never during the
+candidate's GPU work, and a runner cannot use the pause to break into a measurement.
 
-On the CPU Triton interprets kernels and never compiles, so these candidates call the runner's wrapped compile step
-(`JITFunction._do_compile`) themselves, with a stand-in kernel whose "compile" takes COMPILE_S.
+What the runner does is shown on a real runner on the CPU: its wrapped compile step (`JITFunction._do_compile`)
+announces a compile in a call and at import. On the CPU Triton interprets kernels and never compiles, so those
+candidates call the step themselves, with a stand-in kernel whose "compile" takes COMPILE_S. What the judge decides
+about the pauses a runner announces (and about pauses that break the protocol) is shown on a scripted runner
+(`tests/fake_runner.py`), whose pauses are `Pause` events.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import time
 
 import pytest
 import torch
+from fake_runner import FakeForkServer, FakeRunner, Pause, Script
 
 import workbench as wb
 from workbench.eval.judge import device_lock as compile_pause
@@ -63,21 +67,26 @@ class ModelNew(torch.nn.Module):
 
 
 COMPILES = _candidate("        compile_once()")
-#: The same seconds of CPU inside the call, with no compile: the judge keeps its hold.
-WORKS = _candidate(f"        time.sleep({COMPILE_S})")
+
+
+def _softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=-1)
+
+
+#: Seconds of a scripted compile: well past the grace and the other judge's hold.
+SCRIPTED_S = 0.6
+#: Scripted: a compile in the call.
+SCRIPTED_COMPILE = Script(forward=_softmax, events=(Pause("forward", seconds=SCRIPTED_S),))
+#: The same seconds inside the call, with no compile: the judge keeps its hold.
+WORKS = Script(forward=_softmax, call_s=SCRIPTED_S)
 #: A compile that ends well inside the grace (a kernel found in the Triton cache).
-QUICK = _candidate("        with compile_pause.paused():\n"
-                   "            time.sleep(0.01)")
+QUICK = Script(forward=_softmax, events=(Pause("forward", seconds=0.01),))
 #: An honest autotuner compiles one kernel per config; a hundred pauses in one call.
-MANY = _candidate("        for _ in range(100):\n"
-                  "            with compile_pause.paused():\n"
-                  "                pass")
-#: A pause inside a timed batch, forced through the runner's own state (the candidate can reach it).
-IN_TIMING = _candidate("        compile_pause._runner.pausable = True\n"
-                       "        with compile_pause.paused():\n"
-                       "            pass")
-#: An end of a pause that never started, sent through the runner's own channel.
-FORGED_END = _candidate("        compile_pause._runner.send(Compiling(done=True))")
+MANY = Script(forward=_softmax, events=(Pause("forward", count=100),))
+#: A pause inside a timed batch (a candidate can force the runner's own state to send one).
+IN_TIMING = Script(forward=_softmax, events=(Pause("timing"),))
+#: An end of a pause that never started (a candidate can write it through the runner's own channel).
+FORGED_END = Script(forward=_softmax, events=(Pause("forward", forged_end=True),))
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +104,14 @@ def server():
     server.close()
 
 
-def _session(server, softmax, source: str, lock: DeviceLock | None):
+def _session(server, softmax, candidate: str | Script, lock: DeviceLock | None):
+    """A loaded candidate's session: `candidate` a source for a real runner from `server`, or a Script for a scripted
+    one."""
     task, size, ref, model = softmax
-    runner = RunnerProcess.start(server, "cpu")
+    if isinstance(candidate, Script):
+        runner, source = FakeRunner.scripted(candidate).start(FakeForkServer(), "cpu"), candidate.source
+    else:
+        runner, source = RunnerProcess.start(server, "cpu"), candidate
     session = CandidateSession(runner, "cpu", 60.0)
     session.release_device = lock.released if lock is not None else None
     session.load(source, "torch", "ModelNew", task.precision.to_spec(), 60.0)
@@ -119,12 +133,12 @@ class _OtherJudge(threading.Thread):
             time.sleep(0.2)
 
 
-def _call_beside(tmp_path, server, softmax, source: str, mode: int = SHARED, other: int = EXCLUSIVE):
-    """One call of `source`'s model while this judge holds the device in `mode` and another judge asks for `other`
-    just after the call starts: (when the call started, when it returned, when the other judge got in, the session's
-    pause log)."""
+def _call_beside(tmp_path, server, softmax, candidate: str | Script, mode: int = SHARED, other: int = EXCLUSIVE):
+    """One call of `candidate`'s model (a source or a Script: `_session`) while this judge holds the device in `mode`
+    and another judge asks for `other` just after the call starts: (when the call started, when it returned, when
+    the other judge got in, the session's pause log)."""
     lock = DeviceLock("cpu", str(tmp_path))
-    session, remote, x, model = _session(server, softmax, source, lock)
+    session, remote, x, model = _session(server, softmax, candidate, lock)
     try:
         with lock.hold(mode):
             other_judge = _OtherJudge(str(tmp_path), other)
@@ -146,14 +160,14 @@ def test_a_timing_runs_while_the_candidate_compiles(tmp_path, server, softmax):
     assert pauses.compiling_s >= COMPILE_S * 0.9
 
 
-def test_the_hold_stays_through_work_that_is_not_a_compile(tmp_path, server, softmax):
-    started, returned, other_in, pauses = _call_beside(tmp_path, server, softmax, WORKS)
+def test_the_hold_stays_through_work_that_is_not_a_compile(tmp_path, softmax):
+    started, returned, other_in, pauses = _call_beside(tmp_path, None, softmax, WORKS)
     assert other_in is not None and other_in >= returned
     assert pauses.count == 0
 
 
-def test_an_exclusive_hold_is_never_given_up_for_a_compile(tmp_path, server, softmax):
-    started, returned, other_in, pauses = _call_beside(tmp_path, server, softmax, COMPILES, mode=EXCLUSIVE,
+def test_an_exclusive_hold_is_never_given_up_for_a_compile(tmp_path, softmax):
+    started, returned, other_in, pauses = _call_beside(tmp_path, None, softmax, SCRIPTED_COMPILE, mode=EXCLUSIVE,
                                                         other=SHARED)
     assert other_in is not None and other_in >= returned
     assert pauses.count == 1 and pauses.released == 0
@@ -179,20 +193,19 @@ def test_a_build_at_import_lets_go_of_the_device_too(tmp_path, server, softmax):
     assert pauses.count == pauses.released == 1
 
 
-def test_a_compile_shorter_than_the_grace_keeps_the_hold(tmp_path, server, softmax):
+def test_a_compile_shorter_than_the_grace_keeps_the_hold(tmp_path, softmax):
     """A kernel found in the Triton cache "compiles" in milliseconds: letting go for that and queueing behind another
     judge's timing to get the device back would cost more than the compile. The pause is counted, the hold kept."""
-    started, returned, other_in, pauses = _call_beside(tmp_path, server, softmax, QUICK)
+    started, returned, other_in, pauses = _call_beside(tmp_path, None, softmax, QUICK)
     assert other_in is not None and other_in >= returned
     assert pauses.count == 1 and pauses.released == 0
 
 
-def test_pauses_of_one_request_let_go_of_the_device_a_bounded_number_of_times(tmp_path, server, softmax,
-                                                                               monkeypatch):
+def test_pauses_of_one_request_let_go_of_the_device_a_bounded_number_of_times(tmp_path, softmax, monkeypatch):
     # every pause lets go (none counts as ended within the grace): the bound decides
-    monkeypatch.setattr(RunnerProcess, "answers_within", lambda self, seconds: False)
+    monkeypatch.setattr(FakeRunner, "answers_within", lambda self, seconds: False)
     lock = DeviceLock("cpu", str(tmp_path))
-    session, remote, x, model = _session(server, softmax, MANY, lock)
+    session, remote, x, model = _session(None, softmax, MANY, lock)
     try:
         with lock.hold(SHARED):
             out, _ = remote.call(x, [torch.empty_like(model(*x), device="meta")])
@@ -203,9 +216,9 @@ def test_pauses_of_one_request_let_go_of_the_device_a_bounded_number_of_times(tm
     assert pauses.count == 100 and pauses.released == compile_pause.MAX_PAUSES
 
 
-def test_a_pause_inside_a_timed_batch_is_a_protocol_violation(server, softmax):
+def test_a_pause_inside_a_timed_batch_is_a_protocol_violation(softmax):
     task, size, ref, model = softmax
-    session, remote, x, _ = _session(server, softmax, IN_TIMING, None)
+    session, remote, x, _ = _session(None, softmax, IN_TIMING, None)
     try:
         plan, _ = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False)
         with pytest.raises(RunnerViolation, match="compiling"):
@@ -214,8 +227,8 @@ def test_a_pause_inside_a_timed_batch_is_a_protocol_violation(server, softmax):
         session.close()
 
 
-def test_the_end_of_a_pause_that_never_started_is_a_protocol_violation(server, softmax):
-    session, remote, x, model = _session(server, softmax, FORGED_END, None)
+def test_the_end_of_a_pause_that_never_started_is_a_protocol_violation(softmax):
+    session, remote, x, model = _session(None, softmax, FORGED_END, None)
     try:
         with pytest.raises(RunnerViolation, match="never started"):
             remote.call(x, [torch.empty_like(model(*x), device="meta")])

@@ -5,9 +5,9 @@ over what it holds at the end of the call, which is nothing (docs/anti-cheating.
 from __future__ import annotations
 
 import pytest
+from engine_tasks import softmax_task
 
 import workbench as wb
-from engine_tasks import softmax_task
 
 LAZY = '''
 import torch

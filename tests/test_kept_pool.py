@@ -1,7 +1,8 @@
 """The judge keeps the timing pool of its last task for the next candidate (`judge/timing/inputs.py`,
 `Context.keep_pool`), and gives its memory back when no job comes for `KWB_POOL_IDLE_S` seconds: an idle judge must
-not hold memory the user's own work needs. Real judges and runners on the CPU, where the pool is memfds the judge
-process holds open."""
+not hold memory the user's own work needs. On the CPU the pool is memfds the judge process holds open. The reuse and
+the release are the judge's logic, shown in this process on a scripted runner (`tests/fake_runner.py`); the idle
+timer is the judge process's main loop, shown on a real judge."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import time
 
 import pytest
+from fake_runner import Script, fake_context, judge_fake
 from redteam.attacks import kernel, softmax_task
 
 import workbench as wb
@@ -26,25 +28,42 @@ def _shared_fds(pid: int) -> int:
     return count
 
 
-def test_the_next_candidate_of_a_task_is_timed_on_the_kept_pool_until_the_judge_idles(one_judge, monkeypatch):
+def test_the_next_candidate_of_a_task_is_timed_on_the_kept_pool_until_the_judge_lets_it_go():
+    """Two candidates of a task in one judge: the second is timed on the pool the first was, which the judge holds
+    open between them; an idle judge's release (`Context.release_idle`) closes it, and the next candidate gets a new
+    one."""
+    task, ctx, me = softmax_task(), fake_context(), os.getpid()
+    before = _shared_fds(me)
+    first = judge_fake(task, Script(), context=ctx)  # the honest softmax kernel
+    second = judge_fake(task, Script(), context=ctx)
+    assert first.status == second.status == "ok", (first.message, second.message)
+    assert first.protocol["timing_pool"] == "new" and second.protocol["timing_pool"] == "kept"
+    assert second.timing is not None and second.timing.n > 0
+    assert _shared_fds(me) - before >= 2  # the kept pool's sets and slots
+    ctx.release_idle()
+    assert _shared_fds(me) == before
+    third = judge_fake(task, Script(), context=ctx)
+    assert third.status == "ok" and third.protocol["timing_pool"] == "new"
+
+
+def test_an_idle_judge_gives_its_kept_pool_back_and_lives_on(one_judge, monkeypatch):
+    """The judge process's main loop: with no job for `KWB_POOL_IDLE_S` it closes the pool it kept after a timed
+    candidate, and serves the next job with a new one."""
     monkeypatch.setenv("KWB_POOL_IDLE_S", "2")  # before the judge starts (the first evaluation starts it)
     task = softmax_task()
     cand = kernel()  # the honest softmax kernel
     first = wb.evaluate(task, cand, device="cpu")
-    second = wb.evaluate(task, cand, device="cpu")
-    assert first.status == second.status == "ok", (first.message, second.message)
-    assert first.protocol["timing_pool"] == "new" and second.protocol["timing_pool"] == "kept"
-    assert second.timing is not None and second.timing.n > 0
-    pid = second.metadata["judge_pid"]
-    assert pid == first.metadata["judge_pid"]
+    assert first.status == "ok", first.message
+    assert first.protocol["timing_pool"] == "new"
+    pid = first.metadata["judge_pid"]
     assert _shared_fds(pid) >= 2  # the kept pool's sets and slots
     deadline = time.monotonic() + 20
     while _shared_fds(pid) and time.monotonic() < deadline:
         time.sleep(0.25)
     assert _shared_fds(pid) == 0, "the idle judge still holds its timing pool"
-    third = wb.evaluate(task, cand, device="cpu")  # the judge lives on and draws a new pool
-    assert third.status == "ok" and third.protocol["timing_pool"] == "new"
-    assert third.metadata["judge_pid"] == pid
+    later = wb.evaluate(task, cand, device="cpu")  # the judge lives on and draws a new pool
+    assert later.status == "ok" and later.protocol["timing_pool"] == "new"
+    assert later.metadata["judge_pid"] == pid
 
 
 def test_judges_sharing_a_device_split_the_memory_their_pools_may_take(monkeypatch):

@@ -1,13 +1,15 @@
-"""The timing rounds with a real runner on the CPU (`judge/timing.PairTimer`): what each side is timed on and when
-timing stops."""
+"""The timing rounds (`judge/timing.PairTimer`) on the CPU, the candidate in a scripted runner (`tests/fake_runner.py`):
+what each side is timed on and when timing stops."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import torch
+from fake_runner import FakeForkServer, FakeRunner, Script, one_thread
+
 import workbench as wb
 from workbench.eval.judge.reference.rounds import build_reference
-from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
 from workbench.eval.judge.runners.session import CandidateSession
 from workbench.eval.judge.timing import stage as timing_stage
 from workbench.eval.judge.timing.pair import PairTimer, ReferenceSide, stopping_rule
@@ -29,9 +31,11 @@ def test_the_compiled_reference_is_an_aside_timed_in_every_other_round(tmp_path)
         compiled_calls.append(1)
         return model(*xs)
 
-    server = ForkServer("cpu")
+    # The candidate: the reference's math at 2 ms a call, by its runner's clock and the judge's alike.
+    candidate = FakeRunner.scripted(Script(forward=lambda x: torch.softmax(x, dim=-1), ms=2.0))
+    server = FakeForkServer("cpu")
     try:
-        with RunnerProcess.start(server, "cpu") as runner:
+        with one_thread(), candidate.start(server, "cpu") as runner:
             session = CandidateSession(runner, "cpu", 60.0)
             plan, _ = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False)
             cand = reference_as_candidate(task)

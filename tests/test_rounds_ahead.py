@@ -1,21 +1,27 @@
 """The reference's side of the correctness rounds is made while the runner imports the candidate
-(`Evaluation._reference_rounds_ahead`): the judge would only wait there. Real judges and runners on the CPU."""
+(`judge/reference/ahead.py`): the judge would only wait there. Evaluations of the judge on a scripted runner
+(`tests/fake_runner.py`) on the CPU."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from engine_tasks import SOFTMAX
-from redteam.attacks import kernel, softmax_task
+from fake_runner import FakeRunner, Script, fake_context, fake_job, judge_fake
+from redteam.attacks import softmax_task
 
 import workbench as wb
+from workbench.eval.judge.evaluation import Evaluation
+from workbench.eval.judge.runners.session import CandidateSession
 
-#: About a second of Python at import: the judge makes every round before the runner answers.
-SLOW_IMPORT = "_warm = sum(i * i for i in range(6_000_000))"
+#: A second of import: the judge makes every round before the runner answers.
+SLOW_IMPORT = Script(load_s=1.0)
 
 
-def test_a_slow_import_finds_every_round_made_and_the_next_candidate_reuses_them(one_judge):
+def test_a_slow_import_finds_every_round_made_and_the_next_candidate_reuses_them():
     task = softmax_task()
-    first = wb.evaluate(task, kernel(at_import=SLOW_IMPORT), device="cpu", time_it=False)
+    ctx = fake_context()
+    first = judge_fake(task, SLOW_IMPORT, context=ctx, time_it=False)
     assert first.status == "ok", first.message
     rounds = len(first.details["rounds"])
     assert rounds >= 5
@@ -23,14 +29,14 @@ def test_a_slow_import_finds_every_round_made_and_the_next_candidate_reuses_them
     assert first.protocol["reference_rounds_ahead"] == rounds
     assert first.protocol["check_phases"]["reference"] < 0.05  # nothing left for the check to make
 
-    second = wb.evaluate(task, kernel(), device="cpu", time_it=False)
+    second = judge_fake(task, Script(), context=ctx, time_it=False)
     assert second.status == "ok", second.message
     assert second.protocol["reference_cache"] == "hit"
     assert "reference_rounds_ahead" not in second.protocol  # nothing to make
     assert second.max_abs_err == first.max_abs_err  # the same rounds, the same honest kernel
 
 
-def test_a_reference_failing_ahead_fails_in_the_check_with_the_task_named(one_judge):
+def test_a_reference_failing_ahead_fails_in_the_check_with_the_task_named():
     """Rounds made ahead are best effort: a reference that fails on a checked size is reported by the check, as the
     task's failure, not lost and not blamed on the candidate."""
     source = SOFTMAX.replace("return torch.softmax(x, dim=-1)",
@@ -38,68 +44,72 @@ def test_a_reference_failing_ahead_fails_in_the_check_with_the_task_named(one_ju
                              "        return torch.softmax(x, dim=-1)")
     task = wb.Task.from_source(source, name="fails_at_100",
                                sweep={"cpu": [{"batch_size": 5, "dim": 37}, {"batch_size": 3, "dim": 100}]})
-    res = wb.evaluate(task, kernel(at_import=SLOW_IMPORT), device="cpu", time_it=False)
+    res = judge_fake(task, Script(forward=lambda x: torch.softmax(x, dim=-1), load_s=1.0), time_it=False)
     assert res.status == "runtime_error"
     assert "the reference failed" in res.message and "no rows of 100" in res.message
     assert "not the candidate" in res.message
     assert "reference_rounds_ahead" not in res.protocol
 
 
-class _Answered:
+class _Answered(FakeRunner):
     """A runner whose reply is already waiting."""
 
     def answers_within(self, seconds: float) -> bool:
         return True
 
 
-def test_no_round_is_made_ahead_once_the_runner_has_answered():
+def test_no_round_is_made_ahead_once_the_runner_has_answered(evaluation):
     """A round made after the runner answered would only delay its reply (the check makes it next anyway)."""
     from workbench.eval.judge.reference import ahead as check_rounds
 
-    ev = _evaluation(softmax_task(), "cpu", _Answered())
+    ev = evaluation(softmax_task(), "cpu", _Answered)
     check_rounds.make_ahead(ev)
     assert ev.diagnostics.reference_rounds_ahead == 0
     reference, cached = check_rounds.rounds_for(ev)
     assert not cached and reference.n >= 5  # the check makes them, and its Result says "miss"
 
 
-class _AnswersAfter:
-    """A runner whose reply arrives after `polls` looks at its channel."""
+class _AnswersAfter(FakeRunner):
+    """A runner whose reply arrives after `polls` looks at its channel (set on the runner once started)."""
 
-    def __init__(self, polls: int):
-        self.polls = polls
+    polls = 0
 
     def answers_within(self, seconds: float) -> bool:
         self.polls -= 1
         return self.polls < 0
 
 
-def _evaluation(task, device: str, runner):
-    """An evaluation's judge-side state as `check_rounds` reads it, its rounds on `device`."""
-    import tempfile
-    from types import SimpleNamespace
+@pytest.fixture
+def evaluation():
+    """`make(task, device, runner_class, polls)`: an Evaluation of the judge whose candidate runner, of
+    `runner_class`, is started (`polls` set on it) and whose device reads `device`; its runners are closed after the
+    test."""
+    made: list[Evaluation] = []
 
-    from workbench.eval.judge.context import task_key
-    from workbench.eval.judge.reference.rounds import ReferenceCache
-    from workbench.tasks.task import LoadedReference
+    def make(task, device: str, runner_class: type[FakeRunner], polls: int = 0) -> Evaluation:
+        ctx = fake_context()
+        ctx.runner_class = runner_class
+        ev = Evaluation(fake_job(task, Script()), ctx)
+        runner = runner_class.start(ctx.fork_server, "cpu")
+        runner.polls = polls
+        ev.runner.session = CandidateSession(runner, "cpu", 60.0)
+        ev.device = device
+        made.append(ev)
+        return ev
 
-    ref = LoadedReference(task, tempfile.mkdtemp(prefix="kwb_test_ref_"))
-    from workbench.eval.wire.diagnostics import Diagnostics
-
-    return SimpleNamespace(job=SimpleNamespace(check_sizes=task.check_sizes("cpu"), rounds=5), key=task_key(task), seed=0,
-                           device=device, ctx=SimpleNamespace(rounds=ReferenceCache()), task=task,
-                           reference=lambda: ref, _cpu_safe=lambda s: s, diagnostics=Diagnostics(),
-                           rounds_made_here=False, session=SimpleNamespace(runner=runner))
+    yield make
+    for ev in made:
+        ev.session.close()
 
 
-def test_beside_a_gpu_call_the_next_rounds_are_made_until_the_runner_answers():
+def test_beside_a_gpu_call_the_next_rounds_are_made_until_the_runner_answers(evaluation):
     """`check_rounds.ahead_of_calls`, the judge's work while the runner runs a correctness call on a GPU: rounds in
     order, one at a time, none after the reply is waiting. (The reference itself runs on the CPU here; only the
     evaluation's device decides whether the work is done.)"""
     from workbench.eval.judge.reference import ahead as check_rounds
 
-    runner = _AnswersAfter(polls=2)
-    ev = _evaluation(softmax_task(), "cpu", runner)
+    ev = evaluation(softmax_task(), "cpu", _AnswersAfter, polls=2)
+    runner = ev.session.runner
     reference, _ = check_rounds.rounds_for(ev)
     ev.device = "cuda"
     work = check_rounds.ahead_of_calls(ev, reference)
@@ -113,16 +123,16 @@ def test_beside_a_gpu_call_the_next_rounds_are_made_until_the_runner_answers():
     assert reference.pending() is None and ev.diagnostics.reference_rounds_during_calls == reference.n
 
 
-def test_on_the_cpu_no_round_is_made_beside_a_call():
+def test_on_the_cpu_no_round_is_made_beside_a_call(evaluation):
     """On the CPU the judge's rounds would take the cores the runner's call is timed and run on."""
     from workbench.eval.judge.reference import ahead as check_rounds
 
-    ev = _evaluation(softmax_task(), "cpu", _AnswersAfter(polls=99))
+    ev = evaluation(softmax_task(), "cpu", _AnswersAfter, polls=99)
     reference, _ = check_rounds.rounds_for(ev)
     assert check_rounds.ahead_of_calls(ev, reference) is None
 
 
-def test_a_round_failing_beside_a_call_is_left_for_its_call():
+def test_a_round_failing_beside_a_call_is_left_for_its_call(evaluation):
     """A reference that fails on a checked size stops the work beside the calls; the round stays unmade, so the
     check makes it when its call comes and reports the task's failure there."""
     from workbench.eval.judge.reference import ahead as check_rounds
@@ -132,7 +142,7 @@ def test_a_round_failing_beside_a_call_is_left_for_its_call():
                              "        return torch.softmax(x, dim=-1)")
     task = wb.Task.from_source(source, name="fails_at_100",
                                sweep={"cpu": [{"batch_size": 5, "dim": 37}, {"batch_size": 3, "dim": 100}]})
-    ev = _evaluation(task, "cpu", _AnswersAfter(polls=99))
+    ev = evaluation(task, "cpu", _AnswersAfter, polls=99)
     reference, _ = check_rounds.rounds_for(ev)
     ev.device = "cuda"
     work = check_rounds.ahead_of_calls(ev, reference)
@@ -190,7 +200,7 @@ def test_rounds_too_large_to_keep_are_made_one_ahead_when_two_fit_and_are_the_sa
     assert ahead._ahead is None and ahead.pending() == 0
 
 
-def test_a_first_round_made_ahead_that_shows_the_rounds_too_large_to_keep_is_the_checks_first_round():
+def test_a_first_round_made_ahead_that_shows_the_rounds_too_large_to_keep_is_the_checks_first_round(evaluation):
     """Made while the runner imports, the first round may show that the rounds are too large to keep: it is held for
     the check, which does not make it again (`ReferenceRounds.hold_ahead`), and it is the round the check would have
     made; an evaluation that ends before its check lets it go."""
@@ -198,7 +208,7 @@ def test_a_first_round_made_ahead_that_shows_the_rounds_too_large_to_keep_is_the
 
     task = softmax_task()
     one = _rounds(task).round(0).nbytes
-    ev = _evaluation(task, "cpu", _AnswersAfter(polls=99))
+    ev = evaluation(task, "cpu", _AnswersAfter, polls=99)
     reference, _ = check_rounds.rounds_for(ev)
     reference.budget = int(2.5 * one)
     check_rounds.make_ahead(ev)
@@ -213,13 +223,13 @@ def test_a_first_round_made_ahead_that_shows_the_rounds_too_large_to_keep_is_the
     assert all(torch.equal(a, b) for a, b in zip(used.inputs, alone.inputs, strict=True))
     assert reference.pending() == 1  # the next round is made beside the first one's calls, as before
 
-    tight = _evaluation(task, "cpu", _AnswersAfter(polls=99))
+    tight = evaluation(task, "cpu", _AnswersAfter, polls=99)
     tight_ref, _ = check_rounds.rounds_for(tight)
     tight_ref.budget = int(1.5 * one)  # two rounds would not fit: the one made ahead is let go, as before
     check_rounds.make_ahead(tight)
     assert not tight_ref.keep and tight_ref._ahead is None and tight_ref.pending() is None
 
-    again = _evaluation(task, "cpu", _AnswersAfter(polls=99))
+    again = evaluation(task, "cpu", _AnswersAfter, polls=99)
     again_ref, _ = check_rounds.rounds_for(again)
     again_ref.budget = int(2.5 * one)
     check_rounds.make_ahead(again)

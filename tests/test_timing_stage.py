@@ -1,5 +1,6 @@
-"""The timing stage around the timed rounds (`judge/timing/stage.py`), with a real runner on the CPU: what holds the
-device exclusively while the pool is made, and what a later candidate of the same task reuses."""
+"""The timing stage around the timed rounds (`judge/timing/stage.py`), on a scripted runner (`tests/fake_runner.py`)
+on the CPU: what holds the device exclusively while the pool is made, and what a later candidate of the same task
+reuses."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import contextlib
 import time
 
 import pytest
+import torch
+from fake_runner import FakeForkServer, FakeRunner, Script, one_thread
 
 import workbench as wb
 from workbench.eval.judge.reference.rounds import build_reference
-from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
 from workbench.eval.judge.runners.session import CandidateSession
 from workbench.eval.judge.timing import stage as timing_stage
 from workbench.eval.judge.timing.inputs import InputPool
@@ -28,10 +30,15 @@ def softmax(tmp_path):
     return task, size, ref, build_reference(ref, size, "cpu", 0)
 
 
+#: The candidate's runner: the reference's math, 2 ms a call by its runner's clock and the judge's alike.
+CandidateRunner = FakeRunner.scripted(Script(forward=lambda x: torch.softmax(x, dim=-1), ms=2.0))
+
+
 @pytest.fixture
 def server():
-    server = ForkServer("cpu")
-    yield server
+    server = FakeForkServer("cpu")
+    with one_thread():
+        yield server
     server.close()
 
 
@@ -68,7 +75,7 @@ def test_only_the_measurements_hold_the_device_exclusively(softmax, server, monk
     monkeypatch.setattr(InputPool, "create", classmethod(spying_create))
     profiles = []
     for _ in range(2):
-        with RunnerProcess.start(server, "cpu") as runner:
+        with CandidateRunner.start(server, "cpu") as runner:
             session = CandidateSession(runner, "cpu", 60.0)
             plan, known = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False,
                                                known=profiles[-1] if profiles else None, measuring=exclusive)
@@ -108,7 +115,7 @@ def test_a_recent_compiled_reference_timing_is_reused_not_timed_again(softmax, s
         if known is not None:
             known.compiled_at = time.monotonic() - age
         before = len(calls)
-        with RunnerProcess.start(server, "cpu") as runner:
+        with CandidateRunner.start(server, "cpu") as runner:
             session = CandidateSession(runner, "cpu", 60.0)
             plan, known = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False,
                                                known=known)
@@ -135,7 +142,7 @@ def test_a_kept_pool_is_lent_to_the_next_runner_zeroed_and_refreshed_before_timi
     marked lent, so the timing writes new contents into every set before its first batch. The pair is then timed on
     it as on a new pool."""
     task, size, ref, model = softmax
-    with RunnerProcess.start(server, "cpu") as runner:
+    with CandidateRunner.start(server, "cpu") as runner:
         session = CandidateSession(runner, "cpu", 60.0)
         plan, known = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False)
         first_pool = plan.pool
@@ -144,7 +151,7 @@ def test_a_kept_pool_is_lent_to_the_next_runner_zeroed_and_refreshed_before_timi
     for raw in _raw_bytes(first_pool):  # what the first runner could have left in the pool
         raw.fill_(0xAB)
     assert all(int(raw.max()) == 0xAB for raw in _raw_bytes(first_pool))
-    with RunnerProcess.start(server, "cpu") as runner:
+    with CandidateRunner.start(server, "cpu") as runner:
         session = CandidateSession(runner, "cpu", 60.0)
         plan, known = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False,
                                            known=known, kept=first_pool)
@@ -170,7 +177,7 @@ def test_the_judge_keeps_one_pool_and_frees_a_pool_of_another_task(softmax, serv
     _, size, ref, model = softmax
     pools = []
     for _ in range(2):
-        with RunnerProcess.start(server, "cpu") as runner:
+        with CandidateRunner.start(server, "cpu") as runner:
             session = CandidateSession(runner, "cpu", 60.0)
             plan, _ = timing_stage.prepare(session, ref, model, size, 0, "cpu", 60.0, interpreted=False)
             pools.append(plan.pool)

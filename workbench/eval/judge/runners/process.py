@@ -321,6 +321,13 @@ class RunnerProcess:
             return [self.inner_pid]
         return _pids_where(lambda pid: os.readlink(f"/proc/{pid}/ns/pid") == target) or [self.inner_pid]
 
+    def cpu_ns(self) -> int | None:
+        """CPU nanoseconds the runner's process has used so far, read by the judge from /proc (`cpu_time.cpu_ns`):
+        what one call cost the runner, by nothing the runner reports. None where /proc does not say."""
+        from workbench.eval.judge.runners.cpu_time import cpu_ns
+
+        return cpu_ns(self.inner_pid)
+
     def cpu_use(self) -> CpuUse:
         """Threads alive and CPU seconds (user + system, dead threads and reaped children included) of the runner's
         processes, read from /proc by the judge."""

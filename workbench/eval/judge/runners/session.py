@@ -313,12 +313,10 @@ class CandidateSession:
         """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it); new
         buffers are announced first, outside the measure. `meanwhile()` (GPU only) counts in the wall clock, which
         is only read on the CPU."""
-        from workbench.eval.judge.runners.cpu_time import cpu_ns
-
         self._announce()
-        before, started = cpu_ns(self.runner.inner_pid), time.perf_counter()
+        before, started = self.runner.cpu_ns(), time.perf_counter()
         reply = self._expect(message, "output", meanwhile=meanwhile)
-        wall, after = time.perf_counter() - started, cpu_ns(self.runner.inner_pid)
+        wall, after = time.perf_counter() - started, self.runner.cpu_ns()
         return reply, (after - before if before is not None and after is not None else None), wall
 
     def probe_pair(self) -> None:
