@@ -256,6 +256,16 @@ def test_a_fixed_count_of_timed_calls_stops_timing(task, fast_roof):
     assert res.timing.stop_reason == res.reference_timing.stop_reason == "fixed"
 
 
+@pytest.mark.parametrize("share, status", [(0.0, "ok"), (0.02, "ok"), (0.5, "rejected")])
+def test_work_on_threads_besides_the_runners_own_is_thread_use_however_many_exist(task, fast_roof, share, status):
+    """CPU timing counts the CPU the runner's other threads used, not how many there are: three idle helper threads
+    (a runtime on a many-core machine) are fine, half the work on another thread is `thread-use`."""
+    res = judge_fake(task, Script.baseline_torch(forward=softmax, ms=20.0, cpu_threads=4, off_main_share=share),
+                     reps=6)
+    assert res.status == status, res.message
+    assert status == "ok" or (res.flags == ["thread-use"] and "threads other than the runner's own" in res.message)
+
+
 def test_a_time_below_the_physical_floor_is_rejected_by_the_judge(task, slow_roof):
     """The judge's last checkpoint (`verdict.physics`), on its own ceilings: a candidate that takes 20 ms a call (by
     its runner's clock and the judge's alike) is below half the 356 ms the task's bytes take on this machine."""
