@@ -180,3 +180,18 @@ def test_a_plain_torch_cell_is_judged_by_the_kernel_policy_unless_declared_a_bas
     baseline = run_cell("softmax --device cpu --language torch", PLAIN_TORCH_SOFTMAX, display=shown)
     assert baseline.status == "ok" and baseline.kernel_policy == "baseline", baseline.message
     assert "PyTorch baseline: kernel policy not applied" in shown.cards[1]._panel.value
+
+
+def test_a_wrong_cell_shows_its_heatmap_in_a_display_of_its_own_after_the_card():
+    """The live heatmap is displayed once, below the card (never inside a card the page redraws at every stage); the
+    card's saved HTML holds the static heatmap."""
+    from widgets.magic import CellFigure
+
+    shown = Shown()
+    wrong = PLAIN_TORCH_SOFTMAX.replace("return torch.softmax(x, dim=-1)", "return torch.softmax(x, dim=-1) * 1.01")
+    res = run_cell("softmax --device cpu --language torch --size batch_size=8,dim=200", wrong, display=shown)
+    assert res.status == "incorrect", res.message
+    card, figure = shown.cards
+    assert isinstance(card, CellVerdict) and isinstance(figure, CellFigure)
+    assert figure.fig.data[0].type == "heatmap" and "plotly-graph-div" in shown.updates[-1]
+    assert figure.to_html() == '<div class="kwb-static"></div>'  # the card's fallback already has the map

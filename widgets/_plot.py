@@ -55,8 +55,11 @@ def _make_live_class() -> type:
         here each one redraws the view, at most once per `batch_update()` block. Everything else is a plain
         Figure: `data`, `layout`, `update_layout`, `add_traces`, `to_html`."""
 
-        def __init__(self, *args: Any, **kwargs: Any):
+        def __init__(self, *args: Any, responsive: bool = True, **kwargs: Any):
             self._hold, self._dirty, self._view = 0, False, None
+            #: plotly's config for this figure; not `responsive` for a figure that may sit in a hidden output (a
+            #: scrolled-away cell's card), where a window resize would ask plotly to resize a plot it cannot see.
+            self._config = {**PLOT_CONFIG, "responsive": responsive}
             super().__init__(*args, **kwargs)
             self._view = w.Output(layout=w.Layout(width="100%"))
             self._view.add_class("kwb-figure")
@@ -82,9 +85,7 @@ def _make_live_class() -> type:
             if self._view is None:
                 return
             self._dirty = False
-            spec = {**json.loads(self.to_json()), "config": dict(PLOT_CONFIG)}
-            self._view.outputs = ({"output_type": "display_data", "metadata": {},
-                                   "data": {PLOTLY_MIME: spec, "text/plain": "<plotly figure>"}},)
+            self._view.outputs = (plotly_output(self, self._config),)
 
         def _changed(self, *args: Any, **kwargs: Any) -> None:
             if getattr(self, "_hold", 1):
@@ -98,6 +99,13 @@ def _make_live_class() -> type:
     return LiveFigure
 
 
+def plotly_output(fig: Any, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`fig` as one display_data output an ipywidgets Output shows through plotly's mime type (`config`: plotly's,
+    default PLOT_CONFIG)."""
+    spec = {**json.loads(fig.to_json()), "config": dict(config or PLOT_CONFIG)}
+    return {"output_type": "display_data", "metadata": {}, "data": {PLOTLY_MIME: spec, "text/plain": "<plotly figure>"}}
+
+
 def live_figure(*args: Any, **kwargs: Any) -> Any:
     """A new LiveFigure (see the module docstring); its `.view` is the widget to show."""
     return _live_class()(*args, **kwargs)
@@ -107,9 +115,10 @@ def is_live(fig: Any) -> bool:
     return _LIVE is not None and isinstance(fig, _LIVE)
 
 
-def new_figure(widget: bool = False) -> Any:
-    """An empty Figure, or (widget=True) an empty LiveFigure for a view to refill."""
-    return live_figure() if widget else go().Figure()
+def new_figure(widget: bool = False, responsive: bool = True) -> Any:
+    """An empty Figure, or (widget=True) an empty LiveFigure for a view to refill (`responsive`: it follows the
+    window's size)."""
+    return live_figure(responsive=responsive) if widget else go().Figure()
 
 
 def titled(fig: Any, title: str, height: int = 380, **layout: Any) -> Any:

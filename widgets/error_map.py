@@ -184,12 +184,13 @@ def fill_error_heatmap(fig: Any, view: MapView | None) -> None:
     fig.layout.title.subtitle.text = "; ".join(n for n in [view.source, *notes] if n)
 
 
-def error_heatmap(result_or_map: Any, widget: bool = False) -> Any:
+def error_heatmap(result_or_map: Any, widget: bool = False, responsive: bool = True) -> Any:
     """The heatmap figure of a failed Result (None when nothing failed in the numbers). With widget=True an
-    (empty, if need be) live figure (`widgets._plot.LiveFigure`) for the editor to refill."""
+    (empty, if need be) live figure (`widgets._plot.LiveFigure`) for the editor to refill; `responsive` False for
+    one that may be scrolled out of sight (a cell's card)."""
     view = map_view(result_or_map) if isinstance(result_or_map, Result) else None
     if view is None and not widget:
         return None
-    fig = new_figure(widget)
+    fig = new_figure(widget, responsive=responsive)
     fill_error_heatmap(fig, view)
     return fig

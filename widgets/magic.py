@@ -158,9 +158,32 @@ def cell_candidate(cell: str, args: MagicArgs) -> Candidate:
                      metadata={"origin": "%%kwb cell"})
 
 
+class CellFigure(StaticMixin, w.Box):
+    """The heatmap under a `%%kwb` card, displayed once and never redrawn: the card is redisplayed at every stage (its
+    HTML fallback is what a saved notebook keeps), and a plot inside a redisplayed widget is resized by JupyterLab
+    in views already gone ("Resize must be passed a displayed plot div element"). Its own fallback is empty: the
+    card's already holds the heatmap."""
+
+    _static_title = "Kernel Workbench: error heatmap"
+
+    def __init__(self, fig: Any):
+        from widgets._plot import PLOT_CONFIG, plotly_output
+
+        out = w.Output(layout=w.Layout(width="100%"))
+        out.add_class("kwb-figure")
+        out.outputs = (plotly_output(fig, {**PLOT_CONFIG, "responsive": False}),)
+        self.fig = fig
+        super().__init__(children=[out], layout=w.Layout(width="100%"))
+        self.add_class("kwb-cell-figure")
+
+    def _static_parts(self) -> list[Any]:
+        return []
+
+
 class CellVerdict(StaticMixin, w.VBox):
-    """The card under a `%%kwb` cell: its state while running, then the verdict and (if the numbers are wrong)
-    the error heatmap. Renders as HTML where widgets do not (nbconvert, papermill output)."""
+    """The card under a `%%kwb` cell: its state while running, then the verdict (the error heatmap, live, is a display
+    of its own below it: `CellFigure`). Renders as HTML where widgets do not (nbconvert, papermill output), the
+    heatmap included."""
 
     _static_title = "Kernel Workbench: cell verdict"
 
@@ -170,8 +193,7 @@ class CellVerdict(StaticMixin, w.VBox):
                                             "check, time…")
         self._panel = w.HTML(self._state)
         self._panel.add_class("kwb-result-panel")
-        self._figure_box = w.Box(layout=w.Layout(display="none", width="100%"))
-        super().__init__(children=[self._panel, self._figure_box], **kwargs)
+        super().__init__(children=[self._panel], **kwargs)
         self.add_class("kwb-cell-verdict")
 
     def state(self, state: str, text: str) -> None:
@@ -179,14 +201,15 @@ class CellVerdict(StaticMixin, w.VBox):
         self._panel.value = self._state
 
     def show(self, result: Result) -> None:
-        from widgets.error_map import error_heatmap
-
         self.result = result
         self._panel.value = result_html(result, where="cell line")
-        fig = error_heatmap(result, widget=True) if result.status != "ok" else None
-        if fig is not None and fig.data:
-            self._figure_box.children = [fig.view]
-            self._figure_box.layout.display = "flex"
+
+    def figure(self) -> CellFigure | None:
+        """The error heatmap of a numerically wrong result, as a display of its own (None when there is none)."""
+        from widgets.error_map import error_heatmap
+
+        fig = error_heatmap(self.result) if self.result is not None and self.result.status != "ok" else None
+        return CellFigure(fig) if fig is not None else None
 
     def _static_parts(self) -> list[Any]:
         from widgets.error_map import error_heatmap
@@ -253,7 +276,10 @@ def run_cell(line: str, cell: str, display: Any = None, user_ns: dict[str, Any] 
         refresh()
         return None
     card.show(result)
-    refresh()
+    refresh()  # the saved output (HTML fallback) has the verdict and the heatmap from here on
+    figure = card.figure()
+    if figure is not None and display is not None:
+        display(figure)  # live, below the card (`CellFigure`)
     if store is not None:
         store.add(result)
     if user_ns is not None:

@@ -107,8 +107,8 @@ def _tab(page, title: str) -> None:
 
 def _check_cell_magic(page) -> None:
     """The honest cell passes; the cheating cell is rejected and its card names the cell line of the cheat."""
-    ok = page.locator('.kwb-cell-verdict .kwb-result[data-kwb-status="ok"]')
-    bad = page.locator('.kwb-cell-verdict .kwb-result[data-kwb-status="rejected"]')
+    ok = page.locator('.kwb-cell-verdict .kwb-result[data-kwb-status="ok"]', has_text="honest-add")
+    bad = page.locator('.kwb-cell-verdict .kwb-result[data-kwb-status="rejected"]', has_text="torch-does-the-work")
     ok.wait_for(timeout=180_000)
     bad.wait_for(timeout=120_000)
     assert "honest-add" in ok.inner_text() and "interpreter clock" in ok.inner_text()
@@ -124,6 +124,42 @@ def _check_cell_magic(page) -> None:
     assert gutter.count() >= 1, "cell line numbers are not shown"
     _shot(cell, "magic-cheat.png")
     _shot(page.locator(".jp-CodeCell", has=ok), "magic-ok.png")
+    _check_torch_cells(page)
+    _check_error_map(page)
+
+
+def _cell_verdict(page, name: str):
+    """The verdict card of the `%%kwb` cell named `name`, once it has ended."""
+    card = page.locator(".kwb-cell-verdict .kwb-result", has_text=name).first
+    card.wait_for(timeout=180_000)
+    return card
+
+
+def _check_torch_cells(page) -> None:
+    """Plain PyTorch in a `%%kwb` cell is no kernel (its language was only inferred); declared with `--language
+    torch` it is a baseline, and the card says the kernel policy was not applied."""
+    plain = _cell_verdict(page, "plain-torch")
+    assert plain.get_attribute("data-kwb-status") == "rejected", plain.inner_text()
+    chips = plain.locator(".kwb-chip").evaluate_all("els => els.map(e => e.dataset.kwbFlag)")
+    assert "no-custom-kernel" in chips, chips
+    baseline = _cell_verdict(page, "eager-baseline")
+    assert baseline.get_attribute("data-kwb-status") == "ok", baseline.inner_text()
+    assert "PyTorch baseline: kernel policy not applied" in baseline.inner_text()
+
+
+def _check_error_map(page) -> None:
+    """The off-by-one softmax (64 x 256): the heatmap's columns are the output's own (ticks up to 250, not 63), each
+    cell is said to be the worst of a block of 4 columns, and a map of one colour says what it means."""
+    card = _cell_verdict(page, "off-by-one")
+    assert card.get_attribute("data-kwb-status") == "incorrect", card.inner_text()
+    cell = page.locator(".jp-CodeCell", has=card)
+    heat = cell.locator(".js-plotly-plot").first
+    heat.wait_for(state="visible", timeout=30_000)
+    ticks = [t.strip() for t in heat.locator(".xtick text").all_text_contents()]
+    assert max(int(t) for t in ticks if t.isdigit()) >= 200, ticks
+    title = heat.locator(".g-gtitle").text_content() or ""
+    assert "worst of a block of 1 row x 4 columns" in title and "every element is wrong" in title, title
+    _shot(cell, "verdict-error-map.png")
 
 
 def _check_projection(page) -> None:
@@ -197,7 +233,8 @@ def _check_failed_card(page) -> None:
     heat = page.locator(f"{WB} .kwb-editor .js-plotly-plot").first
     heat.wait_for(state="visible", timeout=30_000)
     title = heat.locator(".g-gtitle").text_content() or ""
-    assert "|error| / tolerance" in title and re.search(r"rounds \d+ or \d+ of \d+ \(batch_size=\d+ dim=\d+\)", title), \
+    # The map is the worst failing round's, named with its inputs and size.
+    assert "|error| / tolerance" in title and re.search(r"round \d+ of \d+ \(\w+ inputs, batch_size=\d+ dim=\d+\)", title), \
         title
     _shot(panel, "verdict-failed.png", page.locator(f"{WB} .kwb-editor .js-plotly-plot").first)
     _shot(page.locator(WB), "workbench.png")
