@@ -1,4 +1,4 @@
-# Calls PyTorch for the work: allowed for a "torch" candidate, but it is no kernel.
+# Calls PyTorch for the work: no kernel of its own, so a kernel task rejects it (no-custom-kernel).
 import torch
 import torch.nn as nn
 
