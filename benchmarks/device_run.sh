@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh trace|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask
+#   bash benchmarks/device_run.sh tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -155,14 +155,6 @@ PY
       --out "$OUT/big.json" 2>&1 | tee "$OUT/big.log" | tail -12
     kill $smi
     python3 -c "import json,sys; [print(r['problem'], r['status'], r.get('seconds'), r.get('stages'), r.get('memory_gib'), r.get('check_phases')) for r in json.load(open(sys.argv[1]))['records']]" "$OUT/big.json"
-    ;;
-  trace)
-    # First evaluations as timelines (what waited on what): KB_IDS' problems after a built-in warm-up.
-    files=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from kernelbench_aa import DEFAULT_PROBLEMS, problems, only_ids; \
-print(' '.join(str(p) for _, p in only_ids(problems(DEFAULT_PROBLEMS, [1, 2, 3]), sys.argv[1])))" "${KB_IDS:-1/40,2/1}")
-    extra=${KB_TRACE_ARGS:-}  # e.g. --no-compile; the log is named after it
-    timeout 300 python3 benchmarks/eval_trace.py --kernelbench $files --warm-with softmax --out "$OUT/traces" \
-      $extra 2>&1 | grep -v "^\[judge\|^\[runner" | tee "$OUT/trace${extra// /}.log" | grep "^==="
     ;;
   dask)
     timeout 500 python3 benchmarks/study_throughput.py --out "$OUT" 2>&1 | tail -20

@@ -86,11 +86,6 @@ def main() -> None:
               "| stop", res.timing.stop_reason if res.timing else None)
     if args.device.startswith("cuda"):
         print("torch.profiler in a fresh process:", profiler_cost(args.device))
-    for calls in sorted(glob.glob(os.path.join(folder, "calls-*.txt"))):
-        lines = Path(calls).read_text().splitlines()
-        print(f"\ncorrectness calls ({calls}: judge's wall clock around each call, the runner's seconds inside it), "
-              f"last {min(len(lines), 40)} of {len(lines)}:")
-        print("\n".join(lines[-40:]))
     files = sorted(glob.glob(os.path.join(folder, "*.prof")), key=os.path.getmtime)
     if files:
         print(f"\njudge profile of the last evaluation ({files[-1]}), by cumulative time:")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -35,3 +37,25 @@ def one_judge(monkeypatch):
     shutdown_workers()
     yield
     shutdown_workers()
+
+
+@pytest.fixture
+def kwb_here(monkeypatch, capsys):
+    """`kwb ARGS` in this process: `main()` with the working directory `cwd`, its exit status and what it printed,
+    as a CompletedProcess. For refusals, where the message and the status are the point, not a new interpreter
+    (the entry point's own exit statuses are covered in subprocesses by tests/test_cli.py)."""
+    from workbench.cli.main import main
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as m:
+            m.chdir(cwd)
+            m.setenv("COLUMNS", "80")  # argparse wraps its usage line as it would on a pipe
+            capsys.readouterr()
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's own errors
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            out = capsys.readouterr()
+        return subprocess.CompletedProcess(["kwb", *args], code, out.out, out.err)
+
+    return run

@@ -200,30 +200,6 @@ def test_unknown_strategy_lists_the_known_ones(tiny):
         run_agent(tiny, None, "beam")
 
 
-def test_replay_study_notebook_reproduces_the_recorded_table(tmp_path, monkeypatch):
-    """studies/llm_replay.ipynb, run headlessly by papermill: replays the recorded session, asserts the table."""
-    import json
-    import os
-    from pathlib import Path
-
-    papermill = pytest.importorskip("papermill")
-    from workbench.store import Store
-
-    notebook = Path(__file__).resolve().parents[1] / "studies" / "llm_replay.ipynb"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(notebook.parents[1]),
-                                                                  os.environ.get("PYTHONPATH")])))
-    out = tmp_path / "out.ipynb"
-    store = tmp_path / "results.db"
-    papermill.execute_notebook(str(notebook), str(out), kernel_name="python3", cwd=str(notebook.parent),
-                               progress_bar=False, store_widget_state=False,
-                               parameters={"store_path": str(store), "run_id": "replay-ci", "point_id": "p0"})
-    text = "".join("".join(o.get("text", "")) for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", []))
-    assert "identical to the recorded table (5 candidates)" in text
-    frame = Store(str(store)).frame(run_id="replay-ci")
-    assert list(frame["status"]) == ["rejected", "compile_error", "runtime_error", "ok", "ok"]
-    assert set(frame["point_id"]) == {"p0"}
-
-
 def test_a_gain_inside_the_timing_noise_does_not_replace_the_best():
     from workbench.llm.runs import Node, better
 

@@ -1,4 +1,5 @@
-"""The real `kwb` entry point in subprocesses: doctor, tasks, flags, eval (good and bad kernels), demo, results."""
+"""The real `kwb` entry point in subprocesses: doctor, tasks, flags, eval (good and bad kernels), demo, results;
+usage and input mistakes through `main()` in this process (their message and exit status are the point)."""
 
 from __future__ import annotations
 
@@ -129,19 +130,19 @@ def test_tasks_and_flags(tmp_path):
     assert all(f"`{name}`" in flags.stdout for name in FLAGS)
 
 
-def test_usage_errors_exit_2(files):
-    assert kwb(cwd=files).returncode == 2  # no command: help, usage status
-    unknown = kwb("eval", "--task", "no_such_task", "honest.py", cwd=files)
+def test_usage_errors_exit_2(files, kwb_here):
+    assert kwb_here(cwd=files).returncode == 2  # no command: help, usage status
+    unknown = kwb_here("eval", "--task", "no_such_task", "honest.py", cwd=files)
     assert unknown.returncode == 2 and "unknown task 'no_such_task'" in unknown.stderr
-    missing = kwb("eval", "--task", "axpy_task.py", "--sizes", "n=64", "nope.py", cwd=files)
+    missing = kwb_here("eval", "--task", "axpy_task.py", "--sizes", "n=64", "nope.py", cwd=files)
     assert missing.returncode == 2 and "nope.py" in missing.stderr
-    bad_size = kwb("eval", "--task", "axpy_task.py", "--sizes", "n", "honest.py", cwd=files)
+    bad_size = kwb_here("eval", "--task", "axpy_task.py", "--sizes", "n", "honest.py", cwd=files)
     assert bad_size.returncode == 2 and "NAME=VALUE" in bad_size.stderr
-    bad_const = kwb("eval", "--task", "axpy_task.py", "--sizes", "batch=3", "honest.py", cwd=files)
+    bad_const = kwb_here("eval", "--task", "axpy_task.py", "--sizes", "batch=3", "honest.py", cwd=files)
     assert bad_const.returncode == 2 and "has no size 'batch'; its sizes are n" in bad_const.stderr
-    bad_device = kwb("eval", "--task", "axpy_task.py", "--device", "tpu", "honest.py", cwd=files)
+    bad_device = kwb_here("eval", "--task", "axpy_task.py", "--device", "tpu", "honest.py", cwd=files)
     assert bad_device.returncode == 2 and "cpu, cuda" in bad_device.stderr
-    no_store = kwb("results", "--store", "absent.db", cwd=files)
+    no_store = kwb_here("results", "--store", "absent.db", cwd=files)
     assert no_store.returncode == 2 and "no results store" in no_store.stderr
     assert not (files / "absent.db").exists()
 
@@ -155,46 +156,46 @@ def _refused(proc: subprocess.CompletedProcess) -> str:
     return proc.stderr
 
 
-def test_every_input_mistake_gets_a_short_message_and_exit_2(files):
+def test_every_input_mistake_gets_a_short_message_and_exit_2(files, kwb_here):
     (files / "kernel.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
     (files / "latin1.py").write_bytes("# caf\xe9\nimport torch\n".encode("latin-1"))
 
-    err = _refused(kwb("eval", "--task", "vector_add", "kernel.bin", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "vector_add", "kernel.bin", cwd=files))
     assert "candidate file kernel.bin is a binary file, not source text" in err
-    err = _refused(kwb("eval", "--task", "vector_add", "latin1.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "vector_add", "latin1.py", cwd=files))
     assert "latin1.py is not UTF-8 text (byte 0xe9 at offset 5)" in err
-    err = _refused(kwb("eval", "--task", "softmax", "--size", "dim=abc", "honest.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "softmax", "--size", "dim=abc", "honest.py", cwd=files))
     dim = size_defaults(workbench.get_task("softmax").source)["dim"]  # the message quotes the task's own default
     assert isinstance(dim, int) and f"--size dim=abc: dim must be a whole number (the task's default is {dim}), " \
         f"e.g. dim={dim}" in err
-    err = _refused(kwb("eval", "--task", "softmax", "--size", "dimm=64", "honest.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "softmax", "--size", "dimm=64", "honest.py", cwd=files))
     assert "task 'softmax' has no size 'dimm' (did you mean 'dim'?); its sizes are batch_size, dim" in err
-    err = _refused(kwb("eval", "--task", "softmax", "--size", "batch_size=2.5", "honest.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "softmax", "--size", "batch_size=2.5", "honest.py", cwd=files))
     assert "--size batch_size=2.5: batch_size must be a whole number" in err
     for bad in ("batch_size=-4", "batch_size=0"):  # never a runtime_error blaming get_inputs, never "ok" on nothing
-        err = _refused(kwb("eval", "--task", "softmax", "--size", bad, "honest.py", cwd=files))
+        err = _refused(kwb_here("eval", "--task", "softmax", "--size", bad, "honest.py", cwd=files))
         assert f"--size {bad}: batch_size is a dimension and must be at least 1" in err
-    err = _refused(kwb("eval", "--task", "softmax", "--size", "tiny", "honest.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "softmax", "--size", "tiny", "honest.py", cwd=files))
     assert "bad size 'tiny': give a preset (cpu, gpu) or NAME=VALUE pairs" in err
-    err = _refused(kwb("eval", "--task", "softmax", "--size", "dtype=int3", "honest.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "softmax", "--size", "dtype=int3", "honest.py", cwd=files))
     assert "--size dtype=int3: use one of" in err
-    err = _refused(kwb("eval", "--task", "axpy_task.py", "--sizes", "n=lots", "honest.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "axpy_task.py", "--sizes", "n=lots", "honest.py", cwd=files))
     assert "--sizes n=lots: n must be a whole number (the task's default is 1048576), e.g. n=1048576" in err
-    err = _refused(kwb("eval", "--task", "kernel.bin", "honest.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "kernel.bin", "honest.py", cwd=files))
     assert "KernelBench file kernel.bin is a binary file" in err
-    err = _refused(kwb("eval", "--task", "softmx", "honest.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "softmx", "honest.py", cwd=files))
     assert "unknown task 'softmx'; known tasks: " in err and "softmax" in err
-    err = _refused(kwb("eval", "--task", "softmax", "absent.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "softmax", "absent.py", cwd=files))
     assert f"candidate file absent.py does not exist; check the path (relative paths start at {files})" in err
-    err = _refused(kwb("eval", "--task", "softmax", ".", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "softmax", ".", cwd=files))
     assert "candidate file . is a directory" in err
-    err = _refused(kwb("eval", "--task", "softmax", "--rounds", "many", "honest.py", cwd=files))
+    err = _refused(kwb_here("eval", "--task", "softmax", "--rounds", "many", "honest.py", cwd=files))
     assert "argument --rounds: expected a whole number, not 'many'" in err
-    err = _refused(kwb("results", "--limit", "0", "--store", "absent.db", cwd=files))
+    err = _refused(kwb_here("results", "--limit", "0", "--store", "absent.db", cwd=files))
     assert "argument --limit: must be positive, not 0" in err
-    err = _refused(kwb("results", "--store", "honest.py", cwd=files))
+    err = _refused(kwb_here("results", "--store", "honest.py", cwd=files))
     assert "--store honest.py is not a results store (not an SQLite file)" in err
-    err = _refused(kwb("results", "--store", ".", cwd=files))
+    err = _refused(kwb_here("results", "--store", ".", cwd=files))
     assert "--store . is a directory" in err
     assert not list(files.glob("*.db")), "a refused command must not create a store"
 
@@ -230,14 +231,16 @@ def test_eval_honest_and_wrong_kernels(files):
     assert len(only_bad.stdout.splitlines()) == 3
 
 
-def test_a_partial_size_keeps_the_cpu_preset_for_the_rest_and_prints_the_full_size(tmp_path):
+def test_a_partial_size_keeps_the_cpu_preset_for_the_rest_and_prints_the_full_size(tmp_path, kwb_here):
     """`--size dim=64` runs the CPU preset's 64 rows (seconds), not the reference file's 8192 (minutes on the
-    interpreter), and both the progress line and the result header name every size."""
+    interpreter), and both the progress line and the result header name every size (`kwb eval` in this process:
+    the sizes it chose and printed are the point)."""
     pytest.importorskip("workbench.eval.evaluate")
     task = workbench.get_task("softmax")
     (tmp_path / "sol.py").write_text(task.solution_candidate().source)
     rows = task.sizes["cpu"]["batch_size"]
-    out = kwb("eval", "--task", "softmax", "sol.py", "--size", "dim=64", "--device", "cpu", "--json", cwd=tmp_path)
+    out = kwb_here("eval", "--task", "softmax", "sol.py", "--size", "dim=64", "--device", "cpu", "--json",
+                   cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["size"] == {"batch_size": rows, "dim": 64}
     assert f"evaluating sol.py on task softmax (batch_size={rows}, dim=64, float32), cpu" in out.stderr
@@ -247,12 +250,12 @@ def test_a_partial_size_keeps_the_cpu_preset_for_the_rest_and_prints_the_full_si
 
     shown = format_result(Result.from_dict(json.loads(out.stdout)))
     assert "roofline   0.625 FLOP/B: memory-bound on H100 SXM, floor " in shown  # 5 FLOPs per 8 bytes (fp32)
-    text = kwb("eval", "--task", "softmax", "sol.py", "--size", "dim=64,dtype=float16", "--device", "cpu",
-               "--no-time", "--gpu", "A100", cwd=tmp_path)
+    text = kwb_here("eval", "--task", "softmax", "sol.py", "--size", "dim=64,dtype=float16", "--device", "cpu",
+                    "--no-time", "--gpu", "A100", cwd=tmp_path)
     assert f"task       softmax (batch_size={rows}, dim=64, float16)\n" in text.stdout, text.stdout + text.stderr
     assert "roofline   1.25 FLOP/B: memory-bound on A100 SXM 80GB, floor " in text.stdout  # 5 FLOPs per 4 bytes
     assert "(projection of the counted work, not measured)" in text.stdout
-    bad = kwb("eval", "--task", "softmax", "sol.py", "--gpu", "nope", cwd=tmp_path)
+    bad = kwb_here("eval", "--task", "softmax", "sol.py", "--gpu", "nope", cwd=tmp_path)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) <= 2 and "H100" in bad.stderr, bad.stderr
 
 

@@ -115,7 +115,7 @@ def test_the_record_travels_in_the_output_message_and_is_decoded_strictly():
         _decode(bad)
     bad = _frame(rec)
     bad["body"]["ops"]["verdict"] = "ok"
-    with pytest.raises(ProtocolError, match="unknown fields"):
+    with pytest.raises(ProtocolError, match="unknown field"):
         _decode(bad)
     old = _frame(rec)
     old["v"] = [1, 0]

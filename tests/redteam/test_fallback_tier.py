@@ -25,12 +25,14 @@ CANARY = "kwb-fallback-canary-41c7"
 needs_landlock = pytest.mark.skipif(landlock.abi() < 1, reason="Landlock is not available in this kernel")
 
 
-@pytest.fixture
-def no_namespaces(monkeypatch):
-    monkeypatch.setenv("KWB_SANDBOX", "none")
-    shutdown_workers()  # the next judge and its fork server see the setting
-    yield
-    shutdown_workers()
+@pytest.fixture(scope="module")
+def no_namespaces():
+    """KWB_SANDBOX=none for this module: one judge started with it (and its fork server) serves both tests."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KWB_SANDBOX", "none")
+        shutdown_workers()  # the next judge and its fork server see the setting
+        yield
+        shutdown_workers()
 
 
 def _listener() -> tuple[socket.socket, list[bytes], threading.Thread]:

@@ -12,7 +12,7 @@ from typing import Any
 from workbench.candidate import Candidate
 from workbench.errors import WorkbenchError
 from workbench.eval.caller.judges import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, cpu_memory_bytes
-from workbench.eval.caller.pool import judge_slots, prestart, run_job
+from workbench.eval.caller.pool import occupancy, places, prestart, run_placed, total_slots
 from workbench.eval.caller.progress import Cancelled
 from workbench.eval.caller.results import cancelled_result, result_from_reply
 from workbench.eval.options import EvalOptions
@@ -49,15 +49,21 @@ def _check_sizes(task: Task, size: dict[str, Any], device: str, explicit: bool) 
     return sizes[:3]
 
 
-def resolve_options(options: EvalOptions | None, device: str | None, overrides: dict[str, Any]) -> EvalOptions:
-    """`options` (or the defaults) with keyword overrides and a positional device applied; the device resolved
-    (None: the GPU when there is one) and checked."""
+def resolve_options(options: EvalOptions | None, device: str | None, overrides: dict[str, Any],
+                    here: bool = True) -> EvalOptions:
+    """`options` (or the defaults) with keyword overrides and a positional device applied; with `here` (evaluated on
+    this machine, not a cluster's) the device resolved (None: the GPU when there is one) and checked, and the GPUs
+    `devices` names too."""
     if options is not None and not isinstance(options, EvalOptions):
         raise WorkbenchError(f"options must be an EvalOptions, got {type(options).__name__}")
     opts = (options or EvalOptions()).replace(**overrides)
     device = device if device is not None else opts.device
+    if not here:
+        return opts.replace(device=device)
     device = device or default_device()
     _require_device(device)
+    if device.startswith("cuda"):
+        places(device, opts.devices)  # an unknown or invisible GPU is the caller's mistake, said before any work
     return opts.replace(device=device)
 
 
@@ -102,11 +108,14 @@ def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = 
         return cancelled_result(task, candidate, job, 0.0)
     try:
         # The judge enforces the candidate's limits; this bound only guards against a judge that stops answering.
-        reply = run_job(job, job.compile_timeout + 30 * job.timeout + 600, opts.on_progress, opts.cancel)
+        reply, place = run_placed(job, job.compile_timeout + 30 * job.timeout + 600, opts.on_progress, opts.cancel,
+                                  opts.devices)
     except Cancelled:
         return cancelled_result(task, candidate, job, time.perf_counter() - started)
     result = result_from_reply(task, candidate, job, reply)
     result.metadata["eval_seconds"] = round(time.perf_counter() - started, 3)
+    if place.startswith("cuda"):
+        result.metadata["gpu"] = place
     _annotate(result, task, reply)
     if store is not None:
         store.add(result)
@@ -125,20 +134,49 @@ def _annotate(result: Result, task: Task, reply: Reply) -> None:
 
 def evaluate_many(task: Task | str, candidates: Iterable[Candidate], device: str | None = None, *,
                   options: EvalOptions | None = None, progress: bool = True, store: Any = None,
-                  **overrides: Any) -> list[Result]:
-    """Evaluate several candidates, overlapped (`evaluate_all`), with a progress bar; results in their order.
-    `options` and `overrides` as for `evaluate`; after a cancel the rest come back "cancelled"."""
+                  cluster: str | None = None, **overrides: Any) -> list[Result]:
+    """Evaluate several candidates, overlapped over every chosen GPU's judges (`evaluate_all`; `devices=` or
+    KWB_GPUS choose the GPUs), with a progress bar; results in their order. `options` and `overrides` as for
+    `evaluate`; after a cancel the rest come back "cancelled". `cluster`: "dask://host:port" (or "local[:N]",
+    "slurm", "pbs") evaluates on a Dask cluster's workers (`caller/cluster.py`); the results are stored here."""
     from tqdm.auto import tqdm
 
-    opts = resolve_options(options, device, overrides)
+    opts = resolve_options(options, device, overrides, here=cluster is None)
     cands = list(candidates)
     with tqdm(total=len(cands), desc="evaluating", disable=not progress, unit="candidate") as bar:
         def done(_: int, result: Result) -> None:
             if store is not None and result.status != "cancelled":
                 store.add(result)
             bar.update(1)
+            if cluster is None:
+                bar.set_postfix_str(_occupancy_line(opts, len(cands) - bar.n), refresh=False)
 
+        if cluster is not None:
+            from workbench.eval.caller.cluster import evaluate_on_cluster
+
+            task_obj = get_task(task) if isinstance(task, str) else task
+            here = opts.replace(device=opts.device or "cpu")  # enough to name a Job this machine may not run
+            return evaluate_on_cluster(task_obj, cands, opts, cluster, evaluate_on_worker,
+                                       lambda cand: make_job(task_obj, cand, here), done)
         return evaluate_all(task, cands, opts, done)
+
+
+def evaluate_on_worker(task: Task, candidate: Candidate, opts: EvalOptions) -> Result:
+    """`evaluate` on a Dask worker (`caller/cluster.py`): the worker's GPUs, and which worker in the Result."""
+    from workbench.eval.caller.cluster import worker_address, worker_options
+
+    result = evaluate(task, candidate, options=worker_options(opts))
+    result.metadata["cluster_worker"] = worker_address()
+    return result
+
+
+def _occupancy_line(opts: EvalOptions, left: int) -> str:
+    """"gpu0 2/4 · gpu1 3/4 · 5 left": judges at work per GPU and the candidates not finished."""
+    device = opts.device or "cpu"
+    if not device.startswith("cuda"):
+        return f"{left} left"
+    parts = [f"gpu{place.split(':')[1]} {busy}/{slots}" for place, (busy, slots) in occupancy(device, opts.devices).items()]
+    return " · ".join([*parts, f"{left} left"])
 
 
 class _EitherCancel:
@@ -153,12 +191,13 @@ class _EitherCancel:
 
 def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOptions,
                  on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
-    """Evaluate `candidates` with up to `judge_slots(device)` in flight (each judge times with the device to itself);
-    `on_result(index, result)` runs in this thread as each finishes. Results in their order; Ctrl-C or an error in
-    `on_result` cancels those in flight and propagates."""
+    """Evaluate `candidates` with up to every chosen GPU's judges in flight (`pool.total_slots`; each judge times with
+    its GPU to itself, each candidate placed on the least busy GPU); `on_result(index, result)` runs in this thread
+    as each finishes. Results in their order; Ctrl-C or an error in `on_result` cancels those in flight and
+    propagates."""
     opts = resolve_options(opts, None, {})
     device = opts.device or default_device()  # resolved above; the fallback only satisfies the type
-    slots = min(judge_slots(device), len(candidates))
+    slots = min(total_slots(device, opts.devices), len(candidates))
     if slots <= 1:
         results = []
         for i, cand in enumerate(candidates):
@@ -166,7 +205,7 @@ def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOption
             if on_result is not None:
                 on_result(i, results[-1])
         return results
-    prestart(device, slots)
+    prestart(device, slots, opts.devices)
     stop = _EitherCancel(opts.cancel)
     run_opts = opts.replace(cancel=stop)
     out: list[Result | None] = [None] * len(candidates)

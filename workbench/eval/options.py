@@ -22,6 +22,8 @@ class EvalOptions:
 
     #: "cpu", "cuda" or "cuda:N"; None: the GPU when there is one, else Triton's CPU interpreter.
     device: str | None = None
+    #: The GPUs a "cuda" evaluation may be placed on (indices or "cuda:N"); None: KWB_GPUS, else every visible GPU.
+    devices: tuple[str, ...] | None = None
     #: A preset name ("cpu"/"gpu") or a dict of module constants ("dtype" switches the dtype), filled from the
     #: device's preset; None: the device's preset.
     size: str | dict[str, Any] | None = None
@@ -53,6 +55,8 @@ class EvalOptions:
             raise WorkbenchError(f"seed must be a whole number, got {self.seed!r}")
         if not isinstance(self.rounds, int) or isinstance(self.rounds, bool) or self.rounds < 1:
             raise WorkbenchError(f"rounds must be a whole number of at least 1, got {self.rounds!r}")
+        if self.devices is not None:
+            object.__setattr__(self, "devices", _as_devices(self.devices))
         for name in ("timeout", "compile_timeout"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
@@ -67,3 +71,14 @@ class EvalOptions:
             raise WorkbenchError(f"unknown evaluation option(s) {', '.join(map(repr, unknown))}; known: "
                                  f"{', '.join(sorted(known))}")
         return dataclasses.replace(self, **changes)
+
+
+def _as_devices(devices: Any) -> tuple[str, ...]:
+    """`devices` as a tuple of GPU names: one name, an index, or a list of them."""
+    if isinstance(devices, (str, int)):
+        return (str(devices),)
+    try:
+        return tuple(str(d) for d in devices)
+    except TypeError:
+        raise WorkbenchError(f"devices must be GPU indices or names such as ['cuda:0', 'cuda:1'], got {devices!r}") \
+            from None

@@ -87,12 +87,12 @@ class Loop:
         self._lock = threading.Lock()
         limit = getattr(provider, "max_concurrency", None)
         self.window = max(1, min(settings.concurrency, limit or settings.concurrency))
-        from workbench.eval.caller.pool import judge_slots
+        from workbench.eval.caller.pool import total_slots
         from workbench.eval.evaluate import default_device
 
-        # As many replies judged at once as the device has judges (one compiles while another is timed).
+        # As many replies judged at once as the judges of every chosen GPU (one compiles while another is timed).
         self.pipeline = Pipeline(self._generate, self._judge, self.cancel,
-                                 evaluators=min(self.window, judge_slots(settings.device or default_device())))
+                                 evaluators=min(self.window, total_slots(settings.device or default_device())))
         for node in sorted(prior or [], key=lambda n: n.turn):
             self._restore(node)
         from tqdm.auto import tqdm

@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.cluster import gpu_count
 from workbench.errors import WorkbenchError, require
+from workbench.eval.caller.gpus import physical_id
 from workbench.study import failures
 from workbench.study.context import StudyContext
 from workbench.study.journal import Journal
@@ -157,21 +159,13 @@ def parse_parameter(value: str) -> Any:
 
 # ---- running one point ----------------------------------------------------------------------------------
 
-def _gpu_count() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # pragma: no cover
-        return 0
-
-
 def run_point(point: StudyPoint, out_path: str, *, slot: int | None = None, kernel_name: str = "python3",
               retries: int = 2, timeout: float | None = None, cwd: str | None = None) -> PointOutcome:
     """Execute one point in a fresh process (so each gets its own GPU pin and a clean kernel)."""
     env = dict(os.environ)
-    if slot is not None and _gpu_count() > 0:
-        env["CUDA_VISIBLE_DEVICES"] = str(slot % _gpu_count())
+    gpus = gpu_count() if slot is not None else 0
+    if gpus > 0:
+        env["CUDA_VISIBLE_DEVICES"] = physical_id(f"cuda:{slot % gpus}")
     # The notebook resolves its data beside itself, and paths given on the command line from where kwb ran.
     env[NOTEBOOK_DIR_ENV] = str(Path(point.notebook).resolve().parent)
     env.setdefault(CALLER_DIR_ENV, os.getcwd())
@@ -323,23 +317,11 @@ def _dask_point(point: StudyPoint, output: str, kernel_name: str, retries: int, 
     return run_point(point, output, slot=slot, kernel_name=kernel_name, retries=retries, timeout=timeout)
 
 
-def make_client(cluster: str, parallel: int = 1):
-    """A Dask client for `cluster`: "local[:N]" (one worker per GPU, or N), "dask://host:port", "slurm", "pbs"."""
-    distributed = require("distributed", "dask", "running studies on a Dask cluster", package="dask[distributed]")
-    if cluster.startswith("dask://") or cluster.startswith("tcp://"):
-        return distributed.Client(cluster.replace("dask://", "tcp://", 1)), None
-    if cluster.startswith("local"):
-        n = int(cluster.split(":", 1)[1]) if ":" in cluster else (_gpu_count() or max(1, parallel))
-        local = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                         dashboard_address=None, host="127.0.0.1")
-        return distributed.Client(local), local
-    if cluster in ("slurm", "pbs", "sge", "lsf"):
-        jobqueue = require("dask_jobqueue", "dask", f"running studies on {cluster}", package="dask-jobqueue")
-        klass = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster"}[cluster]
-        remote = getattr(jobqueue, klass)()  # configured by ~/.config/dask/jobqueue.yaml
-        remote.scale(jobs=max(1, parallel))
-        return distributed.Client(remote), remote
-    raise StudyError(f"unknown cluster {cluster!r}: use local, local:N, dask://host:port, slurm or pbs")
+def make_client(cluster: str, parallel: int = 1) -> tuple[Any, Any]:
+    """A Dask client for `cluster` (`workbench/cluster.py`)."""
+    from workbench.cluster import make_client as client_for
+
+    return client_for(cluster, parallel, "running studies on a Dask cluster")
 
 
 def _run_on_dask(todo, outputs, cluster, parallel, kernel_name, retries, timeout, finish, bar) -> None:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from workbench.eval.caller.gpus import cores_for, physical_id
 from workbench.eval.caller.progress import ProgressRelay
 from workbench.eval.wire import judge_messages as wire
 from workbench.eval.wire.process_env import apply_timing_env, module_command
@@ -88,16 +89,22 @@ class Judge:
     starts at the judge's `Ready`, so a slow start-up never eats into a candidate's time."""
 
     def __init__(self, device: str, peers: int = 1):
-        """`peers`: how many judges the caller keeps for this device (they share its memory)."""
+        """`device`: "cpu", "cuda", or one GPU "cuda:N" that the judge then sees alone (`gpus.physical_id`), so
+        its jobs say "cuda" (`job_device`). `peers`: how many judges the caller keeps for this device (they share
+        its memory)."""
         self.device = device
+        self.job_device = "cuda" if device.startswith("cuda:") else device
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
         # Reference modules are written here (real .py files); removed with the judge.
         self.workdir = tempfile.mkdtemp(prefix="kwb_judge_")
         env = scrubbed_env(device)
         env["KWB_WORKDIR"] = self.workdir
         env["KWB_JUDGE_PEERS"] = str(peers)  # the judges of a device share its memory (judge/timing/inputs.py)
+        if device.startswith("cuda:"):
+            env["CUDA_VISIBLE_DEVICES"] = physical_id(device)
+            env["KWB_JUDGE_CORES"] = cores_for(device)
         self.proc = subprocess.Popen(
-            module_command("workbench.eval.judge.main", device),
+            module_command("workbench.eval.judge.main", self.job_device),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=env, start_new_session=True, bufsize=0,
         )

@@ -10,13 +10,15 @@ the CPU, where the interpreter and the timing share the cores. Judges start on d
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from workbench.errors import WorkbenchError, WorkerError
+from workbench.eval.caller import gpus
 from workbench.eval.caller.judges import Judge, JudgeDied
 from workbench.eval.caller.progress import CancelToken, ProgressRelay
 from workbench.eval.wire import judge_messages as wire
@@ -36,17 +38,32 @@ def gpu_judges(cores: int | None) -> int:
     return max(DEFAULT_SLOTS["cuda"], min(MAX_GPU_JUDGES, (cores or 0) // CORES_PER_GPU_JUDGE))
 
 
-_POOL: dict[str, list[Judge]] = {}
+_POOL: dict[str, list[Judge]] = {}  # per place: "cpu" or one GPU, "cuda:N"
 _BUSY: set[Judge] = set()
+_ALONE: dict[str, Judge] = {}  # a GPU given to one judge alone (memory admission, `_run_alone`)
+_WAITING_ALONE: set[Judge] = set()  # busy judges waiting for their GPU alone (they run nothing meanwhile)
 _COND = threading.Condition()
 
 
 def _key(device: str) -> str:
-    return "cuda" if device.startswith("cuda") else "cpu"
+    """The place of a pinned device: "cpu", or "cuda:N" ("cuda" alone is GPU 0 where one place is needed)."""
+    if not device.startswith("cuda"):
+        return "cpu"
+    return device if ":" in device else "cuda:0"
+
+
+def places(device: str, devices: Sequence[str] | None = None) -> list[str]:
+    """Where an evaluation on `device` may run: the CPU; one pinned GPU ("cuda:N"); or, for "cuda", any GPU of
+    `devices` (None: KWB_GPUS, else every visible one)."""
+    if not device.startswith("cuda"):
+        return ["cpu"]
+    if ":" in device:
+        return [device]
+    return gpus.chosen(devices) or ["cuda:0"]
 
 
 def judge_slots(device: str) -> int:
-    """How many judges the device mode may have (module doc)."""
+    """How many judges one place of the device mode may have (module doc): per GPU on a GPU machine."""
     raw = os.environ.get("KWB_JUDGES", "").strip()
     if raw:
         try:
@@ -56,9 +73,15 @@ def judge_slots(device: str) -> int:
         if value < 1:
             raise WorkbenchError(f"KWB_JUDGES must be 1 or more, not {value}")
         return value
-    if _key(device) == "cuda":
-        return gpu_judges(_usable_cores())
+    if device.startswith("cuda"):
+        cores = _usable_cores()
+        return gpu_judges(cores // max(1, gpus.visible_count()) if cores else cores)
     return DEFAULT_SLOTS["cpu"]
+
+
+def total_slots(device: str, devices: Sequence[str] | None = None) -> int:
+    """Judges that may work at once for `device` over all its places (every chosen GPU's judges)."""
+    return judge_slots(device) * len(places(device, devices))
 
 
 def _usable_cores() -> int | None:
@@ -68,64 +91,98 @@ def _usable_cores() -> int | None:
         return os.cpu_count()
 
 
-def _start(device: str) -> Judge:
+def _start(place: str) -> Judge:
     try:
-        return Judge(device, judge_slots(device))
+        return Judge(place, judge_slots(place))
     except OSError as exc:  # pragma: no cover
         raise WorkerError(f"could not start an evaluation judge: {exc}") from exc
 
 
-def _live(key: str) -> list[Judge]:
-    """The pool of a device mode without its dead idle judges (a busy one is dropped by its job); _COND held."""
-    pool = _POOL.setdefault(key, [])
+def _live(place: str) -> list[Judge]:
+    """The judges of a place without its dead idle ones (a busy one is dropped by its job); _COND held."""
+    pool = _POOL.setdefault(place, [])
     pool[:] = [j for j in pool if j.alive() or j in _BUSY]
     return pool
 
 
 def judges(device: str) -> list[Judge]:
-    """The device mode's judges now (busy or not)."""
+    """The judges of `device` now (busy or not): of one place, or of every GPU for "cuda"."""
     with _COND:
+        if device == "cuda":
+            return [j for place, pool in _POOL.items() if place.startswith("cuda") for j in pool]
         return list(_POOL.get(_key(device), []))
 
 
-def get_judge(device: str) -> Judge:
-    """An idle judge of the device mode (started when there is none); not reserved: for callers that drive one
-    judge by hand (tests, diagnostics)."""
+def occupancy(device: str, devices: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
+    """Per place of `device`: (busy judges, judges allowed), for progress lines."""
+    slots = judge_slots(device)
     with _COND:
-        pool = _live(_key(device))
+        return {place: (sum(j in _BUSY for j in _POOL.get(place, [])), slots) for place in places(device, devices)}
+
+
+def get_judge(device: str) -> Judge:
+    """An idle judge of the device's place (started when there is none); not reserved: for callers that drive one
+    judge by hand (tests, diagnostics)."""
+    place = _key(device)
+    with _COND:
+        pool = _live(place)
         idle = [j for j in pool if j not in _BUSY]
         if idle:
             return idle[0]
-        judge = _start(device)
+        judge = _start(place)
         pool.append(judge)
         return judge
 
 
-def prestart(device: str, count: int | None = None) -> int:
-    """Start judges up to `count` (default: the device's slots) without waiting for them; returns how many the device
-    mode has now. Their imports overlap whatever the caller does next."""
-    want = min(judge_slots(device), count if count is not None else judge_slots(device))
+def prestart(device: str, count: int | None = None, devices: Sequence[str] | None = None) -> int:
+    """Start judges up to `count` over the device's places (default: all their slots), spread evenly, without
+    waiting for them; returns how many there are now. Their imports overlap whatever the caller does next."""
+    where = places(device, devices)
+    slots = judge_slots(device)
+    want = min(slots * len(where), count if count is not None else slots * len(where))
     with _COND:
-        pool = _live(_key(device))
-        while len(pool) < want:
-            pool.append(_start(device))
-        return len(pool)
+        pools = {place: _live(place) for place in where}
+        while sum(map(len, pools.values())) < want:
+            place = min(where, key=lambda p: len(pools[p]))
+            if len(pools[place]) >= slots:
+                break
+            pools[place].append(_start(place))
+        return sum(map(len, pools.values()))
 
 
-def _acquire(device: str, relay: ProgressRelay) -> Judge:
-    """Reserve a judge: an idle one (a started one first), a new one while the pool has room, else the first that
-    becomes free. Cancel and Ctrl-C are honoured while waiting."""
-    key = _key(device)
+def _choose(where: list[str], slots: int) -> tuple[str, Judge | None] | None:
+    """The place for the next evaluation (_COND held): the least busy GPU that has an idle judge or room for one,
+    an idle started judge before a new one; None while every place is full or given to one judge alone."""
+    options: list[tuple[tuple[int, int, int], str, Judge | None]] = []
+    for order, place in enumerate(where):
+        if place in _ALONE:
+            continue
+        pool = _live(place)
+        idle = sorted((j for j in pool if j not in _BUSY), key=lambda j: not j.ready)
+        busy = len(pool) - len(idle)
+        if idle:
+            options.append(((busy, 0 if idle[0].ready else 1, order), place, idle[0]))
+        elif len(pool) < slots:
+            options.append(((busy, 2, order), place, None))
+    if not options:
+        return None
+    _, place, judge = min(options, key=lambda o: o[0])
+    return place, judge
+
+
+def _acquire(device: str, relay: ProgressRelay, devices: Sequence[str] | None = None) -> Judge:
+    """Reserve a judge on the least busy place of `device` (`_choose`), starting one where there is room, else wait
+    for the first that becomes free. Cancel and Ctrl-C are honoured while waiting."""
+    where = places(device, devices)
     slots = judge_slots(device)
     with _COND:
         while True:
-            pool = _live(key)
-            idle = sorted((j for j in pool if j not in _BUSY), key=lambda j: not j.ready)
-            judge = idle[0] if idle else None
-            if judge is None and len(pool) < slots:
-                judge = _start(device)
-                pool.append(judge)
-            if judge is not None:
+            chosen = _choose(where, slots)
+            if chosen is not None:
+                place, judge = chosen
+                if judge is None:
+                    judge = _start(place)
+                    _POOL[place].append(judge)
                 _BUSY.add(judge)
                 return judge
             _COND.wait(WAIT_STEP)
@@ -143,7 +200,7 @@ def _forget(judge: Judge, successor: bool) -> None:
     after a crash or a cancel does not wait for its imports."""
     judge.kill()
     with _COND:
-        pool = _POOL.get(_key(judge.device), [])
+        pool = _POOL.get(judge.device, [])
         if judge in pool:
             pool.remove(judge)
         if successor:
@@ -156,47 +213,109 @@ def _forget(judge: Judge, successor: bool) -> None:
 
 
 def discard_judge(device: str) -> None:
-    """Kill and forget every judge of the device mode (after a cheat patched one, or for a changed environment)."""
+    """Kill and forget every judge of the device's place ("cuda": of every GPU), after a cheat patched one, or for
+    a changed environment."""
     with _COND:
-        pool = _POOL.pop(_key(device), [])
-    for judge in pool:
-        judge.kill()
+        doomed = [place for place in _POOL if (place.startswith("cuda") if device == "cuda" else place == _key(device))]
+        pools = [_POOL.pop(place) for place in doomed]
+    for pool in pools:
+        for judge in pool:
+            judge.kill()
 
 
 def run_job(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,
-            cancel: CancelToken | None = None) -> wire.Reply:
-    """Run one job on a judge of its device. A dead or hung judge becomes a "timeout"/"crashed" Reply; a cancel or
-    anything raised while waiting propagates, and the busy judge is ended (replaced at once, except after Ctrl-C)."""
+            cancel: CancelToken | None = None, devices: Sequence[str] | None = None) -> wire.Reply:
+    """`run_placed`'s reply alone."""
+    return run_placed(job, timeout, on_progress, cancel, devices)[0]
+
+
+def run_placed(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,
+               cancel: CancelToken | None = None, devices: Sequence[str] | None = None) -> tuple[wire.Reply, str]:
+    """Run one job on a judge of the least busy place of its device; returns the Reply and the place ("cpu" or
+    "cuda:N"). A judge that dies mid-job is replaced and the job runs once more; a second death, or a hung judge,
+    becomes a "crashed"/"timeout" Reply. A cancel or anything raised while waiting propagates, and the busy judge
+    is ended (replaced at once, except after Ctrl-C)."""
     relay = ProgressRelay(on_progress, cancel)
-    judge = _acquire(job.device, relay)
-    try:
-        reply = judge.request(job, timeout, relay)
-    except JudgeDied as died:
-        if not judge.ready:  # no candidate code ran: the environment is broken, not the kernel
+    for attempt in (1, 2):
+        judge = _acquire(job.device, relay, devices)
+        sent = dataclasses.replace(job, device=judge.job_device)
+        try:
+            reply = judge.request(sent, timeout, relay)
+            if _crowded_out(judge, reply):
+                reply = _run_alone(judge, sent, timeout, relay)
+            break
+        except JudgeDied as died:
+            if not judge.ready:  # no candidate code ran: the environment is broken, not the kernel
+                _forget(judge, successor=False)
+                raise WorkerError(
+                    f"the evaluation judge could not start ({died.detail}). Run `kwb doctor`, and check that "
+                    f"`{sys.executable} -m workbench.eval.judge.main` imports torch and triton.\n"
+                    f"Last judge output:\n{died.log}") from None
+            _forget(judge, successor=True)
+            if died.kind == "crashed" and attempt == 1:
+                continue  # the judge (trusted, not the candidate's process) died: once more on a fresh judge
+            reply = wire.Reply(status=died.kind, died=died.detail, log=died.log, judge_pid=judge.pid)
+            return reply, judge.device
+        except KeyboardInterrupt:  # the user is stopping: end the busy judge; the next evaluation starts one
             _forget(judge, successor=False)
-            raise WorkerError(
-                f"the evaluation judge could not start ({died.detail}). Run `kwb doctor`, and check that "
-                f"`{sys.executable} -m workbench.eval.judge.main` imports torch and triton.\n"
-                f"Last judge output:\n{died.log}") from None
-        _forget(judge, successor=True)
-        return wire.Reply(status=died.kind, died=died.detail, log=died.log, judge_pid=judge.pid)
-    except KeyboardInterrupt:  # the user is stopping: end the busy judge; the next evaluation starts one
-        _forget(judge, successor=False)
-        raise
-    except BaseException:
-        _forget(judge, successor=True)
-        raise
+            raise
+        except BaseException:
+            _forget(judge, successor=True)
+            raise
+    if attempt == 2:
+        reply.diagnostics.judge_restarted = "its first judge died mid-evaluation; evaluated again on a fresh judge"
     kept = _in_pool(judge)
     if judge.jobs >= MAX_JOBS_PER_JUDGE or not kept:
         _forget(judge, successor=kept)
     else:
         _release(judge)
+    return reply, judge.device
+
+
+def _crowded_out(judge: Judge, reply: wire.Reply) -> bool:
+    """The judge ran out of GPU memory while other judges shared its GPU: their memory, not the task, may be why."""
+    if not judge.device.startswith("cuda") or not reply.diagnostics.out_of_memory:
+        return False
+    with _COND:
+        return any(other is not judge for other in _POOL.get(judge.device, []))
+
+
+def _run_alone(judge: Judge, job: wire.Job, timeout: float, relay: ProgressRelay) -> wire.Reply:
+    """Memory admission: evaluate `job` again with the GPU to this judge alone. It waits until no other judge of the
+    GPU runs anything (those waiting for the GPU alone too go one after another), keeps new evaluations off the GPU,
+    and ends the GPU's idle judges so their memory is free; a task that still does not fit gets "does not fit"."""
+    place = judge.device
+    with _COND:
+        _WAITING_ALONE.add(judge)
+        _COND.notify_all()
+        try:
+            while place in _ALONE or any(j in _BUSY and j is not judge and j not in _WAITING_ALONE
+                                         for j in _POOL.get(place, [])):
+                _COND.wait(WAIT_STEP)
+                relay.check_cancel()
+        finally:
+            _WAITING_ALONE.discard(judge)
+        _ALONE[place] = judge
+        pool = _POOL.get(place, [])
+        idle = [j for j in pool if j is not judge and j not in _BUSY]
+        pool[:] = [j for j in pool if j not in idle]
+        waiting = len(pool) - 1
+    try:
+        for other in idle:
+            other.kill()
+        reply = judge.request(job, timeout, relay)
+    finally:
+        with _COND:
+            _ALONE.pop(place, None)
+            _COND.notify_all()
+    reply.diagnostics.gpu_alone = (f"ran out of memory beside {len(idle) + waiting} other judge(s) of {place}; "
+                                   f"evaluated again with the GPU to itself ({len(idle)} idle judge(s) ended)")
     return reply
 
 
 def _in_pool(judge: Judge) -> bool:
     with _COND:
-        return judge in _POOL.get(_key(judge.device), [])
+        return judge in _POOL.get(judge.device, [])
 
 
 def shutdown_judges() -> None:
@@ -204,6 +323,8 @@ def shutdown_judges() -> None:
         pools = list(_POOL.values())
         _POOL.clear()
         _BUSY.clear()
+        _ALONE.clear()
+        _WAITING_ALONE.clear()
     for pool in pools:
         for judge in pool:
             judge.close()

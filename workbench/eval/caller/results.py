@@ -70,3 +70,10 @@ def cancelled_result(task: Task, cand: Candidate, job: Job, seconds: float) -> R
     return Result(status="cancelled", metadata=_metadata(cand, 0), **_identity(task, cand, job),
                   message=f"cancelled after {seconds:.1f} s: the evaluation was stopped and its judge ended; "
                           "nothing was judged or stored. Evaluate again for a verdict.")
+
+
+def cluster_failed_result(task: Task, cand: Candidate, job: Job, detail: str) -> Result:
+    """What a candidate the cluster could not evaluate returns: status "crashed", nothing judged."""
+    return Result(status="crashed", metadata=_metadata(cand, 0), **_identity(task, cand, job),
+                  message=f"the cluster could not evaluate this candidate ({detail}); nothing was judged. A candidate "
+                          "cannot reach a worker from its sandbox, so look at the workers' logs and evaluate again.")

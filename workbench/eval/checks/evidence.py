@@ -1,10 +1,8 @@
-"""What each verdict input rests on (docs/trust-boundary.md, evidence; docs/anti-cheating.md, cheat 26): `judge`
-(measured by the judge), `corroborated` (the runner's report, checked by a judge measurement), `unverified`,
-`contradicted`, or `n/a`. The runner counts launches, so the judge corroborates them: on the CPU a probe call must
-cost the runner `CPU_LAUNCH_SHARE` of its per-launch budget more CPU time (read from /proc) than the same call without
-it; on a GPU the profiled forward must run the candidate's own kernels (names parsed by the judge), seal intact,
-within the judge's clock. A strict-policy Triton or CUDA candidate is "ok" only with launches corroborated;
-contradicted launches reject under any policy (`unverified-evidence`). Limits: docs/anti-cheating.md, Known limits.
+"""What each verdict input rests on (docs/anti-cheating.md, cheat 26): `judge`, `corroborated` (the runner's report
+checked by a judge measurement), `unverified`, `contradicted` or `n/a`. Launches are corroborated on the CPU by a
+probe call costing the runner `CPU_LAUNCH_SHARE` of its per-launch budget more CPU time (from /proc), on a GPU by a
+profiled forward running the candidate's own kernels, seal intact, within the judge's clock. A strict-policy Triton
+or CUDA candidate is "ok" only with launches corroborated; contradicted launches reject under any policy.
 """
 
 from __future__ import annotations
@@ -20,9 +18,9 @@ JUDGE, CORROBORATED, UNVERIFIED, CONTRADICTED, NOT_APPLICABLE = (
 LEVELS = (JUDGE, CORROBORATED, UNVERIFIED, CONTRADICTED, NOT_APPLICABLE)
 #: The inputs a Result names, in the order it shows them.
 INPUTS = ("outputs", "time", "launches", "coverage")
-#: Median share of a probe's per-launch budget that must show in its extra CPU time (half: room for a busy machine).
+#: Median share of a probe's per-launch budget that must show in its extra CPU time.
 CPU_LAUNCH_SHARE = 0.5
-#: Most a profiled forward's kernels may take: this multiple of the call's time (streams overlap) plus the slack.
+#: Most a profiled forward's kernels may take: this multiple of the call's time plus the slack.
 PROFILE_MULTIPLE = 2.0
 PROFILE_SLACK_MS = 0.1
 
@@ -43,8 +41,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class ProbePair:
-    """An ordinary call and the probe call after it on the same inputs: the runner's CPU seconds in each (or the
-    judge's wall clock where /proc has none), the launches reported for the probe call, the budget per launch."""
+    """An ordinary call and the probe call after it: the runner's seconds in each, the probe's launches and budget."""
 
     ordinary_s: float
     probe_s: float
@@ -53,7 +50,7 @@ class ProbePair:
 
 
 def interpreted_launches(pairs: list[ProbePair], basis: str) -> tuple[str, str]:
-    """(level, how) for the launches reported on the CPU, from probe pairs (module doc)."""
+    """(level, how) for the launches reported on the CPU, from probe pairs."""
     counted = [p for p in pairs if p.launches > 0 and p.budget_s > 0]
     if not counted:
         return UNVERIFIED, "no probe call measured"
@@ -70,8 +67,7 @@ def interpreted_launches(pairs: list[ProbePair], basis: str) -> tuple[str, str]:
 
 def profiled_launches(kernels: dict[str, float] | None, own: set[str], tampered: tuple[str, ...],
                       call_ms: float | None) -> tuple[str, str]:
-    """(level, how) for the launches on a GPU from one profiled forward; `call_ms`: the call's time, never under
-    the judge's clock."""
+    """(level, how) for the launches on a GPU from one profiled forward."""
     if kernels is None:
         return UNVERIFIED, "no profiled forward"
     if tampered:
@@ -88,8 +84,7 @@ def profiled_launches(kernels: dict[str, float] | None, own: set[str], tampered:
 
 
 def findings(evidence: Evidence, policy: str, language: str) -> list[Finding]:
-    """Contradicted launches reject under any policy; the strict policy needs a Triton or CUDA candidate's launches
-    corroborated (one reporting none is a decoy: `judge_launches`)."""
+    """Contradicted launches reject; the strict policy needs a Triton or CUDA candidate's launches corroborated."""
     level = evidence.levels.get("launches", UNVERIFIED)
     how = evidence.how.get("launches", "")
     if level == CONTRADICTED:
@@ -102,6 +97,6 @@ def findings(evidence: Evidence, policy: str, language: str) -> list[Finding]:
 
 
 def summary(levels: dict[str, str]) -> str:
-    """'outputs judge · time judge · launches corroborated' (the inputs this verdict has, in `INPUTS` order)."""
+    """'outputs judge · time judge · launches corroborated', in `INPUTS` order."""
     names = [n for n in INPUTS if n in levels] + [n for n in levels if n not in INPUTS]
     return " · ".join(f"{n} {levels[n]}" for n in names)

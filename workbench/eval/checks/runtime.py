@@ -1,6 +1,5 @@
 """The judge's reading of what a runner reported (docs/anti-cheating.md, cheats 4, 5, 8, 17): launches of the
-candidate's own kernels, threads left running, coverage (the share of GPU time in its own kernels). Kernel names come
-from the source, parsed by the judge (`own_kernel_names`), never from the runner.
+candidate's own kernels (names parsed from its source, never the runner's), threads left running, coverage.
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(?:stat
 
 
 def own_kernel_names(source: str) -> set[str]:
-    """Names of the kernels the candidate defines: @triton.jit / autotune / heuristics functions, and CUDA
-    `__global__` functions in its (inline) C++ strings."""
+    """The kernels the candidate defines: Triton-decorated functions and `__global__` functions in its C++."""
     names: set[str] = set(_GLOBAL.findall(source or ""))
     try:
         tree = ast.parse(source)
@@ -54,9 +52,8 @@ def is_own(kernel: str, names: Iterable[str]) -> bool:
 
 def judge_launches(reports: list[LaunchReport], language: str,
                    passthrough: list[bool] | None = None) -> list[Finding]:
-    """A Triton candidate must launch one of its own kernels in every call and return what they wrote.
-    `passthrough[i]`: call i returned a tensor equal to an input, which excuses content no launch produced (an
-    in-place kernel these values leave alone, ReLU on positive data)."""
+    """A Triton candidate must launch its own kernels in every call and return what they wrote (`passthrough[i]`:
+    call i returned a tensor equal to an input, which excuses content no launch produced)."""
     if language != "triton" or not reports:
         return []
     for r in reports:
@@ -77,7 +74,7 @@ def judge_launches(reports: list[LaunchReport], language: str,
 
 
 def judge_tamper(tampered: Iterable[str]) -> list[Finding]:
-    """Hook points the runner sealed before the candidate was imported and found replaced (`runner/seal.py`)."""
+    """Hook points the runner sealed and found replaced."""
     names = list(dict.fromkeys(tampered))
     if not names:
         return []
@@ -95,7 +92,7 @@ def judge_threads(reports: list[LaunchReport]) -> list[Finding]:
 
 
 def judge_coverage(kernels: dict[str, float], own: set[str], policy: str) -> tuple[float | None, list[Finding]]:
-    """(coverage, findings) from one profiled forward: the share of GPU kernel time in the candidate's kernels."""
+    """(share of GPU kernel time in the candidate's kernels, findings) from one profiled forward."""
     total = sum(kernels.values())
     if total <= 0:
         return None, [Finding("decoy-kernel", "no GPU kernel ran during forward")]
@@ -116,8 +113,7 @@ HOST_WORK_MIN_MS = 1.0
 
 
 def judge_host_work(kernels: dict[str, float], median_ms: float) -> list[Finding]:
-    """GPU kernel time of one profiled forward against the measured time: an honest, launch-bound candidate still
-    spends a fair share on the GPU (docs/anti-cheating.md, cheat 17)."""
+    """`host-compute` when a profiled forward's kernels are a sliver of the measured time."""
     gpu_ms = sum(kernels.values()) / 1e3
     if median_ms >= HOST_WORK_MIN_MS and gpu_ms < HOST_WORK_SHARE * median_ms:
         return [Finding("host-compute", f"GPU kernels ran {gpu_ms:.3f} ms of a {median_ms:.3f} ms forward: the work "
@@ -125,21 +121,19 @@ def judge_host_work(kernels: dict[str, float], median_ms: float) -> list[Finding
     return []
 
 
-#: On the CPU the reference runs on one core: a runner using more cores' worth of CPU time than this per second of
-#: the judge's clock (and beyond `CPU_SHARE_SLACK_S`: the kernel counts in 10 ms ticks) had cores it did not.
+#: On the CPU the reference runs on one core: a runner using more than this many cores' worth (beyond the slack of
+#: 10 ms ticks) had cores it did not.
 CPU_SHARE_LIMIT = 1.3
 CPU_SHARE_SLACK_S = 0.04
-#: Threads besides the runner's main thread may use this share of a batch's bracket (and this many seconds, for short
-#: batches) before their work is the candidate's parallelism.
+#: Threads besides the runner's main one may use this share of a batch's bracket (or seconds, for short batches).
 OTHER_THREADS_SHARE = 0.1
 OTHER_THREADS_SLACK_S = 0.005
 
 
 @dataclass(frozen=True)
 class CpuBatch:
-    """One timed batch on the CPU as the judge read it from /proc: its bracket by the judge's clock, the runner's CPU
-    seconds (10 ms ticks, exited threads included), and the precise seconds of its main thread and of its other live
-    threads."""
+    """One timed CPU batch as the judge read it from /proc: its bracket, the runner's CPU seconds (ticks), and the
+    precise seconds of its main thread and of its other live threads."""
 
     bracket: float
     cpu: float
@@ -152,11 +146,9 @@ class CpuBatch:
 
 
 def judge_cpu_share(batches: list[CpuBatch], span: CpuBatch | None = None) -> list[Finding]:
-    """CPU timing: work on threads other than the runner's main thread (live ones by their own clocks; exited ones as
-    the process's CPU beyond its main thread's, at tick precision), or more than one core's worth of CPU time, is
-    `thread-use`. Threads that exist but do nothing (a runtime's idle helpers, more of them on machines with more
-    cores) count for nothing. `span`: the whole timing read once before and once after (its brackets summed), so
-    short batches that each fall under a 10 ms tick add up without adding up their rounding."""
+    """CPU timing: work on threads other than the runner's main one, or more than one core's worth, is `thread-use`
+    (idle threads count for nothing). `span`: the whole timing read once, so short batches add up without adding up
+    their tick rounding."""
     for b in [*batches, *([span] if span is not None else [])]:
         off_main = max(b.others, b.cpu - b.main - b.others)
         if b.others > max(OTHER_THREADS_SHARE * b.bracket, OTHER_THREADS_SLACK_S) or \

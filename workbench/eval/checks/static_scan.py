@@ -1,11 +1,8 @@
-"""Static (AST) anti-cheating checks on candidate source, before any of it runs (docs/anti-cheating.md, cheats 4, 6,
-8, 10, 15, 16, 17). Allocating, viewing and launching kernels in forward is allowed; fallbacks, caches, threads, the
-reference and the harness are not. Torch compute in forward is flagged under the "strict" policy (docs/verdicts.md)
-and confirmed or cleared by what ran (`what_ran.py`); under "partial" the coverage check judges it. A candidate with
-no kernel of its own is rejected unless it is a declared PyTorch baseline.
-
-The entry class is `ModelNew`, else an alias `ModelNew = X`, else `Model` (as KernelBench's scripts accept); beside
-a `ModelNew`, `Model` is the reference, so subclassing, building or calling it is `reference-subclass`.
+"""Static (AST) checks on candidate source before any of it runs (docs/anti-cheating.md, cheats 4, 6, 8, 10, 15-17):
+allocating, viewing and launching kernels in forward is allowed; fallbacks, caches, threads, the reference and the
+harness are not. Torch compute in forward is flagged under the "strict" policy and decided by what ran
+(`what_ran.py`). The entry class is `ModelNew`, an alias `ModelNew = X`, else `Model`; beside a `ModelNew`, `Model`
+is the reference (`reference-subclass`).
 """
 
 from __future__ import annotations
@@ -48,7 +45,7 @@ COMPUTE_NN = {"Linear", "Conv1d", "Conv2d", "Conv3d", "LayerNorm", "BatchNorm1d"
 THREAD_MODULES = {"threading", "concurrent", "multiprocessing", "asyncio", "_thread", "subprocess"}
 STREAM_ATTRS = {"Stream", "stream", "ExternalStream", "set_stream", "cudaStreamCreate", "current_stream"}
 REFERENCE_NAMES = {"Model"}
-#: torch's handles on its dispatch and function modes: the runner's op record is made with them; a kernel needs none.
+#: torch's handles on its dispatch and function modes (the runner's op record is made with them).
 MODE_HANDLES = {
     "_DisableTorchDispatch", "DisableTorchFunction", "DisableTorchFunctionSubclass", "_disable_current_modes",
     "_pop_mode", "_pop_mode_temporarily", "_push_mode", "_pop_torch_function_stack", "_push_on_torch_function_stack",
@@ -72,15 +69,13 @@ class _Module:
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
     entry_class: ast.ClassDef | None = None
     globals: set[str] = field(default_factory=set)
-    #: Classes defined at module level, by name.
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     #: Local name -> canonical dotted name of what was imported under it (`import sys as s` -> {"s": "sys"}).
     imports: dict[str, str] = field(default_factory=dict)
 
 
 def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "strict") -> list[Finding]:
-    """Findings for `source` under the task's kernel `policy` ("strict" or "partial"); syntax errors are left to the
-    loader (it reports them with a line)."""
+    """Findings for `source` under the kernel `policy`; syntax errors are left to the loader."""
     from workbench.tasks.task import KERNEL_POLICIES
 
     if policy not in (*KERNEL_POLICIES, BASELINE_POLICY):
@@ -150,7 +145,7 @@ def _collect(mod: _Module) -> None:
 
 
 def _resolve_entry(mod: _Module) -> None:
-    """Set `mod.entry` to the class the loader will build: `entry`, an alias `entry = SomeClass`, else `Model`."""
+    """Set `mod.entry` to the class the loader will build."""
     if mod.entry in mod.classes:
         mod.entry_class = mod.classes[mod.entry]
         return
@@ -168,7 +163,7 @@ def _base_names(cls: ast.ClassDef) -> list[str]:
 
 
 def _lineage(mod: _Module, name: str) -> list[str]:
-    """`name` and its base classes defined in this module, nearest first (a local MRO, good enough for a scan)."""
+    """`name` and its base classes defined in this module, nearest first."""
     order: list[str] = []
     frontier = [name]
     while frontier:
@@ -208,8 +203,7 @@ def _no_custom_kernel(mod: _Module, policy: str) -> list[Finding]:
 
 
 def _reference_use(mod: _Module) -> list[Finding]:
-    """ModelNew subclassing, building or calling `Model` (the reference's name in KernelBench's format), or importing
-    the reference module. A candidate whose own entry class is named Model is not the reference."""
+    """The entry subclassing, building or calling `Model` (the reference), or importing the reference module."""
     for node in ast.walk(mod.tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
@@ -275,8 +269,7 @@ def _streams(mod: _Module) -> list[Finding]:
 
 
 def _forward_functions(mod: _Module) -> list[ast.FunctionDef]:
-    """The entry's forward (inherited too) plus the module functions, methods and local classes' forwards it reaches
-    within three calls (`self.inner = Helper()` ... `self.inner(x)`), so work cannot hide one class away."""
+    """The entry's forward plus the functions, methods and local classes' forwards it reaches within three calls."""
     if mod.entry_class is None:
         return []
     start = _method(mod, mod.entry, "forward")
@@ -284,7 +277,7 @@ def _forward_functions(mod: _Module) -> list[ast.FunctionDef]:
 
 
 def _reachable(mod: _Module, roots: list[ast.FunctionDef]) -> list[ast.FunctionDef]:
-    """`roots` and the functions they reach within three calls (see `_forward_functions`)."""
+    """`roots` and the functions they reach within three calls."""
     held = _held_classes(mod)
     owner_of = {id(fn): name.split(".")[0] for name, fn in mod.functions.items() if "." in name}
     seen: dict[int, ast.FunctionDef] = {id(r): r for r in roots}
@@ -335,7 +328,7 @@ def _held_classes(mod: _Module) -> dict[str, dict[str, str]]:
 
 
 def _nn_submodules(mod: _Module) -> set[str]:
-    """self.<name> attributes assigned an nn compute layer in any local class (forward follows into helpers)."""
+    """self.<name> attributes assigned an nn compute layer in any local class."""
     names: set[str] = set()
     if mod.entry_class is None:
         return names
@@ -396,8 +389,7 @@ def _try_fallback(mod: _Module) -> list[Finding]:
 
 
 def _module_cache(mod: _Module) -> list[Finding]:
-    """Module-level dict/list/set (or an attribute of self) indexed in the forward path with keys derived from the
-    inputs' identity/content."""
+    """A module-level container (or an attribute of self) indexed in forward by the inputs' identity or content."""
     containers = set()
     for node in mod.tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Dict, ast.List, ast.Set, ast.Call)):

@@ -1,7 +1,6 @@
-"""Static checks for reaching into the harness or computing elsewhere (docs/anti-cheating.md, cheats 9, 15, 16, 17),
-used by `static_scan.scan`. `harness-tamper` (reject): trace hooks, frames, the collector's graph, code-object swaps,
-workbench's modules; none finds the judge, but none has a use in a kernel either. `foreign-compute` (warn only:
-numpy and ctypes have honest uses, and GPU coverage decides): libraries that compute off the candidate's kernels.
+"""Static checks for reaching into the harness (`harness-tamper`: trace hooks, frames, the collector's graph,
+code-object swaps, workbench's modules; none has a use in a kernel) or computing elsewhere (`foreign-compute`, a
+warning: coverage decides). docs/anti-cheating.md, cheats 9, 15, 16, 17.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ TAMPER_CALLS = {
 }
 #: Frame and code attributes: walking to a caller's frame (`f_back`), reading its variables, swapping code objects.
 TAMPER_ATTRS = {"f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
-#: Packages that make up the harness; a candidate importing or looking one up is reaching for the checker.
+#: Packages that make up the harness.
 HARNESS_PACKAGES = ("workbench",)
 #: Libraries that compute outside the candidate's kernels (docs/anti-cheating.md, cheat 17).
 FOREIGN_MODULES = {"numpy", "ctypes", "cffi", "subprocess", "scipy", "numba", "jax", "cupy", "tensorflow"}
@@ -46,7 +45,6 @@ def dotted(node: ast.expr, imports: dict[str, str]) -> str:
 
 
 def harness_tamper(tree: ast.Module, imports: dict[str, str]) -> list[Finding]:
-    """Trace/profile hooks, frame walks, the collector's graph, code-object swaps, the harness's modules."""
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")

@@ -1,10 +1,8 @@
 """Judge what ran, not what is written (docs/anti-cheating.md, "What ran"): a static `torch-compute-in-forward`
-finding (which may name a branch never taken, or an identity such as eval-mode dropout) waits for the dispatcher's
-record of the correctness calls (`runner/op_record.py`) on the CPU, or the profiled forward on a GPU. Views,
-allocations, fills, copies and casts never count. Both records come from the candidate's process: torch compute in
-either confirms the finding; a clean record clears it only when complete for every call and agreeing with the launch
-tracker. On the CPU under the strict policy, the record also finds torch compute the source does not name, and data
-handed to numpy or DLPack (`host-compute`).
+finding waits for the dispatcher's record of the correctness calls (CPU) or the profiled forward (GPU). Views,
+allocations, fills, copies and casts never count; torch compute in either record confirms the finding, a clean record
+clears it only when complete for every call and agreeing with the launch tracker. On the CPU under the strict policy
+the record also finds torch compute the source does not name, and data handed to numpy or DLPack (`host-compute`).
 """
 
 from __future__ import annotations
@@ -43,7 +41,7 @@ LAYOUT_KERNEL_MARKERS = ("copy", "fillfunctor", "fill_kernel", "memset", "memcpy
 
 
 class CallRecordLike(Protocol):
-    """One correctness call as the runner reported it (`judge.candidate_session.CallRecord`)."""
+    """One correctness call as the runner reported it (`CallRecord`)."""
 
     launch: Any
     ops: Any
@@ -56,7 +54,6 @@ def op_name(op: str) -> str:
 
 
 def compute_ops(ops: dict[str, int]) -> dict[str, int]:
-    """The operators of a record that compute (everything outside LAYOUT_OPS)."""
     return {op: n for op, n in ops.items() if op_name(op) not in LAYOUT_OPS}
 
 
@@ -97,8 +94,8 @@ def _summary(per_call: list[dict[str, int]]) -> str:
 
 @dataclass
 class WhatRan:
-    """A static torch-compute finding on its way to a verdict (`from_scan`), weighed by `after_check` and, while
-    `pending`, `after_profile`; `notes` say which evidence cleared a finding."""
+    """A static torch-compute finding on its way to a verdict: weighed by `after_check` and, while `pending`,
+    `after_profile`."""
 
     suspicions: list[Finding]
     device: str
@@ -123,14 +120,12 @@ class WhatRan:
 
     @property
     def wants_record(self) -> bool:
-        """Whether the correctness calls should come back with a record of what torch executed."""
         if self.suspicions:
             return True
         return not self.on_gpu and self.policy == "strict" and self.language == "triton"
 
     def after_check(self, calls: Sequence[CallRecordLike], passed: bool) -> list[Finding]:
-        """Findings from the correctness calls' records; on a GPU a clean record leaves the decision to the profile
-        unless the rounds failed."""
+        """Findings from the correctness calls' records (on a GPU a clean one leaves the decision to the profile)."""
         per_call = [compute_ops(c.ops.ops) if c.ops is not None else {} for c in calls]
         ran = any(per_call)
         findings: list[Finding] = []
@@ -155,7 +150,7 @@ class WhatRan:
         return findings
 
     def after_profile(self, kernels: dict[str, float], own: set[str]) -> list[Finding]:
-        """Decide a pending finding from one profiled forward: GPU kernel time per kernel name (microseconds)."""
+        """Decide a pending finding from one profiled forward (kernel microseconds by name)."""
         if not self.pending:
             return []
         total = sum(kernels.values())
@@ -174,7 +169,7 @@ class WhatRan:
         return []
 
     def after_failure(self, how: str) -> Finding:
-        """The pending finding, decided: the candidate failed after its rounds passed, so no profile can clear it."""
+        """The pending finding, decided: no profile can clear it now."""
         return self._decided(f"the static finding stands: {how}")
 
     def take_notes(self) -> list[str]:
@@ -198,7 +193,7 @@ _WRAPPERS = {"vectorized_elementwise_kernel", "elementwise_kernel", "unrolled_el
 
 
 def _short(kernel: str) -> str:
-    """A library kernel's telling name: 'vectorized_elementwise_kernel<tanh_kernel_cuda>' for ATen's templates."""
+    """A library kernel's telling name (ATen's templates named by their functor)."""
     base = base_name(kernel)
     if base in _WRAPPERS:
         inner = [n for n in re.findall(r"at::native::(?:\(anonymous namespace\)::)?(\w+)", kernel)

@@ -1,9 +1,5 @@
-"""Measured roofline ceilings for a reply, from the judge (the engine's hook into `roofline.ceilings`).
-
-A verdict's SOL fraction needs a roof: a GPU in the datasheet table has one; the CPU and an unknown GPU need
-measured ceilings (copy bandwidth, matmul rate), which take seconds and gigabytes the first time and are then
-cached on disk. That work belongs to trusted code outside the user's notebook, so the judge measures (or reads)
-them and sends them in its reply; the caller only turns them into a roof.
+"""Measured roofline ceilings for a reply: the CPU and a GPU missing from the datasheet table need measured ceilings
+(seconds and gigabytes the first time, then cached on disk), so the judge measures or reads them and sends them.
 """
 
 from __future__ import annotations
@@ -14,8 +10,7 @@ from typing import Any
 
 import torch
 
-#: torch's intra-op thread count before the judge lowered it for timing (`cpu_timing_threads`): CPU ceilings are
-#: measured, and keyed in the cache, with the machine's default, as `kwb roofline` measures them.
+#: torch's thread count before the judge lowered it for timing: CPU ceilings are measured with the default.
 DEFAULT_THREADS = torch.get_num_threads()
 
 
@@ -44,9 +39,8 @@ def _default_threads() -> Iterator[None]:
 def measured_ceilings(device: str, device_name: str, clock: str | None,
                       measuring: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
                       ) -> tuple[dict[str, Any] | None, str]:
-    """(the device's ceilings as a dict, "") when a verdict or a SOL needs them; (None, why not) when measuring
-    failed; (None, "") when no measured roof is needed. From the disk cache, else measured inside `measuring()` (the
-    evaluation makes it an exclusive hold of the device: a measurement owns the device, a cache read needs none)."""
+    """(ceilings, "") where a verdict or a SOL needs them, (None, why) when measuring failed, (None, "") when none
+    is needed; from the disk cache, else measured inside `measuring()` (an exclusive hold of the device)."""
     try:
         if not needs_measured_roof(device, device_name, clock):
             return None, ""

@@ -1,9 +1,6 @@
-"""What the judge process keeps between evaluations, and how its runners reach shared memory.
-
-Everything here is trusted, judge-side state reused by every later candidate (docs/verdicts.md, speed): loaded
-references, built reference models, the reference's correctness rounds, FLOP/byte counts and compiled references,
-each bounded so a study over hundreds of tasks cannot fill the GPU with them.
-"""
+"""What the judge process keeps between evaluations (references, models, rounds, counts, compiled references, the
+kept timing pool, the spare runner), each bounded so a study over hundreds of tasks cannot fill the GPU, and how its
+runners reach shared memory (`probe_transport`)."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ import json
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,51 +38,40 @@ class Recent(OrderedDict):
 
 
 def task_key(task: Task) -> str:
-    """What the judge's caches are keyed by: the whole task (source, sizes, tolerances, precision, distributions),
-    so a changed task never meets an old entry."""
+    """What the judge's caches are keyed by: the whole task, so a changed task never meets an old entry."""
     return hashlib.sha256(json.dumps(task.to_spec(), sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
 @dataclass
 class Context:
-    """What the judge process provides to an evaluation: its fork server, how shared memory reaches its runners
-    (CUDA IPC where the sandbox allows it, else host staging), and the caches of reference work (module doc)."""
+    """What the judge process provides to an evaluation (module doc)."""
 
     fork_server: Any
     workdir: str
-    #: What starts a runner: `RunnerProcess` (a sandboxed process from the fork server); tests of the judge's logic
-    #: put a scripted in-process runner with the same interface here (tests/fake_runner.py).
+    #: What starts a runner; tests put a scripted one with the same interface here (tests/fake_runner.py).
     runner_class: type[RunnerProcess] = RunnerProcess
     transport: str = "auto"
     share_ipc: bool = False
     transport_note: str = ""
     references: dict[str, LoadedReference] = field(default_factory=dict)
-    #: Reference models per (task, size, seed, device), FLOP/byte counts per (task, size, device), compiled
-    #: references per (task, size, seed, device): the most recent few only.
     models: dict[Any, Any] = field(default_factory=lambda: Recent(4))
     counted: dict[Any, Any] = field(default_factory=lambda: Recent(64))
     compiled: dict[Any, Any] = field(default_factory=lambda: Recent(4))
     rounds: ReferenceCache = field(default_factory=ReferenceCache)
-    #: `ctx.progress(stage, step=k, steps=n, ...)` reports where the evaluation stands (judge/progress.py).
     progress: ProgressHook = field(default_factory=ProgressHook)
-    #: What timing learned of each reference (its time per call, whether it draws random numbers, the harness
-    #: calibration with its age), per (task, size, seed, device): `timing_stage.ReferenceProfile`.
+    #: `timing_stage.ReferenceProfile` per (task, size, seed, device).
     timing: dict[Any, Any] = field(default_factory=lambda: Recent(16))
-    #: The device lock every judge on this machine shares (`device_lock.py`); None: no lock (a judge alone).
     device_lock: DeviceLock | None = None
-    #: The last timing pool, kept for the next candidate of the same task, size and seed (`input_pool.py`): one
-    #: at most, by its timing key.
+    #: (timing key, pool): the last timing pool, kept for the next candidate of the same task, size and seed.
     kept_pool: tuple[Any, Any] | None = None
-    #: The next candidate's runner, started and warmed up during this one's evaluation (`spare_runner.py`).
+    #: The next candidate's runner (`runners/spare.py`).
     spare: Any = None
-    #: What an evaluation leaves for after its reply has gone (`tidy`): waits and releases that decide nothing.
     after_reply: list[Callable[[], Any]] = field(default_factory=list)
 
     def tidy(self) -> None:
-        """Run what the last evaluation left for after its reply (`after_reply`), oldest first, then collect the
-        judge's garbage and give its cached GPU memory back to the driver (the next runner, another process, needs
-        it): the judge main loop calls it once a reply is sent, and every evaluation before it starts, so the next
-        one finds the memory given back. A failure is printed, never raised (the reply is already gone)."""
+        """Run what the last evaluation left for after its reply (waits and releases that decide nothing), then
+        give the judge's cached GPU memory back; called after each reply and before each evaluation. A failure is
+        printed, never raised."""
         jobs, self.after_reply = self.after_reply, []
         if not jobs:
             return
@@ -99,8 +86,8 @@ class Context:
             torch.cuda.empty_cache()
 
     def take_pool(self, key: Any) -> Any:
-        """The kept timing pool of `key` (no longer kept: the caller gives it back with `keep_pool`), or None. A
-        pool of another key is freed: it would hold its memory through an evaluation that cannot use it."""
+        """The kept timing pool of `key` (the caller keeps it again with `keep_pool`), or None; a pool of another
+        key is freed."""
         if self.kept_pool is not None and self.kept_pool[0] == key:
             pool, self.kept_pool = self.kept_pool[1], None
             return pool
@@ -108,21 +95,19 @@ class Context:
         return None
 
     def keep_pool(self, key: Any, pool: Any) -> None:
-        """Keep `pool` (its runner closed) for the next candidate of `key`; the one kept before is freed."""
+        """Keep `pool` for the next candidate of `key`; the one kept before is freed."""
         if self.kept_pool is not None and self.kept_pool[1] is not pool:
             self.release_pool()
         self.kept_pool = (key, pool)
 
     def release_pool(self) -> None:
-        """Free the kept timing pool (the judge has been idle: `judge/main.py`)."""
         if self.kept_pool is not None:
             self.kept_pool[1].free()
             self.kept_pool = None
 
     def release_idle(self) -> None:
-        """What an idle judge gives back (the kept timing pool with its reference runner, the spare runner), holding
-        the device shared: the runners' CUDA contexts are torn down as they exit, which must not land in another
-        judge's timed batches."""
+        """What an idle judge gives back, holding the device shared (CUDA contexts torn down as runners exit must
+        not land in another judge's timed batches)."""
         from workbench.eval.judge.device_lock import SHARED, held
 
         with held(self.device_lock, SHARED):
@@ -130,7 +115,6 @@ class Context:
             self.release_spare()
 
     def release_spare(self) -> None:
-        """Close the spare runner (the judge has been idle, ends, or needs the memory its CUDA context holds)."""
         if self.spare is not None:
             from workbench.eval.judge.runners.spare import discard
 
@@ -138,9 +122,8 @@ class Context:
             self.spare = None
 
     def drop_device_caches(self, task: str = "") -> bool:
-        """Forget every cached reference round, model and compiled model (they may hold GPU memory a larger task
-        needs); True when any of them belonged to a task other than `task` (a task key): only then can a second
-        try of `task` find more memory."""
+        """Forget every cached round, model and compiled model; True when any belonged to a task other than `task`
+        (only then can a second try of `task` find more memory)."""
         keys = [*self.rounds._entries, *self.models, *self.compiled]
         had = any(not (isinstance(k, tuple) and k and k[0] == task) for k in keys)
         self.rounds.clear()
@@ -150,16 +133,10 @@ class Context:
             had = had or self.kept_pool[0][0] != task
             self.release_pool()
         self.release_spare()
-        import gc
-
         gc.collect()
-        try:
-            import torch
-
-            if torch.cuda.is_available() and torch.cuda.is_initialized():
+        with suppress(Exception):  # only frees memory
+            if torch.cuda.is_initialized():
                 torch.cuda.empty_cache()
-        except Exception:  # noqa: BLE001 - only frees memory
-            pass
         return had
 
     def reference(self, task: Task) -> LoadedReference:
@@ -171,7 +148,7 @@ class Context:
 
 def probe_transport(server: Any, device: str) -> tuple[str, bool, str]:
     """(transport, share the IPC namespace?, note) for GPU runners: CUDA IPC with a private IPC namespace, else
-    with the judge's IPC namespace shared (PID, network and mount stay private), else pinned host staging."""
+    with the judge's shared, else host staging."""
     if not device.startswith("cuda"):
         return "fd", False, ""
     from workbench.eval.wire import runner_messages as protocol

@@ -1,11 +1,7 @@
 """One evaluation inside the judge, as the stages run: scan -> load (calibrate inside) -> check -> count ->
-[compile] -> time (cover inside) -> [ran] -> evidence -> verdict.
-
-The judge never imports candidate code: the candidate runs in a fresh sandboxed runner for this evaluation only
-(`runners/session.py`). Each stage either returns or ends the evaluation through `judge/verdict.py`, the one place
-that decides a status; `run()` turns runner deaths, protocol violations and the judge's own out-of-memory into
-verdicts there too. `Evaluation` declares everything an evaluation holds; the stages' helpers in the concept folders
-take it typed. Where every second goes is in `stage_seconds` (waiting for the device lock as "wait").
+[compile] -> time (cover inside) -> [ran] -> evidence -> verdict. The candidate runs in a fresh sandboxed runner
+(`runners/session.py`); each stage returns or ends the evaluation through `judge/verdict.py`, and `run()` turns
+runner deaths, protocol violations and the judge's own out-of-memory into verdicts there too.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from workbench.eval.checks import runtime as guards
 from workbench.eval.checks import static_scan as static_checks
 from workbench.eval.checks.evidence import Evidence
 from workbench.eval.checks.what_ran import WhatRan
-from workbench.eval.judge import trace, verdict
+from workbench.eval.judge import verdict
 from workbench.eval.judge.ceilings import measured_ceilings
 from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness.check import CandidateFailure, CheckReport, run_correctness
@@ -50,9 +46,8 @@ from workbench.result import BASELINE_POLICY
 from workbench.tasks import precision
 from workbench.tasks.task import LoadedReference, Task
 
-#: The device lock each stage holds (`device_lock.py`): measurements own the device, every other use of it shares
-#: (the candidate's import inside "load" included); starting the next runner and scanning hold none. "calibrate"
-#: shares the device while it draws the timing pool and takes it exclusively only for its two measurements.
+#: The device lock each stage holds (`device_lock.py`): measurements own the device, every other use shares it
+#: ("calibrate" takes it exclusively only for its two measurements).
 STAGE_LOCKS = {"calibrate": SHARED, "time": EXCLUSIVE, "check": SHARED, "evidence": SHARED, "count": SHARED,
                "ran": SHARED, "cover": SHARED}
 
@@ -68,31 +63,25 @@ class RunnerState:
 
     session: CandidateSession | None = None
     spare_key: SpareKey | None = None
-    #: The spare runner this evaluation was given (started during the previous candidate), if any.
-    spare: Spare | None = None
-    #: The CUDA build cache's key for this source, and the entry found for it (None: compiled now).
-    build_key: str | None = None
+    spare: Spare | None = None  # the spare runner this evaluation was given
+    build_key: str | None = None  # the CUDA build cache's key for this source, and the entry found for it
     build_entry: Path | None = None
-    #: This source's Triton cache, bound into the runner.
     triton_dir: Path | None = None
 
 
 @dataclass
 class Evaluation:
-    """Everything one evaluation holds (module doc)."""
+    """Everything one evaluation holds."""
 
     job: Job
     ctx: Context
     task: Task = field(init=False)
     candidate: CandidateSpec = field(init=False)
     device: str = field(init=False)
-    #: The kernel policy the verdict applies: the task's, or "baseline" for a declared PyTorch baseline.
-    policy: str = field(init=False)
+    policy: str = field(init=False)  # the task's kernel policy, or "baseline" for a declared PyTorch baseline
     precision: precision.PrecisionPolicy = field(init=False)
-    #: The timing size, bf16 made float32 under the interpreter (`_cpu_safe`).
-    time_size: dict[str, Any] = field(init=False)
-    #: What the judge's caches are keyed by (`context.task_key`).
-    key: str = field(init=False)
+    time_size: dict[str, Any] = field(init=False)  # bf16 made float32 under the interpreter (`_cpu_safe`)
+    key: str = field(init=False)  # `context.task_key`
     # -- what the reply says beside the verdict --
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     evidence: Evidence = field(default_factory=Evidence)
@@ -106,15 +95,10 @@ class Evaluation:
     # -- the runner, the reference, the timing --
     runner: RunnerState = field(default_factory=RunnerState)
     plan: timing_stage.TimingPlan | None = None
-    #: A static torch-compute finding waiting for a record of what ran (`checks/what_ran.py`).
-    ran: WhatRan | None = None
-    #: The background compile of the reference this evaluation started, if any.
+    ran: WhatRan | None = None  # a static torch-compute finding waiting for what ran
     compile_job: compiled.CompileJob | None = None
-    #: Whether this evaluation made the correctness rounds' reference side (none kept from an earlier one).
     rounds_made_here: bool = False
-    #: Rounds holding one made ahead for a check that may not come (`reference/ahead.make_ahead`).
-    held_rounds: ReferenceRounds | None = None
-    #: The device's measured roofline ceilings, once asked for (`_ceilings`).
+    held_rounds: ReferenceRounds | None = None  # holding a round made ahead for a check that may not come
     _roof: tuple[dict[str, Any] | None, str] | None = None
 
     def __post_init__(self) -> None:
@@ -139,22 +123,22 @@ class Evaluation:
 
     @property
     def session(self) -> CandidateSession:
-        """The candidate's runner session (set by the load stage)."""
         assert self.runner.session is not None, "no runner yet: the load stage starts it"
         return self.runner.session
 
-    # ---- driver ---------------------------------------------------------------------------------------------
     def run(self, retry_out_of_memory: bool = True) -> dict[str, Any]:
         """The evaluation's reply fields (status decided by `judge/verdict.py`)."""
         self.ctx.tidy()  # what the last evaluation left for after its reply, if its caller did not run it yet
         with precision.applied(self.precision, self.device):  # around every reference computation in the judge
             reply = self._run()
-        if reply.pop("out_of_memory", False) and retry_out_of_memory and self.ctx.drop_device_caches(self.key):
+        out_of_memory = reply.pop("out_of_memory", False)
+        if out_of_memory and retry_out_of_memory and self.ctx.drop_device_caches(self.key):
             # What the judge kept of earlier tasks may have taken the memory: once more without it, only once.
             again = type(self)(self.job, self.ctx).run(retry_out_of_memory=False)
-            again.pop("out_of_memory", None)
             again["diagnostics"].out_of_memory_retry = "judge caches dropped, evaluated once more"
             return again
+        if out_of_memory:  # the caller may evaluate it again with the GPU to itself (`caller/pool.py`)
+            reply["diagnostics"].out_of_memory = True
         return reply
 
     def _run(self) -> dict[str, Any]:
@@ -200,8 +184,7 @@ class Evaluation:
             self._release()
 
     def _reply(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """The reply's fields: what the stages decided, and what every reply says (versions, sandbox, policies,
-        seconds, evidence, diagnostics; the ceilings a timed result's SOL needs)."""
+        """The reply's fields: what the stages decided, and what every reply says."""
         reply = {"versions": self.versions, "device_name": self.device_name, "sandbox": self.sandbox,
                  "sandbox_reason": self.sandbox_reason, "kernel_policy": self.policy,
                  "precision": self.precision.name, "stage_seconds": self.stage_seconds,
@@ -226,18 +209,16 @@ class Evaluation:
                 self.diagnostics.compile_pauses = self.session.pauses.to_dict()
             close_runner(self)
         if self.plan is not None and self.plan.pool.keepable:
-            # Its runner is killed: the next candidate of this task, size and seed is lent the pool (and the
-            # reference's runner with it).
             self.ctx.keep_pool(self.timing_key, self.plan.pool)
         elif self.plan is not None:
             self.plan.pool.drop_reference_runner()
         self.plan = None  # its memory, and the judge's cached GPU memory, go back after the reply (`Context.tidy`)
 
     def _stage(self, name: str, fn: Any, *args: Any) -> Any:
-        """Run one stage, holding the device lock as the stage needs it (`STAGE_LOCKS`); its seconds, and the
-        seconds spent waiting for the lock ("wait"), go to stage_seconds, its peak GPU memory to the diagnostics."""
+        """Run one stage holding the device lock it needs; its seconds (and the lock's "wait") go to stage_seconds,
+        its peak GPU memory to the diagnostics."""
         cuda = self.device.startswith("cuda") and torch.cuda.is_initialized()
-        with self.hold_device(STAGE_LOCKS.get(name, NONE)), trace.span(f"stage {name}"):
+        with self.hold_device(STAGE_LOCKS.get(name, NONE)):
             started = time.perf_counter()
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
@@ -251,7 +232,6 @@ class Evaluation:
 
     @contextmanager
     def hold_device(self, mode: int) -> Iterator[None]:
-        """Hold the device lock in `mode` for the block; the seconds spent waiting for it go to stage_seconds."""
         with held(self.ctx.device_lock, mode) as waited:
             self._add_wait(waited)
             yield
@@ -262,8 +242,7 @@ class Evaluation:
 
     @contextmanager
     def _released(self) -> Iterator[Any]:
-        """The shared hold let go while the candidate compiles (`device_lock.py`); the seconds spent getting it back
-        go to stage_seconds["wait"]."""
+        """The shared hold let go while the candidate compiles."""
         lock = self.ctx.device_lock
         with lock.released() if lock is not None else nullcontext() as got:
             yield got
@@ -294,7 +273,6 @@ class Evaluation:
             return verdict.candidate_failed(f.exc_type, f.message, exc.stage, f.candidate_line, f.log)
         return verdict.candidate_failed(type(original).__name__, str(original), exc.stage, "", exc.traceback_text)
 
-    # ---- stages ---------------------------------------------------------------------------------------------
     def scan(self) -> None:
         """Static checks on the source (AST only: nothing of the candidate runs)."""
         if self.candidate.language == "cuda" and not self.device.startswith("cuda"):
@@ -306,22 +284,20 @@ class Evaluation:
         verdict.stop_if_rejected(findings, self.warnings)
 
     def load(self) -> None:
-        """A fresh runner for this candidate; before the candidate is imported in it, the timing's input pool and
-        the harness calibration (`timing/stage.prepare`), then the candidate (compilation has its own budget)."""
+        """A fresh runner; before the candidate is imported in it, the timing's pool and calibration."""
         self.runner.session = start_runner(self)
         self.session.release_device = self._released
         if self.job.time_it:
             self._stage("calibrate", self._prepare_timing)
             compiled.start_for(self)  # first: where it outlasts the check, it sets the wall
-            with self.hold_device(SHARED), trace.span("reference runner launch"):  # weights copied to shared memory
+            with self.hold_device(SHARED):  # weights copied to shared memory
                 reference_runner.launch_for(self)
         with self.hold_device(SHARED):  # the candidate's import may already use the device
             load_candidate(self, meanwhile=self._while_importing)
 
     def _while_importing(self) -> None:
         """The judge's own work while the runner imports: the next candidate's runner, this one's rounds ahead."""
-        with trace.span("start spare"):
-            start_spare(self)
+        start_spare(self)
         ahead.make_ahead(self)
 
     def _prepare_timing(self) -> None:
@@ -339,24 +315,19 @@ class Evaluation:
 
     @property
     def timing_key(self) -> tuple[Any, ...]:
-        """What the judge keeps per task, timing size and seed (reference model, compiled model, timing profile)."""
         return (self.key, repr(sorted(self.time_size.items())), self.seed, self.device)
 
     def reference(self) -> LoadedReference:
         return self.ctx.reference(self.task)
 
     def reference_model(self) -> Any:
-        """The reference model at the timing size, built once per task, size and seed in this judge."""
         key = self.timing_key
         if key not in self.ctx.models:
-            with trace.span("reference model"):
-                self.ctx.models[key] = build_reference(self.reference(), self.time_size, self.device, self.seed)
+            self.ctx.models[key] = build_reference(self.reference(), self.time_size, self.device, self.seed)
         return self.ctx.models[key]
 
     def check(self) -> CheckReport:
-        """The correctness protocol, every candidate call made in the runner; the reference's side of every round
-        from the judge's cache when an earlier candidate of this task already made it (or this evaluation did,
-        during the import)."""
+        """The correctness protocol, the reference's side from the judge's rounds."""
         sizes, rounds = ahead.plan(self)
         assert self.ran is not None
         self.session.record_ops = self.ran.wants_record
@@ -380,8 +351,7 @@ class Evaluation:
         return report
 
     def assess(self, report: CheckReport) -> dict[str, Any]:
-        """Correctness findings, plus what the runner's reports show: no own kernel launched, output not produced by
-        one, threads left running; the first checkpoint."""
+        """Correctness findings and what the runner's reports show; the first checkpoint."""
         assert self.ran is not None
         findings = list(report.findings)
         records = self.session.reports
@@ -402,7 +372,7 @@ class Evaluation:
         return result
 
     def count(self, result: dict[str, Any]) -> None:
-        """FLOPs and minimal bytes of the reference at the timed size (advisory), once per task and size."""
+        """FLOPs and minimal bytes of the reference at the timed size (advisory)."""
         key = (self.key, repr(sorted(self.time_size.items())), self.device)
         if key not in self.ctx.counted:
             try:
@@ -412,9 +382,7 @@ class Evaluation:
         result["counted"] = self.ctx.counted[key]
 
     def time(self, result: dict[str, Any], compiled_ref: Any = None) -> None:
-        """Candidate (its runner) and reference (its own runner on a GPU, else the judge) in alternating batches on
-        shared inputs, by the judge's clock (`timing/pair.py`); on a GPU, then the coverage of the candidate's own
-        kernels; a checkpoint."""
+        """The timed pair (`timing/pair.py`), then on a GPU the coverage of the candidate's kernels; a checkpoint."""
         assert self.plan is not None
         ref = self.reference()
         ref_model = self.reference_model()
@@ -445,8 +413,7 @@ class Evaluation:
         verdict.stop_if_rejected(evidence_stage.settle(self, result), [], result)
 
     def settle_evidence(self, result: dict[str, Any]) -> None:
-        """What the verdict rests on (`evidence/stage.py`): a strict-policy "ok" needs launches the judge
-        corroborated."""
+        """What the verdict rests on (`evidence/stage.py`)."""
         verdict.stop_if_rejected(evidence_stage.before_verdict(self, result), self.warnings, result)
 
     def physics(self, result: dict[str, Any]) -> None:
@@ -459,21 +426,19 @@ class Evaluation:
         verdict.stop_if_rejected(found, self.warnings, result)
 
     def _ceilings(self, clock: str | None) -> tuple[dict[str, Any] | None, str]:
-        """The device's measured roofline ceilings where a verdict or a SOL needs them (once per evaluation; once
-        per device on disk): the device is held exclusively only when they must be measured now."""
+        """The device's measured roofline ceilings where needed, once per evaluation."""
         if self._roof is None:
             self._roof = measured_ceilings(self.device, self.device_name, clock,
                                            measuring=lambda: self.hold_device(EXCLUSIVE))
         return self._roof
 
     def sample_inputs(self) -> list[Any]:
-        """One input set at the timing size, the same draw every time (counting, compiling the reference)."""
+        """One input set at the timing size, the same draw every time."""
         return self.reference().make_inputs(self.time_size, self.seed + 101, self.device)
 
     def wants_compiled(self) -> bool:
         return self.device.startswith("cuda") and self.job.compile_reference
 
-    # ---- helpers --------------------------------------------------------------------------------------------
     def _cpu_safe(self, size: dict[str, Any]) -> dict[str, Any]:
         """bf16 arithmetic returns 0 in Triton's interpreter: run those sizes in fp32, visibly."""
         interp = os.environ.get("TRITON_INTERPRET") == "1"

@@ -1,13 +1,9 @@
-"""The judge process: trusted, never imports candidate code. Reads `Job`s from the caller (one JSON line each on
-stdin, `wire/judge_messages.py`), runs each as an `Evaluation` (one fresh sandboxed runner per candidate, forked by
-the fork server this process owns), and answers with `Progress` lines when asked and one `Reply` per job on a
-private channel.
-
-The candidate's prints never reach this channel: they go to the runner's own output pipe, read through a bounded
-buffer. When the judge starts, its own stdout is redirected to stderr so nothing a reference prints can corrupt a
-message.
+"""The judge process (trusted, never imports candidate code): reads `Job`s from the caller as JSON lines on stdin,
+runs each as an `Evaluation`, and answers with `Progress` lines when asked and one `Reply` per job on a private
+duplicate of stdout (its own stdout goes to stderr, so nothing a reference prints can corrupt a message).
 """
 
+# ruff: noqa: E402 - the judge's cores are set before torch and everything that imports it (`apply_judge_cores`)
 from __future__ import annotations
 
 import dataclasses
@@ -22,15 +18,20 @@ import threading
 import time
 from typing import IO, Any
 
+from workbench.eval.caller.gpus import apply_judge_cores
+
+apply_judge_cores()  # before torch starts its threads: a judge of one of several GPUs keeps to that GPU's cores
+
 import torch
 
-from workbench.eval.judge import trace, verdict
+from workbench.eval.judge import verdict
 from workbench.eval.judge.context import Context, probe_transport
 from workbench.eval.judge.correctness import compare_fused
 from workbench.eval.judge.device_lock import DeviceLock
 from workbench.eval.judge.evaluation import Evaluation
 from workbench.eval.judge.runners.process import ForkServer
 from workbench.eval.wire import judge_messages as wire
+from workbench.eval.wire.process_env import versions
 from workbench.eval.wire.timed_loop import cpu_timing_threads
 
 _WRITE_LOCK = threading.Lock()
@@ -38,8 +39,7 @@ _CHANNEL: IO[bytes] | None = None
 
 
 def _open_channel() -> None:
-    """Make the message channel a private duplicate of stdout, and point fd 1 (and sys.stdout) at stderr, so
-    nothing a reference or a library prints can corrupt a message. Done when the judge starts, never on import."""
+    """The message channel a private duplicate of stdout; fd 1 (and sys.stdout) pointed at stderr."""
     global _CHANNEL
     _CHANNEL = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -54,21 +54,9 @@ def _send(message: wire.Job | wire.Progress | wire.Reply | wire.Ready, job: str)
         _CHANNEL.flush()
 
 
-def _versions() -> dict[str, str]:
-    out = {"python": sys.version.split()[0], "torch": torch.__version__}
-    try:
-        import triton
-
-        out["triton"] = triton.__version__
-    except Exception:  # pragma: no cover
-        out["triton"] = "missing"
-    return out
-
-
 def _die_with_the_caller() -> None:
-    """The judge runs in its own session (a cancel kills its whole group), so it does not get the caller's signals:
-    when the caller is gone (it was killed, or a timeout ended it), the judge exits too, and its fork server and
-    runners follow it (each dies with its parent). Otherwise an orphaned judge would keep its GPU memory."""
+    """The judge runs in its own session, so it gets none of the caller's signals: when the caller is gone, the judge
+    exits (its fork server and runners die with it) rather than keep its GPU memory."""
     parent = os.getppid()
 
     def watch() -> None:
@@ -81,8 +69,7 @@ def _die_with_the_caller() -> None:
 
 
 class ReportedEvaluation(Evaluation):
-    """An Evaluation that reports each stage it enters through the context's progress hook (and the enclosing
-    stage again when a nested one, like "calibrate" inside "load", ends)."""
+    """An Evaluation that reports each stage it enters (and the enclosing one again when a nested one ends)."""
 
     def _stage(self, name: str, fn: Any, *args: Any) -> Any:
         outer = getattr(self, "_current_stage", "")
@@ -97,17 +84,8 @@ class ReportedEvaluation(Evaluation):
 
 
 def _evaluate(job: wire.Job, ctx: Context) -> dict[str, Any]:
-    """One evaluation; with KWB_JUDGE_TRACE set to a folder, its timeline written there (`trace.py`); with
-    KWB_JUDGE_PROFILE set to a folder, under cProfile with its stats written there (where the judge's seconds go,
-    function by function: `python -m pstats FILE`)."""
-    trace.begin()
-    try:
-        return _profiled(job, ctx)
-    finally:
-        trace.end(f"{job.task.get('name', '?')} / {job.candidate.name or '?'}")
-
-
-def _profiled(job: wire.Job, ctx: Context) -> dict[str, Any]:
+    """One evaluation; with KWB_JUDGE_PROFILE set to a folder, under cProfile with its stats written there
+    (`benchmarks/eval_profile.py`)."""
     folder = os.environ.get("KWB_JUDGE_PROFILE")
     if not folder:
         return ReportedEvaluation(job, ctx).run()
@@ -122,8 +100,7 @@ def _profiled(job: wire.Job, ctx: Context) -> dict[str, Any]:
 
 
 def _warm_counting() -> None:
-    """FlopCounterMode's first use costs seconds (imports, op tables): pay it in a background thread while the judge
-    waits for its first job, not in the first evaluation's count stage."""
+    """FlopCounterMode's first use costs seconds: paid in a thread while the judge waits for its first job."""
     def warm() -> None:
         try:
             from workbench.eval.judge.reference.counting import count_work
@@ -136,8 +113,8 @@ def _warm_counting() -> None:
 
 
 def _stack_watch() -> tuple[float, IO[str]] | None:
-    """KWB_JUDGE_STACKS=SECONDS: while one job runs longer than that, every thread's stack is written to stderr
-    (or to the file KWB_JUDGE_STACKS_FILE names) every SECONDS, so a judge that seems stuck shows where it is."""
+    """KWB_JUDGE_STACKS=SECONDS: while a job runs, every thread's stack every SECONDS to stderr (or the file
+    KWB_JUDGE_STACKS_FILE names), so a judge that seems stuck shows where it is."""
     raw = os.environ.get("KWB_JUDGE_STACKS", "")
     try:
         seconds = float(raw)
@@ -153,9 +130,8 @@ _STACKS: tuple[float, IO[str]] | None = None
 
 
 def answer(job: wire.Job, job_id: str, ctx: Context) -> wire.Reply:
-    """Run `job` (progress lines sent as it goes when it asked for them) and make its Reply; the judge's own
-    seconds for the evaluation (`evaluation_s`) and for the whole job (`judge_s`) in its diagnostics: what a
-    caller's wall time holds beyond them is the queue and the transport (and the last job's tidying)."""
+    """Run `job` and make its Reply, with the judge's own seconds for the evaluation and the whole job (a caller's
+    wall time beyond them is the queue and the transport)."""
     started = time.perf_counter()
     ctx.progress.start((lambda message: _send(message, job_id)) if job.progress else None)
     if _STACKS is not None:
@@ -176,9 +152,7 @@ def _start(device: str) -> tuple[ForkServer, Context]:
     if not device.startswith("cuda"):
         cpu_timing_threads()
     else:
-        # Without it a context made through the C++ side leaves torch.cuda.is_initialized() False, and every
-        # torch.manual_seed queues its CUDA half with a formatted stack trace (~1 ms) instead of seeding the device.
-        torch.cuda.init()
+        torch.cuda.init()  # else every manual_seed queues its CUDA half (benchmarks/README.md)
     _warm_counting()
     server = ForkServer(device)
     ctx = Context(fork_server=server, workdir=tempfile.mkdtemp(prefix="kwb_judge_"), device_lock=DeviceLock(device))
@@ -195,7 +169,7 @@ def main() -> None:
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     server, ctx = _start(device)
     gc.freeze()
-    _send(wire.Ready(pid=os.getpid(), versions=_versions(), sandbox=server.sandbox, sandbox_reason=server.reason,
+    _send(wire.Ready(pid=os.getpid(), versions=versions(), sandbox=server.sandbox, sandbox_reason=server.reason,
                      transport=ctx.transport, transport_note=ctx.transport_note), "")
     lines = _job_lines()
     try:
@@ -229,15 +203,14 @@ def main() -> None:
         server.close()
 
 
-#: Seconds a judge without a job keeps the timing pool of its last task (`Context.keep_pool`) and its spare runner
-#: (`spare_runner.py`): long enough for the next candidate of a sweep or an LLM loop, short enough that an idle judge
-#: does not hold GPU memory the user's own work needs.
+#: Seconds a judge without a job keeps its last timing pool and its spare runner: long enough for the next candidate
+#: of a sweep, short enough not to hold GPU memory the user's own work needs.
 POOL_IDLE_S = float(os.environ.get("KWB_POOL_IDLE_S") or 10.0)
 
 
 def _job_lines() -> queue.Queue[str | None]:
-    """The caller's job lines, read by a thread, so the main thread can wait for the next one with a deadline and
-    free what it keeps meanwhile (CUDA memory is freed on the thread that uses it). None: the caller closed."""
+    """The caller's job lines read by a thread, so the main thread can wait with a deadline and free what it keeps
+    (None: the caller closed)."""
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:

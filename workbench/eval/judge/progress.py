@@ -1,9 +1,5 @@
-"""The judge's side of live progress: `ctx.progress(stage, **fields)` from anywhere in an evaluation.
-
-A call is cheap and safe everywhere (it never raises into the evaluation, and does nothing unless the caller asked
-for progress): a new stage is sent at once, and further calls within a stage at most every `min_interval` seconds,
-so a loop over timed batches may call it on every batch without flooding the channel or spending the judge's time.
-Calls belong between measurements, never inside a timed bracket.
+"""Live progress: `ctx.progress(stage, **fields)` from anywhere in an evaluation, cheap and never raising; a new stage
+is sent at once, further calls within a stage at most every `min_interval` seconds. Never inside a timed bracket.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ MIN_INTERVAL = 0.25
 
 
 class ProgressHook:
-    """Sends `Progress` messages for the job in hand through `send` (set by the judge's main loop per job)."""
+    """Sends `Progress` messages for the job in hand through `send`."""
 
     def __init__(self, min_interval: float = MIN_INTERVAL):
         self.min_interval = min_interval
@@ -33,14 +29,14 @@ class ProgressHook:
         return self._send is not None
 
     def start(self, send: Callable[[Progress], None] | None) -> None:
-        """Begin a job; `send` None (the caller did not ask) makes every call a no-op."""
+        """Begin a job; `send` None makes every call a no-op."""
         self._send, self._started, self._stage, self._last = send, time.monotonic(), "", 0.0
 
     def stop(self) -> None:
         self._send = None
 
     def __call__(self, stage: str, **fields: Any) -> None:
-        """Report `stage` with Progress's optional fields (step, steps, samples, ci_width, note)."""
+        """Report `stage` with Progress's optional fields."""
         if self._send is None:
             return
         now = time.monotonic()

@@ -1,15 +1,8 @@
-"""The one place a verdict is decided: every status, flag and speedup verdict a Result carries comes from a function
-here, called by the evaluation's stages with what the judge measured (docs/verdicts.md).
-
-- Findings (failed checks, `checks/flags.py`) become a status at each checkpoint (`stop_if_rejected`): any
-  reject-severity finding ends the evaluation as "incorrect" (wrong numbers) or "rejected" (a cheat), warn-level ones
-  ride along as warnings.
-- Faults that are not findings (a compile error, a dead runner, a broken task, the judge's own out-of-memory) get
-  their status here too (`compile_error`, `runner_died`, ...).
-- The speedup's verdict (faster | slower | same | inconclusive) is read from its CI against a noise band
-  (`speedup`), and a time below the physical floor is `faster-than-physics` (`physics`), both before the reply.
-
-The caller turns the reply into a Result and never changes its status.
+"""The one place a verdict is decided (docs/verdicts.md): findings become a status at each checkpoint
+(`stop_if_rejected`: a rejecting finding ends the evaluation as "incorrect" or "rejected", warn-level ones ride
+along), faults that are not findings get theirs (`compile_error`, `runner_died`, ...), the speedup's verdict is read
+from its CI against a noise band (`speedup`), and a time below the physical floor is `faster-than-physics`. The
+caller turns the reply into a Result and never changes its status.
 """
 
 from __future__ import annotations
@@ -42,12 +35,10 @@ class Stop(Exception):
         super().__init__(reply.get("status", ""))
 
 
-# ---- findings -----------------------------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Decision:
-    """What a list of findings decides: `status` None when nothing rejects; `flags` the rejecting checks, `warnings`
-    the others; `message` one line per finding."""
+    """What findings decide: `status` None when nothing rejects; `flags` the rejecting checks, `warnings` the
+    others, `message` one line per finding."""
 
     status: str | None
     flags: list[str]
@@ -56,8 +47,7 @@ class Decision:
 
 
 def decide(findings: list[Finding]) -> Decision:
-    """The decision of `findings` (the first of each flag counts): "rejected" if any rejecting flag is a cheat, else
-    "incorrect" for wrong numbers."""
+    """The first finding of each flag counts: "rejected" if a rejecting flag is a cheat, else "incorrect"."""
     findings = first_per_flag(findings)
     rejecting = [f for f in findings if f.severity == REJECT]
     status = None
@@ -69,8 +59,8 @@ def decide(findings: list[Finding]) -> Decision:
 
 
 def stop_if_rejected(findings: list[Finding], warnings: list[str], reply: dict[str, Any] | None = None) -> str:
-    """A checkpoint: warn-level flags join `warnings`; any rejecting finding ends the evaluation (`Stop`) with the
-    reply fields so far. Returns the findings' message for a candidate that goes on."""
+    """A checkpoint: warn-level flags join `warnings`; a rejecting finding ends the evaluation (`Stop`) with the
+    reply fields so far."""
     decision = decide(findings)
     warnings += [w for w in decision.warnings if w not in warnings]
     if decision.status:
@@ -80,17 +70,13 @@ def stop_if_rejected(findings: list[Finding], warnings: list[str], reply: dict[s
 
 
 def rejected(findings: list[Finding]) -> dict[str, Any]:
-    """The reply fields of rejecting `findings` where the evaluation ends without a checkpoint."""
     decision = decide(findings)
     return {"status": decision.status, "flags": decision.flags, "message": decision.message}
 
 
 def accepted(reply: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
-    """The reply of a candidate that passed every check."""
     return {**reply, "status": "ok", "flags": [], "warnings": warnings, "message": ""}
 
-
-# ---- faults that are not findings -----------------------------------------------------------------------------------
 
 def compile_error(message: str, log: str = "") -> NoReturn:
     raise Stop({"status": "compile_error", "message": message, "log": log})
@@ -110,7 +96,6 @@ def candidate_failed(type_name: str, text: str, stage: str, where: str, log: str
 
 def runner_died(kind: str, detail: str, log: str, source: str, language: str, device: str,
                 limit: float) -> dict[str, Any]:
-    """The candidate's runner died ("crashed") or outran its limit ("timeout")."""
     return {"status": kind, "died": detail, "log": log,
             "message": faults.died_message(kind, detail, log, source, language, device, limit)}
 
@@ -121,13 +106,11 @@ def protocol_violation(detail: str, log: str) -> dict[str, Any]:
 
 
 def task_failed(exc: BaseException, out_of_memory: bool) -> dict[str, Any]:
-    """The task itself (its reference or inputs) failed: not the candidate's fault."""
     return {"status": "runtime_error", "message": f"the task failed: {exc}", "log": traceback.format_exc()[-3000:],
             "out_of_memory": out_of_memory}
 
 
 def too_big(message: str) -> dict[str, Any]:
-    """The judge ran out of memory for this task at this size (the evaluation may be retried without its caches)."""
     return {"status": "runtime_error", "message": message, "log": traceback.format_exc()[-3000:],
             "out_of_memory": True}
 
@@ -137,29 +120,23 @@ def judge_error(exc: BaseException, pid: int) -> Reply:
                  log=traceback.format_exc()[-3000:], judge_pid=pid)
 
 
-# ---- the speedup -----------------------------------------------------------------------------------------------------
-
-#: The noise band's floor: a speedup within 3% either way is not claimed; why 3% is in benchmarks/README.md (fresh
-#: runners timing identical code differ by up to 2%, an offset of the process that the CI does not hold).
+#: The noise band's floor: a speedup within 3% either way is not claimed (fresh runners timing identical code differ
+#: by up to 2%, an offset of the process the CI does not hold: benchmarks/README.md).
 DEFAULT_BAND = 0.03
 #: The widest band a noisy timing widens it to (`noise_band`).
 MAX_BAND = 0.10
-#: Fewer samples than this on either side gives "inconclusive": the bootstrap of a median of a handful of samples has
-#: only a few distinct values and its percentile interval undercovers.
+#: Fewer samples on a side give "inconclusive": the bootstrap of a median of a handful undercovers.
 MIN_AB_SAMPLES = 10
 
 
 @dataclass(frozen=True)
 class Speedup:
-    """The candidate's speedup (> 1: faster) with its CI and verdict: median(reference) / median(candidate), or for
-    paired rounds the median of the per-round ratios (`speedup`)."""
+    """The candidate's speedup (> 1: faster) with its CI, verdict and how it was computed (`speedup`)."""
 
     speedup: float
     low: float
     high: float
-    #: faster | slower | same | inconclusive (`speedup_label`).
-    verdict: str
-    #: How the interval was computed, in words (resamples, level, seed).
+    verdict: str  # faster | slower | same | inconclusive
     method: str
     band: float = DEFAULT_BAND
     level: float = 0.95
@@ -169,10 +146,9 @@ class Speedup:
 
 
 def speedup_label(low: float, high: float, band: float = DEFAULT_BAND) -> str:
-    """What a speedup CI [low, high] says against the noise band [1 / (1 + band), 1 + band]: "faster" when the whole
-    CI is above it, "slower" when the whole CI is below it, "same" when the whole CI is inside it, "inconclusive"
-    when it straddles an edge. The whole CI must clear the band because the CI covers the noise within one run, not
-    between runs; the band is symmetric in ratio, so swapping the sides swaps faster and slower exactly."""
+    """A speedup CI against the noise band [1 / (1 + band), 1 + band]: "faster" or "slower" when the whole CI is
+    beyond it (the CI covers the noise within one run, not between runs), "same" when wholly inside, else
+    "inconclusive". Symmetric in ratio: swapping the sides swaps faster and slower."""
     if not band >= 0:
         raise ValueError(f"band must be >= 0, got {band!r}")
     upper, lower = 1.0 + band, 1.0 / (1.0 + band)
@@ -192,10 +168,9 @@ def _relative_mad(values: np.ndarray) -> float:
 
 
 def noise_band(reference_ms: Sequence[float], candidate_ms: Sequence[float], paired: bool) -> float:
-    """DEFAULT_BAND, widened to the relative spread of the rounds (where the host sets a call's time, the process
-    that launches it matters as much as the code), at most MAX_BAND. Paired: the spread of the per-round ratios, never
-    more than the reference's own rounds' spread (a candidate cannot widen the band by making its own batches
-    erratic); unpaired: the smaller of the two sides' spreads."""
+    """DEFAULT_BAND widened to the rounds' relative spread, at most MAX_BAND. Paired: the per-round ratios' spread,
+    never more than the reference's own (a candidate cannot widen the band by erratic batches); unpaired: the
+    smaller of the two sides'."""
     ref = np.asarray(reference_ms, dtype=np.float64)
     cand = np.asarray(candidate_ms, dtype=np.float64)
     noise = _relative_mad(ref)
@@ -208,13 +183,9 @@ def noise_band(reference_ms: Sequence[float], candidate_ms: Sequence[float], pai
 
 def speedup(reference_ms: Iterable[float], candidate_ms: Iterable[float], *, band: float | None = None,
             level: float = 0.95, resamples: int = 2000, seed: int = 0, paired: bool = False) -> Speedup:
-    """The candidate's speedup over the reference with a percentile bootstrap CI and its label.
-
-    Unpaired: median(reference) / median(candidate), each side resampled on its own. `paired`: sample k of each side
-    comes from the same timed round (both sides back to back on the same inputs), so the speedup is the median of
-    the per-round ratios and the rounds are resampled: the machine's drift falls on both sides of a round and
-    cancels. Sides of different counts are compared unpaired. numpy's PCG64 seeded with `seed` makes the interval
-    reproducible. Fewer than MIN_AB_SAMPLES samples on a side gives "inconclusive". `band` None: `noise_band`."""
+    """The speedup with a seeded percentile bootstrap CI and its label. Unpaired: median(reference) /
+    median(candidate), each side resampled. `paired` (sample k of both sides from one round, so drift cancels): the
+    median of the per-round ratios, the rounds resampled; sides of different counts are compared unpaired."""
     if resamples < 2000:
         raise ValueError(f"resamples must be >= 2000 for a stable 95% percentile interval, got {resamples}")
     if not 0 < level < 1:
@@ -254,10 +225,9 @@ _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 
 
 
 def _few_rounds(per_round: np.ndarray, band: float) -> tuple[str, float, float, str]:
-    """(label, low, high, how) of fewer than MIN_AB_SAMPLES paired rounds, where a bootstrap undercovers. Every round
-    beyond the band on one side decides by the sign test once its two-sided p (2 x 0.5^n) is at most 5%; otherwise
-    the 95% t-interval of the log ratios decides as a CI does (`speedup_label`), so a 50x slower kernel timed in
-    three rounds is "slower" and "inconclusive" means the rounds truly disagree. One round decides nothing."""
+    """(label, low, high, how) of fewer than MIN_AB_SAMPLES paired rounds: every round beyond the band on one side
+    decides by the sign test once p = 2 x 0.5^n <= 5%; else the 95% t-interval of the log ratios decides as a CI
+    does. One round decides nothing."""
     n = per_round.size
     if n < 2:
         return "inconclusive", float(per_round.min()), float(per_round.max()), "a single round decides nothing"
@@ -273,13 +243,10 @@ def _few_rounds(per_round: np.ndarray, band: float) -> tuple[str, float, float, 
     return speedup_label(low, high, band), low, high, how
 
 
-# ---- faster than physics ---------------------------------------------------------------------------------------------
-
 def physics(task: Task, size: dict[str, Any], device: str, device_name: str, timing: dict[str, Any],
             counted: dict[str, Any] | None, ceilings: dict[str, Any] | None) -> list[Finding]:
-    """`faster-than-physics` when the candidate's median time is below the physical floor of the task's minimal
-    work on this device (`roofline.sol.faster_than_physics`: true lower bounds only, the most generous rates). The
-    roofline package is part of the distribution: a failure to import it is the judge's error, never a skipped check."""
+    """`faster-than-physics` when the median time is below the physical floor of the task's minimal work on this
+    device (`roofline.sol.faster_than_physics`: true lower bounds, the most generous rates)."""
     from roofline.ceilings import Ceilings
     from roofline.sol import faster_than_physics
     from workbench.result import Result, Timing
@@ -292,8 +259,6 @@ def physics(task: Task, size: dict[str, Any], device: str, device_name: str, tim
     return [Finding("faster-than-physics", detail)] if detail else []
 
 
-# ---- the reply -----------------------------------------------------------------------------------------------------
-
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, torch.dtype):
         return str(obj).removeprefix("torch.")
@@ -305,6 +270,5 @@ def _jsonable(obj: Any) -> Any:
 
 
 def reply(data: dict[str, Any]) -> Reply:
-    """The typed Reply of an evaluation's fields; a field Reply does not declare is an error here, in the judge, so
-    the judge and the caller cannot drift apart silently."""
+    """The typed Reply of an evaluation's fields; an undeclared field is an error here, in the judge."""
     return from_json(Reply, json.loads(json.dumps(data, default=_jsonable)))

@@ -14,7 +14,7 @@ MOUNT_POINT = "/kwb-compile-cache"
 
 
 def seed_build_dir(target: str | Path) -> bool:
-    """Copy the bound entry (if any) into `target`, keeping modification times so every output looks up to date."""
+    """Copy the bound entry (if any) into `target`, modification times kept."""
     src = Path(MOUNT_POINT)
     if not src.is_dir():
         return False
@@ -32,9 +32,8 @@ def _call_key(args: tuple, kwargs: dict) -> str:
 
 
 def install_load_inline_cache(root: str | Path) -> None:
-    """Make `load_inline` import the library in `root` that a call with the same arguments built (their hash is
-    recorded beside it), else build and record the hash; the build system's own up-to-date check may rebuild for
-    reasons that do not change the library (timestamps, lock files)."""
+    """Make `load_inline` import the library in `root` a call with the same arguments built (their hash beside it),
+    else build and record the hash (the build system's own check may rebuild for timestamps or lock files)."""
     import torch.utils.cpp_extension as ext
 
     original = ext.load_inline

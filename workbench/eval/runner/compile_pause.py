@@ -1,10 +1,7 @@
-"""Compiling without holding the device (`judge/device_lock.py` is the judge's side): around each compile of a
-Triton kernel or a `load_inline` build (CPU work only) the runner sends `Compiling(done=False)`, then
-`Compiling(done=True)`, and waits for `Proceed`, so the judge lets go of its shared hold and other judges' timings
-go on. Only inside load, build and call requests, never in a timed batch.
-
-Nothing here is trusted: skipping a pause only keeps the judge's hold; a pause without a compile only gives it up
-for a while; the judge bounds the pauses per request and never gives up an exclusive hold.
+"""Compiling without holding the device (`judge/device_lock.py` is the judge's side): around each Triton compile or
+`load_inline` build inside a load, build or call request, the runner sends `Compiling(done=False)`, then
+`Compiling(done=True)`, and waits for `Proceed`, so other judges' timings go on meanwhile. Nothing here is trusted:
+the judge bounds the pauses and never gives up an exclusive hold.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ _runner: Any = None
 
 
 def bind(runner: Any) -> None:
-    """Pauses go through `runner` (it has `pausable`, `send` and `await_proceed`)."""
     global _runner
     _runner = runner
 
@@ -43,8 +39,7 @@ def paused() -> Iterator[None]:
 
 
 def install_triton() -> bool:
-    """Wrap Triton's compile step (`JITFunction._do_compile`, run only for a kernel not yet compiled in memory) in
-    `paused`; False where this Triton has no such step."""
+    """Wrap Triton's compile step (`JITFunction._do_compile`) in `paused`; False where this Triton has none."""
     try:
         from triton.runtime.jit import JITFunction
     except ImportError:

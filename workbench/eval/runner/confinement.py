@@ -1,8 +1,6 @@
-"""The runner's last sandbox step, taken just before it serves (single-threaded, no candidate code yet). What held
-is its sandbox tier, reported in Ready and named in every Result: "namespaces+seccomp", "namespaces" (filter
-refused), "landlock+seccomp" (no namespaces: writes confined, no TCP, signals kept inside, AF_UNIX sockets only),
-"landlock" or "seccomp" (one of the two), or "none" (a separate process with an allow-listed environment and
-rlimits). Nothing here raises: a step not taken is named in the note.
+"""The runner's last sandbox step, just before it serves (single-threaded, no candidate code yet). What held is its
+tier, named in every Result: "namespaces+seccomp", "namespaces", "landlock+seccomp" (no namespaces: writes confined,
+no TCP, AF_UNIX sockets only), "landlock", "seccomp" or "none". A step not taken is named in the note.
 """
 
 from __future__ import annotations
@@ -19,8 +17,8 @@ def in_namespaces() -> tuple[str, str]:
 
 
 def without_namespaces(writable_dirs: list[str], device: str) -> tuple[str, str]:
-    """(tier, note) of a runner without namespaces: capabilities dropped (a root caller's runner keeps only file
-    permissions), writes confined to `writable_dirs`, the syscall and socket filter."""
+    """(tier, note) of a runner without namespaces: capabilities dropped, writes confined to `writable_dirs`, the
+    syscall and socket filter."""
     notes = []
     try:
         sandbox.drop_privileges(keep=sandbox.FILE_CAPABILITIES)
@@ -41,7 +39,3 @@ def without_namespaces(writable_dirs: list[str], device: str) -> tuple[str, str]
     tier = "+".join(name for name, held in (("landlock", outcome.abi > 0), ("seccomp", refused is None)) if held)
     return tier or "none", "; ".join(notes)
 
-
-def isolated(tier: str) -> bool:
-    """Does the tier keep the runner out of the user's files and processes (its own namespaces)?"""
-    return tier.startswith("namespaces")

@@ -1,9 +1,6 @@
-"""The fork server: a trusted process with torch, triton and the runner imported (CUDA untouched: a child of a
-process that initialised CUDA cannot use it) that forks one sandboxed runner per candidate in milliseconds. It is
-started with an allow-listed environment and speaks typed messages (`wire/forkserver_messages.py`).
-
-A runner is a session leader that dies with its parent; with namespaces it is PID 1 of its own PID namespace. Its
-first child waits for it and ends the way it ended, so the judge's wait status says what happened to the runner.
+"""The fork server: a trusted process with torch, triton and the runner imported (CUDA untouched) that forks one
+sandboxed runner per candidate in milliseconds. A runner dies with its parent; with namespaces it is PID 1 of its own
+PID namespace, and its first child ends the way it ended, so the judge's wait status says what happened.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ from workbench.eval.wire.transport import Channel, ChannelClosed, FrameError
 
 #: Descriptor numbers the runner gets: its protocol socket, and stdout/stderr on the log pipe.
 RUNNER_SOCKET_FD = 3
-#: Exit code of a first child or runner whose sandbox could not be built (its reason is on the runner's log).
+#: Exit code of a runner whose sandbox could not be built (the reason is on its log).
 SETUP_FAILED = 70
 
 
@@ -39,7 +36,6 @@ def _close_all_but(keep: set[int]) -> None:
 
 
 def _redirect_io(log_fd: int, sock_fd: int) -> None:
-    """stdin from /dev/null, stdout and stderr to the log pipe, the protocol socket at RUNNER_SOCKET_FD."""
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(log_fd, 1)
@@ -72,7 +68,6 @@ def _serve_runner(req: Spawn, tier: str, note: str) -> None:
 
 
 def _writable(req: Spawn, inside: str) -> str | None:
-    """Without namespaces: the host path of the writable bind that would be mounted at `inside`."""
     return next((src for src, dst in req.writable_binds if dst == inside), None)
 
 
@@ -82,7 +77,7 @@ def _limits(req: Spawn) -> sandbox.Limits:
 
 
 def _run_without_namespaces(req: Spawn, reason: str, outer_uid: int, baseline: int) -> None:
-    """The runner in this very process (no namespaces): directories, limits, Landlock and filters; never returns."""
+    """The runner in this very process (no namespaces); never returns."""
     try:
         _close_all_but({0, 1, 2, RUNNER_SOCKET_FD})
         sandbox.apply_limits(_limits(req), outer_uid, baseline)
@@ -100,7 +95,7 @@ def _run_without_namespaces(req: Spawn, reason: str, outer_uid: int, baseline: i
 
 
 def _runner_in_namespaces(plan: sandbox.Plan, outer_uid: int, baseline: int, req: Spawn) -> None:
-    """The runner, PID 1 of its PID namespace: enter the new root, drop privileges, install the filter; serve."""
+    """The runner, PID 1 of its PID namespace: enter the new root, drop privileges, install the filter, serve."""
     try:
         sandbox.die_with_parent()
         sandbox_root.enter_root(plan)
@@ -116,9 +111,8 @@ def _runner_in_namespaces(plan: sandbox.Plan, outer_uid: int, baseline: int, req
 
 def _enter_namespaces(req: Spawn, plan: sandbox.Plan, sync_w: int, go_r: int, fork_server: int,
                       outer_uid: int, baseline: int) -> int:
-    """In the first child: make the namespaces (the fork server writes the ID maps), build the new root and fork
-    the runner into it. Returns the runner's PID (in this process's namespace)."""
-    # A root caller stages the sources with root's rights first (the sandbox's root is nobody).
+    """In the first child: make the namespaces (the server writes the ID maps), build the new root, fork the runner
+    into it; the runner's PID."""
     staged = sandbox_root.stage_sources(plan) if os.geteuid() == 0 else {}
     sandbox.unshare_namespaces(plan.share_ipc)
     os.write(sync_w, b"u")
@@ -140,8 +134,7 @@ def _enter_namespaces(req: Spawn, plan: sandbox.Plan, sync_w: int, go_r: int, fo
 
 
 def exit_like(status: int) -> None:
-    """End this process the way a child with wait status `status` ended (the same signal or exit code); SIGKILL
-    and SIGSTOP keep their disposition, which cannot be changed and is already the default."""
+    """End this process the way a child with wait status `status` ended (the same signal or exit code)."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig not in (signal.SIGKILL, signal.SIGSTOP):
@@ -154,7 +147,7 @@ def exit_like(status: int) -> None:
 
 def _child(req: Spawn, sock_fd: int, log_fd: int, kind: str, reason: str, plan: sandbox.Plan | None,
            sync_w: int, go_r: int) -> None:
-    """First child: sandbox itself (namespaces: then fork the runner as PID 1 and wait for it), never return."""
+    """First child: sandbox itself (with namespaces, fork the runner as PID 1 and wait for it); never returns."""
     try:
         fork_server = os.getppid()
         os.setsid()
@@ -218,7 +211,7 @@ def spawn(req: Spawn, fds: list[int], kind: str, reason: str) -> messages.Messag
 
 
 def _reap(reaped: dict[int, int]) -> None:
-    """Collect runners that already ended (their status is kept for a later Wait), so none stays a zombie."""
+    """Collect runners that ended (their status kept for a later Wait), so none stays a zombie."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -271,8 +264,7 @@ def serve_requests(channel: Channel, kind: str, reason: str) -> None:
 
 
 def _warm_triton_key() -> None:
-    """Compute Triton's cache key (a hash of its sources and libtriton, once per process) here, so every runner
-    inherits it instead of hashing in its first launch. Reads files only; no CUDA call."""
+    """Compute Triton's cache key (a hash of its sources and libtriton) once here for every runner (no CUDA call)."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         return
     for where in ("triton.runtime.cache", "triton.compiler.compiler"):
@@ -285,8 +277,7 @@ def _warm_triton_key() -> None:
 
 
 def _warm_torch_dynamo() -> None:
-    """Import `torch._dynamo` (the op record's first use imports it) once here for the CPU's runners; in a GPU fork
-    server the import costs far more than it saves."""
+    """Import `torch._dynamo` (the op record needs it) once here, for CPU runners only (benchmarks/README.md)."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
     try:
@@ -298,7 +289,7 @@ def _warm_torch_dynamo() -> None:
 def main() -> None:
     sandbox.die_with_parent()  # the judge that owns this server; its runners die with the server in turn
     channel = Channel(socket.socket(fileno=int(sys.argv[1])))
-    # Imports a runner needs, done once here so every fork starts with them. No CUDA call may happen here.
+    # Imports every runner needs, once; no CUDA call may happen here.
     import gc
 
     import torch  # noqa: F401

@@ -1,9 +1,6 @@
-"""Which GPU kernels one call ran, and for how long, from CUPTI's activity API called directly: the coverage check
-(docs/trust-boundary.md, cover) needs them, and the torch profiler's first session in a fresh runner costs seconds.
-
-Only the leading fields of a kernel record are read (kind, start, end, and the name pointer where every
-CUpti_ActivityKernel since version 4 has it); another layout, a missing library or an error code raises
-`TraceUnavailable` and the runner falls back to the torch profiler. The judge treats the result as untrusted.
+"""Which GPU kernels one call ran and for how long, from CUPTI's activity API called directly (the torch profiler's
+first session costs seconds). Only a kernel record's leading fields are read (kind, start, end, name); anything
+unexpected raises `TraceUnavailable` and the runner falls back to the torch profiler.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ class TraceUnavailable(RuntimeError):
 
 
 def _candidates() -> list[str]:
-    """Library files to try, a private copy first: the libcupti torch links is Kineto's, whose activity callbacks
-    (registered once a torch profiler has run, or by its own set-up) would take this module's records."""
+    """Library files to try, a private copy first (Kineto's callbacks on torch's libcupti would take the records)."""
     import torch
 
     site = os.path.dirname(os.path.dirname(torch.__file__))
@@ -75,7 +71,7 @@ def demangle(name: str) -> str:
 
 
 def profiler_kernels(events: Any) -> dict[str, float]:
-    """{kernel: us} from the torch profiler's events of one call: device-side events, copies and memsets left out."""
+    """{kernel: us} from the torch profiler's events of one call, copies and memsets left out."""
     kernels: dict[str, float] = {}
     for evt in events:
         if "cuda" not in str(getattr(evt, "device_type", "")).lower():
@@ -87,8 +83,7 @@ def profiler_kernels(events: Any) -> dict[str, float]:
 
 
 class KernelTracer:
-    """One per runner: `trace(call)` runs `call` with kernel activity recording on and returns
-    {kernel name: microseconds summed over its launches}."""
+    """One per runner: `trace(call)` returns {kernel name: microseconds summed over its launches}."""
 
     def __init__(self) -> None:
         self.lib = _load()

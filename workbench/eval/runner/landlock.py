@@ -1,8 +1,6 @@
-"""Landlock for a runner without namespaces (docs/trust-boundary.md, the `sandbox: none` fallback), which would
-otherwise write wherever its user may. Every write right the kernel's ABI knows is handled and granted only beneath
-the runner's scratch and cache directories, /dev/shm (CUDA's IPC handles) and a few harmless device nodes; reads
-stay open (torch and the toolchain live anywhere). ABI 4+ refuses TCP bind and connect; ABI 6+ keeps signals and
-abstract Unix sockets inside. `restrict` never raises: it returns the ABI applied, or why not.
+"""Landlock for a runner without namespaces: every write right the kernel's ABI knows is granted only beneath the
+runner's own directories, /dev/shm and a few device nodes (reads stay open); ABI 4+ refuses TCP, ABI 6+ keeps signals
+and abstract Unix sockets inside. `restrict` never raises: it returns the ABI applied, or why not.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/
 
 
 def handled_writes(abi: int) -> int:
-    """Every write right of `abi` (reads and execution are not handled, so they stay allowed)."""
+    """Every write right of `abi` (reads and execution stay allowed)."""
     rights = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | \
         MAKE_BLOCK | MAKE_SYM
     if abi >= 2:
@@ -46,7 +44,7 @@ def handled_writes(abi: int) -> int:
 
 
 def granted_in_dirs(abi: int) -> int:
-    """What the runner may do beneath its own directories: everything handled except making device nodes."""
+    """Everything handled except making device nodes."""
     return handled_writes(abi) & ~(MAKE_CHAR | MAKE_BLOCK)
 
 
@@ -76,7 +74,6 @@ def abi() -> int:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What `restrict` did: the ABI applied (0: nothing) and, if not everything, why."""
 
     abi: int
     note: str = ""
@@ -99,8 +96,7 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
 
 
 def restrict(writable_dirs: list[str], device: str) -> Outcome:
-    """Confine this process (and everything it starts) to writing beneath `writable_dirs`. no_new_privs must be
-    set already (or the process must hold CAP_SYS_ADMIN)."""
+    """Confine this process and its children to writing beneath `writable_dirs` (no_new_privs set already)."""
     version = abi()
     if version < 1:
         return Outcome(0, "Landlock is not available in this kernel")

@@ -1,11 +1,8 @@
 """Launch tracking in the runner: which of the candidate's own Triton kernels ran in a call, which tensors they got,
-and (on the CPU) whether the output holds what a launch left in it. Data for the judge, never a verdict
-(`checks/runtime.judge_launches`, corroborated by `checks/evidence.py`).
-
-Everything called here is bound at import, before any candidate exists, so replacing `torch.equal` or a builtin
-changes nothing; `seal.py` names hook points replaced since (`harness-tamper`). On the CPU every tensor a launch gets
-is copied before and after it: content no launch produced is "foreign" (varied data before the first launch, or a
-change between or after launches); an output still foreign when forward returns was computed elsewhere.
+and (CPU) whether the output holds what a launch left in it; data for the judge (`checks/runtime.judge_launches`).
+Everything called here is bound at import, before any candidate. On the CPU every tensor a launch gets is copied
+before and after it: content no launch produced (varied data before the first launch, or a change between or after
+launches) is "foreign", and an output still foreign when forward returns was computed elsewhere.
 """
 
 from __future__ import annotations
@@ -50,19 +47,16 @@ class LaunchLog:
     storages: set[int] = field(default_factory=set)
     outputs: list[Any] = field(default_factory=list)
     kernels_found: list[str] = field(default_factory=list)
-    #: Tensors given to launches, held until the call ends, so a freed buffer's address cannot be reused by the output.
+    #: Tensors given to launches, held until the call ends, so the output cannot reuse a freed buffer's address.
     alive: list[Any] = field(default_factory=list)
     #: CPU storage -> {view key: (view, its bytes right after the last launch that got this storage)}.
     after: dict[int, dict[tuple, tuple[Any, Any]]] = field(default_factory=dict)
-    #: CPU storages whose current content no launch produced (module doc).
     foreign: set[int] = field(default_factory=set)
-    #: Storages changed after the last launch that got them.
     changed_after: set[int] = field(default_factory=set)
-    #: Hook points found replaced when the call ended (the wrappers this tracker installed).
     tampered: list[str] = field(default_factory=list)
 
     def observe(self, out: Any) -> None:
-        """Record what forward returned; on the CPU, compare its launched storages with what the last launch left."""
+        """Record what forward returned (CPU: compared with what the last launch left)."""
         self.outputs.append(out)
         for t in _outputs(out):
             ptr = _storage(t)
@@ -102,7 +96,7 @@ def _storage(t: Any) -> int | None:
 
 
 def _bits(t: Any) -> Any:
-    """The tensor's elements reinterpreted as integers, so NaN payloads compare equal and -0.0 != 0.0."""
+    """The elements as integers, so NaN payloads compare equal and -0.0 != 0.0."""
     kind = _INT_OF_SIZE.get(_element_size(t))
     return _view(t, kind) if kind is not None and t.dtype != kind else t
 
@@ -117,7 +111,7 @@ def _view_key(t: Any) -> tuple:
 
 
 def _changed_since_launch(log: LaunchLog, ptr: int) -> bool:
-    """Whether any recorded view of storage `ptr` differs from its bytes after the last launch that got it."""
+    """Whether a recorded view of storage `ptr` changed since the last launch that got it."""
     return any(not _equal(_bits(before), _bits(_detach(view))) for view, before in log.after.get(ptr, {}).values())
 
 
@@ -126,8 +120,8 @@ def _cpu_tensors(tensors: list[Any]) -> list[tuple[int, Any]]:
 
 
 def _before_launch(tensors: list[tuple[int, Any]], log: LaunchLog) -> dict[int, list[tuple[Any, Any]]]:
-    """Before a launch (CPU): mark foreign a new storage holding varied data, or a launched one changed since.
-    Returns per storage (view, copy) of every view of it seen so far and given now, for `_after_launch`."""
+    """Before a launch (CPU): mark foreign a new storage holding varied data, or a launched one changed since; per
+    storage (view, copy) of its views, for `_after_launch`."""
     snaps: dict[int, list[tuple[Any, Any]]] = {}
     for ptr, t in tensors:
         if ptr not in snaps:
@@ -142,7 +136,7 @@ def _before_launch(tensors: list[tuple[int, Any]], log: LaunchLog) -> dict[int, 
 
 
 def _after_launch(snaps: dict[int, list[tuple[Any, Any]]], log: LaunchLog) -> None:
-    """A storage this launch changed holds the launch's content now; every view of it is recorded afresh."""
+    """A storage this launch changed holds the launch's content now; its views are recorded afresh."""
     for ptr, views in snaps.items():
         if any(not _equal(_bits(before), _bits(_detach(view))) for view, before in views):
             log.foreign.discard(ptr)
@@ -172,7 +166,7 @@ def _launch_wrapper(obj: Any, name: str, log: LaunchLog) -> Any:
 
 @contextlib.contextmanager
 def track_launches(module: Any) -> Iterator[LaunchLog]:
-    """Count launches of the module's own Triton kernels (compiled or interpreted) and record their tensors."""
+    """Count launches of the module's own Triton kernels and record their tensors."""
     log = LaunchLog()
     installed = []
     for name, obj in _kernel_objects(module):
@@ -211,7 +205,7 @@ def kernel_names(module: Any, source: str) -> set[str]:
 
 def report(log: LaunchLog, baseline_threads: set[int], tampered: tuple[str, ...] = ()) -> LaunchReport:
     """What one call showed: launches, kernels defined, whether every output was given to a launch or holds content
-    no launch produced (CPU), and the hook points found replaced (`tampered` plus this call's launch counters)."""
+    no launch produced (CPU), and the hook points found replaced."""
     launched = True
     foreign = changed_after = False
     for out in log.outputs:
@@ -235,9 +229,8 @@ def no_probe(ns: int) -> contextlib.AbstractContextManager:
 
 
 def interpreter_probe() -> Callable[[int], contextlib.AbstractContextManager]:
-    """Wrap Triton's interpreted launch so every launch in a probe call burns the call's CPU budget; returns
-    `probing(ns)`, which sets it for one call (`checks/evidence.py` reads the runner's CPU time). Installed before the
-    seal, so the seal guards the wrapper."""
+    """Wrap Triton's interpreted launch so every launch in a probe call burns its CPU budget; `probing(ns)` sets it
+    for one call. Installed before the seal, which then guards the wrapper."""
     try:
         from triton.runtime import interpreter
     except Exception:  # pragma: no cover - no interpreter in this triton

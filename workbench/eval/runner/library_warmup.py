@@ -1,6 +1,5 @@
-"""Load the GPU libraries the judge named (`judge/runners/libraries.py` says why) after Ready and before any
-candidate code: tiny operations that create the CUDA context and cuBLAS's and cuDNN's handles in the serving thread.
-A failure is ignored: the candidate's first call meets it again and reports it in its own stage.
+"""Load the GPU libraries the judge named (`judge/runners/libraries.py`) after Ready, before any candidate code: tiny
+operations that make the CUDA context and cuBLAS's and cuDNN's handles. A failure is left for the first call.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import torch
 
 
 def warm(device: str, libraries: tuple[str, ...]) -> float:
-    """Load `libraries` ("cuda", "cublas", "cudnn") on `device`; the seconds it took (0 when there was nothing)."""
+    """Load `libraries` ("cuda", "cublas", "cudnn") on `device`; the seconds it took."""
     if not libraries or not device.startswith("cuda"):
         return 0.0
     started = time.perf_counter()

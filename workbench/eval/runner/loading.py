@@ -25,7 +25,7 @@ class CandidateLoadError(Exception):
 
 
 def _workdir(requested: str | None) -> str:
-    """Where candidate files go: the job's or the worker's directory (removed with the worker), else a temp dir."""
+    """Where candidate files go: the job's or the runner's directory, else a temporary one."""
     global _WORKDIR
     requested = requested or os.environ.get("KWB_WORKDIR")
     if requested:
@@ -59,8 +59,7 @@ DEFAULT_ENTRY, FALLBACK_ENTRY = "ModelNew", "Model"
 
 
 def entry_class(module: Any, entry: str = DEFAULT_ENTRY) -> Any:
-    """The class to build: `entry`, else (for the default entry) `Model`, as KernelBench's scripts accept; the
-    reference is never importable by a candidate, so such a `Model` is the candidate's own."""
+    """The class to build: `entry`, else (for the default entry) `Model`, as KernelBench's scripts accept."""
     cls = getattr(module, entry, None)
     if cls is None and entry == DEFAULT_ENTRY:
         cls = getattr(module, FALLBACK_ENTRY, None)

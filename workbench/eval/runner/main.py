@@ -1,7 +1,6 @@
-"""The runner: the untrusted, sandboxed process, forked for one candidate only, that runs exactly the calls the
-judge asks for. It holds no reference and no checking code; inputs arrive and outputs leave through shared memory,
-and everything else it says (forms, launches, times, kernels) is data the judge cross-checks, so a candidate that
-rewrites this code can only falsify its own reports.
+"""The runner: the untrusted, sandboxed process forked for one candidate, running exactly the calls the judge asks
+for. It holds no reference and no checking code; everything it says beside the shared-memory outputs is data the
+judge cross-checks, so a candidate that rewrites this code can only falsify its own reports.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ import os
 import sys
 import time
 import traceback
+from contextlib import nullcontext as _null
 from typing import Any
 
 import torch
@@ -21,24 +21,7 @@ from workbench.eval.runner.poison import Poison
 from workbench.eval.wire import model_init
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire import timed_loop as timing
-from workbench.eval.wire.runner_messages import (
-    Build,
-    Built,
-    Call,
-    Fault,
-    Load,
-    Loaded,
-    Output,
-    OutputForm,
-    Profile,
-    Profiled,
-    Ready,
-    Samples,
-    Share,
-    Shutdown,
-    TensorRef,
-    Time,
-)
+from workbench.eval.wire.process_env import versions as _versions
 from workbench.eval.wire.shared_memory import Mapping, dtype_name
 from workbench.eval.wire.timed_loop import cpu_timing_threads
 from workbench.eval.wire.transport import Channel
@@ -51,9 +34,8 @@ _encode, _channel_send = protocol.encode, Channel.send
 _profile, _ProfilerActivity = torch.profiler.profile, torch.profiler.ProfilerActivity
 _KernelTracer, _TraceUnavailable = kernel_trace.KernelTracer, kernel_trace.TraceUnavailable
 _recording = op_record.recording
-# The copy-out into the judge's slots runs none of the candidate's code: no method looked up on its output (an
-# instance attribute `detach` would run), no Tensor method it may have replaced, no torch function or dispatch mode it
-# may have pushed (docs/anti-cheating.md, cheat 24).
+# The copy-out into the judge's slots runs none of the candidate's code: no method looked up on its output, no Tensor
+# method it may have replaced, no torch function or dispatch mode it pushed (docs/anti-cheating.md, cheat 24).
 _Tensor, _detach, _copy = torch.Tensor, torch._C.TensorBase.detach, torch._C.TensorBase.copy_
 _no_torch_function, _no_dispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
 _type = type
@@ -66,19 +48,6 @@ def copy_out(slot: torch.Tensor, out: Any) -> bool:
     with _no_torch_function(), _no_dispatch():
         _copy(slot, _detach(out))
     return True
-
-_COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": sys.version.split()[0], "torch": torch.__version__}
-    try:
-        import triton
-
-        out["triton"] = triton.__version__
-    except Exception:  # pragma: no cover - triton missing
-        out["triton"] = "missing"
-    return out
 
 
 def _device_name(device: str) -> str:
@@ -123,16 +92,11 @@ class Runner:
         self.pools: dict[int, tuple[list[list[Any]], list[Any]]] = {}
         self.poison = Poison(device)
         self.threads = _thread_idents()
-        #: What the hook points held just before the candidate was imported (`on_load`).
-        self.seal: seal.Seal | None = None
-        #: Sets a call's probe budget (`protocol.Call.probe_ns`); a no-op until the interpreter is wrapped.
-        self.probing = launches.no_probe
-        #: Whether a compile may pause the judge's hold of the device now (`compile_pause.py`).
-        self.pausable = False
-        #: Seconds `library_warmup.warm` took before the first request.
+        self.seal: seal.Seal | None = None  # the hook points as they were just before the candidate's import
+        self.probing = launches.no_probe  # sets a call's probe budget once the interpreter is wrapped
+        self.pausable = False  # whether a compile may pause the judge's hold of the device now
         self.warmup_seconds = 0.0
 
-    # -- messages --
     def send(self, message: protocol.Message) -> None:
         self.seq_out += 1
         _channel_send(self.channel, _encode(message, self.job, self.nonce, self.seq_out))
@@ -155,14 +119,13 @@ class Runner:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         where = candidate_line(tb, getattr(self.module, "__file__", None))
         kind = type(exc).__name__
-        if kind in _COMPILE_ERRORS:
+        if kind in protocol.COMPILE_ERRORS:
             stage = "compile"
-        self.send(Fault(stage=stage, exc_type=kind, message=str(exc)[:2000], candidate_line=where,
+        self.send(protocol.Fault(stage=stage, exc_type=kind, message=str(exc)[:2000], candidate_line=where,
                         log="\n".join(tb.strip().splitlines()[-25:]), call=call))
 
-    # -- arguments --
     def arg(self, value: Any, stage_inputs: bool = True) -> Any:
-        if isinstance(value, TensorRef):
+        if isinstance(value, protocol.TensorRef):
             t = self.mapping.tensor(value)
             if self.cuda and t.device.type == "cpu" and stage_inputs:  # host staging: the GPU gets a copy
                 t = t.to(self.device)
@@ -171,8 +134,7 @@ class Runner:
             return [self.arg(v, stage_inputs) for v in value]
         return value
 
-    # -- handlers --
-    def on_load(self, msg: Load) -> None:
+    def on_load(self, msg: protocol.Load) -> None:
         from workbench.eval.runner.loading import load_candidate
         from workbench.tasks.precision import apply as apply_precision  # for the whole runner: nothing to restore
 
@@ -195,16 +157,16 @@ class Runner:
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001 - every load failure is the candidate's
             log = getattr(exc, "log", "")
-            self.send(Fault(stage="load", exc_type=type(exc).__name__, message=str(exc)[:4000], log=log[-4000:]))
+            self.send(protocol.Fault(stage="load", exc_type=type(exc).__name__, message=str(exc)[:4000], log=log[-4000:]))
             return
         kernels = tuple(sorted(_kernel_names(self.module, msg.source)))
-        self.send(Loaded(kernels=kernels, seconds=time.perf_counter() - started,
+        self.send(protocol.Loaded(kernels=kernels, seconds=time.perf_counter() - started,
                          build_dir=os.environ.get("TORCH_EXTENSIONS_DIR", ""),
                          warmup_seconds=round(self.warmup_seconds, 4)))
 
-    def on_build(self, msg: Build) -> None:
-        """Build the candidate where the judge built the reference (`model_init`) and copy the reference's state in
-        when names and shapes match, finished before the reply (the judge may then reuse that memory)."""
+    def on_build(self, msg: protocol.Build) -> None:
+        """Build the candidate where the judge built the reference and copy the reference's state in when its layout
+        matches, finished before the reply (the judge may then reuse that memory)."""
         note = ""
         try:
             init = [self.arg(v) for v in msg.init]
@@ -228,30 +190,30 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001
             self.fault("init", exc)
             return
-        self.send(Built(model=msg.model, weights_loaded=loaded, init_note=note))
+        self.send(protocol.Built(model=msg.model, weights_loaded=loaded, init_note=note))
 
-    def _forms_and_copy(self, out: Any, slots: tuple[TensorRef, ...]) -> tuple[tuple[OutputForm, ...], bool]:
+    def _forms_and_copy(self, out: Any, slots: tuple[protocol.TensorRef, ...]) -> tuple[tuple[protocol.OutputForm, ...], bool]:
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         forms = []
         for i, o in enumerate(outs):
             if not isinstance(o, torch.Tensor):
-                forms.append(OutputForm(type_name=type(o).__name__, plain=False))
+                forms.append(protocol.OutputForm(type_name=type(o).__name__, plain=False))
                 continue
             if type(o) is not torch.Tensor:
-                forms.append(OutputForm(type_name=f"{type(o).__module__}.{type(o).__name__}", plain=False))
+                forms.append(protocol.OutputForm(type_name=f"{type(o).__module__}.{type(o).__name__}", plain=False))
                 continue
             dense = o.layout == torch.strided and not o.is_nested and o.device.type != "meta"
-            form = OutputForm(type_name="Tensor", plain=True, dtype=dtype_name(o.dtype), shape=tuple(o.shape),
+            form = protocol.OutputForm(type_name="Tensor", plain=True, dtype=dtype_name(o.dtype), shape=tuple(o.shape),
                               device=str(o.device), dense=dense)
             if dense and i < len(slots) and copy_out(self.mapping.tensor(slots[i]), o):
-                form = OutputForm(**{**form.__dict__, "copied": True})
+                form = protocol.OutputForm(**{**form.__dict__, "copied": True})
             forms.append(form)
         return tuple(forms), isinstance(out, (tuple, list))
 
     def _broken(self) -> tuple[str, ...]:
         return self.seal.broken() if self.seal is not None else ()
 
-    def on_call(self, msg: Call) -> None:
+    def on_call(self, msg: protocol.Call) -> None:
         model = self.models[msg.model]
         inputs = [self.arg(v) for v in msg.inputs]
         like = [x for x in inputs if isinstance(x, torch.Tensor)] + [self.mapping.tensor(s) for s in msg.slots]
@@ -277,12 +239,12 @@ class Runner:
         del out
         if self.cuda:  # the poisoned blocks and the output go back to the driver: the judge shares this GPU
             torch.cuda.empty_cache()
-        self.send(Output(call=msg.call, forms=forms, tuple_output=is_tuple, launch=report,
+        self.send(protocol.Output(call=msg.call, forms=forms, tuple_output=is_tuple, launch=report,
                          seconds=time.perf_counter() - started, ops=record.report()))
 
-    def _null_model(self, msg: Time) -> Any:
-        """The null candidate the judge measures the harness with: it returns a tensor shaped like the task's output
-        (its copy costs what the candidate's does) and, as NULL_KERNEL, launches one tiny kernel per call."""
+    def _null_model(self, msg: protocol.Time) -> Any:
+        """The null candidate: returns a tensor shaped like the task's output and, as NULL_KERNEL, launches one tiny
+        kernel per call."""
         from workbench.eval.wire.shared_memory import dtype_from_name
 
         out = torch.zeros(msg.null_shape, dtype=dtype_from_name(msg.null_dtype or "float32"), device=self.device)
@@ -292,11 +254,11 @@ class Runner:
         return lambda *xs: out
 
     def on_pool(self, msg: protocol.Pool) -> None:
-        """Map a timing pool's sets and slots once (`protocol.Pool`); no reply."""
+        """Map a timing pool's sets and slots once; no reply."""
         self.pools[msg.pool] = ([[self.arg(v) for v in s] for s in msg.input_sets],
                                 [self.mapping.tensor(s) for s in msg.slots])
 
-    def on_time(self, msg: Time) -> None:
+    def on_time(self, msg: protocol.Time) -> None:
         null = msg.model in (protocol.NULL_MODEL, protocol.NULL_KERNEL)
         model = self._null_model(msg) if null else self.models[msg.model]
         if msg.pool:
@@ -320,9 +282,9 @@ class Runner:
             self.fault("timing", exc, msg.call)
             return
         threads = _report(_LaunchLog(), self.threads).threads_left
-        self.send(Samples(call=msg.call, stream_ms=tuple(stream), device_ms=tuple(device), threads_left=threads))
+        self.send(protocol.Samples(call=msg.call, stream_ms=tuple(stream), device_ms=tuple(device), threads_left=threads))
 
-    def on_profile(self, msg: Profile) -> None:
+    def on_profile(self, msg: protocol.Profile) -> None:
         model = self.models[msg.model]
         inputs = [self.arg(v) for v in msg.inputs]
         try:
@@ -330,16 +292,16 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001
             self.fault("profile", exc, msg.call)
             return
-        self.send(Profiled(call=msg.call, kernels=kernels, tracer=how, tampered=self._broken()))
+        self.send(protocol.Profiled(call=msg.call, kernels=kernels, tracer=how, tampered=self._broken()))
 
     def _kernels_of(self, call: Any) -> tuple[dict[str, float], str]:
-        """{kernel: us} of one call: CUPTI directly, else the torch profiler (seconds on first use)."""
+        """{kernel: us} of one call: CUPTI directly, else the torch profiler."""
         with torch.no_grad():
             try:
                 if self.tracer is None:
                     self.tracer = _KernelTracer()
                 kernels = self.tracer.trace(call, torch.cuda.synchronize)
-                if kernels:  # none at all: confirmed by the profiler below before anyone is told so
+                if kernels:  # none at all is confirmed by the profiler below
                     return kernels, "cupti"
             except _TraceUnavailable:
                 pass
@@ -350,13 +312,13 @@ class Runner:
         return kernel_trace.profiler_kernels(prof.events()), "torch-profiler"
 
     def loop(self) -> None:
-        handlers = {Load: self.on_load, Build: self.on_build, Call: self.on_call, Time: self.on_time,
-                    Profile: self.on_profile, protocol.Pool: self.on_pool}
+        handlers = {protocol.Load: self.on_load, protocol.Build: self.on_build, protocol.Call: self.on_call, protocol.Time: self.on_time,
+                    protocol.Profile: self.on_profile, protocol.Pool: self.on_pool}
         while True:
             msg, fds = self.receive()
-            if isinstance(msg, Shutdown):
+            if isinstance(msg, protocol.Shutdown):
                 return
-            if isinstance(msg, Share):
+            if isinstance(msg, protocol.Share):
                 try:
                     self.mapping.add(msg.buffers, fds)
                 except Exception as exc:  # noqa: BLE001 - e.g. CUDA IPC refused here: the judge falls back
@@ -368,7 +330,7 @@ class Runner:
             if self.cuda and not self.cuda_ready:
                 _mark_cuda_initialized()
                 self.cuda_ready = True
-            self.pausable = type(msg) in (Load, Build, Call)
+            self.pausable = type(msg) in (protocol.Load, protocol.Build, protocol.Call)
             try:
                 handlers[type(msg)](msg)
             finally:
@@ -376,8 +338,8 @@ class Runner:
 
 
 def _seal_hooks() -> seal.Seal:
-    """Seal the hook points just before the candidate is imported, after the build cache wrapped the extension
-    loader: launch accounting, messages, this module's bindings, Triton's launch path, the tracers (`seal.py`)."""
+    """Seal the hook points just before the candidate is imported (after the build cache wrapped the extension
+    loader)."""
     sealed = seal.Seal()
     for module in (launches, seal, protocol, kernel_trace, op_record, sys.modules[__name__]):
         sealed.add_module(module)
@@ -389,14 +351,12 @@ def _seal_hooks() -> seal.Seal:
 
 
 def _mark_cuda_initialized() -> None:
-    """Finish torch's CUDA initialization: after a context made by mapping an IPC handle, `manual_seed` would only
-    queue its CUDA half, and the per-call seeds would not reach the GPU."""
+    """Finish torch's CUDA initialization (else `manual_seed` only queues its CUDA half: benchmarks/README.md)."""
     torch.cuda.init()
 
 
 def _apply_sizes(module: Any, sizes: dict[str, Any]) -> None:
-    """Set the candidate's module-level size constants named like the build's (KernelBench candidates copy
-    `batch_size`, `dim`, ... from the reference and size buffers from them)."""
+    """Set the candidate's module-level size constants named like the build's (KernelBench candidates copy them)."""
     for key, value in sizes.items():
         current = getattr(module, key, None)
         if current is None or callable(current) or isinstance(current, type(torch)):
@@ -410,29 +370,20 @@ def _apply_sizes(module: Any, sizes: dict[str, Any]) -> None:
         setattr(module, key, value)
 
 
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> bool:
-        return False
-
-
 def serve(sock_fd: int, job: str, nonce: str, device: str, sandbox: str, reason: str,
           warm: tuple[str, ...] = ()) -> None:
-    """The runner's main: announce itself, load the GPU libraries the judge named (`warm`), then answer the judge
-    until Shutdown or the end of the channel."""
+    """The runner's main: announce itself, warm up the GPU libraries the judge named, answer until Shutdown."""
     import socket
 
     channel = Channel(socket.socket(fileno=sock_fd))
-    # What was imported before the fork leaves the collector's reach: the poisoning collects before every call.
+    # What was imported before the fork leaves the collector's reach (the poisoning collects before every call).
     gc.freeze()
     if not device.startswith("cuda"):
         cpu_timing_threads()
     runner = Runner(channel, job, nonce, device)
     compile_pause.bind(runner)
     compile_pause.install_triton()
-    runner.send(Ready(protocol=protocol.PROTOCOL, pid=os.getpid(), versions=_versions(),
+    runner.send(protocol.Ready(protocol=protocol.PROTOCOL, pid=os.getpid(), versions=_versions(),
                       device_name=_device_name(device), sandbox=sandbox, sandbox_reason=reason))
     runner.warmup_seconds = library_warmup.warm(device, warm)
     runner.loop()

@@ -1,10 +1,7 @@
-"""A record of what torch executed during one forward, outside the candidate's own kernel launches: every ATen
-operator the dispatcher ran (a `TorchDispatchMode`, after decomposition) and every export of tensor data to another
-library (`numpy`, `__array__`, `__dlpack__`: a `TorchFunctionMode`).
-
-The judge weighs it (`checks/what_ran.py`) and never trusts it: the candidate could switch dispatch off, so the
-record clears a suspicion only when `complete` (both modes still innermost and reached at the end of forward) and
-agreeing with the launch tracker; `truncated` when more than MAX_NAMES distinct operators ran.
+"""A record of what torch executed during one forward outside the candidate's own launches: every ATen operator
+(a `TorchDispatchMode`) and every export of tensor data to another library (a `TorchFunctionMode`). The judge weighs
+it (`checks/what_ran.py`): it clears a suspicion only when `complete` (both modes innermost and reached at the end of
+forward) and agreeing with the launch tracker.
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ class _State:
 
 
 class _DispatchRecord(TorchDispatchMode):
-    """Counts every ATen operator outside the candidate's launches; notices the probe dispatched after forward."""
+    """Counts every ATen operator outside the candidate's launches; sees the probe dispatched after forward."""
 
     def __init__(self, state: _State):
         super().__init__()
@@ -66,7 +63,7 @@ class _DispatchRecord(TorchDispatchMode):
 
 
 class _ExportRecord(TorchFunctionMode):
-    """Counts the elements of tensors handed to another library (EXPORTS) outside the candidate's launches."""
+    """Counts the elements of tensors handed to another library outside the candidate's launches."""
 
     def __init__(self, state: _State):
         super().__init__()
@@ -129,8 +126,7 @@ class Recording:
 
 @contextlib.contextmanager
 def recording(module: Any, enabled: bool = True) -> Iterator[Recording]:
-    """Record the ops of the block (module doc). A mode that is gone or displaced when the block ends leaves the
-    record incomplete, never an error of the candidate's."""
+    """Record the ops of the block; a mode gone or displaced at the end leaves the record incomplete."""
     if not enabled:
         yield Recording(None)
         return
@@ -158,7 +154,7 @@ def _function_mode_on_top(mode: Any) -> bool:
 
 
 def _leave(dispatch: Any, export: Any, innermost: bool) -> None:
-    """Pop both modes; where the candidate displaced them, unwind its modes too (this runner serves one candidate)."""
+    """Pop both modes; where the candidate displaced them, unwind its modes too."""
     if innermost:
         dispatch.__exit__(None, None, None)
         export.__exit__(None, None, None)

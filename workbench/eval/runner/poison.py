@@ -1,6 +1,6 @@
-"""Poisoning: memory a candidate allocates but never writes holds a recognisable pattern (docs/anti-cheating.md,
-cheat 1). On a GPU the caching allocator is refilled with poisoned blocks before a call; on the CPU c10's "junk fill"
-is on during the call. The runner poisons; the judge reads the pattern back with `poison_mask`.
+"""Poisoning (docs/anti-cheating.md, cheat 1): memory a candidate allocates but never writes holds a pattern the
+judge reads back (`poison_mask`). On a GPU the caching allocator is refilled with poisoned blocks before a call; on
+the CPU c10's "junk fill" is on during the call.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ _MIB = 1 << 20
 
 
 def poison_words(bits: torch.dtype) -> tuple[int, int]:
-    """The values a poisoned element of integer type `bits` reads as: one value (twice) for 32- and 64-bit
-    elements, the two alternating halves of the word for 16-bit ones."""
+    """The values a poisoned element of integer type `bits` reads as (the word's two halves for 16-bit ones)."""
     if bits == torch.int32:
         return POISON_WORD, POISON_WORD
     if bits == torch.int64:
@@ -43,8 +42,7 @@ def poison_mask(t: torch.Tensor) -> torch.Tensor | None:
 _JUNK: list[Any] = []  # [flag] once looked up; [None] when this build has no junk-fill flag
 
 def junk_fill_flag() -> Any:
-    """c10's `caffe2_cpu_allocator_do_junk_fill` switch (every new CPU allocation filled with POISON_WORD), or None
-    where the library does not export it."""
+    """c10's `caffe2_cpu_allocator_do_junk_fill` switch, or None where the library does not export it."""
     if not _JUNK:
         flag = None
         lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
@@ -73,7 +71,7 @@ class Poison:
         self.junk = None if self.cuda else junk_fill_flag()
 
     def prepare(self, like: list[Any]) -> None:
-        """Before a candidate call, after its inputs were cloned (so the clones do not take poisoned blocks)."""
+        """Before a candidate call, after its inputs were cloned."""
         tensors = [t for t in like if is_plain(t) and t.numel()]
         if self.cuda:
             self._refill_cuda_cache(tensors)
@@ -122,8 +120,7 @@ class Poison:
         del blocks
 
 def free_fragments(device_index: int) -> list[int]:
-    """Sizes of the free blocks the CUDA caching allocator holds on this device (bytes; empty where the allocator
-    cannot say, e.g. with the cudaMallocAsync backend)."""
+    """Sizes of the free blocks the CUDA caching allocator holds on this device (empty where it cannot say)."""
     try:
         segments = torch.cuda.memory_snapshot()
         stream = torch.cuda.current_stream(device_index).cuda_stream  # blocks serve requests of their own stream

@@ -1,10 +1,8 @@
 """The runner's sandbox (docs/trust-boundary.md): new user, mount, PID, network, UTS and IPC namespaces made by the
-forked child itself (a fork of the fork server can only sandbox itself), the runner PID 1 of its PID namespace, and a
-new root from an allow-list (`sandbox_root.py`): read-only system directories, the Python installation and of this
-project only the `workbench` package; private tmpfs /tmp and /dev/shm; a minimal /dev; a fresh /proc. Then no
-capabilities, no_new_privs, rlimits and the syscall filter (`confinement.py`); no network; a root caller's sandbox
-root maps to `nobody`. Where namespaces cannot be made, `probe()` says why and the runner confines itself with
-Landlock and the filter (`landlock.py`).
+forked child itself, and a new root from an allow-list (`sandbox_root.py`: read-only system directories, the Python
+installation and of this project only the `workbench` package, private tmpfs /tmp and /dev/shm, a minimal /dev);
+then no capabilities, no_new_privs, rlimits and the syscall filter; a root caller's sandbox root maps to `nobody`.
+Where namespaces cannot be made, `probe()` says why and the runner confines itself (`confinement.py`).
 """
 
 from __future__ import annotations
@@ -53,38 +51,31 @@ class SandboxError(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    """rlimits and tmpfs sizes of one runner. `address_space` only on the CPU: CUDA reserves huge virtual ranges."""
+    """rlimits and tmpfs sizes of one runner (`address_space` on the CPU only: CUDA reserves huge ranges)."""
 
     address_space: int | None = None
     cpu_seconds: int = 3600
     file_bytes: int = 2 << 30
     open_files: int = 4096
-    #: Processes and threads the sandbox may add (torch's thread pools, compilers during a CUDA build).
     extra_processes: int = 1024
     scratch_bytes: int = 1 << 30
 
 
 @dataclass
 class Plan:
-    """What a runner's sandbox contains, computed in the fork server before it forks (so the paths are opened
-    with the server's rights, and the child only mounts)."""
+    """What a runner's sandbox contains, computed in the fork server before it forks."""
 
     device: str
     limits: Limits
-    #: (source, target) pairs mounted read-only inside; the source is opened as an O_PATH descriptor first.
     binds: list[tuple[str, str]] = field(default_factory=list)
     symlinks: list[tuple[str, str]] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     share_ipc: bool = False
-    #: Extra read-only binds: (host path, path inside), e.g. a compile-cache entry.
-    extra_binds: list[tuple[str, str]] = field(default_factory=list)
-    #: Writable binds: (host path, path inside), e.g. the Triton cache of this candidate's source alone.
+    extra_binds: list[tuple[str, str]] = field(default_factory=list)  # read-only (host path, path inside)
     writable_binds: list[tuple[str, str]] = field(default_factory=list)
-    #: Every (source, path inside) that exists, listed while the sources were still visible (staging).
-    sources: list[tuple[str, str]] = field(default_factory=list)
-    #: The directory the stage and the new root are built on (`_base_dir`).
-    base: str = "/mnt"
+    sources: list[tuple[str, str]] = field(default_factory=list)  # listed while the sources were visible (staging)
+    base: str = "/mnt"  # where the stage and the new root are built
 
 
 @dataclass(frozen=True)
@@ -92,8 +83,6 @@ class Probe:
     kind: str  # "namespaces" or "none"
     reason: str = ""
 
-
-# ---- libc ------------------------------------------------------------------------------------------------------
 
 _LIBC = None
 
@@ -130,16 +119,13 @@ def _prctl(option: int, arg: int = 0) -> None:
     check(libc().prctl(option, arg, 0, 0, 0), f"prctl({option})")
 
 
-# ---- planning (fork server, before fork) ----------------------------------------------------------------------
-
 def _package_dir() -> str:
-    """The `workbench` package directory."""
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _python_paths() -> list[str]:
-    """Directories the runner imports from: the interpreter's prefixes and sys.path, but of a source checkout (it
-    holds the user's files) only the workbench package."""
+    """Directories the runner imports from: the interpreter's prefixes and sys.path, but of a source checkout (the
+    user's files) only the workbench package."""
     package = _package_dir()
     checkout = os.path.dirname(package)
     paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
@@ -169,7 +155,7 @@ def nvidia_devices() -> list[str]:
 
 
 def runner_env(device: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The runner's whole environment: allow-listed variables of `base` plus the sandbox's own settings."""
+    """The runner's whole environment: allow-listed variables of `base` and the sandbox's own."""
     base = os.environ if base is None else base
     env = {k: v for k, v in base.items() if k in ENV_ALLOW or k.startswith("LC_")}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -188,7 +174,6 @@ def runner_env(device: str, base: dict[str, str] | None = None) -> dict[str, str
 def plan(device: str, limits: Limits, share_ipc: bool = False,
          extra_binds: list[tuple[str, str]] | None = None,
          writable_binds: list[tuple[str, str]] | None = None) -> Plan:
-    """What the sandbox of a runner on `device` will hold."""
     p = Plan(device=device, limits=limits, share_ipc=share_ipc, extra_binds=list(extra_binds or []),
              writable_binds=list(writable_binds or []))
     roots: list[str] = []
@@ -209,11 +194,8 @@ def plan(device: str, limits: Limits, share_ipc: bool = False,
     return p
 
 
-# ---- entering (the forked child) -----------------------------------------------------------------------------
-
 def write_id_maps(pid: int) -> None:
-    """Map the child's user namespace (from the parent): a root caller's sandbox root is nobody, anyone else's is
-    their own IDs."""
+    """Map the child's user namespace from the parent: a root caller's sandbox root is nobody."""
     uid, gid = os.geteuid(), os.getegid()
     inner_uid, inner_gid = (NOBODY_UID, NOBODY_GID) if uid == 0 else (uid, gid)
     with open(f"/proc/{pid}/setgroups", "w") as f:
@@ -231,7 +213,7 @@ def unshare_namespaces(share_ipc: bool) -> None:
     check(libc().unshare(flags), "unshare (user namespaces may be disabled here)")
 
 
-#: Where the sandbox's private work area may be mounted (a tmpfs in the runner's mount namespace), by preference.
+#: Where the sandbox's private tmpfs may be mounted, by preference.
 BASE_CANDIDATES = ("/mnt", "/media", "/srv", "/boot", "/home", "/var", "/run", "/tmp")
 
 
@@ -285,8 +267,7 @@ def _processes_of(uid: int) -> int:
 
 
 def apply_limits(limits: Limits, outer_uid: int, process_baseline: int) -> None:
-    """rlimits of the runner. RLIMIT_NPROC counts the outer user's processes system-wide, so the cap is what that
-    user already runs plus the sandbox's allowance."""
+    """The runner's rlimits (RLIMIT_NPROC counts the outer user's processes system-wide: its baseline is added)."""
     def cap(kind: int, value: int) -> None:
         soft, hard = resource.getrlimit(kind)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -307,27 +288,23 @@ def set_environment(env: dict[str, str]) -> None:
 
 
 def die_with_parent(expected_parent: int | None = None) -> None:
-    """SIGKILL this process when its parent dies (a change of IDs clears it: set it again after each); exit now
-    if `expected_parent` already died, since the signal would never come."""
+    """SIGKILL this process when its parent dies (a change of IDs clears it); exit now if `expected_parent` is gone."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if expected_parent is not None and os.getppid() != expected_parent:
         os._exit(72)
 
 
 def outer_process_baseline() -> tuple[int, int]:
-    """(uid the sandbox maps to outside, processes that uid runs now): read before entering, for RLIMIT_NPROC."""
+    """(uid the sandbox maps to outside, processes that uid runs now), for RLIMIT_NPROC."""
     uid = NOBODY_UID if os.geteuid() == 0 else os.geteuid()
     return uid, _processes_of(uid)
 
-
-# ---- probing -------------------------------------------------------------------------------------------------------
 
 _PROBE: Probe | None = None
 
 
 def probe() -> Probe:
-    """Can this machine make the runner's sandbox? A forked child tries; cached per process. KWB_SANDBOX=none turns
-    the sandbox off."""
+    """Can this machine make the runner's sandbox? A forked child tries (cached); KWB_SANDBOX=none turns it off."""
     global _PROBE
     if _PROBE is not None:
         return _PROBE

@@ -1,7 +1,5 @@
-"""Building a runner's new root inside its namespaces (`sandbox.py` plans it): a root caller stages the sources
-first (`stage_sources`), the first child builds the root (`build_root`), the runner pivots into it (`enter_root`).
-Nothing here ever mounts in the caller's mount namespace.
-"""
+"""Building a runner's new root inside its namespaces: a root caller stages the sources first, the first child builds
+the root, the runner pivots into it. Nothing here ever mounts in the caller's mount namespace."""
 
 from __future__ import annotations
 
@@ -42,8 +40,7 @@ def _make_target(path: str, like: str) -> None:
 
 
 def _read_only(target: str, nodev: bool = True) -> None:
-    """Make a bind mount and everything below it read-only (mount_setattr with AT_RECURSIVE; per-mount remounts
-    where the kernel is older than 5.12)."""
+    """Make a bind mount and everything below it read-only (mount_setattr, else per-mount remounts)."""
     attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (MOUNT_ATTR_NODEV if nodev else 0)
 
     class MountAttr(ctypes.Structure):
@@ -71,7 +68,7 @@ def _bind(source: str, target: str, recursive: bool = True) -> None:
 
 
 def _sources(p: Plan) -> list[tuple[str, str]]:
-    """(source, path inside) of everything bound into the sandbox: directories, then device nodes."""
+    """(source, path inside) of everything bound into the sandbox."""
     items = [*p.binds, *p.extra_binds, *p.writable_binds]
     items += [(f"/dev/{name}", f"/dev/{name}") for name in p.devices]
     if p.device.startswith("cuda") and os.path.isdir("/dev/nvidia-caps"):
@@ -80,8 +77,8 @@ def _sources(p: Plan) -> list[tuple[str, str]]:
 
 
 def stage_sources(p: Plan) -> dict[str, str]:
-    """For a root caller, before the user namespace exists: bind every source read-only under a staging tmpfs with
-    root's rights; the runner (`nobody`) binds from there, and the kernel keeps these mounts locked read-only."""
+    """For a root caller, before the user namespace: bind every source read-only under a staging tmpfs with root's
+    rights; the runner (`nobody`) binds from there."""
     check(libc().unshare(CLONE_NEWNS), "unshare (mount namespace)")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     p.sources = _sources(p)
@@ -99,8 +96,8 @@ def stage_sources(p: Plan) -> dict[str, str]:
 
 
 def build_root(p: Plan, staged: dict[str, str]) -> None:
-    """Inside the new namespaces: a tmpfs root with every source bound read-only (from the stage or its own path),
-    a minimal /dev, private /dev/shm and /tmp, an empty /proc."""
+    """Inside the new namespaces: a tmpfs root with every source bound read-only, a minimal /dev, private /dev/shm
+    and /tmp, an empty /proc."""
     # Sources were listed before the IDs changed: an unprivileged runner may not even see a staged path's origin.
     sources = list(p.sources) if staged else _sources(p)
     if not staged:
@@ -143,8 +140,7 @@ def build_root(p: Plan, staged: dict[str, str]) -> None:
 
 
 def enter_root(p: Plan) -> None:
-    """In the runner: mount /proc (the kernel requires the old one still visible), pivot into the new root, detach
-    the old one, make / read-only."""
+    """In the runner: mount /proc, pivot into the new root, detach the old one, make / read-only."""
     root = p.base + "/.kwb-root"
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(root)

@@ -1,9 +1,7 @@
 """What the runner's hook points held before the candidate was imported, and whether they still hold it
-(docs/anti-cheating.md, cheats 9, 15, 26): the object, its code and defaults of each of the runner's modules, Triton's
-launch path, the extension loader and the profiler. A replaced one is named in the report (`harness-tamper`).
-
-The seal lives in the candidate's process, so a candidate walking frames could restore every patch before a check:
-it is one layer, and the judge corroborates reports with its own measurements (`checks/evidence.py`).
+(docs/anti-cheating.md, cheats 9, 15, 26): object, code and defaults of the runner's modules, Triton's launch path,
+the extension loader and the profiler. It lives in the candidate's process, so it is one layer: the judge
+corroborates reports with its own measurements (`checks/evidence.py`).
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ def _code_of(value: Any) -> tuple[Any, Any, Any]:
 
 
 def _lookup(owner: Any, attr: str) -> Any:
-    """What `owner` holds under `attr`: a class's own dictionary (so an inherited method replaced on the subclass
-    shows), a dict's item, or a module's or object's attribute."""
+    """What `owner` holds under `attr` (a class's own dictionary first, so a replaced inherited method shows)."""
     if _isinstance(owner, dict):
         return owner.get(attr, _MISSING)
     if _isinstance(owner, type):
@@ -37,8 +34,8 @@ def _lookup(owner: Any, attr: str) -> Any:
 
 
 class Seal:
-    """A list of (label, owner, attribute, value, code, defaults, keyword defaults) recorded at one moment, and the
-    namespaces whose every global was recorded (a name added later that shadows a builtin is a patch too)."""
+    """(label, owner, attribute, value, code, defaults, keyword defaults) recorded at one moment, and the namespaces
+    whose every global was recorded (a name added later that shadows a builtin is a patch too)."""
 
     __slots__ = ("_entries", "_spaces")
 
@@ -52,7 +49,7 @@ class Seal:
             self._entries.append((label, owner, attr, value, *_code_of(value)))
 
     def add_module(self, module: ModuleType) -> None:
-        """Every global of `module` that is a function, class or module (its data is not sealed: keep it immutable)."""
+        """Every global of `module` that is a function, class or module."""
         space = _vars(module)
         for name, value in _sorted(space.items()):
             if name.startswith("__"):
@@ -66,7 +63,7 @@ class Seal:
             self.add(f"{label}.{attr}", cls, attr)
 
     def broken(self) -> tuple[str, ...]:
-        """Labels of the hook points that no longer hold what they held when sealed (empty: all intact)."""
+        """Labels of the hook points that no longer hold what they held when sealed."""
         out = []
         for label, owner, attr, value, code, defaults, kwdefaults in self._entries:
             now = _lookup(owner, attr)
@@ -105,8 +102,8 @@ def triton_entry_points(seal: Seal) -> None:
 
 
 def torch_entry_points(seal: Seal) -> None:
-    """What the launch tracker compares memory with, the profiler the runner reports kernels from, and the CUDA
-    extension loader (wrapped by the build cache before the seal, so the wrapper is what is sealed)."""
+    """What the launch tracker compares with, the profiler, and the CUDA extension loader (the build cache's
+    wrapper)."""
     import torch
     import torch.profiler
     import torch.utils.cpp_extension as ext

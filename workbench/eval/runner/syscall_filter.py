@@ -1,10 +1,7 @@
-"""The runner's syscall filter (docs/anti-cheating.md, cheat 21): a seccomp deny-list, because a runner needs almost
-everything (CUDA's ioctl and mmap, compilers, thread pools) and an allow-list would break on the next driver.
-
-Denied with EPERM: new namespaces, the mount API, bpf, userfaultfd, keyrings, perf_event_open, io_uring, ptrace and
-cross-process memory, module loading, kexec. `clone3` answers ENOSYS (its flags are out of the filter's reach), so
-the C library uses `clone`, whose CLONE_NEW* flags are refused; another ABI (i386, x32) answers ENOSYS. Without
-namespaces `deny_sockets` allows only AF_UNIX sockets. Classic BPF built with ctypes; `install` never raises.
+"""The runner's syscall filter (docs/anti-cheating.md, cheat 21): a seccomp deny-list (a runner needs almost
+everything; an allow-list would break on the next driver). Denied: new namespaces, the mount API, bpf, userfaultfd,
+keyrings, perf_event_open, io_uring, ptrace, module loading, kexec; `clone3` answers ENOSYS so the C library uses
+`clone`, whose CLONE_NEW* flags are refused; other ABIs answer ENOSYS; `deny_sockets` allows only AF_UNIX.
 """
 
 from __future__ import annotations
@@ -100,8 +97,7 @@ def program(machine: str, deny_sockets: bool = False) -> list[Instruction]:
 
 
 def evaluate(prog: list[Instruction], nr: int, arch: int, arg0: int = 0) -> int:
-    """Run `prog` on one syscall as the kernel would (the subset of BPF it uses): the action it returns. Lets the
-    filter's logic be tested for both machines without installing it."""
+    """Run `prog` on one syscall as the kernel would (the subset of BPF it uses): the action it returns."""
     data = struct.pack("<iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
     acc, pc = 0, 0
     while True:
@@ -125,8 +121,8 @@ class _SockFprog(ctypes.Structure):
 
 
 def install(deny_sockets: bool = False) -> str | None:
-    """Install the filter on this (single-threaded) process and everything it starts; sets no_new_privs first.
-    Returns None when installed, else why not (the runner then says so in its sandbox tier)."""
+    """Install the filter on this (single-threaded) process and its children, no_new_privs first; None when
+    installed, else why not."""
     machine = platform.machine()
     if sys.platform != "linux":
         return f"no seccomp on {sys.platform}"

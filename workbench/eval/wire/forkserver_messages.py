@@ -1,9 +1,5 @@
-"""The judge/fork-server protocol: `{"v", "kind", "body"}` frames, the body in the strict record codec
-(`records.py`). `decode` raises ProtocolError on another version, an unexpected kind or a bad body; the fork server
-answers what it cannot read with `Refused`.
-
-judge -> fork server: Spawn (+ the runner's socket and log pipe), Wait, Exit.
-fork server -> judge: Hello (once, when ready), Spawned, Status, Refused.
+"""The judge/fork-server protocol: `{"v", "kind", "body"}` frames in the strict record codec (`records.py`); the
+server answers what it cannot read with `Refused`.
 """
 
 from __future__ import annotations
@@ -30,8 +26,8 @@ class Message:
 
 @dataclass(frozen=True)
 class Spawn(Message):
-    """Fork one sandboxed runner for job `job` (nonce `nonce`) on `device`. `workdir`: the scratch directory the
-    judge made for a runner without namespaces ("" with them)."""
+    """Fork one sandboxed runner (with its socket and log pipe); `workdir`: the judge's scratch directory for a runner
+    without namespaces."""
 
     kind: ClassVar[str] = "spawn"
     job: str
@@ -44,13 +40,12 @@ class Spawn(Message):
     extra_binds: tuple[Bind, ...] = ()
     writable_binds: tuple[Bind, ...] = ()
     workdir: str = ""
-    #: GPU libraries the runner loads right after Ready (`judge/runners/libraries.py`).
     warm: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Wait(Message):
-    """The wait status of runner `pid` (its outer first child), once its channel has closed."""
+    """The wait status of runner `pid` (its outer first child)."""
 
     kind: ClassVar[str] = "wait"
     pid: int
@@ -63,7 +58,7 @@ class Exit(Message):
 
 @dataclass(frozen=True)
 class Hello(Message):
-    """The server is ready: which sandbox its runners get (`sandbox.probe()`), and why not where none."""
+    """The server is ready: which sandbox its runners get, and why not where none."""
 
     kind: ClassVar[str] = "hello"
     sandbox: str
@@ -84,7 +79,7 @@ class Spawned(Message):
 
 @dataclass(frozen=True)
 class Status(Message):
-    """A runner's wait status (-1: unknown, it could not be collected in time)."""
+    """A runner's wait status (-1: unknown)."""
 
     kind: ClassVar[str] = "status"
     pid: int
@@ -93,7 +88,6 @@ class Status(Message):
 
 @dataclass(frozen=True)
 class Refused(Message):
-    """The server could not read or serve a request."""
 
     kind: ClassVar[str] = "refused"
     reason: str
@@ -108,7 +102,7 @@ def encode(message: Message) -> dict[str, Any]:
 
 
 def decode(frame: Any, allowed: frozenset[str]) -> Message:
-    """The message in `frame`, checked: version, kind among `allowed`, body (`records.from_json`)."""
+    """The message in `frame`, checked: version, kind among `allowed`, body."""
     if not isinstance(frame, dict) or set(frame) != {"v", "kind", "body"}:
         raise ProtocolError("not a fork-server frame")
     if frame["v"] != list(PROTOCOL):

@@ -1,6 +1,5 @@
-"""The caller/judge channel (docs/trust-boundary.md): one `{"v", "kind", "job", "body"}` JSON line per message. The
-judge announces itself with `Ready`; the caller sends a `Job`; the judge answers with `Progress` lines (when asked)
-and one `Reply`. Both ends are trusted; `decode_line` still checks everything (`records.py`), so a stray write or a
+"""The caller/judge channel: one `{"v", "kind", "job", "body"}` JSON line per message (the judge's `Ready`, the
+caller's `Job`, the judge's `Progress` lines and one `Reply`), checked strictly (`records.py`), so a stray write or a
 judge of another version is a `ChannelError`, never a reply read with defaults.
 """
 
@@ -24,8 +23,7 @@ class ChannelError(Exception):
 
 @dataclass(frozen=True)
 class CandidateSpec:
-    """The candidate as the judge gets it (`Candidate.to_spec()`): its source, language, entry class and name, and
-    whether it is a declared PyTorch baseline."""
+    """The candidate as the judge gets it (`Candidate.to_spec()`)."""
 
     source: str
     language: str
@@ -36,9 +34,8 @@ class CandidateSpec:
 
 @dataclass(frozen=True)
 class Job:
-    """One evaluation: `task` is `Task.to_spec()`, `size` the timing size, `check_sizes` the correctness sizes.
-    Limits in seconds (`timeout` per step, `compile_timeout` for loading) and bytes (CPU address space; None: no
-    cap). `reps`: fixed timed reps (None: until the CI target). `progress`: send Progress lines."""
+    """One evaluation: `task` is `Task.to_spec()`, `size` the timing size, `check_sizes` the correctness sizes;
+    `memory_bytes` caps a CPU runner's address space; `reps` fixes the timed reps."""
 
     kind: ClassVar[str] = "job"
     task: dict[str, Any]
@@ -59,8 +56,7 @@ class Job:
 
 @dataclass(frozen=True)
 class Progress:
-    """Where one evaluation stands: stage ("startup" while a judge starts), step k of n where the stage counts,
-    seconds since the job began, and for timing the samples so far and the 95% CI's relative width."""
+    """Where one evaluation stands: stage, step k of n, seconds since the job began, samples and CI width."""
 
     kind: ClassVar[str] = "progress"
     stage: str
@@ -91,8 +87,8 @@ class Progress:
 
 @dataclass(frozen=True)
 class Reply:
-    """What the judge decided about one candidate. `died`: how the runner (or the judge itself) died. `counted`:
-    FLOPs and bytes of the reference. `ceilings`: measured roofline ceilings where no datasheet entry serves."""
+    """What the judge decided about one candidate (`died`: how the runner died; `counted`: the reference's FLOPs and
+    bytes; `ceilings`: measured roofline ceilings)."""
 
     kind: ClassVar[str] = "reply"
     status: str
@@ -117,16 +113,13 @@ class Reply:
     compiled_reference_timing: Timing | None = None
     judge_clock_timing: Timing | None = None
     coverage: float | None = None
-    #: Median over timed rounds of reference / candidate (`judge/verdict.speedup`); None: not timed, or interpreted.
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None
     speedup_verdict: str | None = None
     speedup_basis: str = ""
     stage_seconds: dict[str, float] = field(default_factory=dict)
-    #: How the judge evaluated (runner, reference, timing, seconds and memory): `Result.protocol` is its dict.
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     telemetry: dict[str, Any] = field(default_factory=dict)
-    #: What each verdict input rests on (`checks/evidence.py`): {"outputs", "time", "launches", "coverage"} -> level.
     evidence: dict[str, str] = field(default_factory=dict)
     counted: dict[str, Any] | None = None
     ceilings: dict[str, Any] | None = None
@@ -134,7 +127,7 @@ class Reply:
 
 @dataclass(frozen=True)
 class Ready:
-    """The judge has imported its libraries and started its fork server; its first job may come."""
+    """The judge is ready for its first job."""
 
     kind: ClassVar[str] = "ready"
     pid: int
@@ -153,7 +146,7 @@ def new_job_id() -> str:
 
 
 def encode_line(message: Job | Progress | Reply | Ready, job: str) -> bytes:
-    """One message as one JSON line (NaN and infinities allowed: error figures may be either)."""
+    """One message as one JSON line (NaN and infinities allowed)."""
     frame = {"v": list(CHANNEL_VERSION), "kind": message.kind, "job": job, "body": to_json(message)}
     return (json.dumps(frame, separators=(",", ":")) + "\n").encode()
 
@@ -177,7 +170,7 @@ def _frame(line: bytes | str, allowed: frozenset[str]) -> tuple[str, Job | Progr
 
 
 def decode_line(line: bytes | str, *, job: str, allowed: frozenset[str]) -> Job | Progress | Reply | Ready:
-    """The message on `line`, checked (module doc): kind among `allowed`, for the job `job`."""
+    """The message on `line`, checked: kind among `allowed`, for the job `job`."""
     got, message = _frame(line, allowed)
     if got != job:
         raise ChannelError(f"message for job {got!r} while job {job!r} is running")
@@ -185,7 +178,7 @@ def decode_line(line: bytes | str, *, job: str, allowed: frozenset[str]) -> Job 
 
 
 def decode_job(line: bytes | str) -> tuple[str, Job]:
-    """(job id, Job) of the caller's next line, checked like every other message."""
+    """(job id, Job) of the caller's next line."""
     job_id, message = _frame(line, frozenset({"job"}))
     assert isinstance(message, Job)
     return job_id, message

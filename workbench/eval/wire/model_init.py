@@ -1,7 +1,6 @@
-"""Where a task's models are built: under `torch.device(device)` on a GPU, since a host build draws large models'
-parameters slowly on one thread; on the host where the constructor fails there. Both sides build in the same place
-under the same seed, so equal layouts get the reference's state and equal init orders draw equal values. The runner
-builds where the judge built the reference (`Build.init_device`); a host fallback is noted (`BUILT_ON_HOST_NOTE`).
+"""Where a task's models are built: under `torch.device(device)` on a GPU (a host build draws large models'
+parameters slowly), on the host where the constructor fails there. The runner builds where the judge built the
+reference, under the same seed, so equal init orders draw equal values.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ _built_on: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def place_for(device: str) -> str:
-    """Where a model for `device` is built first: the device itself for a GPU, the host otherwise."""
     return device if device.startswith("cuda") else HOST
 
 
@@ -39,8 +37,8 @@ def building_on(place: str) -> Iterator[None]:
 
 def build(make: Callable[[], Any], device: str, reseed: Callable[[], None], place: str | None = None
           ) -> tuple[Any, str, BaseException | None]:
-    """(model, where built, what the device build raised): `make()` on `place` (default `place_for(device)`), else
-    on the host, `reseed()` before each try. The host build's own exception propagates."""
+    """(model, where built, what the device build raised): `make()` on `place`, else on the host, `reseed()` before
+    each try."""
     place = place or place_for(device)
     failure: BaseException | None = None
     if place != HOST:
@@ -60,7 +58,6 @@ def same_layout(own: dict[str, Any], state: dict[str, Any]) -> bool:
 
 
 def remember(model: Any, place: str) -> None:
-    """Record where the judge built `model` (`built_on` reads it when the runners are told)."""
     try:
         _built_on[model] = place
     except TypeError:  # not weak-referenceable (a plain function as Model): nothing to build elsewhere
@@ -68,7 +65,6 @@ def remember(model: Any, place: str) -> None:
 
 
 def built_on(model: Any, default: str = HOST) -> str:
-    """Where `model` was built, as `remember` recorded it (`default` when it did not)."""
     try:
         return _built_on.get(model, default)
     except TypeError:

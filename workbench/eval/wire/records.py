@@ -1,6 +1,10 @@
-"""Strict JSON codec for frozen dataclass records: `to_json` gives plain JSON values; `from_json(cls, data)` rebuilds
-the record against its type hints (nested records, tuples, optionals) and raises `RecordError` naming the field on
-an unknown or missing field or a value of another type (a bool is not an int). `Any` fields carry JSON as it came.
+"""Strict JSON codec for the frozen dataclass records of every channel: `to_json` gives plain JSON values;
+`from_json(cls, data)` rebuilds the record against its type hints (nested records, tuples, optionals) and raises
+`RecordError` naming the field on an unknown or missing field or a value of another type (a bool is not an int).
+
+`Any` fields carry JSON as it came, unless the records are `tagged` (the runner channel): then every record is
+written with its class name under "@", and inside an `Any` field a tagged object comes back as that record (from
+`tagged`, by name) and every list as a tuple.
 """
 
 from __future__ import annotations
@@ -8,23 +12,27 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+Tagged = Mapping[str, type] | None
 
 
 class RecordError(ValueError):
     """A JSON value that is not the record it should be; the message names the field and what was wrong."""
 
 
-def to_json(value: Any) -> Any:
-    """`value` as JSON values: dataclass records as objects of their fields, tuples as lists."""
+def to_json(value: Any, tagged: bool = False) -> Any:
+    """`value` as JSON values: records as objects of their fields (with "@": class name when `tagged`), tuples as
+    lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        body = {f.name: to_json(getattr(value, f.name), tagged) for f in dataclasses.fields(value)}
+        return {"@": type(value).__name__, **body} if tagged else body
     if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
+        return [to_json(v, tagged) for v in value]
     if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
+        return {str(k): to_json(v, tagged) for k, v in value.items()}
     return value
 
 
@@ -38,11 +46,15 @@ def _schema(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field, ...]]:
     return _SCHEMAS[cls]
 
 
-def from_json(cls: type[T], data: Any, where: str = "") -> T:
+def from_json(cls: type[T], data: Any, where: str = "", tagged: Tagged = None) -> T:
     """The record `cls` rebuilt from `data` (module doc); raises RecordError on anything it does not declare."""
-    where = where or cls.__name__
+    where = cls.__name__ if tagged is not None or not where else where  # a tagged record names itself
     if not isinstance(data, dict):
         raise RecordError(f"{where}: expected an object, got {type(data).__name__}")
+    if tagged is not None:
+        if data.get("@", cls.__name__) != cls.__name__:
+            raise RecordError(f"{where}: a {data['@']!r:.40} record where a {cls.__name__} belongs")
+        data = {k: v for k, v in data.items() if k != "@"}
     hints, fields = _schema(cls)
     unknown = sorted(set(data) - {f.name for f in fields})
     if unknown:
@@ -53,34 +65,49 @@ def from_json(cls: type[T], data: Any, where: str = "") -> T:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise RecordError(f"{where}: missing field {f.name!r}")
             continue
-        values[f.name] = _value(data[f.name], hints[f.name], f"{where}.{f.name}")
+        values[f.name] = _value(data[f.name], hints[f.name], f"{where}.{f.name}", tagged)
     return cls(**values)
 
 
-def _value(value: Any, hint: Any, where: str) -> Any:
+def _revive(value: Any, tagged: Mapping[str, type], where: str) -> Any:
+    """An `Any` value of a tagged channel: tagged objects as their records, lists as tuples."""
+    if isinstance(value, dict):
+        if "@" not in value:
+            return {k: _revive(v, tagged, where) for k, v in value.items()}
+        cls = tagged.get(value["@"])
+        if cls is None:
+            raise RecordError(f"{where}: unknown record type {value['@']!r:.40}")
+        return from_json(cls, value, where, tagged)
+    if isinstance(value, list):
+        return tuple(_revive(v, tagged, where) for v in value)
+    return value
+
+
+def _value(value: Any, hint: Any, where: str, tagged: Tagged) -> Any:
     """`value` checked against `hint` (and rebuilt where the hint is a record, a tuple or a union of them)."""
     if hint is Any:
-        return value
+        return value if tagged is None else _revive(value, tagged, where)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Union or origin is types.UnionType:
-        return _union(value, args, where)
+        return _union(value, args, where, tagged)
     if hint is type(None):
         if value is not None:
             raise RecordError(f"{where}: expected null, got {type(value).__name__}")
         return None
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return from_json(hint, value, where)
+        return from_json(hint, value, where, tagged)
     if origin in (tuple, list):
-        return _sequence(value, origin, args, where)
+        return _sequence(value, origin, args, where, tagged)
     if origin is dict:
         if not isinstance(value, dict):
             raise RecordError(f"{where}: expected an object, got {type(value).__name__}")
         key_hint, value_hint = args or (Any, Any)
-        return {_value(k, key_hint, where): _value(v, value_hint, f"{where}[{k!r}]") for k, v in value.items()}
+        return {_value(k, key_hint, where, tagged): _value(v, value_hint, f"{where}[{k!r}]", tagged)
+                for k, v in value.items()}
     return _scalar(value, hint, where)
 
 
-def _union(value: Any, arms: tuple[Any, ...], where: str) -> Any:
+def _union(value: Any, arms: tuple[Any, ...], where: str, tagged: Tagged) -> Any:
     if value is None and type(None) in arms:
         return None
     errors = []
@@ -88,23 +115,23 @@ def _union(value: Any, arms: tuple[Any, ...], where: str) -> Any:
         if arm is type(None):
             continue
         try:
-            return _value(value, arm, where)
+            return _value(value, arm, where, tagged)
         except RecordError as exc:
             errors.append(str(exc))
     raise RecordError(errors[0] if len(errors) == 1 else f"{where}: {type(value).__name__} matches none of "
                                                           f"{' | '.join(getattr(a, '__name__', str(a)) for a in arms)}")
 
 
-def _sequence(value: Any, origin: type, args: tuple[Any, ...], where: str) -> Any:
+def _sequence(value: Any, origin: type, args: tuple[Any, ...], where: str, tagged: Tagged) -> Any:
     if not isinstance(value, (list, tuple)):
         raise RecordError(f"{where}: expected a list, got {type(value).__name__}")
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis or origin is list:
         item = args[0] if args else Any
-        items = [_value(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = [_value(v, item, f"{where}[{i}]", tagged) for i, v in enumerate(value)]
     else:
         if len(args) != len(value):
             raise RecordError(f"{where}: expected {len(args)} items, got {len(value)}")
-        items = [_value(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True))]
+        items = [_value(v, a, f"{where}[{i}]", tagged) for i, (v, a) in enumerate(zip(value, args, strict=True))]
     return tuple(items) if origin is tuple else items
 
 

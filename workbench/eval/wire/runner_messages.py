@@ -1,33 +1,29 @@
-"""The judge/runner protocol (docs/trust-boundary.md): `{"v", "kind", "job", "nonce", "seq", "body"}` frames. The
-runner echoes the job id and nonce it got at spawn and numbers its messages 1, 2, 3, ...; `decode` raises
-ProtocolError on anything else, which from a runner is `protocol-violation`. Runner messages carry data only.
-
-judge -> runner: Load, Share, Build, Call, Pool, Time, Profile, Ping, Proceed, Shutdown.
-runner -> judge: Ready, Loaded, Built, Output, Samples, Profiled, Pong, Compiling, Fault.
+"""The judge/runner protocol (docs/trust-boundary.md): `{"v", "kind", "job", "nonce", "seq", "body"}` frames; the
+runner echoes the job id and nonce it got at spawn and numbers its messages 1, 2, 3, ...; anything else is a
+ProtocolError (from a runner: `protocol-violation`). Runner messages carry data only.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import secrets
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from workbench.eval.wire.records import RecordError, from_json, to_json
+
 PROTOCOL = (1, 2)
+#: Exception names that mean the kernel did not compile (a Fault's stage is then "compile").
+COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
 
 
 class ProtocolError(Exception):
     """A message that breaks the protocol; from a runner this is a protocol violation, never a verdict."""
 
 
-# ---- shared-memory references -------------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class BufferInfo:
-    """A shared buffer: its id, size, and how to open it ("fd": a memfd passed alongside the message; "cuda-ipc":
-    a CUDA IPC handle in hex)."""
+    """A shared buffer: id, size, and how to open it ("fd": a memfd sent alongside; "cuda-ipc": a handle in hex)."""
 
     buffer: int
     nbytes: int
@@ -47,11 +43,8 @@ class TensorRef:
     offset: int = 0
 
 
-#: An argument: a tensor reference, or a JSON value (numbers, strings, nested lists) passed as it is.
+#: An argument: a tensor reference, or a JSON value passed as it is.
 Arg = Any
-
-
-# ---- messages -----------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Message:
@@ -78,9 +71,8 @@ class Share(Message):
 
 @dataclass(frozen=True)
 class Build(Message):
-    """Build model `model` from `init` under `seed`, then load the reference's `state` when keys and shapes match.
-    `sizes`: this build's size constants, set on the candidate's module first. `init_device`: where the reference
-    was built, so where the candidate is built first (`model_init`; "": the runner's default)."""
+    """Build model `model` from `init` under `seed` where the reference was built (`init_device`), the module's size
+    constants set first, then load the reference's `state` when its layout matches."""
 
     kind: ClassVar[str] = "build"
     model: int
@@ -93,8 +85,8 @@ class Build(Message):
 
 @dataclass(frozen=True)
 class Call(Message):
-    """Run forward of `model` on `inputs`, output i copied into `slots[i]` when its form matches. `seed`: seeds the
-    global RNG right before forward, as for the reference. `record`: reply with an OpRecord."""
+    """Forward of `model` on `inputs` (the global RNG seeded first), output i copied into `slots[i]` when its form
+    matches; `record`: reply with an OpRecord."""
 
     kind: ClassVar[str] = "call"
     call: int
@@ -104,14 +96,12 @@ class Call(Message):
     poison: bool = True
     seed: int | None = None
     record: bool = False
-    #: A probe call (CPU): every interpreted launch burns this many ns of CPU (`checks/evidence.py`); 0: ordinary.
     probe_ns: int = 0
 
 
 @dataclass(frozen=True)
 class Pool(Message):
-    """Register the timing pool once (set k is `input_sets[k]`, its slot `slots[k]`), so a Time message sends only
-    the order, not every reference again inside the judge's clock."""
+    """Register a timing pool once, so a Time message sends only the order inside the judge's clock."""
 
     kind: ClassVar[str] = "pool"
     pool: int
@@ -121,8 +111,8 @@ class Pool(Message):
 
 @dataclass(frozen=True)
 class Time(Message):
-    """A timed batch: rep k runs input set `order[k]`, seeded with `seeds[k]`, output 0 then copied to `commit[k]`.
-    `model` NULL_MODEL or NULL_KERNEL: the null candidate, returning a `null_shape` / `null_dtype` tensor."""
+    """A timed batch: rep k runs set `order[k]` seeded with `seeds[k]`, output 0 copied to `commit[k]` (with `pool`,
+    to set order[k]'s slot); model NULL_MODEL or NULL_KERNEL: the null candidate."""
 
     kind: ClassVar[str] = "time"
     call: int
@@ -135,7 +125,6 @@ class Time(Message):
     seeds: tuple[int, ...] = ()
     null_shape: tuple[int, ...] = ()
     null_dtype: str = ""
-    #: A registered Pool: output k goes to the slot of set order[k] (`input_sets` and `commit` are then empty).
     pool: int = 0
 
 
@@ -159,7 +148,7 @@ class Shutdown(Message):
 
 @dataclass(frozen=True)
 class Ping(Message):
-    """Answered at once with Pong: the judge knows every earlier message (shared buffers included) was handled."""
+    """Answered with Pong once every earlier message was handled."""
 
     kind: ClassVar[str] = "ping"
     call: int
@@ -173,8 +162,7 @@ class Pong(Message):
 
 @dataclass(frozen=True)
 class Compiling(Message):
-    """A kernel starts compiling (`done` False) or has compiled (True: the runner waits for Proceed;
-    `runner/compile_pause.py`)."""
+    """A kernel starts compiling, or has (`done`: the runner waits for Proceed)."""
 
     kind: ClassVar[str] = "compiling"
     done: bool
@@ -182,7 +170,7 @@ class Compiling(Message):
 
 @dataclass(frozen=True)
 class Proceed(Message):
-    """The answer to Compiling(done=True): the judge holds the device again, the runner may go on."""
+    """The answer to Compiling(done=True): the judge holds the device again."""
 
     kind: ClassVar[str] = "proceed"
 
@@ -200,7 +188,6 @@ class Ready(Message):
 
 @dataclass(frozen=True)
 class Loaded(Message):
-    """`warmup_seconds`: what loading the GPU libraries took (`runner/library_warmup.py`)."""
 
     kind: ClassVar[str] = "loaded"
     kernels: tuple[str, ...]
@@ -211,7 +198,6 @@ class Loaded(Message):
 
 @dataclass(frozen=True)
 class Built(Message):
-    """`init_note`: why the candidate was built on the host instead of where the Build asked ("" when it was not)."""
 
     kind: ClassVar[str] = "built"
     model: int
@@ -234,8 +220,7 @@ class OutputForm:
 
 @dataclass(frozen=True)
 class LaunchReport:
-    """The candidate's own Triton launches in one call (`runner/launches.py`): count, kernels, whether outputs were
-    launched on or (CPU) hold content no launch produced, hook points found replaced. The judge corroborates it."""
+    """The candidate's own Triton launches in one call (`runner/launches.py`), for the judge to corroborate."""
 
     launches: int
     kernels: tuple[str, ...]
@@ -248,8 +233,7 @@ class LaunchReport:
 
 @dataclass(frozen=True)
 class OpRecord:
-    """What torch executed in one forward outside the candidate's launches (`runner/op_record.py`): operator -> runs,
-    export -> elements, launches counted, `complete` to the end of forward, `truncated` past the name cap."""
+    """What torch executed in one forward outside the candidate's launches (`runner/op_record.py`)."""
 
     ops: dict[str, int]
     exports: dict[str, int]
@@ -266,13 +250,12 @@ class Output(Message):
     tuple_output: bool
     launch: LaunchReport
     seconds: float
-    #: Present when the Call asked for a record.
     ops: OpRecord | None = None
 
 
 @dataclass(frozen=True)
 class Samples(Message):
-    """Per timed rep: ms between the events on the current stream, and to the device-wide synchronize."""
+    """Per timed rep: ms on the current stream, and to the device-wide synchronize."""
 
     kind: ClassVar[str] = "samples"
     call: int
@@ -283,12 +266,11 @@ class Samples(Message):
 
 @dataclass(frozen=True)
 class Profiled(Message):
-    """GPU kernel time per kernel name in one forward (us), and hook points found replaced (`runner/seal.py`)."""
+    """GPU kernel time per kernel name in one forward (us), and hook points found replaced."""
 
     kind: ClassVar[str] = "profiled"
     call: int
     kernels: dict[str, float]
-    #: How the runner recorded them: "cupti" (the activity API directly) or "torch-profiler".
     tracer: str = ""
     tampered: tuple[str, ...] = ()
 
@@ -311,106 +293,22 @@ _MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
     Profiled, Pong, Compiling, Fault)}
 JUDGE_KINDS = frozenset({"load", "share", "build", "call", "pool", "time", "profile", "shutdown", "ping", "proceed"})
 RUNNER_KINDS = frozenset({"ready", "loaded", "built", "output", "samples", "profiled", "pong", "compiling", "fault"})
-_NESTED = {"BufferInfo": BufferInfo, "TensorRef": TensorRef, "OutputForm": OutputForm, "LaunchReport": LaunchReport,
-           "OpRecord": OpRecord}
+#: The records an `Arg` may hold, by the name they are tagged with (`records.py`).
+_RECORDS = {cls.__name__: cls for cls in (BufferInfo, TensorRef, OutputForm, LaunchReport, OpRecord)}
 
 
 def new_nonce() -> str:
     return secrets.token_hex(16)
 
 
-# ---- encoding -----------------------------------------------------------------------------------------------------
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"@": type(value).__name__, **{f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value
-
-
 def encode(message: Message, job: str, nonce: str, seq: int) -> dict[str, Any]:
-    body = {f.name: _plain(getattr(message, f.name)) for f in dataclasses.fields(message)}
+    body = {f.name: to_json(getattr(message, f.name), tagged=True) for f in dataclasses.fields(message)}
     return {"v": list(PROTOCOL), "kind": message.kind, "job": job, "nonce": nonce, "seq": seq, "body": body}
 
 
-def _revive(value: Any) -> Any:
-    """Nested records come back as their dataclasses; anything tagged with an unknown name is an error."""
-    if isinstance(value, dict):
-        tag = value.get("@")
-        if tag is not None:
-            cls = _NESTED.get(tag)
-            if cls is None:
-                raise ProtocolError(f"unknown record type {tag!r}")
-            return _build(cls, {k: v for k, v in value.items() if k != "@"})
-        return {k: _revive(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return tuple(_revive(v) for v in value)
-    return value
-
-
-def _type_ok(value: Any, hint: Any) -> bool:
-    origin = typing.get_origin(hint)
-    if hint is Any:
-        return True
-    if origin is typing.Union or origin is types.UnionType:
-        return any(_type_ok(value, h) for h in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if origin in (tuple, list):
-        args = typing.get_args(hint)
-        if not isinstance(value, tuple):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_type_ok(v, args[0]) for v in value)
-        return len(args) == len(value) and all(_type_ok(v, a) for v, a in zip(value, args, strict=True))
-    if origin is dict:
-        kt, vt = typing.get_args(hint)
-        return isinstance(value, dict) and all(_type_ok(k, kt) and _type_ok(v, vt) for k, v in value.items())
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True
-
-
-_SCHEMAS: dict[type, tuple[dict[str, Any], tuple[dataclasses.Field, ...], frozenset[str]]] = {}
-
-
-def _schema(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field, ...], frozenset[str]]:
-    """Type hints and fields of a message class, resolved once (resolving compiles strings: slow per message)."""
-    if cls not in _SCHEMAS:
-        fields = dataclasses.fields(cls)
-        _SCHEMAS[cls] = (typing.get_type_hints(cls), fields, frozenset(f.name for f in fields))
-    return _SCHEMAS[cls]
-
-
-def _build(cls: type, body: dict[str, Any]) -> Any:
-    hints, fields, names = _schema(cls)
-    unknown = set(body) - names
-    if unknown:
-        raise ProtocolError(f"{cls.__name__}: unknown fields {sorted(unknown)}")
-    values = {}
-    for f in fields:
-        if f.name not in body:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ProtocolError(f"{cls.__name__}: missing field {f.name!r}")
-            continue
-        value = _revive(body[f.name])
-        if isinstance(value, int) and not isinstance(value, bool) and hints[f.name] is float:
-            value = float(value)
-        if not _type_ok(value, hints[f.name]):
-            raise ProtocolError(f"{cls.__name__}.{f.name}: {type(value).__name__} does not match {hints[f.name]}")
-        values[f.name] = value
-    return cls(**values)
-
-
 def decode(frame: Any, *, job: str, nonce: str, seq: int, allowed: frozenset[str]) -> Message:
-    """The message in `frame`, checked: version, kind among `allowed`, job and nonce, sequence number `seq`."""
+    """The message in `frame`, checked: version, kind among `allowed`, job and nonce, sequence number `seq`, every
+    field against its type (`records.from_json`, tagged)."""
     if not isinstance(frame, dict) or set(frame) != {"v", "kind", "job", "nonce", "seq", "body"}:
         raise ProtocolError("not a protocol frame")
     if not isinstance(frame["v"], list) or tuple(frame["v"]) != PROTOCOL:
@@ -423,7 +321,10 @@ def decode(frame: Any, *, job: str, nonce: str, seq: int, allowed: frozenset[str
         raise ProtocolError(f"sequence number {frame['seq']!r}, expected {seq} (replayed, skipped or reordered)")
     if not isinstance(frame["body"], dict):
         raise ProtocolError("body is not an object")
+    cls = _MESSAGES[frame["kind"]]
     try:
-        return _build(_MESSAGES[frame["kind"]], frame["body"])
+        return from_json(cls, frame["body"], tagged=_RECORDS)
+    except RecordError as exc:
+        raise ProtocolError(str(exc)) from None
     except (TypeError, ValueError, RecursionError) as exc:  # e.g. an unhashable record tag: malformed, not a crash
         raise ProtocolError(f"malformed {frame['kind']} body: {type(exc).__name__}") from None

@@ -1,8 +1,6 @@
-"""Shared memory between the judge and a runner: the only way data crosses the trust boundary. Every buffer holds
-nothing else: on the CPU a memfd passed as a descriptor; on a GPU a driver allocation (cuMemAlloc) exported as a CUDA
-IPC handle, never from torch's caching allocator, since a handle opens the whole allocation and would expose its
-neighbours. Where CUDA IPC cannot be opened in the sandbox, a GPU runner stages through host memfds
-(`Result.protocol["transport"]` says which ran).
+"""Shared memory between the judge and a runner, the only way data crosses the trust boundary: on the CPU a memfd;
+on a GPU a driver allocation (cuMemAlloc, never torch's caching allocator, since a handle opens the whole allocation)
+exported as a CUDA IPC handle, else host memfds staged by the runner (`Result.protocol["transport"]`).
 """
 
 from __future__ import annotations
@@ -35,17 +33,13 @@ def dtype_from_name(name: str) -> torch.dtype:
         raise ValueError(f"unsupported dtype {name!r} in shared memory") from None
 
 
-# ---- CUDA driver API (only what IPC needs) ---------------------------------------------------------------------
-
 class _IpcMemHandle(ctypes.Structure):
-    """CUipcMemHandle: 64 opaque bytes, passed *by value* to cuIpcOpenMemHandle (a ctypes array would go as a
-    pointer and the driver would read garbage)."""
+    """CUipcMemHandle: 64 opaque bytes, passed *by value* to cuIpcOpenMemHandle."""
 
     _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
 class _Driver:
-    """ctypes bindings of the few CUDA driver calls used here; loaded on first use."""
 
     def __init__(self) -> None:
         self.lib = ctypes.CDLL("libcuda.so.1")
@@ -61,7 +55,6 @@ class _Driver:
             raise RuntimeError(f"CUDA driver call {what} failed with error {code}")
 
     def ensure_context(self, device: int) -> None:
-        # torch creates and binds the primary context on its first CUDA call on this thread.
         torch.cuda.set_device(device)
         torch.empty(1, device=f"cuda:{device}")
         ctx = ctypes.c_void_p()
@@ -106,7 +99,7 @@ def driver() -> _Driver:
 
 
 class _CudaBytes:
-    """A device pointer presented to torch through __cuda_array_interface__ (torch.as_tensor does not copy)."""
+    """A device pointer presented to torch through __cuda_array_interface__."""
 
     def __init__(self, ptr: int, nbytes: int):
         self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
@@ -146,8 +139,6 @@ def _contiguous(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[tuple[int, 
     return tuple(int(s) for s in shape), tuple(stride), numel, torch.empty((), dtype=dtype).element_size()
 
 
-# ---- judge side --------------------------------------------------------------------------------------------------
-
 @dataclass
 class _Buffer:
     info: BufferInfo
@@ -159,8 +150,8 @@ class _Buffer:
 
 class Arena:
     """The judge's shared buffers for one runner: `tensor()` allocates, `pending()` lists what the runner has not
-    been told of, `close()` frees what it owns. `adopt()` announces another arena's buffers (a kept timing pool),
-    never freed here; such an owner starts its ids at `first_id` (`POOL_BUFFER_IDS`) so ids never collide."""
+    been told of, `close()` frees what it owns; `adopt()` announces another arena's (a kept pool's, ids from
+    `first_id`), never freed here."""
 
     def __init__(self, device: str, transport: str = "auto", first_id: int = 0):
         self.device = device
@@ -179,15 +170,14 @@ class Arena:
         return sum(b.info.nbytes for b in self._buffers.values())
 
     def tensor(self, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, TensorRef]:
-        """A new contiguous tensor in a buffer of its own, and the reference the runner opens it by."""
+        """A new contiguous tensor in a buffer of its own, and its reference."""
         dims, stride, numel, size = _contiguous(shape, dtype)
         buffer = self._new_buffer(numel * size)
         ref = TensorRef(buffer.info.buffer, dtype_name(dtype), dims, stride, 0)
         return view(buffer.raw, ref), ref
 
     def slab(self, specs: list[tuple[tuple[int, ...], torch.dtype]]) -> list[tuple[torch.Tensor, TensorRef]]:
-        """Many contiguous tensors in one buffer (offsets aligned to 64 bytes): one descriptor or one IPC handle
-        for a whole pool of timing inputs instead of one per tensor."""
+        """Many contiguous tensors in one buffer (64-byte aligned): one descriptor or IPC handle for a whole pool."""
         layout, cursor = [], 0
         for shape, dtype in specs:
             dims, stride, numel, size = _contiguous(shape, dtype)
@@ -214,16 +204,15 @@ class Arena:
         return buf
 
     def owned(self) -> list[_Buffer]:
-        """This arena's own buffers (what another arena may `adopt`)."""
         return [b for bid, b in sorted(self._buffers.items()) if bid not in self._borrowed]
 
     def wipe(self) -> None:
-        """Zero every buffer this arena owns: whatever a runner that had them wrote is gone before another sees them."""
+        """Zero every buffer this arena owns."""
         for b in self.owned():
             b.raw.zero_()
 
     def adopt(self, buffers: list[_Buffer]) -> None:
-        """Announce `buffers` (owned by another arena of the same transport) to this arena's runner; never freed here."""
+        """Announce another arena's `buffers` to this arena's runner."""
         for b in buffers:
             if b.info.buffer in self._buffers:
                 raise ValueError(f"shared buffer id {b.info.buffer} is already in use in this arena")
@@ -255,14 +244,12 @@ class Arena:
         self._borrowed.clear()
 
 
-#: First buffer id of a judge-kept timing pool's own arena: far above any id a runner's arena reaches.
+#: First buffer id of a kept timing pool's own arena: far above any a runner's arena reaches.
 POOL_BUFFER_IDS = 1 << 24
 
 
-# ---- runner side ---------------------------------------------------------------------------------------------------
-
 class Mapping:
-    """The runner's view of the judge's buffers (a GPU runner given host memfds stages inputs to the device)."""
+    """The runner's view of the judge's buffers."""
 
     def __init__(self, device: str):
         self.device = device

@@ -1,5 +1,4 @@
-"""Small tensor helpers shared by the judge and the runner: output lists, plain-tensor tests, clones, bit-exact
-equality, float64 casts. Kept apart so the runner can import them without importing any checking code."""
+"""Small tensor helpers shared by the judge and the runner (which imports no checking code)."""
 
 from __future__ import annotations
 
@@ -65,14 +64,12 @@ UNUSED_CACHE_BYTES = 256 << 20
 
 
 def release_unused(device: str) -> None:
-    """Give the GPU memory this process caches unused back to the driver when it is much: the other side of the
-    trust boundary is another process and may need it."""
+    """Give the GPU memory this process caches unused back when it is much (the other side may need it)."""
     if _unused_bytes(device) > UNUSED_CACHE_BYTES:
         torch.cuda.empty_cache()
 
 
 def _unused_bytes(device: str) -> int:
-    """Bytes this process's caching allocator holds on `device` but does not use (0 off a GPU, or before CUDA)."""
     if not device.startswith("cuda") or not torch.cuda.is_initialized():
         return 0
     dev = torch.device(device)
@@ -84,9 +81,8 @@ SHORT_MARGIN_BYTES = 1 << 30
 
 
 def release_if_short(device: str) -> bool:
-    """`release_unused` only where free memory is below what the judge caches unused plus SHORT_MARGIN_BYTES; True
-    when it released. Between the sides of a timed round: the GPU clears released memory while the next batch runs,
-    which slows a memory-bound candidate."""
+    """`release_unused` only where free memory is short (the GPU clears released memory while the next batch runs:
+    benchmarks/README.md); whether it released."""
     unused = _unused_bytes(device)
     if unused <= UNUSED_CACHE_BYTES or torch.cuda.mem_get_info(torch.device(device))[0] >= unused + SHORT_MARGIN_BYTES:
         return False

@@ -1,7 +1,6 @@
-"""The timing loop of both sides (the runner times the candidate, the judge the reference): one call per input set,
-L2 flushed before each, side-stream work caught (docs/anti-cheating.md, cheats 7, 9, 10). In the runner its clock
-only refines the judge's (`judge/timing/clock_check.py`); its functions are bound at import, before any candidate,
-so patching `time.perf_counter` or CUDA event timing does not reach it.
+"""The timing loop of both sides: one call per input set, L2 flushed before each, side-stream work caught
+(docs/anti-cheating.md, cheats 7, 9, 10). Its functions are bound at import, before any candidate; in the runner its
+clock only refines the judge's (`judge/timing/clock_check.py`).
 """
 
 from __future__ import annotations
@@ -33,25 +32,22 @@ SIDE_STREAM_SLACK_MS = 0.05
 FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
 
 
-#: Intra-op threads of the judge and a runner on the CPU (see `cpu_timing_threads`).
 CPU_TIMING_THREADS = 1
 
 
 def cpu_timing_threads() -> None:
-    """On the CPU the judge and a runner each use one intra-op thread: they take turns on the same cores, and a
-    resumed side's OpenMP workers wait to be scheduled, which made the side timed second look far slower."""
+    """On the CPU the judge and a runner each use one intra-op thread (benchmarks/README.md)."""
     torch.set_num_threads(CPU_TIMING_THREADS)
 
 
 def seed_rng(seed: int | None) -> None:
-    """Seed the global RNG (every device) when a seed is given: both sides seed alike before each call of the same
-    inputs, so a forward that draws random numbers computes one function."""
+    """Seed the global RNG (every device) when a seed is given."""
     if seed is not None:
         _manual_seed(seed)
 
 
 def default_reps(device: str, interpreter: bool) -> tuple[int, int]:
-    """(warm-up, timed reps): >= 50 timed runs on a GPU; few on the interpreter, which is ~1000x slower."""
+    """(warm-up, timed reps) by device."""
     if device.startswith("cuda"):
         return 10, 100
     if interpreter:
@@ -60,7 +56,7 @@ def default_reps(device: str, interpreter: bool) -> tuple[int, int]:
 
 
 def l2_flush_bytes(device: str) -> int:
-    """Bytes written between timed runs: twice the device's L2 (FALLBACK_FLUSH_BYTES when unknown); 0 on the CPU."""
+    """Bytes written between timed runs: twice the device's L2; 0 on the CPU."""
     if not device.startswith("cuda"):
         return 0
     try:
@@ -83,8 +79,8 @@ def _time_cuda_call(fn: Callable[[list], Any], inputs: list) -> tuple[float, flo
 
 
 def _pick_samples(stream: list[float], device: list[float]) -> tuple[list[float], int]:
-    """Stream times, unless the device was busy well past the stream in the median run: then the work ran on
-    another stream, and the device times (its true cost) are reported."""
+    """Stream times, unless the device was busy well past the stream in the median run (another stream's work):
+    then the device times."""
     if not device:
         return stream, 0
     excess = _sorted(d - s for s, d in zip(stream, device, strict=False))[len(device) // 2]
@@ -95,8 +91,7 @@ def _pick_samples(stream: list[float], device: list[float]) -> tuple[list[float]
 
 
 class _Flusher:
-    """Writes `l2_flush_bytes` before each timed GPU call, outside the timed window, through the bound functions
-    (patching `torch.Tensor.zero_` cannot turn it off)."""
+    """Writes `l2_flush_bytes` before each timed GPU call, outside the timed window."""
 
     def __init__(self, device: str, enabled: bool):
         self.buf = None
@@ -111,9 +106,8 @@ class _Flusher:
 def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[int], *, device: str, warmup: int = 0,
                flush_l2: bool = True, after_rep: Callable[[int, Any], None] | None = None,
                seeds: Sequence[int] = ()) -> tuple[list[float], list[float]]:
-    """(stream ms, device ms) per entry of `order` (an index into `input_sets`), after `warmup` untimed calls; on
-    the CPU both are the wall clock. `seeds[k]` seeds rep k and `after_rep(k, output)` follows it, both outside the
-    timed window. The collector is off for the batch (as in `timeit`): the side holding more objects pays more."""
+    """(stream ms, device ms) per entry of `order` (an index into `input_sets`), after `warmup` untimed calls;
+    `seeds[k]` and `after_rep(k, output)` outside the timed window; the collector off, as in `timeit`."""
     if not input_sets or not order:
         raise ValueError("time_batch needs input sets and an order")
     collecting = _gc_isenabled()

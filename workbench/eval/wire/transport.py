@@ -1,7 +1,6 @@
-"""Byte-level transport between the judge and a runner or the fork server: frames of an 8-byte header (length,
-descriptor count) and JSON on a Unix socket, descriptors passed alongside (SCM_RIGHTS); and a bounded reader for the
-runner's output. Frames are capped in size (`MAX_FRAME`) and nesting (`MAX_DEPTH`, checked before parsing), so a
-hostile frame is a FrameError, never unbounded memory or a RecursionError.
+"""Frames between the judge and a runner or the fork server (an 8-byte header, JSON, descriptors by SCM_RIGHTS on a
+Unix socket), capped in size and in nesting (checked before parsing) so a hostile frame is a FrameError; and a
+bounded reader for the runner's output.
 """
 
 from __future__ import annotations
@@ -18,10 +17,10 @@ import threading
 import time
 from typing import Any
 
-#: Largest frame accepted (bytes of JSON). Candidate sources and sample lists fit with room to spare.
+#: Largest frame accepted (bytes of JSON).
 MAX_FRAME = 32 << 20
 MAX_FDS = 64
-#: Deepest nesting of arrays and objects accepted; the protocol's own messages need fewer than ten levels.
+#: Deepest nesting accepted (the protocol's messages need fewer than ten levels).
 MAX_DEPTH = 64
 _HEADER = struct.Struct("<II")
 #: A JSON string (escapes included): removed before the brackets are counted, since brackets inside it are text.
@@ -44,8 +43,7 @@ class FrameError(Exception):
 
 
 def check_nesting(payload: bytes, limit: int = MAX_DEPTH) -> None:
-    """Raise FrameError when the JSON in `payload` nests deeper than `limit` or its brackets do not pair up: strings
-    cut out, brackets peeled one level per pass (free for frames with fewer brackets than the limit)."""
+    """FrameError when the JSON in `payload` nests deeper than `limit` or its brackets do not pair up."""
     if payload.count(b"[") + payload.count(b"{") <= limit:
         return
     shape = _JSON_STRING.sub(b"", payload).translate(None, _NOT_BRACKETS)
@@ -63,7 +61,7 @@ def check_nesting(payload: bytes, limit: int = MAX_DEPTH) -> None:
 
 
 class Channel:
-    """One end of a socket pair. `send(obj, fds)` and `recv(deadline)` move one JSON frame with descriptors."""
+    """One end of a socket pair, moving JSON frames with descriptors."""
 
     def __init__(self, sock: socket.socket):
         self.sock = sock
@@ -72,7 +70,7 @@ class Channel:
 
     @classmethod
     def pair(cls) -> tuple[Channel, socket.socket]:
-        """(this end as a Channel, the other end as a raw socket to hand to another process)."""
+        """(this end, the other end as a raw socket for another process)."""
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         return cls(a), b
 
@@ -105,7 +103,7 @@ class Channel:
             raise ChannelTimeout()
 
     def readable(self, seconds: float) -> bool:
-        """Whether data arrives within `seconds` (nothing is buffered here: the socket's own readiness)."""
+        """Whether data arrives within `seconds`."""
         ready, _, _ = select.select([self.sock], [], [], max(0.0, seconds))
         return bool(ready)
 
@@ -128,7 +126,7 @@ class Channel:
         return b"".join(chunks)
 
     def recv(self, deadline: float | None = None) -> tuple[Any, list[int]]:
-        """One frame: (decoded JSON, received descriptors). Raises ChannelTimeout, ChannelClosed or FrameError."""
+        """One frame: (decoded JSON, received descriptors)."""
         fds: list[int] = []
         header = self._read_exact(_HEADER.size, deadline, fds)
         length, nfds = _HEADER.unpack(header)
@@ -153,8 +151,7 @@ class Channel:
 
 
 class BoundedLog:
-    """Reads a pipe until EOF in a background thread, keeping only the last `keep` bytes (a flood costs fixed memory;
-    the tail is what a crash needs)."""
+    """Reads a pipe until EOF in a thread, keeping only the last `keep` bytes."""
 
     def __init__(self, fd: int, keep: int = 64 * 1024):
         self.fd, self.keep = fd, keep

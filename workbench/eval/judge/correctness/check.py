@@ -1,10 +1,9 @@
-"""The correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12 and the output type checks): at least five
-rounds on fresh inputs, cycling sizes and distributions, the reference's side from `ReferenceRounds`. The candidate is
-called twice a round on fresh copies, in poisoned memory (a refilled GPU allocator, c10's junk fill on the CPU), so
-unwritten elements show the poison and an earlier round's result is `stale-memory`. Each call is held to the float64
-reference under the error budget (`compare`), and the two calls to each other within the same bound
-(`nondeterministic`: not bitwise, as honest atomics reorder sums). Every call of a round starts from the same RNG
-seed, so a reference that draws random numbers in forward is one function."""
+"""The correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12): at least five rounds on fresh inputs,
+cycling sizes and distributions, the reference's side from `ReferenceRounds`. The candidate is called twice a round on
+fresh copies in poisoned memory, so unwritten elements show the poison and an earlier round's result is
+`stale-memory`; each call is held to the float64 reference under the error budget (`compare`), and the two calls to
+each other within the same bound (`nondeterministic`: honest atomics reorder sums). Every call of a round starts
+from the same RNG seed."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from typing import Any
 import torch
 
 from workbench.eval.checks.flags import REJECT, Finding
-from workbench.eval.judge import trace
 from workbench.eval.judge.correctness import compare_fused as fused
 from workbench.eval.judge.correctness import precision_hint
 from workbench.eval.judge.correctness.compare import (
@@ -64,9 +62,8 @@ class CandidateFailure(Exception):
 
 @dataclass
 class CheckReport:
-    """What the protocol saw. `rounds`: one dict per round {size, dist, seed, max_abs, max_rel, ok, flags};
-    `error_map`: |err| / bound of a 2-D output (leading dims flattened for N-D) with its true extent and pooling
-    (`compare.error_map`), from the worst failing round (`error_map_round`, 1-based), else the last one."""
+    """What the protocol saw: per round {size, dist, seed, max_abs, max_rel, ok, flags}; the error map of the worst
+    failing round (`error_map_round`, 1-based), else the last; the merged error budget; seconds per phase."""
 
     findings: list[Finding] = field(default_factory=list)
     max_abs_err: float | None = None
@@ -75,11 +72,8 @@ class CheckReport:
     notes: list[str] = field(default_factory=list)
     error_map: dict[str, Any] | None = None
     error_map_round: int | None = None
-    #: How errors were judged, merged over every compared call (`compare.budget_entry`, `compare.merge_budgets`).
     error_budget: dict[str, Any] = field(default_factory=dict)
-    #: Whether the reference's side came from the judge's cache (an earlier candidate of the same task).
     reference_cached: bool = False
-    #: Seconds per part of the protocol: where a long check goes.
     phases: dict[str, float] = field(default_factory=dict)
     _worst: dict[str, float] = field(default_factory=dict, repr=False)
 
@@ -92,8 +86,7 @@ class CheckReport:
         return [f.flag for f in self.findings]
 
     def add(self, flag: str, detail: str = "", worst: float | None = None) -> None:
-        """Record a finding once per flag: the first occurrence's detail, except that a `mismatch` names the
-        comparison with the worst error ratio (`worst`), the one whose budget the Result reports."""
+        """Record a finding once per flag (a `mismatch` names the comparison with the worst error ratio)."""
         found = next((f for f in self.findings if f.flag == flag), None)
         if found is None:
             self.findings.append(Finding(flag, detail))
@@ -108,9 +101,8 @@ class CheckReport:
 
 
 def build_models(ref: LoadedReference, candidate_cls: Any, size: dict, device: str, seed: int) -> tuple[Any, Any]:
-    """The reference and the candidate, each built under the same seed, on `device`, in eval mode; the candidate gets
-    the reference's weights when its state_dict has the same keys and shapes. `candidate_cls` is a class (built
-    here: unit tests) or a `CandidateSession` (built in its runner)."""
+    """The reference and the candidate, built under the same seed on `device`; the candidate gets the reference's
+    weights where its state_dict has the same layout. `candidate_cls`: a class, or a `CandidateSession`."""
     ref_model = build_reference(ref, size, device, seed)
     return ref_model, build_candidate(ref, ref_model, candidate_cls, size, device, seed)
 
@@ -149,9 +141,8 @@ def run_correctness(ref: LoadedReference, candidate_cls: Any, *, device: str, si
                     distributions: tuple[str, ...] = DISTRIBUTIONS,
                     call_guard: Callable[[], contextlib.AbstractContextManager] | None = None,
                     reference: ReferenceRounds | None = None) -> CheckReport:
-    """Run the protocol (module doc) over every size and kept distribution. `reference`: rounds the judge kept from an
-    earlier candidate (made here when None). Raises CandidateFailure or TaskError for the side that raised.
-    `call_guard()` wraps every local candidate call; an object it yields with `observe` is given each output."""
+    """Run the protocol over every size and kept distribution (`reference`: the judge's rounds, else made here);
+    CandidateFailure or TaskError for the side that raised. `call_guard()` wraps every local candidate call."""
     cached = reference is not None and bool(reference._rounds)
     if reference is None:
         reference = ReferenceRounds.create(ref, device, sizes, seed, tolerance, distributions, rounds)
@@ -166,14 +157,11 @@ class _Protocol:
         self.refs, self.cls, self.guard = reference, candidate_cls, call_guard
         self.device, self.tol = reference.device, reference.tolerance
         self.report = CheckReport()
-        #: The reduced precision a mismatch's errors match, in words (`precision_hint`), once the first is seen.
         self.hint: str | None = None
         self.poison = Poison(self.device)
         self.candidates: dict[int, Any] = {}
-        #: Page-locked host buffers for large first outputs (`_to_pinned_host`).
         self.pinned: dict[Any, torch.Tensor] = {}
         self.failing_map: tuple[float, dict[str, Any], int] | None = None
-        #: The last round's error ratios, made into the Result's map once, at the end (downsampling is not free).
         self.last_ratio: torch.Tensor | None = None
         if not self.poison.cuda and self.poison.junk is None:
             self.report.note("CPU allocator poisoning is unavailable in this torch build: unwritten outputs are "
@@ -182,7 +170,6 @@ class _Protocol:
     def _lap(self, name: str) -> None:
         now = time.perf_counter()
         self.report.phases[name] = round(self.report.phases.get(name, 0.0) + now - self._last, 3)
-        trace.ended(f"check {name}", self._last, now)
         self._last = now
 
     def run(self) -> CheckReport:
@@ -214,9 +201,8 @@ class _Protocol:
 
     def _candidate(self, model: Any, inputs: list[Any], like: list[Any], out_like: list[Any],
                    seed: int | None = None) -> tuple[Any, list[Any]]:
-        """One candidate call on fresh copies in poisoned memory, the global RNG seeded with `seed` first: (output,
-        the copies it was given). A remote model gets shared copies; its runner poisons its own memory and seeds
-        its own RNG, and the shared inputs come back as they were left."""
+        """One candidate call on fresh copies in poisoned memory, seeded: (output, the copies it was given). A remote
+        model's runner poisons and seeds itself."""
         if getattr(model, "remote", False):
             return model.call(inputs, out_like, seed)
         given = clone_inputs(inputs)
@@ -270,8 +256,8 @@ class _Protocol:
 
     def _judge_call(self, rd: RoundData, out: Any, given: list[Any],
                     where: str) -> tuple[Comparison, list[tuple[str, str]]]:
-        """One call's output against the reference (a mismatch recorded by `_add_mismatch`) and its inputs against
-        their copies: the comparison and its flags, each detail prefixed with `where`."""
+        """One call's output against the reference and its inputs against their copies: the comparison and its
+        flags."""
         cmp = compare(out, rd.ref64, rd.native, self.tol)
         if self.hint is None and any(f == "mismatch" for f, _ in cmp.flags):
             self.hint = precision_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out,
@@ -280,8 +266,8 @@ class _Protocol:
         return cmp, [(f, f"{where}: {d}") for f, d in cmp.flags] + self._mutation(given, rd.inputs, where)
 
     def _keep_first(self, out1: Any) -> Any:
-        """The first call's output, kept where the second call cannot overwrite it: a large one (its shared slot is
-        reused) is copied on the device while 3x its size is free there, else to page-locked host memory."""
+        """The first call's output kept where the second call cannot overwrite it: a large one is copied on the
+        device while 3x its size is free there, else to page-locked host memory."""
         size = _nbytes(as_list(out1))
         if size <= LARGE_OUTPUT_BYTES:
             return out1
@@ -290,8 +276,7 @@ class _Protocol:
         return type(out1)(kept) if isinstance(out1, (tuple, list)) else kept[0]
 
     def _to_pinned_host(self, t: Any) -> Any:
-        """`t` copied into page-locked host memory kept for the whole check (one buffer per shape and dtype), much
-        faster than pageable memory."""
+        """`t` copied into page-locked host memory, one buffer per shape and dtype for the whole check."""
         if not (isinstance(t, torch.Tensor) and is_plain(t) and t.device.type == "cuda"):
             return _to_host(t)
         key = (tuple(t.shape), t.dtype)
@@ -310,8 +295,8 @@ class _Protocol:
 
     def _stale_or_racy(self, rd: RoundData, out1: Any, out2: Any, cmp1: Comparison, cmp2: Comparison,
                        where: str) -> list[tuple[str, str]]:
-        """Name what two calls on the same inputs reveal: a result from an earlier round (stale-memory), or two
-        different answers (nondeterministic). Poisoned elements were already named by compare."""
+        """What two calls on the same inputs reveal: an earlier round's result (stale-memory), or two different
+        answers (nondeterministic)."""
         found: list[tuple[str, str]] = []
         prior = self.refs.prior(rd.number)
         for call, out, cmp in ((1, out1, cmp1), (2, out2, cmp2)):
@@ -327,7 +312,7 @@ class _Protocol:
         return found
 
     def _mutual_ratio(self, out1: Any, out2: Any, native: Any, ref64: Any) -> float:
-        """How far two calls on the same inputs differ, in units of the bound the error budget allows."""
+        """How far two calls on the same inputs differ, in units of the error budget's bound."""
         worst = 0.0
         for a, b, rn, r64 in zip(as_list(out1), as_list(out2), as_list(native), as_list(ref64), strict=False):
             if not (is_plain(a) and is_plain(b) and isinstance(rn, torch.Tensor)):
@@ -339,7 +324,6 @@ class _Protocol:
         return worst
 
     def _add_mismatch(self, cmp: Comparison, where: str) -> None:
-        """A comparison's mismatch, reported from the comparison with the worst ratio (its budget is the Result's)."""
         for flag, detail in cmp.flags:
             if flag == "mismatch":
                 self.report.add(flag, f"{where}: {detail}{self.hint or ''}", worst=cmp.worst)
@@ -354,7 +338,7 @@ class _Protocol:
 
 
 def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, tol: Tolerance) -> float:
-    """Largest |a - b| over the bound the error budget allows (honest atomics may reorder sums run to run)."""
+    """Largest |a - b| over the error budget's bound; in one pass on a GPU (`compare_fused.pair_worst`)."""
     fa, fb = real_view(a.detach()).reshape(-1), real_view(b.detach()).reshape(-1)
     fr = real_view(r64.detach()).reshape(-1) if isinstance(r64, torch.Tensor) else None
     fn = real_view(rn.detach()).reshape(-1)
@@ -389,8 +373,7 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
 
 def _staged_pair_worst(fa: torch.Tensor, fb: torch.Tensor, fr: torch.Tensor | None, tol: Tolerance,
                        floor: float) -> float:
-    """`fused.pair_worst` of a first output held on the host against a second one on the GPU: slices copied over in
-    their own dtype (converting on the host first is far slower) and judged there in one pass."""
+    """`fused.pair_worst` of a first output held on the host: slices copied to the GPU in their own dtype."""
     worst = 0.0
     for s in range(0, fa.numel(), CHUNK):
         a = fa[s:s + CHUNK].to(fb.device)

@@ -1,10 +1,8 @@
-"""One candidate output against the reference: form, poison, finiteness, the error budget, degenerate (constant)
-output (docs/anti-cheating.md rows 1, 2, 8, 12). The error budget (docs/verdicts.md) passes element i when
+"""One candidate output against the reference: form, poison, finiteness, the error budget, degenerate output
+(docs/anti-cheating.md rows 1, 2, 8, 12). The error budget (docs/verdicts.md) passes element i when
     |out_i - ref64_i| <= max(atol + rtol |ref64_i|,  k * E)      E = max_j |native_j - ref64_j|
-with `native` the reference in its own dtype, since a fixed tolerance cannot judge real workloads (an fp32 matmul with
-K = 4096 is off by ~1e-4 however it is summed); E is one scale per output, as the native error at one element is often
-0 by luck, and k = 16 separates honest reorderings from math on rounded operands (`benchmarks/error_budget.py`).
-Outputs are judged `CHUNK` elements at a time, a large one on a GPU by `compare_fused`, which must agree."""
+with `native` the reference in its own dtype; k = 16 (`benchmarks/error_budget.py`). Outputs are judged `CHUNK`
+elements at a time, a large one on a GPU in one pass by `compare_fused`, which must agree."""
 
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ RESOLVABLE_ULPS = 4
 ERROR_BUDGET_K = 16.0
 #: Elements per slice: about 2 GB of float64 temporaries at a time.
 CHUNK = 1 << 25
-#: "auto": outputs over a slice on a GPU go to the one-pass kernels; "always": all (interpreter too: tests); "never".
+#: "auto": outputs over a slice on a GPU in one pass; "always": all (the interpreter too: tests); "never".
 FUSED = "auto"
 #: Error maps are max-pooled to at most this many cells per side.
 MAP_CELLS = 64
@@ -38,8 +36,8 @@ _MAP_CAP = 1e6  # ratio cells are clamped here so the map stays finite (JSON)
 
 @dataclass
 class Comparison:
-    """One candidate output against the reference. `bad[i]`: elements of output i beyond tolerance (None where
-    output i is not a comparable floating tensor); `ratio`: |err| / bound of the first >= 2-D output."""
+    """One output against the reference: `bad[i]` its elements beyond the bound (None where not a floating
+    tensor), `ratio` |err| / bound of the first >= 2-D output, `budget` how errors were judged."""
 
     ok: bool
     max_abs: float | None
@@ -48,18 +46,13 @@ class Comparison:
     flags: list[tuple[str, str]]
     bad: list[torch.Tensor | None] = field(default_factory=list)
     worst: float = 0.0
-    #: The output (or an element of a tuple) is not a plain tensor of the reference's kind: no value checks.
-    malformed: bool = False
+    malformed: bool = False  # not a plain tensor of the reference's kind: no value checks
     poisoned: bool = False
-    #: How the errors were judged (`budget_entry`); {} when no floating output was compared.
     budget: dict[str, Any] = field(default_factory=dict)
 
 
-# ---- the error budget ---------------------------------------------------------------------------------------------
-
 def native_scale(n64: torch.Tensor, e64: torch.Tensor) -> float:
-    """E: the largest |native - ref64| over elements where both are finite (0.0 when none are, or when the native
-    result is the reference itself)."""
+    """E: the largest |native - ref64| where both are finite (0.0 when none are, or native is ref64)."""
     if n64 is e64 or not n64.numel():
         return 0.0
     finite = torch.isfinite(n64) & torch.isfinite(e64)
@@ -70,9 +63,8 @@ def native_scale(n64: torch.Tensor, e64: torch.Tensor) -> float:
 
 def budget_entry(tol: Tolerance, k: float, native_error: float, worst: float, max_tol_bound: float,
                  fallback: bool) -> dict[str, Any]:
-    """One output's budget record; its numbers belong to one comparison, so `native_bound` is k x `native_error`.
-    `bound` names the term that set the pass bound: "tolerance" (k E at most atol), "k x native" (k E above the
-    tolerance at every element) or "both" (the tolerance on large elements, k E on small ones)."""
+    """One output's budget record; `bound` names the term that set the pass bound: "tolerance", "k x native" or
+    "both" (the tolerance on large elements, k E on small ones)."""
     native_bound = k * native_error
     kind = "tolerance" if native_bound <= tol.atol else "k x native" if native_bound >= max_tol_bound else "both"
     entry = {"tolerance": {"atol": tol.atol, "rtol": tol.rtol}, "k": k, "native_error": native_error,
@@ -83,8 +75,7 @@ def budget_entry(tol: Tolerance, k: float, native_error: float, worst: float, ma
 
 
 def merge_budgets(*budgets: dict[str, Any]) -> dict[str, Any]:
-    """Several budget records (outputs, calls, rounds) as one: the record of the comparison with the worst ratio, as
-    it is (its E and its k x E belong together), and how many records were merged. Empty records are skipped."""
+    """Several budget records as one: the one with the worst ratio, as it is, and how many were merged."""
     found = [b for b in budgets if b]
     if not found:
         return {}
@@ -95,12 +86,9 @@ def merge_budgets(*budgets: dict[str, Any]) -> dict[str, Any]:
 
 
 def budget_words(k: float, native_error: float) -> str:
-    """The budget's native term as a mismatch message names it (the verdict card says it the same way)."""
     return f", or {k:g} x the native error {native_error:.3g} = {k * native_error:.3g}" if native_error > 0 and k > 0 \
         else ""
 
-
-# ---- one output ---------------------------------------------------------------------------------------------------
 
 def _form_problem(o: Any, rn: torch.Tensor, where: str) -> tuple[str, str] | None:
     """Type, materialization, shape, dtype and device of one output; None when it is a plain tensor like rn."""
@@ -121,9 +109,8 @@ def _form_problem(o: Any, rn: torch.Tensor, where: str) -> tuple[str, str] | Non
 
 def compare(out: Any, ref64: Any, ref_native: Any, tol_for: Callable[[str], Tolerance], *,
             k: float = ERROR_BUDGET_K) -> Comparison:
-    """`out` against the float64 result `ref64` (module doc); `ref_native`, the reference in its own dtype, fixes the
-    expected form, the tolerance, the native error and where non-finite values are expected (NaN for NaN,
-    same-signed Inf). k=0 judges by the tolerance alone."""
+    """`out` against the float64 result `ref64`; `ref_native` fixes the expected form, the tolerance, the native
+    error and where non-finite values are expected. k=0 judges by the tolerance alone."""
     if not (isinstance(k, (int, float)) and k >= 0 and k == k):
         raise ValueError(f"the error budget's k must be a number >= 0, got {k!r}")
     outs, refs64, natives = as_list(out), as_list(ref64), as_list(ref_native)
@@ -162,7 +149,7 @@ def compare(out: Any, ref64: Any, ref_native: Any, tol_for: Callable[[str], Tole
 
 class _Tally:
     """What the slices of one output add up to: counts and first (flat index, value, expected) per kind of bad
-    element, the largest errors, the tightest tolerance bound, and running sums for both sides' spread."""
+    element, the largest errors and bound, and sums for both sides' spread."""
 
     def __init__(self, n: int, device: torch.device, atol: float):
         self.bad = torch.empty(n, dtype=torch.bool, device=device)
@@ -172,12 +159,11 @@ class _Tally:
         self.max_tol_bound = atol
         self.sums = [0.0, 0.0, 0.0, 0.0]  # sum o, sum o^2, sum e, sum e^2
         self.all_finite, self.max_exp, self.max_o = True, 0.0, 0.0
-        #: |err| / bound of the whole output, kept when it was judged in one slice (the error map).
         self.ratio: torch.Tensor | None = None
 
     @classmethod
     def from_fused(cls, got: dict[str, Any], atol: float) -> _Tally:
-        """The tally the one-pass kernels made (`compare_fused.tally`); first indices are filled later."""
+        """The tally the one-pass kernels made; first indices are filled later."""
         tally = cls(0, got["bad"].device, atol)
         tally.bad = got["bad"].reshape(-1)
         tally.counts = dict(got["counts"])
@@ -189,9 +175,8 @@ class _Tally:
 
     def add(self, s: int, o64: torch.Tensor, n64: torch.Tensor, exp: torch.Tensor, raw: torch.Tensor, tol: Tolerance,
             floor: float) -> torch.Tensor:
-        """Judge the slice starting at flat index `s`: output `o64`, native reference `n64`, expected values `exp`
-        (the float64 reference where finite, else the native one; all float64), `raw` the output's own slice (for
-        the poison check), `floor` = k x the native error. Returns the slice's |err| / bound."""
+        """Judge the slice at flat index `s` (float64 `o64`, `n64`, `exp`; `raw` the output's own bits for the
+        poison; `floor` = k E); its |err| / bound."""
         expect_finite = torch.isfinite(n64)
         same_special = (torch.isnan(o64) & torch.isnan(n64)) | (o64 == n64)
         err = torch.nan_to_num(torch.where(expect_finite, (o64 - exp).abs(), torch.zeros_like(o64)),
@@ -206,7 +191,6 @@ class _Tally:
         if err.numel():
             self.max_abs = max(self.max_abs, float(err.max()))
             rel = err / exp.abs().clamp_min(max(tol.atol, 1e-300))
-            # Where the expected value is NaN (both references NaN) the relative error says nothing.
             self.max_rel = max(self.max_rel, float(torch.where(torch.isnan(rel), 0.0, rel).max()))
             self.worst = max(self.worst, float(ratio.max()))
         poison = poison_mask(raw)
@@ -235,7 +219,7 @@ class _Tally:
 
 def _compare_floats(cmp: Comparison, i: int, o: torch.Tensor, r64: Any, rn: torch.Tensor, tol: Tolerance,
                     where: str, k: float) -> None:
-    """One floating (or complex) output under the error budget, a slice at a time or in one pass (module doc)."""
+    """One floating (or complex) output under the error budget, a slice at a time or in one pass."""
     flat_o, flat_n = real_view(o.detach()).reshape(-1), real_view(rn.detach()).reshape(-1)
     fallback = not isinstance(r64, torch.Tensor) or tuple(r64.shape) != tuple(o.shape)
     flat_e = flat_n if fallback else real_view(r64.detach()).reshape(-1)
@@ -248,7 +232,7 @@ def _compare_floats(cmp: Comparison, i: int, o: torch.Tensor, r64: Any, rn: torc
     def judge_slice(t: _Tally, s: int, e: int, floor: float, at: int) -> torch.Tensor:
         n64, e64 = piece(flat_n, s, e), piece(flat_e, s, e)
         exp = torch.where(torch.isfinite(e64), e64, n64)
-        del e64  # one float64 slice fewer held while the slice is judged
+        del e64
         return t.add(at, piece(flat_o, s, e), n64, exp, flat_o[s:e], tol, floor)
 
     def sliced() -> tuple[_Tally, float]:
@@ -282,8 +266,8 @@ def _compare_floats(cmp: Comparison, i: int, o: torch.Tensor, r64: Any, rn: torc
 
 def _one_pass(flat_o: torch.Tensor, flat_n: torch.Tensor, flat_e: torch.Tensor, fallback: bool, tol: Tolerance,
               k: float, judge_slice: Callable[..., Any], dev: torch.device) -> tuple[_Tally | None, float]:
-    """The tally of the one-pass kernels, with the first element of each kind found by judging the first block that
-    counted one again with torch; (None, E) when the two disagree."""
+    """The one-pass tally, the first element of each kind found by judging its block again with torch; (None, E)
+    when the two disagree."""
     native_error = 0.0 if fallback else fused.native_error(flat_n, flat_e)
     got = fused.tally(flat_o, flat_n, flat_e, tol.atol, tol.rtol, k * native_error)
     tally = _Tally.from_fused(got, tol.atol)
@@ -310,7 +294,6 @@ def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
 
 def _flag(cmp: Comparison, tally: _Tally, shape: torch.Size, dtype: torch.dtype, tol: Tolerance, where: str,
           k: float, native_error: float) -> None:
-    """The flags of one output from its tally."""
     counts, first, n = tally.counts, tally.first, tally.bad.numel()
     if counts["unwritten"]:
         cmp.poisoned = True
@@ -338,8 +321,7 @@ def _flag(cmp: Comparison, tally: _Tally, shape: torch.Size, dtype: torch.dtype,
 
 
 def _degenerate(tally: _Tally, n: int, dtype: torch.dtype) -> str:
-    """Non-empty when the output is (nearly) constant while the reference resolvably varies: a zero or constant
-    result can hide inside the tolerance where the reference is small (docs/anti-cheating.md row 2)."""
+    """Why the output is (nearly) constant while the reference resolvably varies ("" when not)."""
     if not tally.all_finite or n < 2:
         return ""
     sums = tally.sums
@@ -352,12 +334,10 @@ def _degenerate(tally: _Tally, n: int, dtype: torch.dtype) -> str:
     return ""
 
 
-# ---- the task's own judgement, and the map ------------------------------------------------------------------------
-
 def constant_passes(ref64: list[Any], natives: list[Any], tol_for: Callable[[str], Tolerance],
                     asked: list[bool] | None = None) -> list[bool | None]:
-    """Per output: would a constant (the midrange, or zero) pass the tolerance? None for scalars and non-floats, and
-    for outputs `asked` leaves out (False at their index)."""
+    """Per output: would a constant (the midrange, or zero) pass the tolerance? None for scalars, non-floats and
+    outputs `asked` leaves out."""
     verdicts: list[bool | None] = []
     for j, (r64, rn) in enumerate(zip(ref64, natives, strict=False)):
         left_out = asked is not None and j < len(asked) and not asked[j]
@@ -383,7 +363,7 @@ def constant_passes(ref64: list[Any], natives: list[Any], tol_for: Callable[[str
 
 
 def _finite_parts(flat: torch.Tensor) -> Iterator[torch.Tensor]:
-    """The finite elements of a flat tensor as float64, a slice of CHUNK at a time (empty slices skipped)."""
+    """The finite elements of a flat tensor as float64, CHUNK at a time."""
     for s in range(0, flat.numel(), CHUNK):
         part = flat[s:s + CHUNK].to(torch.float64)
         part = part[torch.isfinite(part)]
@@ -392,9 +372,8 @@ def _finite_parts(flat: torch.Tensor) -> Iterator[torch.Tensor]:
 
 
 def error_map(ratio: torch.Tensor, limit: int = MAP_CELLS) -> dict[str, Any]:
-    """A 2-D |err| / bound map for the Result: `cells` max-pooled to at most `limit` per side, with the output's
-    true extent (`rows`, `cols`) and the block each cell is the worst of (`pool`: rows, cols per cell), so the
-    axes can name real indices."""
+    """A 2-D |err| / bound map: `cells` max-pooled to at most `limit` per side, the true extent (`rows`, `cols`)
+    and the block each cell is the worst of (`pool`)."""
     r = torch.nan_to_num(ratio.detach().to(torch.float32).cpu(), nan=_MAP_CAP, posinf=_MAP_CAP).clamp(0, _MAP_CAP)
     h, w = r.shape
     if not h or not w:

@@ -1,11 +1,8 @@
-"""The judgement of one large floating output in one pass on the GPU (docs/verdicts.md, scale).
-
-The float64 slices of `compare` run dozens of element-wise passes per slice; here Triton kernels read the output, the
-native reference and the float64 reference once each: `_native_error_kernel` (the error budget's E), `_tally_kernel`
-(per element `_Tally.add`'s arithmetic, per block the counts and extremes), `_pair_kernel` (two calls' difference in
-units of the budget's bound, `check._pair_ratio`) and `_count_off_kernel` (the timed re-check, `recheck`). The first
-bad element of each kind, needed only for a message, comes from judging its block again with torch, so the messages
-are the slices' word for word. The kernels are the judge's own code, run on tensors it holds."""
+"""The judgement of one large floating output in one pass on the GPU (docs/verdicts.md, scale): Triton kernels read
+each array once for the error budget's E, `compare._Tally.add`'s arithmetic (per block counts and extremes), two
+calls' difference (`check._pair_ratio`) and the timed re-check (`recheck`), where `compare`'s float64 slices make
+dozens of passes. The first bad element of each kind comes from judging its block again with torch, so the messages
+are the slices' word for word."""
 
 from __future__ import annotations
 
@@ -22,12 +19,11 @@ from workbench.eval.judge.reference.compiled import beside_the_judge
 from workbench.eval.runner.poison import poison_words
 from workbench.eval.wire.tensors import int_view
 
-#: Elements per program: the partials stay small (2.1G elements -> 512K blocks) and each program streams 4 arrays.
+#: Elements per program (2.1G elements -> 512K blocks of partials).
 BLOCK = 4096
-#: Per-block float64 partials of the tally, in this order.
+#: Per-block partials of the tally, in this order.
 F64_FIELDS = ("max_abs", "max_rel", "worst", "max_tol_bound", "sum_o", "sum_o2", "sum_e", "sum_e2", "max_exp",
               "max_o")
-#: Per-block int32 partials of the tally, in this order.
 I32_FIELDS = ("unwritten", "nonfinite", "rest", "all_finite")
 
 
@@ -38,7 +34,7 @@ def _finite(x):
 
 @triton.jit
 def _block(N, BLOCK_SIZE: tl.constexpr):
-    """This program's block: its index, its elements' offsets (64-bit: outputs pass 2^31 elements) and mask."""
+    """This program's index, offsets (64-bit: outputs pass 2^31 elements) and mask."""
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     return pid, offs, offs < N
@@ -88,7 +84,6 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
     unwritten = bad & poison
     nonfinite = m & expect_finite & ~o_finite & ~unwritten
     rest = bad & ~unwritten & ~(expect_finite & ~o_finite)
-    # The relative error where the expected value is a number (where it is NaN the ratio says nothing).
     rel = tl.where(exp == exp, err / tl.maximum(tl.abs(exp), rel_floor), 0.0)
     zero = 0.0
     base = pid.to(tl.int64) * NF
@@ -135,9 +130,8 @@ WARM_WAIT_S = 120.0
 
 
 def usable(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, interpreter: bool = False) -> bool:
-    """Whether the one-pass kernels can judge this output: real floats on one device, a GPU (or, with
-    `interpreter`, any device under Triton's interpreter: the tests compare the two paths there). Yes waits for a
-    background compile of the kernels (`start_warmup`) rather than compiling them again beside it."""
+    """Whether the kernels can judge these: real floats on one GPU (with `interpreter`, under Triton's interpreter
+    too); waits for a background compile of the kernels rather than compiling them again."""
     tensors = (o, n, e)
     if any(t.is_complex() or not t.is_floating_point() for t in tensors):
         return False
@@ -150,7 +144,7 @@ def usable(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, interpreter: bool 
 
 
 def _poison_patterns(o: torch.Tensor) -> tuple[torch.Tensor | None, int, int]:
-    """The output's bits and the two integer values its poison pattern reads as (`runner.poison.poison_words`)."""
+    """The output's bits and the two integer values its poison reads as."""
     bits = int_view(o)
     if bits is None:
         return None, 0, 0
@@ -158,12 +152,11 @@ def _poison_patterns(o: torch.Tensor) -> tuple[torch.Tensor | None, int, int]:
 
 
 def _float64s(device: torch.device, *values: float) -> torch.Tensor:
-    """Scalars for a kernel in float64 (Triton passes a Python float as float32: 1e-5 would move by 1e-13)."""
+    """Scalars for a kernel in float64 (Triton passes a Python float as float32)."""
     return torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
 
 
 def native_error(n: torch.Tensor, e: torch.Tensor) -> float:
-    """The largest |native - ref64| where both are finite, in one pass (0.0 when none is)."""
     nf, ef = n.detach().reshape(-1), e.detach().reshape(-1)
     blocks = triton.cdiv(nf.numel(), BLOCK)
     if not blocks:
@@ -175,8 +168,7 @@ def native_error(n: torch.Tensor, e: torch.Tensor) -> float:
 
 def pair_worst(a: torch.Tensor, b: torch.Tensor, scale: torch.Tensor, atol: float, rtol: float,
                floor: float) -> float:
-    """`check._pair_ratio`'s largest |a - b| / max(atol + rtol |scale|, floor) in one pass (0 where a and b are
-    the same, NaN for NaN included; Inf where exactly one of them is NaN)."""
+    """Largest |a - b| / max(atol + rtol |scale|, floor) (0 where equal or both NaN, Inf where one is NaN)."""
     af, bf, sf = a.detach().reshape(-1), b.detach().reshape(-1), scale.detach().reshape(-1)
     blocks = triton.cdiv(af.numel(), BLOCK)
     if not blocks:
@@ -188,9 +180,8 @@ def pair_worst(a: torch.Tensor, b: torch.Tensor, scale: torch.Tensor, atol: floa
 
 
 def tally(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, floor: float) -> dict[str, Any]:
-    """The element-wise judgement of `o` against the native reference `n` and the float64 reference `e` (or `n`
-    itself), with the pass bound max(atol + rtol |expected|, floor): the bad mask (shaped like `o`), the counts per
-    kind of bad element with the first block that has one, and the extremes and sums `_Tally` gathers."""
+    """`o` against the native `n` and float64 `e` references under max(atol + rtol |expected|, floor): the bad mask,
+    the counts per kind with the first block of each, and the extremes and sums `_Tally` gathers."""
     of, nf, ef = o.detach().reshape(-1), n.detach().reshape(-1), e.detach().reshape(-1)
     count = of.numel()
     blocks = max(1, triton.cdiv(count, BLOCK))
@@ -214,9 +205,7 @@ def tally(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, atol: float, rtol: 
     return out
 
 
-# ---- the re-check of a timed output (`recheck.mismatch`): elements off, counted in one pass ----
-
-#: Elements per program of the re-check's kernel.
+#: Elements per program of the re-check's kernel (`recheck.mismatch`).
 RECHECK_BLOCK = 4096
 
 
@@ -244,7 +233,7 @@ def wide_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def count_off_kernel(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
-    """`recheck.count_off` by the Triton kernel on whatever device the tensors are on (the interpreter's on the CPU)."""
+    """`recheck.count_off` by the Triton kernel."""
     g, e = flat_real(got), flat_real(expected)
     out = torch.zeros(1, dtype=torch.int32, device=e.device)
     wide = tl.float64 if wide_dtype(expected.dtype) == torch.float64 else tl.float32
@@ -253,16 +242,12 @@ def count_off_kernel(got: torch.Tensor, expected: torch.Tensor, atol: float, rto
     return int(out.item())
 
 
-# ---- warm-up ----
-
-#: The output dtypes compiled ahead (others compile at first use; each one here delays a cold judge's first job).
+#: The output dtypes compiled ahead (each one delays a cold judge's first job).
 DTYPES = (torch.float32,)
 
 
 def warm_for(device: str, dtype: torch.dtype) -> None:
-    """Launch the four kernels once on a few blocks of `dtype` (what a check's comparison and a timed re-check of such
-    an output launch)."""
-    # A length divisible by 16, as most outputs' are: Triton specializes on it, and that specialization is faster.
+    """Launch the four kernels once on a few blocks of `dtype`, a length divisible by 16 as most outputs' are."""
     o = torch.linspace(-2, 2, 3 * BLOCK, device=device).to(dtype)
     e = o.double()
     native_error(o, e)
@@ -274,7 +259,7 @@ def warm_for(device: str, dtype: torch.dtype) -> None:
 
 
 def start_warmup(device: str, lock: DeviceLock | None) -> threading.Thread | None:
-    """The compile in a daemon thread (module doc); None off the GPU, where the kernels are not used."""
+    """Compile the kernels in a daemon thread (GPU only)."""
     if not device.startswith("cuda"):
         return None
     WARMED.clear()

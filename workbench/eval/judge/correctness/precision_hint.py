@@ -1,9 +1,6 @@
-"""Which reduced precision a mismatch's errors are: the reference recomputed with its floating inputs and parameters
-rounded to TF32 (or float16, the same mantissa) or bfloat16 and everything else in full precision. When the candidate's output is much
-closer to one of those than to the float64 reference, the mismatch is that precision's rounding (a `tl.dot` in TF32,
-Triton's default for float32, is the common case), and the message names it with both ways out
-(docs/anti-cheating.md, cheat 29). Only a hint: the verdict stays the error budget's.
-"""
+"""Which reduced precision a mismatch's errors are (docs/anti-cheating.md, cheat 29): the reference recomputed with
+its floating inputs and parameters rounded to TF32 (float16's mantissa too) or bfloat16; an output much closer to
+one of those than to the float64 reference gets a message naming it and both ways out. Only a hint."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ def _to(dtype: torch.dtype) -> Callable[[Any], Any]:
     return rounded
 
 
-#: (name, how a float32 tensor is rounded, what to do about it). float16 operands round to the same 10-bit mantissa
-#: as TF32 (within float16's range), so the TF32 entry names both.
+#: (name, how a float32 tensor is rounded, what to do about it).
 EMULATIONS: tuple[tuple[str, Callable[[Any], Any], str], ...] = (
     ("TF32", round_to_tf32,
      "a tl.dot in TF32 (Triton's default for float32) or float16 operands give this; compute in full precision (in "
@@ -49,7 +45,7 @@ def _bytes(model: Any, inputs: list[Any]) -> int:
 
 
 def diagnose(model: Any, inputs: list[Any], call_seed: int, out: Any, ref64: Any) -> str:
-    """The words to add to a mismatch when its errors are a reduced precision's ("" when none explains them)."""
+    """The words to add to a mismatch whose errors are a reduced precision's ("" when none explains them)."""
     outs, refs = as_list(out), as_list(ref64)
     pairs = [(o, r) for o, r in zip(outs, refs, strict=False) if isinstance(o, torch.Tensor) and
              isinstance(r, torch.Tensor) and o.dtype == torch.float32 and o.shape == r.shape and o.numel()]
@@ -72,7 +68,6 @@ def diagnose(model: Any, inputs: list[Any], call_seed: int, out: Any, ref64: Any
 
 
 def _run_rounded(model: Any, inputs: list[Any], call_seed: int, rounding: Callable[[Any], Any]) -> Any:
-    """The reference's output with its floating inputs and parameters rounded by `rounding`."""
     rounded_model = copy.deepcopy(model)
     with torch.no_grad():
         if isinstance(rounded_model, torch.nn.Module):

@@ -1,8 +1,6 @@
-"""What the judge keeps of earlier rounds' reference outputs, to recognise a stale result (docs/anti-cheating.md,
-cheat 1): a candidate returning memory it never wrote may be handed a block holding an earlier round's result. A small
-output is kept whole on the host; a large one as its values at `SAMPLE` positions drawn in secret, on its own device
-(far cheaper than a host copy, and a stale output equals the old one at every position, an honest one at almost none).
-"""
+"""What the judge keeps of earlier rounds' reference outputs to recognise a stale result (docs/anti-cheating.md,
+cheat 1): a small output whole on the host, a large one as its values at `SAMPLE` positions drawn in secret, on its
+own device (a stale output equals the old one everywhere, an honest one almost nowhere)."""
 
 from __future__ import annotations
 
@@ -41,8 +39,8 @@ class PriorOutput:
         return cls(t.shape, t.dtype, index=index, values=t.reshape(-1)[index].clone())
 
     def matches(self, out: torch.Tensor, bad: torch.Tensor) -> bool:
-        """Whether at least STALE_SHARE of the positions where `out` is wrong (`bad`) hold this output's nonzero
-        value, bit for bit (on the kept positions only, for a sampled output)."""
+        """Whether at least STALE_SHARE of the positions where `out` is wrong hold this output's nonzero value, bit
+        for bit."""
         if tuple(out.shape) != tuple(self.shape) or out.dtype != self.dtype:
             return False
         if self.whole is not None:

@@ -1,10 +1,7 @@
-"""The re-check of a timed call's output in one pass over the GPU's memory (`timing.PairTimer._recheck`).
-
-Every timed round re-checks a few calls' outputs while timing holds the device, so a Triton kernel
-(`compare_fused.count_off_kernel`) reads both outputs once and counts the elements off with no output-sized
-temporary. Element i is off unless |got_i - expected_i| <= max(2 atol + 2 rtol |expected_i|, 2 k E) with expected_i
-finite, or got_i equals expected_i, or both are NaN; float32 arithmetic for outputs of 32 bits or fewer, float64 for
-float64, complex as real and imaginary parts. Off a GPU `count_off_torch` counts the same, in slices.
+"""The re-check of a timed call's output (`PairTimer._recheck`): element i is off unless |got_i - expected_i| <=
+max(2 atol + 2 rtol |expected_i|, 2 k E) with expected_i finite, or got_i equals expected_i, or both are NaN; float32
+arithmetic up to 32 bits, complex as real and imaginary parts. On a GPU one pass of `compare_fused.count_off_kernel`
+(no output-sized temporary while timing holds the device); elsewhere `count_off_torch`, in slices.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ MESSAGE_CHUNK = 1 << 26
 
 
 def _slices(got: torch.Tensor, expected: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(got, expected) a slice of MESSAGE_CHUNK real elements at a time, in the rule's arithmetic dtype."""
+    """(got, expected) MESSAGE_CHUNK real elements at a time, in the rule's arithmetic dtype."""
     g, e = flat_real(got).to(expected.device), flat_real(expected)
     wide = wide_dtype(expected.dtype)
     for start in range(0, e.numel(), MESSAGE_CHUNK):
@@ -34,8 +31,7 @@ def _slices(got: torch.Tensor, expected: torch.Tensor) -> Iterator[tuple[torch.T
 
 
 def count_off(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
-    """Elements of `got` off `expected` under the module's rule (atol, rtol and floor = k E before doubling).
-    `got` and `expected` have the same shape and a floating or complex dtype."""
+    """Elements of `got` off `expected` (module doc; atol, rtol and floor = k E before doubling)."""
     if not (expected.is_cuda and got.is_cuda) or expected.numel() == 0:
         return count_off_torch(got, expected, atol, rtol, floor)
     with torch.cuda.device(expected.device):
@@ -43,7 +39,7 @@ def count_off(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: floa
 
 
 def count_off_torch(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, floor: float) -> int:
-    """The same count with torch, slice by slice (no temporary larger than MESSAGE_CHUNK elements)."""
+    """The same count with torch, slice by slice."""
     bad = 0
     for gs, es in _slices(got, expected):
         bound = torch.clamp_min(atol + rtol * es.abs(), floor) * 2
@@ -54,7 +50,7 @@ def count_off_torch(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol
 
 
 def largest_error(got: torch.Tensor, expected: torch.Tensor) -> float:
-    """The largest finite |got - expected|, slice by slice (for the message of a mismatch)."""
+    """The largest finite |got - expected| (for a mismatch's message)."""
     largest = float("-inf")
     for gs, es in _slices(got, expected):
         err = (gs - es).abs()
@@ -66,9 +62,7 @@ def largest_error(got: torch.Tensor, expected: torch.Tensor) -> float:
 
 def mismatch(got: torch.Tensor, expected: torch.Tensor, tolerance: Callable[[str], Tolerance] | None,
              native_error: float) -> str:
-    """Why `got` is not `expected` within the re-check budget (empty when it is): for floats,
-    |got - expected| <= 2 max(atol + rtol |expected|, k x native error), the correctness protocol's bound with the
-    native error on both sides; other dtypes exactly; one pass on a GPU (module doc)."""
+    """Why `got` is not `expected` within the re-check's bound ("" when it is); other dtypes exactly."""
     if got.shape != expected.shape or got.dtype != expected.dtype:
         return f"shape {tuple(got.shape)} {got.dtype}, expected {tuple(expected.shape)} {expected.dtype}"
     g = got.to(expected.device)

@@ -1,7 +1,6 @@
-"""The judge corroborates what the runner reported about the candidate's launches (`checks/evidence.py` defines the
-evidence levels): after the correctness calls, replaced hook points and, on the CPU, the probe calls' launches
-(`after_check`); before the verdict, the timing basis and on a GPU the profiled forward (`before_verdict`).
-"""
+"""The judge corroborates the runner's launch reports (`checks/evidence.py`): after the correctness calls, replaced
+hook points and on the CPU the probe calls (`after_check`); before the verdict, the timing basis and on a GPU the
+profiled forward (`before_verdict`)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ if TYPE_CHECKING:
 
 
 def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]:
-    """Findings from the correctness calls' launch reports; fills `evaluation.evidence`. `rejected`: other checks
-    already reject the candidate, so no call is added to probe it."""
+    """Findings from the correctness calls' launch reports; `rejected`: no call is added to probe a rejected one."""
     session, evidence = evaluation.session, evaluation.evidence
     language = evaluation.candidate.language
     records = session.reports
@@ -40,8 +38,8 @@ def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]
 
 
 def _interpreted(session: CandidateSession) -> tuple[str, str]:
-    """(level, how) of the CPU launches from the probe pairs (one made now if there is none), by the runner's CPU
-    time from /proc, or the judge's noisier wall clock where /proc gives none."""
+    """(level, how) of the CPU launches from the probe pairs (one made now if none), by the runner's CPU time from
+    /proc, else the judge's wall clock."""
     if not _pairs(session.reports):
         session.probe_pair()
     records = session.reports
@@ -54,12 +52,12 @@ def _interpreted(session: CandidateSession) -> tuple[str, str]:
 
 
 def _pairs(records: list[CallRecord]) -> list[tuple[CallRecord, CallRecord]]:
-    """(ordinary, probe) records: each probe call and the call before it (`probe.ProbePlanner`)."""
+    """(ordinary, probe) records: each probe call and the call before it."""
     return [(records[i - 1], r) for i, r in enumerate(records) if r.probe_ns and i > 0]
 
 
 def before_verdict(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
-    """The timing basis, the GPU launch evidence, and the rule every verdict obeys (`checks.evidence.findings`)."""
+    """The timing basis, the GPU launch evidence, and the rule every verdict obeys."""
     evidence, language = evaluation.evidence, evaluation.candidate.language
     basis = evaluation.diagnostics.timing_basis or ""
     if "timing" not in result:
@@ -75,8 +73,7 @@ def before_verdict(evaluation: Evaluation, result: dict[str, Any]) -> list[Findi
 
 
 def _profiled(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
-    """GPU: the timing stage's profiled forward, or one made here (its coverage then judged here), as launch
-    evidence."""
+    """GPU: the timing stage's profiled forward (or one made here, its coverage judged) as launch evidence."""
     session, found = evaluation.session, []
     if session.profiled is None:
         kernels = _profile(evaluation)
@@ -84,8 +81,7 @@ def _profiled(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
                                                 evaluation.policy)
         result["coverage"] = coverage
     kernels, tampered = session.profiled
-    # The call's cost: the larger of the judge's clock (alone it can read near 0 for a short kernel) and the timing
-    # the verdict uses (a runner gains nothing by raising its own time).
+    # The call's cost: the larger of the judge's clock and the timing the verdict uses.
     timed = [t.get("median_ms") for t in (result.get("judge_clock_timing"), result.get("timing")) if t]
     call_ms = max((v for v in timed if v is not None), default=None)
     level, how = ev.profiled_launches(kernels, guards.own_kernel_names(evaluation.candidate.source), tampered, call_ms)
@@ -95,7 +91,7 @@ def _profiled(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
 
 
 def settle(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
-    """Findings of the decision for the evaluation (a judge.evaluation.Evaluation); its notes go to `result`."""
+    """A pending static finding decided by a profiled forward; its notes go to `result`."""
     kernels = evaluation.session.profiles[-1] if evaluation.session.profiles else _profile(evaluation)
     assert evaluation.ran is not None
     found = evaluation.ran.after_profile(kernels, own_kernel_names(evaluation.candidate.source))
@@ -104,7 +100,7 @@ def settle(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
 
 
 def _profile(evaluation: Evaluation) -> dict[str, float]:
-    """One profiled forward of the candidate at the timing size (its kernel microseconds by name)."""
+    """One profiled forward of the candidate at the timing size."""
     ref, size, seed = evaluation.reference(), evaluation.time_size, evaluation.seed
     model = evaluation.session.model(evaluation.reference_model(), ref.init_inputs(size, seed), seed,
                                      {**ref.defaults, **size})

@@ -1,10 +1,7 @@
 """`torch.compile` of the reference (the timing's compiled line, an aside no verdict uses), made in a background
-thread of the judge while the candidate loads and is checked, so its seconds are not added to the timing stage.
-
-The thread holds the device lock shared through a lock description of its own (`DeviceLock.companion`), so no
-timing runs beside it; the main thread waits for it holding no lock, since it may be queued behind another judge's
-timing. While it compiles, the interpreter's switch interval is short (`main_thread_first`), so the main thread
-answers each runner reply promptly. Nothing here touches candidate code.
+thread while the candidate loads and is checked. The thread holds the device shared through a lock description of
+its own (`DeviceLock.companion`), so no timing runs beside it, and keeps the interpreter's switch interval short
+(`main_thread_first`) so the main thread still answers the runner promptly.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from workbench.eval.judge import trace
 from workbench.eval.judge.device_lock import SHARED, DeviceLock
 
 if TYPE_CHECKING:
@@ -29,7 +25,7 @@ if TYPE_CHECKING:
 WAIT_S = 600.0
 #: A compile's first call holds about this many input sets' bytes at its peak (inputs, output, intermediates).
 BESIDE_FACTOR = 8
-#: The interpreter's switch interval while a compile runs beside the main thread (module doc).
+#: The interpreter's switch interval while a compile runs beside the main thread.
 COMPILE_SWITCH_S = 0.0005
 
 _switch_guard = threading.Lock()
@@ -39,8 +35,7 @@ _switch_saved = 0.0
 
 @contextmanager
 def main_thread_first() -> Iterator[None]:
-    """While the block runs, a thread waiting for the GIL gets it within COMPILE_SWITCH_S; the interval in force
-    before the first of overlapping blocks comes back after the last one."""
+    """A short switch interval for the block; the one in force before overlapping blocks comes back after them."""
     global _switch_users, _switch_saved
     with _switch_guard:
         if _switch_users == 0:
@@ -58,8 +53,8 @@ def main_thread_first() -> Iterator[None]:
 
 @contextmanager
 def beside_the_judge(device: str, lock: DeviceLock | None) -> Iterator[None]:
-    """For the block, in a background thread: `device` current in this thread, the device held shared through the
-    thread's own lock description, and the GIL given to the main thread first."""
+    """For the block, in a background thread: `device` current, the device held shared through the thread's own
+    lock description, the GIL handed to the main thread first."""
     own = lock.companion() if lock is not None else None
     try:
         if device.startswith("cuda") and torch.device(device).index is not None:
@@ -73,7 +68,7 @@ def beside_the_judge(device: str, lock: DeviceLock | None) -> Iterator[None]:
 
 @dataclass
 class CompileJob:
-    """One background compile: the compiled callable when it worked, or None and a note saying why not."""
+    """One background compile: the compiled callable, or None and a note saying why not."""
 
     compiled: Any = None
     note: str = ""
@@ -82,7 +77,6 @@ class CompileJob:
 
     @classmethod
     def finished(cls, compiled: Any, note: str, seconds: float = 0.0) -> CompileJob:
-        """A job made in the calling thread (no thread): already done."""
         job = cls(compiled=compiled, note=note, seconds=seconds)
         job.done.set()
         return job
@@ -112,21 +106,21 @@ def compile_reference(model: Any, inputs: list[Any]) -> tuple[Any, str]:
 
 
 def fits_beside(set_bytes: int, free: int | None) -> bool:
-    """Whether a compile's first call (BESIDE_FACTOR x an input set) fits in a quarter of the device's free memory,
-    so it cannot run the correctness rounds beside it out of memory. Unknown free memory: no."""
+    """Whether a compile's first call (BESIDE_FACTOR x an input set) fits in a quarter of the free memory, so the
+    correctness rounds beside it cannot run out of memory. Unknown free memory: no."""
     return free is not None and free > 0 and set_bytes > 0 and BESIDE_FACTOR * set_bytes <= free // 4
 
 
 def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
           compile_fn: Callable[[Any, list[Any]], tuple[Any, str]] = compile_reference) -> CompileJob:
-    """Compile `model` on `inputs` (drawn by the caller: the global RNG belongs to the main thread) in a daemon
-    thread holding the device shared; returns the job at once."""
+    """Compile `model` on `inputs` (drawn by the caller: the global RNG is the main thread's) in a daemon thread
+    holding the device shared; returns the job at once."""
     job = CompileJob()
 
     def work() -> None:
         started = time.perf_counter()
         try:
-            with beside_the_judge(device, lock), trace.span("reference compile"):
+            with beside_the_judge(device, lock):
                 job.compiled, job.note = compile_fn(model, inputs)
         except Exception as exc:  # noqa: BLE001 - drawing the inputs or taking the lock failed: still only a note
             job.compiled, job.note = None, (f"torch.compile of the reference failed ({type(exc).__name__}: "
@@ -139,12 +133,10 @@ def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
     return job
 
 
-# ---- an evaluation's use of it ---------------------------------------------------------------------------------------
-
 def start_for(ev: Evaluation) -> None:
-    """Start compiling the reference in the background, once per task, size and seed in this judge; not for a
-    reference that draws random numbers in forward (it would move the global RNG under the rounds' seeded calls),
-    nor where its first call might not fit beside them (then it is compiled just before timing)."""
+    """Start compiling the reference, once per task, size and seed in this judge; not for a reference that draws
+    random numbers (it would move the global RNG under the rounds' seeded calls), nor where its first call might not
+    fit beside the check (then it is compiled just before timing)."""
     key = ev.timing_key
     if not ev.wants_compiled() or ev.plan is None or key in ev.ctx.compiled or ev.plan.seeded:
         return
@@ -159,8 +151,8 @@ def start_for(ev: Evaluation) -> None:
 
 
 def take_for_timing(ev: Evaluation) -> Any:
-    """The compiled reference for `ev`'s timing (None when it failed): the background compile's result, waited for
-    holding no lock (module doc), else compiled now under a shared hold."""
+    """The compiled reference for `ev`'s timing (None when it failed): the background compile's, waited for holding
+    no lock (another judge's timing may be ahead of it), else compiled now under a shared hold."""
     key = ev.timing_key
     job = ev.ctx.compiled.get(key)
     if job is None:

@@ -1,11 +1,7 @@
-"""The reference's half of the correctness protocol, computed once per task, sizes, seed, precision, device and round
-count, and reused by every later candidate of that task in this judge.
-
-A round is its inputs (the task's input code, its random draws rerouted to the round's distribution:
-workbench.tasks.inputs), the reference's native output and the float64 reference; the same pass finds the
-task-level flaws (distributions skipped, a weak task). None of it depends on the candidate, so the judge keeps it in
-trusted memory, within `ReferenceCache`'s byte budget; a task too large for it computes each round when needed and
-keeps nothing (docs/verdicts.md, speed and scale).
+"""The reference's half of the correctness protocol: per round its inputs (drawn from the round's distribution),
+native output and float64 reference, plus the task-level flaws the rounds show (`weak-task`). None of it depends on
+the candidate, so the judge keeps it per task, sizes, seed and device for later candidates, within
+`ReferenceCache`'s byte budget; a task too large for it makes each round when needed (docs/verdicts.md, scale).
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from typing import Any
 import torch
 
 from workbench.errors import TaskError
-from workbench.eval.judge import trace
 from workbench.eval.judge.correctness.compare import CHUNK, constant_passes
 from workbench.eval.judge.correctness.prior_outputs import PriorOutput
 from workbench.eval.judge.reference.float64 import Float64Reference, nbytes
@@ -46,7 +41,6 @@ PRIOR_ROUNDS = 2
 
 
 def _derived_seed(seed: int, salt: int) -> int:
-    """A seed of its own for one use of the evaluation's `seed` (a round, a probe)."""
     return (seed * 1_000_003 + salt) % (1 << 62)
 
 
@@ -58,7 +52,7 @@ def round_seeds(seed: int, r: int) -> tuple[int, int]:
 
 @dataclass
 class RoundData:
-    """One round's reference side: what the candidate is given and what it must return."""
+    """One round's reference side: the candidate's inputs and what it must return."""
 
     number: int
     size_index: int
@@ -69,10 +63,8 @@ class RoundData:
     inputs: list[Any]
     native: Any
     ref64: list[Any]
-    #: Shapes and dtypes of the native output's tensors (meta tensors): the runner's output slots.
-    out_like: list[torch.Tensor]
-    #: What is kept of the native output's tensors, for recognising a stale result in later rounds.
-    native_host: list[PriorOutput]
+    out_like: list[torch.Tensor]  # meta tensors shaped like the native output: the runner's output slots
+    native_host: list[PriorOutput]  # kept to recognise this output as a stale result in later rounds
 
     @property
     def nbytes(self) -> int:
@@ -80,8 +72,7 @@ class RoundData:
 
 
 def build_reference(ref: LoadedReference, size: dict, device: str, seed: int) -> Any:
-    """The reference `Model(*init_inputs)` under `seed`, on `device`, in eval mode (KernelBench's rule), built on the
-    device where its constructor allows (`model_init`: its random initialization runs there, not on the host)."""
+    """The reference `Model(*init_inputs)` under `seed`, on `device`, in eval mode, built where `model_init` says."""
     init = ref.init_inputs(size, seed)
     try:
         model, place, _ = model_init.build(lambda: ref.module.Model(*copy.deepcopy(init)), device,
@@ -97,8 +88,8 @@ def build_reference(ref: LoadedReference, size: dict, device: str, seed: int) ->
 
 @dataclass
 class ReferenceRounds:
-    """The reference side of `n` rounds over `sizes` and `dists` (module doc). `round(r)` computes round r the first
-    time and keeps it while `keep` allows; task-level findings are ready once every round was computed."""
+    """The reference side of `n` rounds over `sizes` and `dists`: `round(r)` makes round r once and keeps it while
+    `keep` holds; the task-level findings are ready after `finish`."""
 
     ref: LoadedReference
     device: str
@@ -106,15 +97,12 @@ class ReferenceRounds:
     seed: int
     tolerance: Callable[[str], Tolerance]
     dists: list[str]
-    #: Rounds asked for; `n` is at least this, five, the number of sizes and the number of distributions kept.
     requested: int
-    #: Bytes the kept rounds may take; past it (estimated from the first round) nothing is kept.
-    budget: int = 1 << 62
+    budget: int = 1 << 62  # bytes the kept rounds may take; past it (from the first round's size) none is kept
     keep: bool = True
     models: dict[int, Any] = field(default_factory=dict)
     skipped: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
-    #: (flag, detail) task-level findings: "weak-task".
     task_findings: list[tuple[str, str]] = field(default_factory=list)
     _rounds: dict[int, RoundData] = field(default_factory=dict)
     _f64: dict[int, Float64Reference] = field(default_factory=dict)
@@ -123,8 +111,8 @@ class ReferenceRounds:
     _input_numel: dict[int, int] = field(default_factory=dict)
     _screened: bool = False
     _judged_task: bool = False
-    #: Where rounds are not kept: the next round, made while the one in use had its calls (`prepare`), the round
-    #: last handed out, the bytes of one round, and the outputs of recent rounds that `prior` needs.
+    # Where rounds are not kept: the round made ahead (`prepare`), the last one handed out, one round's bytes, and
+    # the outputs of recent rounds that `prior` needs.
     _ahead: RoundData | None = None
     _last: int = -1
     _round_bytes: int = 0
@@ -140,21 +128,19 @@ class ReferenceRounds:
 
     @property
     def kept(self) -> list[str]:
-        """The distributions the rounds cycle through (screened first)."""
+        """The distributions the rounds cycle through."""
         if not self._screened:
             self._screen_distributions()
         return [d for d in self.dists if d not in self.skipped] or ["default"]
 
     @property
     def n(self) -> int:
-        """How many rounds: every size and every kept distribution is seen, and never fewer than MIN_ROUNDS."""
+        """Rounds: every size and kept distribution, never fewer than MIN_ROUNDS."""
         return max(self.requested, MIN_ROUNDS, len(self.sizes), len(self.kept))
 
     def float64_placements(self) -> set[str]:
-        """Where the float64 reference of the rounds made so far ran ("device", "device-chunked", "host")."""
         return {f.placement for f in self._f64.values()}
 
-    # -- what the protocol asks --
     def model(self, i: int) -> Any:
         if i not in self.models:
             same = next((j for j in self.models if self.sizes[j] == self.sizes[i]), None)
@@ -185,8 +171,8 @@ class ReferenceRounds:
         return found
 
     def pending(self) -> int | None:
-        """The round to make before it is used (`prepare`), or None: the first not made while rounds are kept, else
-        the one after the round in use where two rounds fit the budget (held until its turn, one ahead at most)."""
+        """The round to make ahead (`prepare`), or None: the first not made while rounds are kept, else the one after
+        the round in use where two rounds fit the budget."""
         if self.keep:
             return next((r for r in range(self.n) if r not in self._rounds), None)
         nxt = self._last + 1
@@ -195,38 +181,36 @@ class ReferenceRounds:
         return nxt
 
     def _two_fit(self, round_bytes: int) -> bool:
-        """Whether two rounds of `round_bytes` fit the budget: the one in use and one held ahead of it."""
         return 0 < 2 * round_bytes <= self.budget
 
     def hold_ahead(self, rd: RoundData) -> bool:
-        """Hold `rd`, made ahead (`ahead.make_ahead`) before the rounds proved too large to keep, as the round ahead,
-        so the check does not make it again; only where two rounds fit the budget (a round of a problem that fills
-        the GPU, held through the candidate's build, runs the judge out of memory). Returns whether it is held."""
+        """Hold `rd`, made ahead before the rounds proved too large to keep, so the check does not make it again;
+        only where two rounds fit the budget (benchmarks/README.md). Whether it is held."""
         if self.keep or self._ahead is not None or not self._two_fit(rd.nbytes):
             return False
         self._ahead, self._last = rd, rd.number - 1
         return True
 
     def drop_ahead(self) -> None:
-        """Forget the round held ahead when the check that would have used it ended (the rounds outlive the check)."""
+        """Forget the round held ahead once the check that would use it has ended."""
         self._ahead, self._last = None, -1
 
     def prepare(self, r: int) -> None:
-        """Make round r before it is used (`pending`): kept with the others, or held as the one round ahead."""
+        """Make round r before it is used: kept with the others, or held as the one round ahead."""
         if self.keep:
             self.round(r)
         else:
             self._ahead = self._compute(r)
 
     def finish(self) -> None:
-        """Judge the task itself (`weak-task`) once every round was computed; called after the last round was used,
-        so a task too large to keep its rounds has freed it before the ignored-input probe makes its own."""
+        """Judge the task itself (`weak-task`) once every round was made (after the last one was used, so a task
+        too large to keep its rounds has freed it before the ignored-input probe)."""
         if not self._judged_task and len(self._constant) >= self.n:
             self._judged_task = True
             self._judge_task()
 
     def prior(self, r: int) -> list[PriorOutput]:
-        """What is kept of the reference outputs of the PRIOR_ROUNDS rounds before r (computed ones only)."""
+        """What is kept of the reference outputs of the PRIOR_ROUNDS rounds before r."""
         out: list[PriorOutput] = []
         for k in range(max(0, r - PRIOR_ROUNDS), r):
             if k in self._rounds:
@@ -243,7 +227,6 @@ class ReferenceRounds:
         if text not in self.notes:
             self.notes.append(text)
 
-    # -- building --
     def _inputs(self, size: dict, seed: int, dist: str, record: DrawRecord | None = None) -> list[Any]:
         try:
             return self.ref.make_inputs(size, seed, self.device, dist, note=self.note, record=record)
@@ -268,8 +251,8 @@ class ReferenceRounds:
         return kept[r % len(kept)]
 
     def _screen_distributions(self) -> None:
-        """Skip each distribution that would repeat the task's own inputs, or on which the reference is not finite
-        while it is on the task's own, with a note; judged on probe inputs, so no candidate runs on discarded ones."""
+        """Skip, with a note, each distribution that repeats the task's own inputs or on which the reference is not
+        finite while it is on its own; judged on probe inputs, before any candidate call."""
         self._screened = True
         if all(d == "default" for d in self.dists):
             return
@@ -290,8 +273,6 @@ class ReferenceRounds:
             if not finite:
                 finite.append(all_finite(self.run(model, self._inputs(size, probe_seed, "default"), size,
                                                   "default")))
-            # Where the reference is not finite on its own inputs, that is part of the task: compared position by
-            # position instead.
             if finite[0] and not all_finite(self.run(model, inputs, size, dist)):
                 self.skipped.add(dist)
                 self.note(f"skipped {dist} inputs: the reference is not finite on them")
@@ -304,39 +285,30 @@ class ReferenceRounds:
         size, model = self.sizes[i], self.model(i)
         round_seed, call_seed = round_seeds(self.seed, r)
         dist = self._dist(r)
-        lap = trace.laps("round", round=r)
         inputs = self._inputs(size, round_seed, dist)
-        lap("inputs")
         native = self.run(model, inputs, size, dist, call_seed)
-        lap("native")
         if i not in self._f64:
             self._f64[i] = Float64Reference.plan(model, inputs, native, self.device, call_seed)
             if self._f64[i].note:
                 self.note(self._f64[i].note)
-            lap("float64 plan")
         ref64, note = self._f64[i](model, inputs, native, call_seed)
         if note:
             self.note(note)
         sync(self.device)
-        lap("float64")
         host = [PriorOutput.of(t) for t in as_list(native) if is_plain(t)]
         rd = RoundData(r, i, size, dist, round_seed, call_seed, inputs, native, ref64,
                        [torch.empty_like(t, device="meta") for t in as_list(native) if is_plain(t)], host)
         self._input_numel.setdefault(i, sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)))
         self._weak_stats(r, ref64, native)
-        lap("kept")
         if not self.keep:  # enough for `prior` of the round in use while the next one is made (`prepare`)
             self._recent = {k: v for k, v in self._recent.items() if k >= r - PRIOR_ROUNDS - 1}
             self._recent[r] = host
         release_unused(self.device)  # the candidate's runner runs next, in another process
-        lap("released")
         return rd
 
-    # -- the task itself --
     def _weak_stats(self, r: int, ref64: list[Any], native: Any) -> None:
         natives = as_list(native)
-        # An output is weak only when a constant passes in every round: once one round says no, later rounds skip
-        # the two passes over it (costly on a large output).
+        # Weak only if a constant passes in every round: an output one round ruled out is not checked again.
         open_ = [all(v[k] is True for v in self._constant.values() if k < len(v)) for k in range(len(natives))]
         self._constant[r] = constant_passes(ref64, natives, self.tolerance, open_)
         for k, (r64, rn) in enumerate(zip(ref64, natives, strict=False)):
@@ -365,8 +337,8 @@ class ReferenceRounds:
             self.note(f"the ignored-input probe was skipped ({type(exc).__name__}: {exc})")
 
     def _ignored_inputs(self) -> None:
-        """Replace one input at a time by a fresh draw (smallest size, default distribution): an output that
-        stays within tolerance means a candidate could ignore that input and pass."""
+        """Replace one input at a time by a fresh draw (smallest size): an output that stays within tolerance means
+        a candidate could ignore that input and pass."""
         i = min(self._input_numel, key=self._input_numel.get) if self._input_numel else 0
         size, model = self.sizes[i], self.model(i)
         base_seed = _derived_seed(self.seed, 104_729)
@@ -404,15 +376,15 @@ class ReferenceRounds:
 
 
 def reference_budget(device: str, held: int = 0) -> int:
-    """Bytes the judge may keep in reference rounds: a quarter of the GPU memory not used by others (free now plus
-    `held` by the cache; the runner and the candidate need the rest), 2 GiB on the CPU."""
+    """Bytes the judge may keep in reference rounds: a quarter of the GPU memory free now or `held` by the cache,
+    2 GiB on the CPU."""
     if device.startswith("cuda"):
         return int(0.25 * (torch.cuda.mem_get_info(torch.device(device))[0] + held))
     return 2 << 30
 
 
 class ReferenceCache:
-    """`ReferenceRounds` per key, most recently used last, within a byte budget (module doc)."""
+    """`ReferenceRounds` per key, most recently used last, within a byte budget."""
 
     def __init__(self, max_entries: int = 8):
         self.max_entries = max_entries
@@ -423,8 +395,8 @@ class ReferenceCache:
         return sum(e.nbytes for e in self._entries.values())
 
     def get(self, key: Any, make: Callable[[int], ReferenceRounds], device: str) -> tuple[ReferenceRounds, bool]:
-        """(the rounds for `key`, whether they were already there). `make(budget)` builds new ones; older entries
-        make room first, so the new entry's budget is what the device can spare."""
+        """(the rounds for `key`, whether they were there). `make(budget)` builds new ones after older entries made
+        room."""
         found = self._entries.get(key)
         if found is not None and found.keep:
             self._entries.move_to_end(key)
@@ -440,7 +412,7 @@ class ReferenceCache:
         return rounds, False
 
     def discard(self, key: Any) -> None:
-        """Forget the rounds for `key` (made partly when their making failed: made again from the start)."""
+        """Forget the rounds for `key` (their making failed: made again from the start)."""
         self._entries.pop(key, None)
 
     def clear(self) -> None:

@@ -1,9 +1,6 @@
-"""The reference timed in a runner of its own, started like the candidate's and reading the same pool through the
-same mapping, so the two sides of a speedup differ only in the code they run. Only the task's reference runs there,
-so its clock is the reference's figure (bounded by the judge's clock); its outputs go to a buffer of its own.
-
-Launched when the pool is made, its requests queued at once and their replies read when timing starts, it starts
-beside the candidate's import and checks, and is kept with the pool (`InputPool.reference_runner`). When it cannot
+"""The reference timed in a runner of its own, started like the candidate's and mapping the same timing pool, so the
+two sides of a speedup differ only in the code they run. Launched when the pool is made (its requests queued, their
+replies read when timing starts), it starts beside the candidate's import and is kept with the pool. When it cannot
 start, load or time the reference, the judge times it and says why (`protocol["reference_timed_in"]`).
 """
 
@@ -32,8 +29,8 @@ TIGHT_MARGIN_BYTES = 2 << 30
 
 
 def wanted(device: str) -> bool:
-    """Whether the reference is timed in a runner: on a GPU by default (on the CPU both sides share one pinned core
-    and the judge's clock, so a second runner costs more than it gains); `KWB_REFERENCE_RUNNER=1`/`=0` forces it."""
+    """On a GPU by default (on the CPU both sides share one pinned core and the judge's clock, so a second runner
+    costs more than it gains); `KWB_REFERENCE_RUNNER=1`/`=0` forces it."""
     forced = os.environ.get("KWB_REFERENCE_RUNNER", "").strip()
     if forced in ("0", "1"):
         return forced == "1"
@@ -56,8 +53,8 @@ def _why(exc: BaseException) -> str:
 
 
 def _scratch_slots(session: CandidateSession, pool: InputPool) -> list[Any]:
-    """One output buffer of the reference session's own, as every set's slot; none where the candidate's output is
-    not copied out either (`timing.batches.copy_out_mirrored`)."""
+    """One output buffer of the session's own as every set's slot; none where the candidate's output is not copied
+    out either (`timing.batches.copy_out_mirrored`)."""
     from workbench.eval.judge.timing.batches import copy_out_mirrored
 
     if not copy_out_mirrored(pool):
@@ -68,26 +65,25 @@ def _scratch_slots(session: CandidateSession, pool: InputPool) -> list[Any]:
 
 
 class ReferenceRunner:
-    """The task's reference, loaded and built in a runner that maps a timing pool (module doc)."""
+    """The task's reference, loaded and built in a runner that maps a timing pool."""
 
     def __init__(self, session: CandidateSession, model_id: int, pool_id: int, warmed: bool = False):
         self.session, self.model_id, self.pool_id = session, model_id, pool_id
         self.is_ready = False
-        #: Whether an untimed first call was queued after the pool (`launch`'s `warm`): its reply is read by `ready`.
-        self.warmed = warmed
+        self.warmed = warmed  # an untimed first call was queued after the pool: `ready` reads its reply
 
     @classmethod
     def launch(cls, ctx: Context, device: str, limits: Limits, timeout: float, pool: InputPool, ref_model: Any,
                source: str, precision: dict[str, Any], init: list[Any], seed: int, sizes: dict[str, Any],
                warm: bool = False) -> ReferenceRunner:
-        """Spawn the runner and queue its requests; raises ReferenceRunnerFailed when it cannot be spawned or the
-        pool cannot be lent to it. `warm`: one untimed call on the pool's last set follows (`warm_first_call`)."""
+        """Spawn the runner and queue its requests (with `warm`, one untimed call on the pool's last set: see
+        `warm_first_call`); ReferenceRunnerFailed when it cannot be spawned or given the pool."""
         if pool.arena is None:
             raise ReferenceRunnerFailed("the timing inputs are nested (lists of tensors): they live in the "
                                         "candidate's own shared memory, which a second runner cannot map")
         try:
             runner = ctx.runner_class(ctx.fork_server, device, limits, [], share_ipc=ctx.share_ipc,
-                                   warm=libraries_for(device, source))
+                                      warm=libraries_for(device, source))
         except (RuntimeError, OSError) as exc:
             raise ReferenceRunnerFailed(f"the reference's runner could not be started: {exc}") from None
         runner.role = "reference"
@@ -121,19 +117,16 @@ class ReferenceRunner:
             return False
 
     def ready(self, timeout: float = READY_TIMEOUT_S) -> float:
-        """Read the replies of the queued requests (once); returns the seconds waited for them. Raises
-        ReferenceRunnerFailed (the runner is closed) when any of them failed."""
+        """Read the queued requests' replies (once); the seconds waited. ReferenceRunnerFailed (the runner closed)
+        when any of them failed."""
         if self.is_ready:
             return 0.0
         started = time.perf_counter()
         deadline = time.monotonic() + timeout
         try:
             self.session.runner.await_ready(deadline)
-            self.session.collect("loaded", deadline)
-            self.session.collect("built", deadline)
-            self.session.collect("pong", deadline)
-            if self.warmed:
-                self.session.collect("output", deadline)
+            for kind in ("loaded", "built", "pong", *(["output"] if self.warmed else [])):
+                self.session.collect(kind, deadline)
         except (CandidateFailure, RunnerDied, RunnerViolation, RuntimeError, OSError) as exc:
             self.close()
             raise ReferenceRunnerFailed(_why(exc)) from None
@@ -141,7 +134,7 @@ class ReferenceRunner:
         return time.perf_counter() - started
 
     def time(self, order: list[int], seeds: tuple[int, ...], timeout: float) -> tuple[protocol.Samples, float]:
-        """One timed batch of the reference on the pool (the judge's bracket in seconds, as `CandidateSession.time`)."""
+        """One timed batch on the pool (with the judge's bracket, as `CandidateSession.time`)."""
         try:
             return self.session.time(self.model_id, self.pool_id, order, timeout, seeds)
         except (CandidateFailure, RunnerDied, RunnerViolation) as exc:
@@ -152,11 +145,9 @@ class ReferenceRunner:
         return self.session.runner.members()
 
     def close(self) -> None:
-        """End the runner, then give back its shared memory (the pool's buffers are only borrowed: they stay)."""
+        """End the runner and give back its shared memory (the pool's buffers are only borrowed)."""
         self.session.close()
 
-
-# ---- an evaluation's use of it (as `runners/start.py` starts the candidate's runner) --------------------------------
 
 def launch_for(ev: Evaluation) -> None:
     """Before the candidate is imported: reuse the runner kept with `ev`'s pool, or launch one;
@@ -171,7 +162,7 @@ def launch_for(ev: Evaluation) -> None:
         return
     pool.reference_runner = None
     short = tight(pool, ev.device)
-    if short:  # it would be given up at timing anyway (`take_for_timing`): no runner, no weights copied for it
+    if short:  # it would be given up at timing anyway: no runner, no weights copied for it
         diag.reference_timed_in = f"judge: {short}"
         return
     from workbench.tasks.kernelbench import reference_as_candidate
@@ -189,9 +180,9 @@ def launch_for(ev: Evaluation) -> None:
 
 
 def warm_first_call(pool: InputPool, device: str) -> bool:
-    """Whether the reference's runner makes one untimed call after mapping the pool, so cuDNN's or cuBLAS's choice of
-    algorithm for the shape is paid beside the candidate's import rather than in the first timed round. Only where
-    the call fits beside the check (`compiled.fits_beside`); the runner gives its memory back before replying."""
+    """Whether the reference's runner makes one untimed call after mapping the pool, so the library's choice of
+    algorithm is paid beside the candidate's import, not in the first timed round; only where the call fits beside
+    the check (`compiled.fits_beside`)."""
     from workbench.eval.judge.reference.compiled import fits_beside
     from workbench.eval.judge.timing.inputs import free_bytes
 
@@ -212,8 +203,8 @@ def tight(pool: InputPool, device: str) -> str:
 
 
 def take_for_timing(ev: Evaluation) -> ReferenceRunner | None:
-    """When timing starts: the pool's reference runner, ready, or None (there is none, it failed, or memory is too
-    tight: `tight`) and the judge times the reference, saying why."""
+    """When timing starts: the pool's reference runner, ready, or None (none, failed, or memory too tight) and the
+    judge times the reference, saying why."""
     pool = ev.plan.pool if ev.plan is not None else None
     runner = pool.reference_runner if pool is not None else None
     if runner is None:
@@ -234,7 +225,7 @@ def take_for_timing(ev: Evaluation) -> ReferenceRunner | None:
 
 
 def after_timing(ev: Evaluation) -> None:
-    """Forget a reference runner that failed during the timing (it closed itself; the judge finished the timing)."""
+    """Forget a reference runner that failed during the timing (it closed itself)."""
     pool = ev.plan.pool if ev.plan is not None else None
     if pool is not None and pool.reference_runner is not None and pool.reference_runner.session.runner.closed:
         pool.reference_runner = None

@@ -1,11 +1,7 @@
-"""A persistent cache of CUDA candidates' builds, keyed by the candidate's source and the toolchain: an entry only
-serves the exact source that built it, so the same source is not compiled again.
-
-Only the judge writes it (docs/anti-cheating.md, cheat 20): it copies a runner's build directory into an entry
-indexed by each file's SHA-256, checked on every read (a mismatching entry is deleted); runners get entries
-read-only and copy them into their own scratch. The copy out of a runner follows no link (cheat 27): it walks one
-name at a time from descriptors the judge holds, refusing symbolic and hard links, devices, FIFOs and sockets, so a
-runner that plants a link to a host directory gets nothing stored.
+"""A persistent cache of CUDA candidates' builds keyed by the source and the toolchain, so an entry only serves the
+source that built it. Only the judge writes it (docs/anti-cheating.md, cheat 20), indexed by each file's SHA-256 and
+checked on every read; runners get entries read-only. The copy out of a runner follows no link (cheat 27): one name at
+a time from descriptors the judge holds, refusing links, devices, FIFOs and sockets.
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ def cache_root() -> Path:
 
 @lru_cache(maxsize=1)
 def toolchain() -> str:
-    """Versions that change what a build produces: torch, its CUDA, nvcc, and the GPU's compute capability."""
+    """What changes a build: torch, its CUDA, nvcc, the GPU's compute capability."""
     import torch
 
     parts = [f"torch={torch.__version__}", f"cuda={torch.version.cuda}"]
@@ -66,13 +62,11 @@ def _files(root: Path) -> list[Path]:
 
 
 def _index(build: Path) -> dict[str, str]:
-    """Each file below `build` (by its relative path) and its SHA-256."""
     return {str(p.relative_to(build)): _digest(p) for p in _files(build)}
 
 
 def lookup(entry_key: str) -> Path | None:
-    """The entry's build directory when it exists and every file matches the index; else None (a mismatching
-    entry is removed)."""
+    """The entry's build directory when every file matches the index; else None (a mismatching entry is removed)."""
     entry = cache_root() / entry_key
     index_path = entry / "index.json"
     if not index_path.is_file():
@@ -91,17 +85,17 @@ def lookup(entry_key: str) -> Path | None:
 
 
 class RefusedCopy(Exception):
-    """A runner's build directory holds something the judge will not copy (a link, a device, too much)."""
+    """A runner's build directory holds something the judge will not copy."""
 
 
-#: Most files and directories a build directory may hold (a torch extension build has a dozen).
+#: Most files and directories a build directory may hold.
 MAX_ENTRY_FILES = 10_000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _open_below(root: str | Path, relative: str) -> int:
-    """A descriptor of `root`/`relative`, walked one name at a time without following any link below `root`."""
+    """A descriptor of `root`/`relative`, following no link below `root`."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for name in Path(relative).parts:
@@ -178,8 +172,8 @@ def _copy_dir(dir_fd: int, dest: Path, budget: _Budget) -> None:
 
 def copy_out(root: str | Path, relative: str, dest: str | Path, max_bytes: int = MAX_ENTRY_BYTES,
              max_files: int = MAX_ENTRY_FILES) -> None:
-    """Copy `root`/`relative` (a runner's build directory below its root) to the new `dest`, following no link below
-    `root`; raises RefusedCopy (`dest` removed) on a link, a hard link, a special file, or past the limits."""
+    """Copy `root`/`relative` to the new `dest` following no link; RefusedCopy (`dest` removed) on a link, a hard
+    link, a special file, or past the limits."""
     fd = _open_below(root, relative)
     try:
         _copy_dir(fd, Path(dest), _Budget(max_bytes, max_files))
@@ -191,8 +185,7 @@ def copy_out(root: str | Path, relative: str, dest: str | Path, max_bytes: int =
 
 
 def store(entry_key: str, root: str | Path, relative: str = ".") -> Path | None:
-    """Copy a runner's build directory, `root`/`relative`, into a new entry atomically through `copy_out`; the
-    entry's build directory, or None when there is nothing to keep or the copy was refused."""
+    """Copy a runner's build directory into a new entry atomically; its build directory, or None."""
     root_dir = cache_root()
     root_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{entry_key}-", dir=root_dir))
@@ -213,17 +206,16 @@ def store(entry_key: str, root: str | Path, relative: str = ".") -> Path | None:
 
 
 def copy_entry(entry: str | Path, target: str | Path) -> None:
-    """Copy an entry's build tree to `target`, keeping modification times (build systems compare them)."""
+    """Copy an entry's build tree to `target`, modification times kept."""
     shutil.copytree(entry, target, symlinks=True, dirs_exist_ok=True)
 
 
-#: Where a runner finds its Triton cache inside the sandbox (the runner's TRITON_CACHE_DIR, `runner/sandbox.py`).
+#: Where a runner finds its Triton cache inside the sandbox.
 TRITON_MOUNT = "/tmp/triton"
 
 
 def triton_dir(source: str, device: str) -> Path | None:
-    """The Triton kernel cache of one candidate source (GPU only), owned by the runner's user, bound writable into that
-    source's runners only (`runners/start.py`); None where it cannot be made (the runner compiles privately)."""
+    """The Triton kernel cache of one source (GPU only), owned by the runner's user; None where it cannot be made."""
     if not device.startswith("cuda"):
         return None
     import triton

@@ -1,11 +1,12 @@
-"""What went wrong, in words: a candidate's exception (as its runner reported it) or a dead runner, as a message that
-names the cause, the candidate's line and what to do (`judge/verdict.py` decides the status)."""
+"""What went wrong, in words: a candidate's exception or a dead runner as a message that names the cause, the
+candidate's line and what to do."""
 
 from __future__ import annotations
 
 import re
 
-_COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
+from workbench.eval.wire.runner_messages import COMPILE_ERRORS
+
 _FIX_HINTS = {
     "timeout": "the candidate did not finish in time: look for an infinite loop or a grid far larger than the "
                "problem, or raise the limit with evaluate(..., timeout=seconds)",
@@ -22,7 +23,7 @@ _SIGNAL_CAUSES = {
     "SIGXCPU": "the runner's CPU-time limit was reached",
     "SIGXFSZ": "the runner's file-size limit was reached",
 }
-#: Innermost frame inside a candidate file in a faulthandler dump ("most recent call first") or a traceback.
+#: A frame inside a candidate file in a faulthandler dump (innermost first) or a traceback.
 _CANDIDATE_FRAME = re.compile(r'File "[^"]*kwb_candidate_[^"]*\.py", line (\d+),? in (\S+)')
 
 
@@ -39,10 +40,9 @@ def out_of_memory(type_name: str, text: str) -> bool:
 
 
 def failure_message(type_name: str, text: str, stage: str, where: str) -> tuple[bool, str]:
-    """(whether the kernel failed to compile, the message) of a candidate's exception: out of memory and CUDA faults
-    explained, a compile error named as one (`judge/verdict.py` gives the status)."""
+    """(whether the kernel failed to compile, the message) of a candidate's exception."""
     kind = f"{type_name}: {text}".strip()
-    if type_name in _COMPILE_ERRORS or stage == "compile":
+    if type_name in COMPILE_ERRORS or stage == "compile":
         return True, f"Triton could not compile the kernel{where}: {kind[:800]}"
     if out_of_memory(type_name, text):
         return False, (f"out of memory during {stage}{where}: {kind[:400]}. Allocate less: check the output and "
@@ -54,7 +54,7 @@ def failure_message(type_name: str, text: str, stage: str, where: str) -> tuple[
 
 
 def died_message(kind: str, detail: str, log: str, source: str, language: str, device: str, limit: float) -> str:
-    """What a dead runner means: the signal's cause, the candidate line from the fault handler, the last output."""
+    """A dead runner's message: the signal's cause, the candidate line from the fault handler, the last output."""
     if kind == "timeout":
         message = f"timeout: no result within {limit:g} s (the runner was killed). Fix: {_FIX_HINTS['timeout']}."
     else:

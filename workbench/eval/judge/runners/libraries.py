@@ -1,10 +1,5 @@
-"""Which GPU libraries a runner loads before its first request, read from the sources it will run.
-
-A runner is a fresh process per candidate, so its first convolution or GEMM would pay for loading cuDNN or cuBLAS
-and making its handle. A runner told which libraries its sources use loads them right after Ready
-(`runner/library_warmup.py`), while the judge does its own work; its first request waits for the warm-up, so nothing
-it measures overlaps it. The reading is a text search that only decides what is loaded early (a miss is loaded by
-the first call); the candidate's and the reference's runners are told alike, so both sides of a speedup start alike.
+"""Which GPU libraries a fresh runner loads right after Ready (`runner/library_warmup.py`), read from the sources it
+will run by a text search (a miss is loaded by the first call); both sides of a speedup are told alike.
 """
 
 from __future__ import annotations
@@ -21,8 +16,7 @@ _CUBLAS = re.compile(r"\bLinear\b|\blinear\(|\bBilinear\b|\bmatmul\b|\b(?:bmm|mm
 
 
 def libraries_for(device: str, *sources: str) -> tuple[str, ...]:
-    """The libraries a runner on `device` warms up for `sources`: none off the GPU; else the CUDA context always,
-    then cuBLAS and cuDNN when a source names what uses them."""
+    """None off the GPU; else the CUDA context, and cuBLAS and cuDNN where a source names what uses them."""
     if not device.startswith("cuda"):
         return ()
     text = "\n".join(sources)

@@ -1,9 +1,6 @@
-"""The judge's handle on runners: the fork server it owns, and one `RunnerProcess` per candidate.
-
-`RunnerProcess` owns its runner's lifecycle: `start` spawns it through the fork server and waits for `Ready`;
-`request` sends one message and waits for the answer or the deadline; `close` asks it to shut down, then kills it
-and everything it started. A runner that dies, falls silent or breaks the protocol raises `RunnerDied` or
-`RunnerViolation` here.
+"""The judge's handle on runners: the fork server it owns, and one `RunnerProcess` per candidate (spawned through
+the server, spoken to in framed messages, killed with everything it started). A runner that dies, falls silent or
+breaks the protocol raises `RunnerDied` or `RunnerViolation` here.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.eval.judge import trace
 from workbench.eval.runner import sandbox
 from workbench.eval.wire import forkserver_messages as server_messages
 from workbench.eval.wire import runner_messages as protocol
@@ -31,16 +27,13 @@ from workbench.eval.wire.transport import BoundedLog, Channel, ChannelClosed, Ch
 FORKSERVER_STARTUP_S = 180.0
 #: Seconds a forked runner may take to sandbox itself and say Ready.
 RUNNER_STARTUP_S = 60.0
-
-
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
 class CpuUse:
     """What the runner's processes have used so far, as the kernel counts it: live threads, CPU seconds (10 ms ticks,
-    exited threads included), and the nanoseconds (`schedstat`) of the runner's main thread and of its other live
-    threads."""
+    exited threads included), and the `schedstat` nanoseconds of its main thread and of its other live threads."""
 
     threads: int
     seconds: float
@@ -48,13 +41,24 @@ class CpuUse:
     others_ns: int = 0
 
 
-def _thread_ns(pid: int, tid: str) -> int:
-    """CPU nanoseconds thread `tid` of `pid` has used (0 where /proc does not say: an exited thread)."""
+def _thread_ns(pid: int, tid: str) -> int | None:
+    """CPU nanoseconds thread `tid` of `pid` has used (None where /proc does not say: an exited thread)."""
     try:
         with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
             return int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
-        return 0
+        return None
+
+
+def cpu_ns(pid: int) -> int | None:
+    """CPU nanoseconds every live thread of `pid` has used, from /proc (None where it does not say): nothing the
+    runner controls. A thread that exits during a call takes its time with it, so this is a lower bound."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    used = [ns for ns in (_thread_ns(pid, tid) for tid in threads) if ns is not None]
+    return sum(used) if used else None
 
 
 class RunnerDied(Exception):
@@ -100,14 +104,14 @@ def _pids_where(match: Callable[[int], bool]) -> list[int]:
 
 
 def package_root() -> str:
-    """The directory holding the `workbench` package the judge runs: the fork server imports it from there."""
+    """The directory holding the `workbench` package the judge runs (the fork server imports it from there)."""
     import workbench
 
     return os.path.dirname(os.path.dirname(os.path.abspath(workbench.__file__)))
 
 
 class ForkServer:
-    """The judge's fork server process (trusted). Started with the runner's allow-listed environment."""
+    """The judge's fork server process (trusted), started with the runner's allow-listed environment."""
 
     def __init__(self, device: str):
         self.device = device
@@ -197,7 +201,7 @@ class RunnerProcess:
         self.ready: protocol.Ready | None = None
         self.closed = self.frozen = False
         self._status: int | None = None
-        #: Whose runner this is, in the judge's trace (`trace.py`): the candidate's, the reference's or a spare.
+        #: Whose runner this is: the candidate's ("runner"), the reference's or a spare.
         self.role = "runner"
 
     @classmethod
@@ -205,15 +209,13 @@ class RunnerProcess:
               extra_binds: list[tuple[str, str]] | None = None, share_ipc: bool = False,
               writable_binds: list[tuple[str, str]] | None = None, warm: tuple[str, ...] = ()) -> RunnerProcess:
         """`extra_binds` are bound read-only into the sandbox, `writable_binds` writable (a source's own Triton
-        cache; without a sandbox its path is given directly). `warm`: the GPU libraries it loads after Ready
-        (`libraries.py`)."""
+        cache); `warm`: the GPU libraries it loads after Ready (`libraries.py`)."""
         runner = cls(server, device, limits or Limits(), list(extra_binds or []), share_ipc, writable_binds, warm)
         runner.await_ready()
         return runner
 
     def await_ready(self, deadline: float | None = None) -> protocol.Ready:
-        """The runner's Ready, read once (the runner is closed when it does not come or speaks another protocol);
-        reading it late (`reference/runner.py`) lets the runner start up while the judge works."""
+        """The runner's Ready, read once (the runner is closed when it does not come or speaks another protocol)."""
         if self.ready is not None:
             return self.ready
         try:
@@ -234,10 +236,8 @@ class RunnerProcess:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # -- messages --
     def send(self, message: protocol.Message, fds: list[int] | tuple[int, ...] = ()) -> None:
         self.seq_out += 1
-        trace.instant(f"{self.role} <- {message.kind}")
         try:
             self.channel.send(protocol.encode(message, self.job, self.nonce, self.seq_out), fds)
         except ChannelClosed:
@@ -264,7 +264,6 @@ class RunnerProcess:
         except protocol.ProtocolError as exc:
             self.kill()
             raise RunnerViolation(str(exc), self.log_tail()) from None
-        trace.instant(f"{self.role} -> {message.kind}", **trace.reported(message))
         if fds:
             self.kill()
             raise RunnerViolation("the runner sent file descriptors", self.log_tail())
@@ -283,13 +282,12 @@ class RunnerProcess:
         return self.receive(kinds, time.monotonic() + timeout)
 
     def build_location(self) -> tuple[str, str]:
-        """(root, path below it) of the runner's CUDA build directory as the judge reaches it: its sandbox's root
-        (through /proc), or without one the directory holding its scratch (`build_cache.store` walks below it)."""
+        """(root, path below it) of the runner's CUDA build directory as the judge reaches it: through its sandbox's
+        root in /proc, or without one its scratch (`build_cache.store` walks below the root)."""
         if self.workdir:
             return os.path.dirname(self.workdir), os.path.join(os.path.basename(self.workdir), "torch_extensions")
         return f"/proc/{self.inner_pid}/root", "tmp/torch_extensions"
 
-    # -- lifecycle --
     def log_tail(self, lines: int = 50) -> str:
         self.log.join(0.2)
         return self.log.tail(lines)
@@ -322,15 +320,11 @@ class RunnerProcess:
         return _pids_where(lambda pid: os.readlink(f"/proc/{pid}/ns/pid") == target) or [self.inner_pid]
 
     def cpu_ns(self) -> int | None:
-        """CPU nanoseconds the runner's process has used so far, read by the judge from /proc (`cpu_time.cpu_ns`):
-        what one call cost the runner, by nothing the runner reports. None where /proc does not say."""
-        from workbench.eval.judge.runners.cpu_time import cpu_ns
-
+        """CPU nanoseconds the runner's process has used so far (`cpu_ns`)."""
         return cpu_ns(self.inner_pid)
 
     def cpu_use(self) -> CpuUse:
-        """Threads alive and CPU seconds (user + system, dead threads and reaped children included) of the runner's
-        processes, read from /proc by the judge."""
+        """Threads alive and CPU seconds (dead threads and reaped children included) of the runner's processes."""
         threads, ticks, main, others = 0, 0, 0, 0
         for pid in self.members():
             with suppress(OSError, ValueError, IndexError):
@@ -340,10 +334,11 @@ class RunnerProcess:
                     fields = f.read().rsplit(")", 1)[1].split()
                 ticks += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
                 for tid in tids:
+                    ns = _thread_ns(pid, tid) or 0
                     if pid == self.inner_pid and tid == str(pid):
-                        main += _thread_ns(pid, tid)
+                        main += ns
                     else:
-                        others += _thread_ns(pid, tid)
+                        others += ns
         return CpuUse(threads=threads, seconds=ticks / _CLOCK_TICKS, main_ns=main, others_ns=others)
 
     def _signal_all(self, sig: int) -> None:
@@ -356,7 +351,7 @@ class RunnerProcess:
                 os.killpg(self.pid, sig)
 
     def freeze(self) -> None:
-        """Stop every process of the runner (nothing of the candidate's runs beside the judge timing the reference)."""
+        """Stop every process of the runner (nothing of the candidate's runs while the reference is timed)."""
         if not self.frozen:
             self._signal_all(signal.SIGSTOP)
             self.frozen = True
@@ -375,8 +370,8 @@ class RunnerProcess:
                 os.kill(self.pid, signal.SIGKILL)
 
     def close(self, wait: bool = True) -> None:
-        """End the runner: it is killed before this returns, so nothing of the candidate runs past it. `wait`
-        False leaves waiting for its exit (a GPU process's exit takes its driver's teardown) to `reap`."""
+        """Kill the runner before returning, so nothing of the candidate runs past it; `wait` False leaves waiting
+        for its exit (a GPU context's teardown takes a while) to `reap`."""
         if self.closed:
             return
         self.closed = True

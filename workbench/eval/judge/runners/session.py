@@ -1,15 +1,12 @@
-"""The judge's side of one candidate: a runner process, the shared buffers it may touch, and remote models that the
-correctness protocol calls as if they were local.
-
-`CandidateSession` puts every input into shared memory the judge owns and reads the outputs back from slots it owns,
-so the correctness check sees plain tensors; what the runner reports beside them is kept in `reports` for the
-checks. A runner's exception arrives as a `Fault`, raised here as `CandidateFailure` around a `RemoteError`: a type
-name and a text, never an object of the candidate's.
+"""The judge's side of one candidate: a runner process, the shared buffers it may touch, and remote models the
+correctness protocol calls as if they were local. Inputs go through shared memory the judge owns, outputs come back
+in slots it owns; what the runner reports beside them is kept in `reports`. A runner's exception arrives as a
+`Fault`, raised as `CandidateFailure` around a `RemoteError`: a type name and a text, never an object of the
+candidate's.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,10 +42,6 @@ class RemoteError(Exception):
         return self.fault.log
 
 
-def _standin_class(name: str) -> type:
-    return type(name.rsplit(".", 1)[-1] or "object", (), {"__repr__": lambda self: f"<{name} object>"})
-
-
 class _ReportedSubclass(torch.Tensor):
     """Stands for a tensor subclass the candidate returned (its data never leaves the runner)."""
 
@@ -59,7 +52,8 @@ def _standin(form: OutputForm, device: str) -> Any:
         if "." in form.type_name:  # a torch.Tensor subclass, reported as module.name
             module, _, name = form.type_name.rpartition(".")
             return torch.empty(0).as_subclass(type(name, (_ReportedSubclass,), {"__module__": module}))
-        return _standin_class(form.type_name)()
+        name = form.type_name.rsplit(".", 1)[-1] or "object"
+        return type(name, (), {"__repr__": lambda self: f"<{form.type_name} object>"})()
     dtype = dtype_from_name(form.dtype) if form.dtype else torch.float32
     if not form.dense:
         return torch.empty(form.shape, dtype=dtype, device="meta")
@@ -71,14 +65,13 @@ def _standin(form: OutputForm, device: str) -> Any:
 
 @dataclass
 class CallRecord:
-    """One candidate call as the runner reported it (`launch`, `forms`, `seconds`) and as the judge measured it (the
-    runner's CPU nanoseconds from /proc, the wall-clock bracket, an output equal to an input), with the model called
-    and a probe call's CPU budget per launch (`evidence/probe.py`; 0 in other calls)."""
+    """One candidate call as the runner reported it (`launch`, `forms`, `seconds`, `ops`) and as the judge measured
+    it (the runner's CPU nanoseconds from /proc, the wall-clock bracket, an output equal to an input), with the model
+    called and a probe call's CPU budget per launch (`evidence/probe.py`; 0 in other calls)."""
 
     launch: protocol.LaunchReport
     forms: tuple[OutputForm, ...]
     seconds: float
-    #: What torch executed during the call, when the session asked for it (`record_ops`).
     ops: protocol.OpRecord | None = None
     cpu_ns: int | None = None
     wall_s: float = 0.0
@@ -89,7 +82,7 @@ class CallRecord:
 
 @dataclass
 class CandidateSession:
-    """A loaded candidate in its runner. `arena` holds everything shared with it."""
+    """A loaded candidate in its runner; `arena` holds everything shared with it."""
 
     runner: RunnerProcess
     device: str
@@ -97,29 +90,25 @@ class CandidateSession:
     transport: str = "auto"
     arena: Arena = field(init=False)
     reports: list[CallRecord] = field(default_factory=list)
-    #: Ask the runner for a record of what torch executed in every correctness call (workbench.eval.checks.what_ran).
+    #: Ask for a record of what torch executed in every correctness call (`checks/what_ran.py`).
     record_ops: bool = False
     #: GPU kernel time per kernel of every profiled forward, in order.
     profiles: list[dict[str, float]] = field(default_factory=list)
     kernels: tuple[str, ...] = ()
     load_seconds: float = 0.0
-    #: Seconds the runner spent loading GPU libraries before its first request (`runner/library_warmup.py`).
-    warmup_seconds: float = 0.0
-    #: Why a candidate model was built on the host rather than the device (`model_init`), for the Result's notes.
-    init_notes: list[str] = field(default_factory=list)
+    warmup_seconds: float = 0.0  # the runner's GPU library warm-up before its first request
+    init_notes: list[str] = field(default_factory=list)  # why a model was built on the host (`model_init`)
     _next_model: int = 0
     _next_call: int = 0
     _next_pool: int = 0
     _free: dict[Any, list[Any]] = field(default_factory=dict)
     _lent: list[Any] = field(default_factory=list)
-    #: Probe calls among the correctness calls (CPU, Triton: `probes` is set by the evaluation).
+    #: Probe calls among the correctness calls (CPU only).
     probes: ProbePlanner | None = None
     #: The last profiled forward: (kernel microseconds by name, the runner's hook points found replaced).
     profiled: tuple[dict[str, float], tuple[str, ...]] | None = None
-    #: What recorded the kernels of the last profiled forward (the runner's report).
     kernel_tracer: str = ""
-    #: Lets go of the judge's shared hold of the device while the candidate compiles (`DeviceLock.released`, a
-    #: context manager factory); None: nothing to let go of.
+    #: Lets go of the judge's shared hold of the device while the candidate compiles (`DeviceLock.released`).
     release_device: Callable[[], Any] | None = None
     pauses: device_lock.PauseLog = field(default_factory=device_lock.PauseLog)
     #: The judge's own work while the runner runs a correctness call (`reference.ahead.ahead_of_calls`).
@@ -130,14 +119,12 @@ class CandidateSession:
         if not self.device.startswith("cuda"):
             self.probes = ProbePlanner()
 
-    # -- plumbing --
     def _announce(self) -> None:
-        """Before any request: new buffers are announced, and every copy the judge queued into shared memory has
-        finished (CUDA copies are asynchronous; the runner must never read a buffer the judge is still writing)."""
+        """Before any request: the judge's queued copies into shared memory have landed, new buffers are announced
+        (at most MAX_FDS descriptors a frame)."""
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
         infos, fds = self.arena.pending()
-        # One frame carries at most MAX_FDS descriptors (a model's state can be hundreds of buffers): in groups.
         fd_iter = iter(fds)
         group: list[Any] = []
         group_fds: list[int] = []
@@ -153,21 +140,20 @@ class CandidateSession:
 
     def _expect(self, message: protocol.Message, kind: str, timeout: float | None = None, stage: str = "forward",
                 meanwhile: Callable[[], None] | None = None):
-        """Send `message` and wait for its reply of `kind`; `meanwhile()`, the judge's own work, runs after the send
-        and before the wait (the runner works on the request meanwhile)."""
+        """Send `message` and wait for its reply of `kind`; `meanwhile()`, the judge's own work, runs in between."""
         self._announce()
         self.runner.send(message)
         if meanwhile is not None:
             meanwhile()
-        reply = device_lock.reply_through_pauses(self.runner, kind, timeout or self.timeout, self.release_device, self.pauses)
+        reply = device_lock.reply_through_pauses(self.runner, kind, timeout or self.timeout, self.release_device,
+                                                 self.pauses)
         if isinstance(reply, protocol.Fault):
             raise CandidateFailure(reply.stage if reply.stage in ("init", "compile", "load") else stage,
                                    RemoteError(reply))
         return reply
 
     def _buffer(self, shape: tuple[int, ...], dtype: torch.dtype, pooled: bool) -> tuple[torch.Tensor, TensorRef]:
-        """A shared tensor: a free one of this shape and dtype when `pooled` (reused call after call, so a
-        correctness call does not cost an allocation and an IPC mapping), else a new one."""
+        """A shared tensor: with `pooled`, a free one of this shape and dtype reused call after call."""
         key = (tuple(shape), dtype)
         item = self._free[key].pop() if pooled and self._free.get(key) else self.arena.tensor(tuple(shape), dtype)
         if pooled:
@@ -180,9 +166,8 @@ class CandidateSession:
         self._lent.clear()
 
     def lend_pool(self, pool: InputPool) -> None:
-        """Let correctness calls use the timing pool's first input set and output slot as their shared buffers where
-        shapes and dtypes match (one shared copy of large inputs, not two); the pool is marked, so timing refills
-        every set before its first batch (the candidate saw these)."""
+        """Let correctness calls use the timing pool's first input set and slot as shared buffers (one shared copy
+        of large inputs, not two); timing then refills every set before its first batch (`pool.lent`)."""
         if not pool.sets:
             return
         pairs = [(v, r) for v, r in zip(pool.sets[0], pool.refs[0], strict=False) if isinstance(v, torch.Tensor)]
@@ -203,7 +188,6 @@ class CandidateSession:
             return tuple(p[0] for p in pairs), type(value)(p[1] for p in pairs)
         return value, value
 
-    # -- stages --
     def load(self, source: str, language: str, entry: str, precision: dict[str, Any], budget: float,
              meanwhile: Callable[[], None] | None = None) -> None:
         """Import the candidate in the runner; `meanwhile()` runs in the judge while the runner imports."""
@@ -219,8 +203,7 @@ class CandidateSession:
         return RemoteModel(self, message.model)
 
     def _build(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None) -> protocol.Build:
-        """A Build of the loaded class with `init`, its weights those of `ref_model` (shared, then copied by the
-        runner into memory of its own)."""
+        """A Build of the loaded class with `init`, the reference's weights shared for the runner to copy."""
         self._next_model += 1
         weights = ref_model.state_dict().items() if isinstance(ref_model, torch.nn.Module) else ()
         state = {name: self.share_arg(t)[0] for name, t in weights}
@@ -229,9 +212,8 @@ class CandidateSession:
                               sizes=_plain_sizes(sizes or {}),
                               init_device=model_init.built_on(ref_model, model_init.place_for(self.device)))
 
-    # -- queued requests: sent now, their replies read later (`reference/runner.py`) --
+    # Queued requests: sent now, their replies read in order later by `collect` (`reference/runner.py`).
     def post(self, message: protocol.Message) -> None:
-        """Send `message` after announcing new buffers, without reading its reply (`collect` does, in order)."""
         self._announce()
         self.runner.send(message)
 
@@ -245,21 +227,18 @@ class CandidateSession:
         return message.model
 
     def post_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef]) -> int:
-        """`register_pool` without waiting: the runner maps the pool while the judge goes on (`collect` reads the
-        ping's pong)."""
+        """`register_pool` without waiting for the ping's pong."""
         pool = self._send_pool(input_refs, slot_refs)
         self._next_call += 1
         self.post(protocol.Ping(call=self._next_call))
         return pool
 
     def post_call(self, model: int, input_refs: tuple[Any, ...]) -> None:
-        """An untimed call of `model` on inputs the runner already maps (a pool's set), its output dropped, without
-        waiting (`collect("output")` reads the reply): a warm-up, not a correctness call."""
+        """An untimed warm-up call of `model` on inputs the runner already maps, its output dropped."""
         self._next_call += 1
         self.post(protocol.Call(call=self._next_call, model=model, inputs=tuple(input_refs), slots=(), poison=False))
 
     def ping(self, timeout: float) -> None:
-        """A round trip (the runner answers between requests)."""
         self._next_call += 1
         self._expect(protocol.Ping(call=self._next_call), "pong", timeout)
 
@@ -272,8 +251,8 @@ class CandidateSession:
 
     def call(self, model: int, inputs: list[Any], out_like: list[torch.Tensor],
              seed: int | None = None) -> tuple[Any, list[Any]]:
-        """One call on shared copies of `inputs` (the runner seeds the global RNG with `seed` first). Returns (outputs
-        as judge tensors or stand-ins, the shared inputs as they are after the call)."""
+        """One call on shared copies of `inputs` (the runner seeds the global RNG with `seed` first): (outputs as
+        judge tensors or stand-ins, the shared inputs as the call left them)."""
         self._next_call += 1
         self._give_back()  # the previous call's buffers: its outputs were cloned, its inputs compared already
         pairs = [self.share_arg(x, pooled=True) for x in inputs]
@@ -290,12 +269,11 @@ class CandidateSession:
             [slots[k] for k, form in enumerate(reply.forms) if form.copied and k < len(slots)], [p[1] for p in pairs])
         self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds, ops=reply.ops, cpu_ns=cpu,
                                        wall_s=wall, passthrough=passthrough, model=model, probe_ns=probe))
-        _log_call(self._next_call, model, wall, reply.seconds, probe)
         outs = []
         for k, form in enumerate(reply.forms):
             if form.copied and k < len(slots):
-                # With host staging the slot is host memory, the output was on the device. A large output is read
-                # in its slot, not copied: the caller judges or copies it before the next call reuses the slot.
+                # Host staging: the slot is host memory, the output was on the device. A large output is read in its
+                # slot, not copied: the caller judges or copies it before the next call reuses the slot.
                 if slots[k].device.type != torch.device(form.device).type:
                     outs.append(slots[k].to(form.device))
                 else:
@@ -310,9 +288,7 @@ class CandidateSession:
 
     def _measured(self, message: protocol.Call, meanwhile: Callable[[], None] | None = None
                   ) -> tuple[Any, int | None, float]:
-        """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it); new
-        buffers are announced first, outside the measure. `meanwhile()` (GPU only) counts in the wall clock, which
-        is only read on the CPU."""
+        """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it)."""
         self._announce()
         before, started = self.runner.cpu_ns(), time.perf_counter()
         reply = self._expect(message, "output", meanwhile=meanwhile)
@@ -320,14 +296,13 @@ class CandidateSession:
         return reply, (after - before if before is not None and after is not None else None), wall
 
     def probe_pair(self) -> None:
-        """Repeat the last call twice, making an ordinary and a probe call on the same inputs (`evidence/probe.py`),
-        for evaluations whose correctness calls made no usable pair."""
+        """Repeat the last call twice, an ordinary and a probe call (`evidence/probe.py`), where the correctness
+        calls made no usable pair."""
         planner = self.probes
         if planner is None or planner.last_inputs is None or planner.last_model is None:
             return
-        model, inputs, out_like = planner.last_model, planner.last_inputs, planner.last_out_like or []
         for _ in range(2):
-            self.call(model, inputs, out_like)
+            self.call(planner.last_model, planner.last_inputs, planner.last_out_like or [])
 
     def profile(self, model: int, inputs: list[Any]) -> dict[str, float]:
         self._next_call += 1
@@ -340,8 +315,7 @@ class CandidateSession:
         return dict(reply.kernels)
 
     def register_pool(self, input_refs: list[tuple[Any, ...]], slot_refs: list[TensorRef], timeout: float) -> int:
-        """Send a timing pool to the runner once (`protocol.Pool`) and wait until it is mapped (a ping answered);
-        returns its id for `time`."""
+        """Send a timing pool once and wait until it is mapped; its id for `time`."""
         pool = self._send_pool(input_refs, slot_refs)
         self.ping(timeout)
         return pool
@@ -354,10 +328,8 @@ class CandidateSession:
 
     def time(self, model: int, pool: int, order: list[int], timeout: float, seeds: tuple[int, ...] = (),
              null_like: torch.Tensor | None = None) -> tuple[protocol.Samples, float]:
-        """One timed batch in the runner on a registered pool (set order[k] for call k, its output into that set's
-        slot), and the judge's own clock around it (seconds, from sending the request to reading the reply; the
-        runner synchronizes the device before it replies). `null_like`: for the null candidate
-        (`protocol.NULL_MODEL` / `NULL_KERNEL`), the shape and dtype it returns."""
+        """One timed batch on a registered pool (call k on set order[k], its output into that set's slot) and the
+        judge's clock around it, in seconds. `null_like`: what the null candidate returns (`protocol.NULL_MODEL`)."""
         self._next_call += 1
         null = {} if null_like is None else {"null_shape": tuple(null_like.shape),
                                              "null_dtype": str(null_like.dtype).removeprefix("torch.")}
@@ -373,8 +345,7 @@ class CandidateSession:
         return reply, elapsed
 
     def close(self, wait: bool = True) -> None:
-        """End the runner (killed before this returns) and give back the shared memory; `wait` False leaves both
-        waiting for its exit and the memory to `release`."""
+        """Kill the runner and give back the shared memory; `wait` False leaves both to `release`."""
         self.runner.close(wait=False)
         if wait:
             self.release()
@@ -386,8 +357,7 @@ class CandidateSession:
 
 
 def _equals_an_input(outputs: list[torch.Tensor], inputs: list[Any]) -> bool:
-    """Whether some output holds exactly the bytes of an input of the same shape and dtype (NaN payloads and signed
-    zeros included)."""
+    """Whether some output holds exactly the bytes of an input of the same shape and dtype."""
     from workbench.eval.wire.tensors import bytes_per_element
 
     flat = [x for x in as_list(inputs) if isinstance(x, torch.Tensor)]
@@ -401,7 +371,7 @@ def _plain_sizes(sizes: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in sizes.items():
         if isinstance(value, torch.dtype):
-            value = str(value).replace("torch.", "")
+            value = str(value).removeprefix("torch.")
         if isinstance(value, list):
             value = tuple(value)
         if isinstance(value, (bool, int, float, str)) or (isinstance(value, tuple) and all(
@@ -420,14 +390,3 @@ class RemoteModel:
 
     def call(self, inputs: list[Any], out_like: list[torch.Tensor], seed: int | None = None) -> tuple[Any, list[Any]]:
         return self.session.call(self.model_id, inputs, out_like, seed)
-
-
-def _log_call(call: int, model: int, wall_s: float, runner_s: float, probe_ns: int) -> None:
-    """With KWB_JUDGE_PROFILE set (benchmarks/eval_profile.py), one line per correctness call in its folder: the
-    judge's wall clock around the call against the runner's own seconds inside it (time lost in the channel)."""
-    folder = os.environ.get("KWB_JUDGE_PROFILE")
-    if not folder:
-        return
-    with open(os.path.join(folder, f"calls-{os.getpid()}.txt"), "a") as f:
-        f.write(f"call {call} model {model} judge {1e3 * wall_s:.1f} ms runner {1e3 * runner_s:.1f} ms "
-                f"probe {probe_ns / 1e6:.1f} ms\n")

@@ -1,11 +1,10 @@
 """A spare runner: the next candidate's runner, started and warmed up while the current one is checked, so the next
-evaluation does not wait for a fork, a sandbox, a CUDA context and its libraries.
+evaluation does not wait for a fork, a sandbox, a CUDA context and its libraries (benchmarks/README.md).
 
-A spare is a runner no candidate has run in. Its Triton cache, which depends on the source, is an empty judge-made
-directory: the source's entries are copied in when it is taken (`fill`) and its new ones back once it is dead
-(`give_back`), through `build_cache.copy_out`, so a runner still writes only its own source's cache. Started under
-a shared device hold and settled before the check ends (`settle`), it never starts beside another judge's timing.
-`KWB_SPARE_RUNNER=0` turns spares off, `=1` on the CPU too (off there by default: an extra process for little).
+No candidate has run in a spare. Its Triton cache is an empty judge-made directory: the source's entries are copied
+in when it is taken (`fill`) and its new ones back once it is dead (`give_back`), through `build_cache.copy_out`, so
+a runner still writes only its own source's cache. Started and settled under a shared device hold, it never starts
+beside another judge's timing. `KWB_SPARE_RUNNER=0` turns spares off, `=1` on for the CPU too.
 """
 
 from __future__ import annotations
@@ -28,13 +27,13 @@ if TYPE_CHECKING:
 
 #: Seconds a spare may take to start and warm up before the judge gives it up (`settle`).
 SETTLE_TIMEOUT_S = 30.0
-#: Largest share of GPU memory a task's timing set may take for a spare to follow it (a spare's context costs memory).
+#: Largest share of GPU memory a task's timing set may take for a spare to follow it (its context costs memory).
 MAX_SET_SHARE = 1 / 32
 
 
 def wanted(device: str, set_bytes: int | None = None) -> bool:
-    """Whether this judge keeps a spare runner after a task whose timing sets take `set_bytes` each (unknown: not on
-    a GPU)."""
+    """Whether this judge keeps a spare after a task whose timing sets take `set_bytes` each (unknown: not on a
+    GPU)."""
     forced = os.environ.get("KWB_SPARE_RUNNER", "").strip()
     if forced == "0" or (forced != "1" and not device.startswith("cuda")):
         return False
@@ -58,8 +57,7 @@ class SpareKey:
     warm: tuple[str, ...]
 
     def serves(self, job: SpareKey) -> bool:
-        """Whether a spare started for this key can run a job that asks for `job`: the same device, limits and IPC
-        namespace, and every library the job wants already loaded."""
+        """The same device, limits and IPC namespace, and every library the job wants already loaded."""
         return (self.device, self.memory_bytes, self.share_ipc) == (job.device, job.memory_bytes, job.share_ipc) \
             and set(job.warm) <= set(self.warm)
 
@@ -68,19 +66,8 @@ class SpareKey:
 class Spare:
     key: SpareKey
     runner: RunnerProcess
-    #: The judge-made Triton cache bound writable into the spare (None: the runner compiles privately).
-    triton_dir: Path | None
+    triton_dir: Path | None  # the judge-made Triton cache bound writable into the spare (None: compiles privately)
     settled: bool = False
-
-
-def _runner_dir(base: str) -> Path | None:
-    """An empty directory for one spare's Triton cache, owned by the runner's user (as `build_cache.triton_dir`)."""
-    try:
-        path = Path(tempfile.mkdtemp(prefix="spare-triton-", dir=base))
-        _own(path)
-        return path
-    except OSError:
-        return None
 
 
 def _own(path: Path) -> None:
@@ -97,12 +84,18 @@ def _own(path: Path) -> None:
 
 
 def spawn(ctx: Context, key: SpareKey) -> Spare | None:
-    """Start a spare for `key` (Ready and warm-up are read later: `settle`); None when it cannot start."""
-    triton = _runner_dir(ctx.workdir) if key.device.startswith("cuda") else None
+    """Start a spare for `key` (its Ready and warm-up are read by `settle`); None when it cannot start."""
+    triton = None
+    if key.device.startswith("cuda"):
+        try:
+            triton = Path(tempfile.mkdtemp(prefix="spare-triton-", dir=ctx.workdir))
+            _own(triton)
+        except OSError:
+            triton = None
     writable = [(str(triton), build_cache.TRITON_MOUNT)] if triton is not None else []
     try:
         runner = ctx.runner_class(ctx.fork_server, key.device, Limits(memory_bytes=key.memory_bytes), [],
-                               key.share_ipc, writable, key.warm)
+                                  key.share_ipc, writable, key.warm)
     except Exception:  # noqa: BLE001 - no spare: the next candidate starts its runner as before
         if triton is not None:
             shutil.rmtree(triton, ignore_errors=True)
@@ -112,8 +105,8 @@ def spawn(ctx: Context, key: SpareKey) -> Spare | None:
 
 
 def settle(spare: Spare, timeout: float = SETTLE_TIMEOUT_S) -> bool:
-    """Wait until the spare said Ready and finished its warm-up (its Pong comes after it); False (the spare closed)
-    when it did not within `timeout`."""
+    """Wait until the spare said Ready and finished its warm-up (a Pong follows it); False (the spare closed) when
+    it did not within `timeout`."""
     if spare.settled:
         return True
     deadline = time.monotonic() + timeout
@@ -146,8 +139,8 @@ def _entries(path: Path) -> set[str]:
 
 
 def _copy_entries(src: Path, dest: Path, names: set[str]) -> int:
-    """Copy each `src`/name directory to `dest`/name through `build_cache.copy_out` (no link followed below `src`),
-    made atomically; refused or failed ones are skipped. Returns how many were copied."""
+    """Copy each `src`/name to `dest`/name through `build_cache.copy_out` (no link followed), atomically; refused or
+    failed ones are skipped. How many were copied."""
     copied = 0
     for name in sorted(names):
         if name.startswith((".", "tmp.")):  # this copy's own temporaries, a killed compile's leftovers
@@ -164,15 +157,15 @@ def _copy_entries(src: Path, dest: Path, names: set[str]) -> int:
 
 
 def fill(spare: Spare, source_dir: Path | None) -> int:
-    """Copy the source's Triton cache entries into the spare's directory before its candidate is imported; how many."""
+    """Copy the source's Triton cache entries into the spare's directory before its candidate is imported."""
     if spare.triton_dir is None or source_dir is None:
         return 0
     return _copy_entries(source_dir, spare.triton_dir, _entries(source_dir))
 
 
 def give_back(spare: Spare, source_dir: Path | None) -> int:
-    """Once the spare's runner is closed: the entries it compiled copied into the source's cache, its directory
-    removed; how many were copied."""
+    """Once the spare's runner is dead: the entries it compiled copied into the source's cache, its directory
+    removed."""
     copied = 0
     if spare.triton_dir is not None:
         if source_dir is not None:

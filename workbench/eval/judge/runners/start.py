@@ -1,10 +1,7 @@
-"""Starting a candidate's runner and importing the candidate in it: the sandbox, the build caches it may use, the
-compile budget, and what the Result records about them (transport, compile seconds, cache hits).
-
-Two judge-owned caches, keyed by the candidate's source and the toolchain, reach a runner, so an entry only serves
-the source that made it (docs/anti-cheating.md, cheats 20 and 27): CUDA builds (`build_cache`: copied out following
-no link, bound read-only into later runners of the source), and Triton's kernel cache (a directory per source, bound
-writable into that source's runners only).
+"""Starting a candidate's runner (a spare where one serves) and importing the candidate in it within its compile
+budget. Two judge-owned caches keyed by the source reach a runner, so an entry only serves the source that made it
+(docs/anti-cheating.md, cheats 20 and 27): CUDA builds (`build_cache`, bound read-only) and Triton's kernel cache (a
+directory per source, bound writable into that source's runners only).
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ DEFAULT_COMPILE_TIMEOUT = 600.0
 
 
 def start_runner(ev: Evaluation) -> CandidateSession:
-    """A fresh sandboxed runner for the evaluation `ev`'s candidate, with the caches of its source bound in."""
+    """A fresh sandboxed runner for `ev`'s candidate, with the caches of its source bound in."""
     cand, state, diag = ev.candidate, ev.runner, ev.diagnostics
     binds: list[tuple[str, str]] = []
     if cand.language == "cuda":
@@ -70,7 +67,7 @@ def start_runner(ev: Evaluation) -> CandidateSession:
 
 
 def _take_spare(ctx: Context, key: spare_runner.SpareKey) -> spare_runner.Spare | None:
-    """The judge's spare runner when it serves this job and is up (`spare.py`); one that does not serve it is closed."""
+    """The judge's spare runner when it serves this job and is up; one that does not serve it is closed."""
     spare, ctx.spare = ctx.spare, None
     if spare is None:
         return None
@@ -82,22 +79,21 @@ def _take_spare(ctx: Context, key: spare_runner.SpareKey) -> spare_runner.Spare 
 
 
 def start_spare(ev: Evaluation) -> None:
-    """Start the runner of this judge's next candidate, like this one's (`spare.py`); called while the judge holds
-    the device shared."""
+    """Start the runner of this judge's next candidate, like this one's (the device held shared)."""
     set_bytes = ev.plan.pool.set_bytes if ev.plan is not None else None
     if ev.ctx.spare is None and ev.runner.spare_key is not None and spare_runner.wanted(ev.device, set_bytes):
         ev.ctx.spare = spare_runner.spawn(ev.ctx, ev.runner.spare_key)
 
 
 def settle_spare(ev: Evaluation) -> None:
-    """Wait, still holding the device shared, for the spare's warm-up to end (`spare.py`)."""
+    """Wait, still holding the device shared, for the spare's warm-up to end."""
     if ev.ctx.spare is not None and not spare_runner.settle(ev.ctx.spare):
         ev.ctx.spare = None
 
 
 def close_runner(ev: Evaluation) -> None:
-    """At the end of an evaluation: its runner killed now; left for after the reply (`Context.tidy`, done before the
-    judge's next job): the runner's exit, its shared memory, then a spare's Triton entries given back."""
+    """The runner killed now; its exit, its shared memory and a spare's Triton entries left for after the reply
+    (`Context.tidy`)."""
     session, state = ev.session, ev.runner
     session.close(wait=False)
 
@@ -111,8 +107,8 @@ def close_runner(ev: Evaluation) -> None:
 
 
 def load_candidate(ev: Evaluation, meanwhile: Callable[[], None] | None = None) -> None:
-    """Import the candidate in its runner within the compile budget (`meanwhile()`, the judge's own work, runs while
-    the runner imports); store a CUDA build the judge may reuse."""
+    """Import the candidate within the compile budget (`meanwhile()` runs in the judge meanwhile); store a CUDA
+    build the judge may reuse."""
     session, cand, state, diag = ev.session, ev.candidate, ev.runner, ev.diagnostics
     budget = float(ev.job.compile_timeout or DEFAULT_COMPILE_TIMEOUT)
     try:

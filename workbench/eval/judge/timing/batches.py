@@ -1,6 +1,5 @@
-"""The harness's own batches in timing: the null calibration made before the candidate is imported, and the judge's
-batch loop on the pool that times the reference (`timing.PairTimer` runs the rounds).
-"""
+"""The harness's own batches: the null calibration made before the candidate is imported, and the judge's batch
+loop that times the reference in its own process."""
 
 from __future__ import annotations
 
@@ -24,16 +23,16 @@ NULL_REPEATS = 2
 
 @dataclass(frozen=True)
 class Calibration:
-    """The harness cost of a timed batch in the runner (measured before the candidate was imported) and in the judge
-    (the reference's loop): what the judge's clock takes off each side's bracket (`clock_check`)."""
+    """The harness cost of a timed batch in the runner and in the judge: what the judge's clock takes off each
+    side's bracket (`clock_check`)."""
 
     runner: NullFit
     judge: NullFit
 
 
 def calibrate(session: CandidateSession, pool: InputPool, timeout: float, seeded: bool = True) -> Calibration:
-    """Null batches of 1 .. pool.n calls on the pool's own sets, in the runner and in the judge (module doc of
-    `clock_check`). Must run before the candidate is imported."""
+    """Null batches of 1 .. pool.n calls on the pool's sets, in the runner and in the judge; before the candidate
+    is imported."""
     sizes = sorted({1, max(1, pool.n // 4), max(1, pool.n // 2), pool.n})
     points: list[tuple[int, float]] = []
     kernel_points: list[tuple[int, float]] = []
@@ -55,17 +54,16 @@ def calibrate(session: CandidateSession, pool: InputPool, timeout: float, seeded
 
 
 def copy_out_mirrored(pool: InputPool) -> bool:
-    """Whether the judge copies each reference output out as the runner's commit does: not for a large output
-    (`LARGE_OUTPUT_BYTES`), whose scratch copy would not fit beside the pool; leaving the copy out only makes the
-    reference look faster by the judge's clock, never the candidate."""
+    """Whether the judge copies each reference output out as the runner's commit does: not past LARGE_OUTPUT_BYTES
+    (leaving it out only makes the reference look faster, never the candidate)."""
     like = pool.out_like
     return like is not None and like.numel() * like.element_size() <= LARGE_OUTPUT_BYTES
 
 
 def judge_batch(fn: Any, pool: InputPool, order: list[int], seeds: Any, scratch: torch.Tensor | None,
                 keep: Any = None) -> tuple[list[float], list[float], float]:
-    """One batch of `fn` in the judge on the pool's sets, every output copied out as the runner's commit does:
-    (stream ms, device ms, the judge's bracket in seconds)."""
+    """One batch of `fn` in the judge on the pool's sets, outputs copied out as the runner's commit does: (stream
+    ms, device ms, the bracket in seconds)."""
     if seeds is True:
         seeds = tuple(random.randrange(1 << 62) for _ in order)
 
@@ -86,7 +84,7 @@ def judge_batch(fn: Any, pool: InputPool, order: list[int], seeds: Any, scratch:
 
 def _null_batch(session: CandidateSession, pool: InputPool, model: int, n: int, timeout: float,
                 seeded: bool) -> float:
-    """One null batch exactly as a timed batch is made (its own sets, slots and RNG seeds), timed by the judge."""
+    """One null batch made exactly as a timed batch, timed by the judge."""
     order = list(range(n))
     like = pool.out_like if pool.out_like is not None else torch.empty(0, device="meta")
     seeds = tuple(random.randrange(1 << 62) for _ in order) if seeded else ()

@@ -1,11 +1,7 @@
-"""The judge's clock is the measurement (docs/trust-boundary.md, time; docs/anti-cheating.md, cheats 23 and 24).
-
-The runner is the candidate's process, so its clock and timing loop are the candidate's to rewrite: the judge brackets
-every timed batch with its own clock and charges the candidate with everything inside. The harness in the bracket is
-fitted on null batches before the candidate is imported (`NullFit`), giving per call J = (bracket - fixed - per_call *
-calls) / calls. The runner's mean E may fall below J only by the launch overhead plus noise; a larger deficit puts both
-sides on the judge's clock, a gross one (GROSS_SHORTFALL) is `timer-patch`. Samples are batch means, so work moved
-between calls changes nothing. `judge` also says whether J was precise enough to verify the runner's figures."""
+"""The judge's clock is the measurement (docs/anti-cheating.md, cheats 23 and 24): it brackets every timed batch and
+charges the candidate with everything inside, less the harness fitted on null batches before the import (`NullFit`):
+J = (bracket - fixed - per_call * calls) / calls. The runner's mean E may fall below J only by the launch overhead
+plus noise; a larger deficit puts both sides on the judge's clock, a gross one (GROSS_SHORTFALL) is `timer-patch`."""
 
 from __future__ import annotations
 
@@ -22,9 +18,8 @@ ABSOLUTE_SLACK_S = 5e-6
 
 @dataclass(frozen=True)
 class NullFit:
-    """The runner's harness cost per batch, `fixed + per_call * calls` seconds, fitted on null batches before the
-    candidate was imported; `noise` is the standard deviation of the null batches around the line, `launch` the
-    extra per-call cost of launching a null kernel (0 on the CPU)."""
+    """The harness cost per batch, `fixed + per_call * calls` seconds; `noise` the null batches' spread around the
+    line, `launch` the extra per-call cost of launching a null kernel (0 on the CPU)."""
 
     fixed: float
     per_call: float
@@ -37,7 +32,7 @@ class NullFit:
 
     @classmethod
     def fit(cls, points: list[tuple[int, float]], launch: float = 0.0) -> NullFit:
-        """Least squares over (calls, seconds) of null batches; a robust floor at 0 for both terms."""
+        """Least squares over (calls, seconds) of null batches, both terms at least 0."""
         if not points:
             return cls(0.0, 0.0, 0.0, launch, 0)
         xs = [float(c) for c, _ in points]
@@ -50,7 +45,7 @@ class NullFit:
         slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx)
         intercept = max(0.0, my - slope * mx)
         residuals = [y - intercept - slope * x for x, y in zip(xs, ys, strict=True)]
-        # A robust spread (scaled median absolute deviation): one disturbed null batch must not widen every allowance.
+        # A robust spread (scaled MAD): one disturbed null batch must not widen every allowance.
         center = statistics.median(residuals)
         noise = 1.4826 * statistics.median(abs(r - center) for r in residuals)
         return cls(intercept, slope, noise, max(0.0, launch), len(points))
@@ -70,7 +65,7 @@ class Batch:
 
 
 def judge_time(batch: Batch, null: NullFit) -> float:
-    """J: seconds per call by the judge's clock, the harness taken out (never below 0)."""
+    """J: seconds per call by the judge's clock, the harness taken out."""
     return max(0.0, (batch.bracket - null.overhead(batch.calls)) / batch.calls)
 
 
@@ -99,9 +94,8 @@ class ClockVerdict:
 
 
 def judge(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SHORTFALL["cuda"]) -> ClockVerdict:
-    """`timer-patch` when a batch reports more than its whole bracket, or the median report is `gross_shortfall`
-    times under J; a smaller deficit beyond the slack only sets `disagreed`. `verified` when the reports agree and
-    J is precise enough to have told (module doc)."""
+    """`timer-patch` when a batch reports more than its bracket, or the median report is `gross_shortfall` times
+    under J; a smaller deficit beyond the slack sets `disagreed`; `verified` when J was precise enough to tell."""
     for b in batches:
         if b.reported_mean * b.calls > b.bracket * 1.02 + 5e-4:
             finding = Finding("timer-patch", f"the runner reported {b.reported_mean * b.calls * 1e3:.3f} ms of work in "
@@ -109,7 +103,6 @@ def judge(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SH
             return ClockVerdict([finding], False, 0.0, b.reported_mean, 0.0)
     if not batches:
         return ClockVerdict([], False, 0.0, 0.0, 0.0)
-    # Medians over batches: a batch the machine stole time from decides nothing.
     j = statistics.median(judge_time(b, null) for b in batches)
     e = statistics.median(b.reported_mean for b in batches)
     deficit = statistics.median(judge_time(b, null) - b.reported_mean for b in batches)
@@ -126,5 +119,4 @@ def judge(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SH
 
 
 def check(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SHORTFALL["cuda"]) -> list[Finding]:
-    """The findings of `judge`."""
     return judge(batches, null, gross_shortfall).findings

@@ -1,11 +1,7 @@
-"""The timing inputs: distinct input sets and output slots in memory shared with the runner (docs/trust-boundary.md,
-inputs; docs/anti-cheating.md, cheats 10, 24 and 25).
-
-Every call of a timed batch gets a set of its own, and between batches the judge writes new contents into every set,
-in place, from seeds the runner cannot predict: a result cached by address, shape or sampled values is stale, and the
-re-check of that call catches it. The reference is timed on the same sets. A pool outlives its runner: the judge keeps
-it (`Context.keep_pool`) and lends it, zeroed, to the next candidate of the same task, size and seed (`attach`). How
-many sets fit is a share of free memory (`sets_that_fit`)."""
+"""The timing inputs: input sets and output slots shared with the runner (docs/anti-cheating.md, cheats 10, 24, 25).
+Every call of a batch gets a set of its own, and between batches the judge writes new contents into every set, in
+place, from seeds the runner cannot predict, so a result cached by address, shape or sampled values is stale and its
+re-check catches it. The judge keeps a pool for the next candidate of the task, size and seed (`attach`)."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ ALL_POOLS_SHARE = 0.5
 
 
 def memory_share(peers: int | None = None) -> float:
-    """Share of free memory one judge's pool may take, with `peers` judges on the device (default: what the caller
-    that started this judge says, KWB_JUDGE_PEERS)."""
+    """Share of free memory one judge's pool may take with `peers` judges on the device (default KWB_JUDGE_PEERS)."""
     if peers is None:
         try:
             peers = int(os.environ.get("KWB_JUDGE_PEERS") or 1)
@@ -57,8 +52,7 @@ def free_bytes(device: str) -> int | None:
 
 
 def sets_that_fit(set_bytes: int, free: int | None, wanted: int) -> int:
-    """How many sets (input set + output slot, `set_bytes` each) fit in this judge's `memory_share()` of `free`,
-    between 1 and `wanted` (at most MAX_SETS)."""
+    """How many sets of `set_bytes` (inputs and slot) fit in this judge's share of `free`, 1 to `wanted`."""
     wanted = max(1, min(wanted, MAX_SETS))
     if not free or set_bytes <= 0:
         return wanted
@@ -67,9 +61,8 @@ def sets_that_fit(set_bytes: int, free: int | None, wanted: int) -> int:
 
 @dataclass
 class InputPool:
-    """`n` input sets and output slots shared with one runner: `sets[k]` the judge's views of set k, `refs[k]` the
-    runner's references to them, `slots[k]` / `slot_refs[k]` the output slot of the call on set k; `out_like` the
-    shape and dtype a slot holds."""
+    """`n` input sets (`sets[k]` the judge's views, `refs[k]` the runner's references) and output slots
+    (`slots[k]` / `slot_refs[k]`, shaped like `out_like`) shared with one runner."""
 
     session: CandidateSession
     reference: LoadedReference
@@ -82,26 +75,20 @@ class InputPool:
     slots: list[torch.Tensor] = field(default_factory=list)
     slot_refs: list[TensorRef] = field(default_factory=list)
     generation: int = 0
-    #: The id the runner knows this pool by (`CandidateSession.register_pool`).
     pool_id: int = 0
-    #: The task's inputs do not change with the seed: fresh contents cannot be promised, and the Result says so.
-    fixed_inputs: bool = False
-    #: The candidate has seen the first set (`CandidateSession.lend_pool`): every set is refreshed before timing.
-    lent: bool = False
-    #: The arena owning the sets and slots (None for nested arguments: they live in the runner's, not keepable).
-    arena: Arena | None = None
-    #: Seconds spent making the pool or lending it to this runner, by step (Result.protocol["calibrate_phases"]).
+    fixed_inputs: bool = False  # the task's inputs do not change with the seed (the Result says so)
+    lent: bool = False  # the candidate has seen the first set: every set is refreshed before timing
+    arena: Arena | None = None  # None for nested arguments: they live in the runner's arena, not keepable
     phases: dict[str, float] = field(default_factory=dict)
-    #: The runner timing the reference on this pool (`reference/runner.py`); it maps the sets, so it goes with the pool.
-    reference_runner: ReferenceRunner | None = None
+    reference_runner: ReferenceRunner | None = None  # it maps the sets, so it goes with the pool
 
     @property
     def keepable(self) -> bool:
         return self.arena is not None
 
     def attach(self, session: CandidateSession) -> None:
-        """Lend this kept pool to a new runner: zeroed first (nothing the earlier runner wrote may reach the next
-        candidate), registered there, and marked lent so every set is refreshed before the first timed batch."""
+        """Lend this kept pool to a new runner: zeroed (nothing the earlier runner wrote reaches the next candidate),
+        registered, and marked lent."""
         if self.arena is None:
             raise ValueError("this timing pool lives in its first runner's memory and cannot be lent again")
         started = time.perf_counter()
@@ -114,13 +101,12 @@ class InputPool:
         self.phases = {"wipe": round(wiped - started, 4), "register": round(time.perf_counter() - wiped, 4)}
 
     def drop_reference_runner(self) -> None:
-        """Close the reference's runner (before the buffers it maps are freed)."""
         if self.reference_runner is not None:
             self.reference_runner.close()
             self.reference_runner = None
 
     def free(self) -> None:
-        """Give the pool's memory back (the judge keeps it no longer); its reference runner goes first."""
+        """Give the pool's memory back, its reference runner first."""
         self.drop_reference_runner()
         self.sets, self.slots = [], []
         if self.arena is not None:
@@ -147,7 +133,6 @@ class InputPool:
             draws = []
         else:
             pool.arena = Arena(device, transport=session.arena.transport, first_id=POOL_BUFFER_IDS)
-        # One shared buffer for every input set and one for every slot: a descriptor (or IPC handle) each.
         specs = [(tuple(x.shape), x.dtype) for inputs in draws for x in inputs if isinstance(x, torch.Tensor)]
         shared = iter(pool.arena.slab(specs)) if specs and pool.arena is not None else iter(())
         for inputs in draws:  # (empty when the nested path above filled the sets)
@@ -184,9 +169,9 @@ class InputPool:
 
     def refresh(self, rng: random.Random | None, count: int | None = None,
                 seeds: list[int] | None = None) -> list[int]:
-        """New contents in the first `count` sets (all by default), in place, from seeds drawn from `rng`; or the same
-        contents again from the `seeds` an earlier refresh returned. Returns the seeds. Drawn straight into the sets
-        (`refill`): a freed set-sized temporary would leave the driver clearing memory while the runner times."""
+        """New contents in the first `count` sets, in place, from seeds drawn from `rng`, or again from the `seeds`
+        an earlier refresh returned; the seeds. Drawn straight into the sets: a freed temporary would leave the
+        driver clearing memory while the runner times (benchmarks/README.md)."""
         if seeds is None:
             assert rng is not None
             self.generation += 1

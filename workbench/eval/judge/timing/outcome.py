@@ -1,6 +1,5 @@
-"""From a `timing.PairTimer`'s rounds to its `TimingOutcome`: the timings (the runner's own clock where the judge's
-clock verified it, else the judge's clock on both sides), the findings of the clock check and of the judge's CPU
-watch, and the protocol of the timing (batches, checks, phases, which clock decided)."""
+"""A `PairTimer`'s rounds as a `TimingOutcome`: the timings (the runner's clock where the judge's verified it, else
+the judge's clock on both sides), the clock check's and the CPU watch's findings, and the timing's protocol."""
 
 from __future__ import annotations
 
@@ -15,19 +14,17 @@ from workbench.result import Timing
 if TYPE_CHECKING:
     from workbench.eval.judge.timing.pair import PairTimer
 
-#: The two sides whose medians make the speedup: timing stops on their figures alone.
+#: The two sides whose medians make the speedup.
 PAIR = ("reference", "candidate")
 
 
 @dataclass
 class TimingOutcome:
-    """What timing found. `candidate`/`reference` are None only when a check stopped timing before any batch was
-    counted (then `findings` says why)."""
+    """What timing found (`candidate`/`reference` None when a check stopped it before a batch counted)."""
 
     candidate: Timing | None
     reference: Timing | None
     compiled: Timing | None = None
-    #: The candidate per call by the judge's clock (batch bracket less the harness), beside its own clock's figure.
     judge_clock: Timing | None = None
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -35,8 +32,6 @@ class TimingOutcome:
 
 
 def outcome_of(timer: PairTimer, reasons: dict[str, str]) -> TimingOutcome:
-    """Timings from the batch means: the runner's own clock where the judge's clock verified it, else the
-    judge's clock on both sides (clock_check module doc)."""
     gross = clock_check.GROSS_SHORTFALL["cuda" if timer.cuda else "cpu"]
     verdict = clock_check.judge(timer.batches, timer.null, gross)
     timings: dict[str, Timing] = {}

@@ -1,10 +1,9 @@
 """Timing across the trust boundary (docs/trust-boundary.md, time): the candidate in its runner and the reference (in
-its own runner on a GPU: `reference/runner.py`; else in the judge) in alternating batches on the same shared inputs.
-A round: with the candidate's runner frozen the judge writes new contents into every input set (`timing.inputs`) and
-the reference is timed on them; the thawed runner times the candidate on the same sets, order and RNG seeds inside
-the judge's bracket; a few calls' outputs are re-checked (`result-cache`). Samples are batch means, held to the
-judge's clock (`clock_check`). Two uncounted rounds warm up and size the batches; timing stops when both sides' CIs
-are within target, the speedup's verdict is settled, or at the time budget (`stopping_rule`)."""
+its own runner on a GPU, else in the judge) in alternating batches on the same shared inputs. A round: the candidate's
+runner frozen, the judge writes new contents into the input sets and the reference is timed; the thawed runner times
+the candidate on the same sets, order and seeds inside the judge's bracket; a few calls' outputs are re-checked
+(`result-cache`). Samples are batch means held to the judge's clock (`clock_check`). Two uncounted rounds warm up and
+size the batches; timing stops at the CI target, a settled verdict or the time budget (`stopping_rule`)."""
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ import torch
 
 from workbench.eval.checks.flags import Finding
 from workbench.eval.checks.runtime import CpuBatch
-from workbench.eval.judge import trace, verdict
+from workbench.eval.judge import verdict
 from workbench.eval.judge.correctness import recheck as recheck_compare
 from workbench.eval.judge.reference.runner import ReferenceRunner, ReferenceRunnerFailed
 from workbench.eval.judge.runners.session import CandidateSession
@@ -40,11 +39,11 @@ if TYPE_CHECKING:
     from workbench.eval.judge.timing.telemetry import Telemetry
     from workbench.tasks.task import Tolerance
 
-#: Seconds of calls one timed batch aims at, so a round's fixed costs and its first call stay a modest share.
+#: Seconds of calls one timed batch aims at, so a round's fixed costs stay a modest share.
 TARGET_BATCH_S = {"cuda": 0.02, "cpu": 0.02}
 #: Batches per side before the CI may stop timing (the A/B verdict needs at least verdict.MIN_AB_SAMPLES).
 MIN_BATCHES = 10
-#: Each side's relative 95% CI width (of its median batch mean) under which a settled A/B verdict stops timing.
+#: Each side's relative 95% CI width under which a settled A/B verdict stops timing.
 DECIDED_REL_CI = 0.04
 #: Seconds and batches per side a capped GPU timing with the speedup inconclusive may go on to (`_worth_more`).
 EXTENDED_CAP_S, EXTENDED_MAX_BATCHES = 6.0, 600
@@ -55,9 +54,8 @@ CHECKS_PER_BATCH = 2
 
 
 def stopping_rule(device: str, interpreted: bool, calls: int | None) -> StoppingRule:
-    """Over batch means: a fixed number of calls where the user asked for one or on the interpreter; elsewhere until
-    the 95% CI of the median batch mean is within target on both sides, or the time budget (on a GPU also once the
-    speedup's verdict is settled: `PairTimer._speedup_decided`)."""
+    """A fixed number of calls where asked for or on the interpreter; else until both sides' CIs are within target
+    or the time budget (on a GPU also once the speedup's verdict is settled)."""
     if calls is not None:
         return StoppingRule.fixed(calls)
     if interpreted:
@@ -65,34 +63,31 @@ def stopping_rule(device: str, interpreted: bool, calls: int | None) -> Stopping
     if device.startswith("cuda"):
         return StoppingRule(target_rel_ci=0.01, min_samples=MIN_BATCHES, max_samples=200, time_cap_s=2.0,
                             plateau_batches=6)
-    # The CPU wall clock is advisory (a shared host's scheduling moves it by percents): a cheap, bounded budget.
+    # The CPU wall clock is advisory (a shared host moves it by percents): a cheap, bounded budget.
     return StoppingRule(target_rel_ci=0.05, min_samples=MIN_BATCHES, max_samples=20, time_cap_s=1.5,
                         plateau_batches=0)
 
 
 @dataclass
 class ReferenceSide:
-    """What the judge times beside the candidate: the eager reference and, optionally, `torch.compile` of it."""
+    """What the judge times beside the candidate: the reference and, optionally, `torch.compile` of it."""
 
     model: Any
     compiled: Any = None
-    #: The re-checks' error budget: the tolerance per dtype and the checks' native error (CheckReport.error_budget).
-    tolerance: Callable[[str], Tolerance] | None = None
+    tolerance: Callable[[str], Tolerance] | None = None  # the re-checks' budget, with the checks' native error
     native_error: float = 0.0
-    #: The runner that times the reference (`reference/runner.py`); None: the judge times it in its own process.
-    runner: ReferenceRunner | None = None
+    runner: ReferenceRunner | None = None  # None: the judge times the reference in its own process
 
 
 class _PhaseClock:
     """Adds the seconds since the last lap to a named phase."""
 
-    def __init__(self, phases: dict[str, float], round_no: int = 0):
-        self.phases, self.last, self.round_no = phases, time.perf_counter(), round_no
+    def __init__(self, phases: dict[str, float]):
+        self.phases, self.last = phases, time.perf_counter()
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
         self.phases[name] = self.phases.get(name, 0.0) + now - self.last
-        trace.ended(f"timing {name}", self.last, now, round=self.round_no)
         self.last = now
 
 
@@ -102,7 +97,7 @@ def _mean(values: list[float]) -> float:
 
 @dataclass
 class PairTimer:
-    """Times one candidate against its reference (module doc). `run()` returns the TimingOutcome."""
+    """Times one candidate against its reference; `run()` returns the TimingOutcome."""
 
     session: CandidateSession
     model_id: int
@@ -113,7 +108,6 @@ class PairTimer:
     device: str
     clock: str
     telemetry: Telemetry | None = None
-    #: Seed the global RNG before every call (both sides): only where the reference draws random numbers, as it costs.
     seeded: bool = True
     rng: random.Random = field(default_factory=random.SystemRandom)
 
@@ -124,30 +118,22 @@ class PairTimer:
         self.device_ms: dict[str, list[float]] = {n: [] for n in self.names}
         self.batches: list[Batch] = []
         self.cpu_batches: list[CpuBatch] = []
-        #: The runner's CPU use before the first timed batch and after the last (`judge_cpu_share`'s span).
         self.cpu_span: tuple[Any, Any] | None = None
         self.findings: list[Finding] = []
         self.checked = self.dropped = 0
-        #: Rounds in which the judge gave its cached GPU memory back before the runner's batch (tight memory).
-        self.released = 0
-        #: Calls of the compiled reference in counted batches (it is timed in every other round).
+        self.released = 0  # rounds in which the judge gave its cached GPU memory back (tight memory)
         self.compiled_calls = 0
         self.null = self.calibration.runner
-        #: Per counted batch, each side of the pair's ms per call by the judge's clock (the samples on the CPU).
+        #: Per counted batch, each side's ms per call by the judge's clock.
         self.judged: dict[str, list[float]] = {n: [] for n in PAIR}
-        #: Seconds spent in each part of the rounds (protocol `timing_phases`): where the time stage goes.
-        self.phases: dict[str, float] = {}
-        #: The core both sides are timed on (set by `run`).
+        self.phases: dict[str, float] = {}  # seconds per part of the rounds (protocol `timing_phases`)
         self.one_core: OneCore | None = None
-        #: Counted batches in which the candidate's side went first (the sides alternate where both are runners).
-        self.candidate_first = 0
-        #: Why the reference's runner was given up during timing ("" while it times, or when there is none).
-        self.reference_fallback = ""
+        self.candidate_first = 0  # counted batches in which the candidate's side went first
+        self.reference_fallback = ""  # why the reference's runner was given up during timing
 
     @functools.cached_property
     def scratch(self) -> torch.Tensor | None:
-        """The judge's output buffer for the batches it times itself (the reference without a runner, the compiled
-        aside), made on first use."""
+        """The judge's output buffer for the batches it times itself."""
         like = self.pool.out_like
         return torch.empty(tuple(like.shape), dtype=like.dtype, device=self.device) \
             if copy_out_mirrored(self.pool) else None
@@ -190,16 +176,15 @@ class PairTimer:
         return timing_outcome.outcome_of(self, reasons)
 
     def _unsettled(self, stopper: JointStopper) -> bool:
-        """Whether each side reached its own CI target within fewer than SETTLE_BATCHES batches while the speedup's
-        verdict is still inconclusive (on a GPU): `_settle` then times more rounds."""
+        """Whether both sides reached their CI targets in under SETTLE_BATCHES batches with the verdict still
+        inconclusive (GPU): `_settle` times more rounds."""
         if not self.cuda or self._caught() or any(r != "ci-target" for r in stopper.reasons.values()):
             return False
         return len(self._watched("candidate")) < SETTLE_BATCHES and self._paired_verdict() == "inconclusive"
 
     def _settle(self, stopper: JointStopper, r: int, calls: int) -> tuple[int, str]:
-        """More rounds, up to SETTLE_BATCHES and within the time cap, until the verdict settles; returns (the next
-        round, "verdict" or ""). Each side's CI measures its own batches, the verdict the per-round ratios, which
-        scatter more: a few more rounds narrow the speedup's interval."""
+        """More rounds, up to SETTLE_BATCHES within the time cap, until the verdict settles (the per-round ratios
+        scatter more than each side); returns (the next round, "verdict" or "")."""
         while len(self._watched("candidate")) < SETTLE_BATCHES and stopper.elapsed_s < stopper.time_cap_s and \
                 not self._caught():
             self._counted_round(stopper, r, calls)
@@ -209,32 +194,31 @@ class PairTimer:
         return r, ""
 
     def _worth_more(self, stopper: JointStopper) -> bool:
-        """Whether timing goes on past its cap, once, to EXTENDED_CAP_S (on a GPU): when the cap or the batch bound
-        stopped a side with the speedup still inconclusive, as noisy launch-bound batches do; not when both sides
-        reached their CI targets, whose verdict rests on a difference near the band's edge."""
+        """Whether timing goes on past its cap, once, to EXTENDED_CAP_S (GPU): when the cap or the batch bound
+        stopped a side with the speedup inconclusive (noisy launch-bound batches)."""
         if not self.cuda or self._caught() or stopper.extended or \
                 not any(r in ("time-cap", "max-reps") for r in stopper.reasons.values()):
             return False
         return self._paired_verdict() == "inconclusive" and stopper.extend(EXTENDED_CAP_S, EXTENDED_MAX_BATCHES)
 
     def _speedup_decided(self) -> bool:
-        """Whether the A/B verdict is settled before each side reached its CI target: at least MIN_BATCHES batches,
-        each side's median within DECIDED_REL_CI, and the speedup's CI wholly inside or outside the noise band."""
+        """Whether the verdict is settled early: MIN_BATCHES batches, each side within DECIDED_REL_CI, and the
+        speedup's CI wholly inside or outside the noise band."""
         ref, cand = self._watched("reference"), self._watched("candidate")
         return min(len(ref), len(cand)) >= MIN_BATCHES and \
             max(_rel_width(sorted(ref), 0.95), _rel_width(sorted(cand), 0.95)) <= DECIDED_REL_CI and \
             self._paired_verdict() != "inconclusive"
 
     def _paired_verdict(self) -> str | None:
-        """The A/B verdict of the rounds counted so far (`verdict.speedup`, paired), or None before MIN_BATCHES."""
+        """The paired verdict of the rounds so far, or None before MIN_BATCHES."""
         ref, cand = self._watched("reference"), self._watched("candidate")
         if min(len(ref), len(cand)) < MIN_BATCHES:
             return None
         return verdict.speedup(ref, cand, paired=True).verdict
 
     def _counted_round(self, stopper: JointStopper, r: int, n: int, per_call: bool = False) -> None:
-        """Round r of n calls per side, counted: each side's batch mean goes to `stopper` (once, or once per call
-        for a fixed count: `per_call`) with the round's seconds."""
+        """Round r of n calls per side, counted: each side's batch mean goes to `stopper` (once per call for a fixed
+        count: `per_call`) with the round's seconds."""
         started = time.perf_counter()
         got = self._round(r, n, count=True)
         samples = {m: ([got[m]] * (n if per_call else 1) if got else []) for m in PAIR}
@@ -248,22 +232,21 @@ class PairTimer:
         return any(f.flag == "result-cache" for f in self.findings)
 
     def _batch_size(self, warm: dict[str, float]) -> int:
-        """Calls per timed batch: the target batch time over the slower side's time per call in a warm-up round."""
+        """Calls per batch: the target batch time over the slower side's time per call in a warm-up round."""
         per_call = max([v / 1e3 for v in warm.values() if v] or [1e-3])
         target = TARGET_BATCH_S["cuda" if self.cuda else "cpu"]
         return max(1, min(self.pool.n, math.ceil(target / max(per_call, 1e-6))))
 
-    # -- one round: refresh, reference, candidate, checks --
     def _round(self, b: int, n: int, count: bool) -> dict[str, float]:
-        """Round b with n calls per side (module doc); returns each side's mean ms per call by the runners' clocks, or
-        {} when the batch was dropped (throttled GPU)."""
+        """Round b with n calls per side; each side's mean ms per call by the runners' clocks, or {} when the batch
+        was dropped (throttled GPU)."""
         pool = self.pool
         order = list(range(n))
         self.rng.shuffle(order)
         seeds = tuple(self.rng.randrange(1 << 62) for _ in range(n)) if self.seeded else ()
         checks = set(range(n)) if b <= 2 else set(self.rng.sample(range(n), min(n, CHECKS_PER_BATCH)))
         kept: dict[int, Any] = {}
-        clock = _PhaseClock(self.phases, b)
+        clock = _PhaseClock(self.phases)
         before = self.telemetry.sample() if self.telemetry is not None else None
         clock.lap("telemetry")
         # Where both are runners the first side alternates, so what going first pays or gains falls on both alike.
@@ -273,9 +256,8 @@ class PairTimer:
             contents = pool.refresh(self.rng, n) if b or pool.lent else []
             clock.lap("refresh")
             if self.reference.runner is not None:
-                # The re-check's outputs first; the inputs are then written again before the candidate goes first (the
-                # reference may have written into them) and on a GPU, where the side that followed the judge's
-                # refresh read slower; not on the CPU, where it would double the cost of a round of small calls.
+                # The re-check's outputs first; then the inputs written again where the candidate goes first (the
+                # reference may have written them) and on a GPU (the side right after a refresh read slower).
                 self._reference_outputs(order, seeds, checks, kept)
                 if contents and (self.cuda or candidate_first):
                     pool.refresh(None, seeds=contents)
@@ -329,16 +311,15 @@ class PairTimer:
         return {name: _mean(d if self.cuda and self._side_stream(name) else s) for name, (s, d) in got.items()}
 
     def whole_cpu(self) -> CpuBatch | None:
-        """The whole timing's CPU use, read once before the first batch and once after the last, over the sum of the
-        batches' brackets (its tick rounding counted once, not once a batch)."""
+        """The whole timing's CPU use over the sum of the batches' brackets (tick rounding counted once)."""
         if self.cpu_span is None:
             return None
         whole = _cpu_batch(sum(b.bracket for b in self.cpu_batches), *self.cpu_span)
         return dataclasses.replace(whole, others=sum(b.others for b in self.cpu_batches))
 
     def _candidate_side(self, order: list[int], seeds: tuple[int, ...]) -> tuple[Any, float]:
-        """The candidate's batch in its runner, bracketed by the judge's clock, with what the batch gave away (threads
-        left running, threads off the timing core)."""
+        """The candidate's batch, bracketed by the judge's clock; threads left running or off the timing core are
+        findings."""
         cpu_before = self.session.runner.cpu_use() if not self.cuda else None
         reply, bracket = self.session.time(self.model_id, self.pool.pool_id, order, self.session.timeout, seeds)
         if cpu_before is not None:
@@ -356,8 +337,8 @@ class PairTimer:
 
     def _reference_side(self, b: int, order: list[int], seeds: tuple[int, ...], checks: set[int],
                         kept: dict[int, Any]) -> tuple[list[float], list[float], float, Any]:
-        """The reference's batch (`_time_reference`), then the compiled reference's aside in the rounds that time
-        it, then the judge's cached memory given back if it runs short."""
+        """The reference's batch, the compiled aside in the rounds that time it, then the judge's cached memory
+        given back if it runs short."""
         ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept)
         comp = None
         if self.reference.compiled is not None and (b < 2 or b % 2 == 0 or self.rule.is_fixed):
@@ -371,9 +352,8 @@ class PairTimer:
 
     def _time_reference(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
                         kept: dict[int, Any]) -> tuple[list[float], list[float], float]:
-        """The reference's batch: in its own runner (the checked outputs computed by `_reference_outputs`), or in the
-        judge, keeping the checked calls' outputs and copying the others out like the candidate's commit. A runner
-        that fails hands the reference to the judge for this round and every later one (`reference_timed_in`)."""
+        """The reference's batch: in its own runner, or in the judge, keeping the checked calls' outputs. A runner
+        that fails hands the reference to the judge from this round on."""
         runner = self.reference.runner
         if runner is not None:
             try:
@@ -395,8 +375,7 @@ class PairTimer:
 
     def _reference_outputs(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
                            kept: dict[int, Any]) -> None:
-        """The reference's outputs of the checked calls, computed by the judge on exactly their inputs and seeds
-        (untimed): what the candidate's committed outputs are compared with."""
+        """The reference's outputs of the checked calls on exactly their inputs and seeds, by the judge (untimed)."""
         with torch.no_grad():
             for k in sorted(checks):
                 timed_loop.seed_rng(seeds[k] if k < len(seeds) else None)
@@ -407,7 +386,7 @@ class PairTimer:
                 del out
 
     def _recheck(self, b: int, order: list[int], kept: dict[int, Any]) -> None:
-        """The checked calls' committed outputs against the reference's on exactly their inputs (module doc)."""
+        """The checked calls' committed outputs against the reference's on the same inputs (`result-cache`)."""
         if not self.pool.slots:
             return
         for k, expected in sorted(kept.items()):
@@ -421,6 +400,5 @@ class PairTimer:
 
 
 def _cpu_batch(bracket: float, before: Any, after: Any) -> CpuBatch:
-    """A batch's CPU use from the runner's /proc readings before and after it (`RunnerProcess.cpu_use`)."""
     return CpuBatch(bracket, after.seconds - before.seconds, (after.main_ns - before.main_ns) / 1e9,
                     max(0, after.others_ns - before.others_ns) / 1e9)

@@ -1,7 +1,5 @@
 """Where the two sides of a timed round run: the candidate's runner frozen while the reference is timed (`Frozen`),
-and the judge's timing thread with every thread of both runners on one core for the whole timing (`OneCore`), so
-the two sides are timed on the same core's caches and clock (`timing.PairTimer`).
-"""
+and the judge's timing thread and both runners on one core for the whole timing (`OneCore`)."""
 
 from __future__ import annotations
 
@@ -12,8 +10,7 @@ from workbench.eval.judge.runners.session import CandidateSession
 
 
 class Frozen:
-    """The candidate's runner stopped (SIGSTOP to every process in it) for the block: nothing of the candidate's
-    runs while the judge writes the inputs and the reference is timed."""
+    """The candidate's runner stopped (SIGSTOP) for the block."""
 
     def __init__(self, session: CandidateSession):
         self.session = session
@@ -27,15 +24,13 @@ class Frozen:
 
 
 def pin_gpu_timing() -> bool:
-    """Whether GPU timing pins the timed processes to one core as CPU timing does (`OneCore`; `KWB_TIMING_PIN=0`
-    turns it off): a GPU call's time includes its host launches, so unpinned sides are timed on different cores."""
+    """Whether GPU timing pins the timed processes to one core too (`KWB_TIMING_PIN=0`: no)."""
     return os.environ.get("KWB_TIMING_PIN", "1").strip() != "0"
 
 
 class OneCore:
-    """The judge's timing thread and every thread of both runners on one core for the whole timing (on a GPU unless
-    `pin_gpu_timing` says no). The sides take turns, so one core costs nothing, and both see the same core's caches
-    and clock; a thread the candidate moves off it is put back and flagged (`escaped`)."""
+    """The judge's timing thread and every thread of both runners on one core (the sides take turns, so it costs
+    nothing, and both see the same caches and clock); a thread the candidate moves off it is put back (`escaped`)."""
 
     def __init__(self, session: CandidateSession, cuda: bool, reference_runner: Any = None):
         self.session, self.cuda = session, cuda
@@ -70,8 +65,7 @@ class OneCore:
         return False
 
     def escaped(self) -> list[str]:
-        """Threads of the candidate's runner no longer on the timing core (the candidate moved them: a candidate on
-        idle cores against a reference on the shared one is timed on another machine), each put back."""
+        """Threads of the candidate's runner the candidate moved off the timing core, each put back."""
         if not self.core:
             return []
         moved = []

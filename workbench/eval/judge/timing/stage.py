@@ -1,6 +1,5 @@
-"""The evaluation's timing, in two steps around the candidate's import: `prepare` before it (the input pool and the
-harness calibration on a null candidate, which must see nothing of the candidate's), `run` after the checks passed
-(the timed pair, the speedup, the verdict on the clock).
+"""The evaluation's timing in two steps around the candidate's import: `prepare` before it (the input pool and the
+harness calibration on a null candidate), `run` after the checks passed (the timed pair, the speedup and its verdict).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import torch
 
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
-from workbench.eval.judge import trace, verdict
+from workbench.eval.judge import verdict
 from workbench.eval.judge.runners.session import CandidateSession
 from workbench.eval.judge.timing.batches import Calibration, calibrate
 from workbench.eval.judge.timing.inputs import MAX_SETS, InputPool
@@ -33,21 +32,19 @@ if TYPE_CHECKING:
 
 @dataclass
 class TimingPlan:
-    """What `prepare` made: the pool of timing inputs, the harness calibration and the reference's first output."""
+    """What `prepare` made: the timing inputs and the harness calibration."""
 
     pool: InputPool
     calibration: Calibration
     size: dict[str, Any]
     reference_ms: float
     seconds: float
-    #: Whether the reference draws random numbers in forward (then every timed call is seeded, on both sides).
-    seeded: bool
-    #: Whether the calibration came from an earlier candidate's runner (`ReferenceProfile`).
+    seeded: bool  # the reference draws random numbers: every timed call is seeded, on both sides
     calibration_reused: bool = False
 
 
 def _estimate_ms(model: Any, inputs: list[Any], device: str) -> float:
-    """The reference's time per call (ms) over a few calls: it sizes the pool before anything is timed."""
+    """The reference's ms per call over a few calls (it sizes the pool)."""
     with torch.no_grad():
         model(*clone_inputs(inputs))  # first-call costs out of the estimate
         sync(device)
@@ -58,21 +55,20 @@ def _estimate_ms(model: Any, inputs: list[Any], device: str) -> float:
     return (time.perf_counter() - t0) / 3 * 1e3
 
 
-#: Seconds a harness calibration (made before any candidate's import) serves later candidates of the task and size.
+#: Seconds a calibration, or a timing of the compiled reference, serves later candidates of the task and size.
 CALIBRATION_REUSE_S = 120.0
 
 
 @dataclass
 class ReferenceProfile:
-    """What sizing the timing learns of a reference, kept per task and size in the judge (`Context.timing`)."""
+    """What timing learns of a reference, kept per task and size in the judge (`Context.timing`)."""
 
     reference_ms: float
     seeded: bool
     calibration: Calibration | None = None
     calibrated_at: float = 0.0
     pool_sets: int = 0
-    #: The last timing of `torch.compile` of the reference and when: the same for every candidate, a recent one serves.
-    compiled: dict[str, Any] | None = None
+    compiled: dict[str, Any] | None = None  # the last timing of the compiled reference (the same for every candidate)
     compiled_at: float = 0.0
 
     def recent_compiled(self) -> dict[str, Any] | None:
@@ -85,9 +81,9 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
             timeout: float, interpreted: bool, known: ReferenceProfile | None = None,
             measuring: Callable[[], AbstractContextManager[Any]] = nullcontext,
             kept: InputPool | None = None) -> tuple[TimingPlan, ReferenceProfile]:
-    """The input pool (enough sets for a candidate 4x faster than the reference, as fit) and the null calibration.
-    `known` (an earlier candidate's profile) spares the estimate and a recent calibration, and lets the `kept` pool be
-    lent; only the two measurements run inside `measuring()`, the judge's exclusive hold of the device."""
+    """The input pool (sets for a candidate 4x faster than the reference, as fit) and the null calibration. `known`
+    (an earlier candidate's profile) spares the estimate and a recent calibration and lets the `kept` pool be lent;
+    only the measurements run inside `measuring()`, the judge's exclusive hold of the device."""
     started = time.perf_counter()
     if kept is not None and known is not None:
         try:
@@ -98,23 +94,16 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
             raise
     if kept is not None:
         kept.free()
-    lap = trace.laps("timing plan")
     first = reference.make_inputs(size, seed + 101, device, "default")
-    lap("first inputs")
     with torch.no_grad():
         out = ref_model(*clone_inputs(first))
-    lap("first output")
     if known is None:
         with measuring():
             estimate = _estimate_ms(ref_model, first, device)
-        lap("estimate")
         known = ReferenceProfile(estimate, draws_random_numbers(ref_model, first, device))
-        lap("random numbers")
-    est = known.reference_ms
     target = TARGET_BATCH_S["cuda" if device.startswith("cuda") else "cpu"] * 1e3
-    wanted = 3 if interpreted else max(2, min(MAX_SETS, math.ceil(4 * target / max(est, 1e-3))))
-    with trace.span("timing pool", sets=wanted):
-        pool = InputPool.create(session, reference, size, device, first, out, wanted, random.SystemRandom())
+    wanted = 3 if interpreted else max(2, min(MAX_SETS, math.ceil(4 * target / max(known.reference_ms, 1e-3))))
+    pool = InputPool.create(session, reference, size, device, first, out, wanted, random.SystemRandom())
     del first, out
     release_unused(device)  # the estimate's temporaries: the candidate's runner needs the memory
     try:
@@ -126,12 +115,12 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
 
 def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile, size: dict, timeout: float,
              started: float, measuring: Callable[[], AbstractContextManager[Any]] = nullcontext) -> TimingPlan:
-    """The plan on `pool`, the calibration measured again unless a recent one was made on a pool of this size."""
+    """The plan on `pool`; the calibration measured again unless a recent one was made on a pool of this size."""
     fresh = known.calibration is not None and known.pool_sets == pool.n and \
         time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
     if not fresh:
         measured = time.perf_counter()
-        with measuring(), trace.span("null calibration"):
+        with measuring():
             known.calibration = calibrate(session, pool, timeout, known.seeded)
         known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
         pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
@@ -153,7 +142,7 @@ def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:
 
 
 def _telemetry(device: str) -> Telemetry | None:
-    """NVML sensors for the device's timed batches (None on the CPU; an "unavailable" summary without NVML)."""
+    """NVML sensors for the device's timed batches (None on the CPU)."""
     if not device.startswith("cuda"):
         return None
     from workbench.eval.judge.timing.telemetry import Telemetry
@@ -170,8 +159,8 @@ def _telemetry(device: str) -> Telemetry | None:
 def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: ReferenceSide, device: str,
         candidate_language: str, reps: int | None, result: dict[str, Any], diagnostics: Diagnostics,
         known: ReferenceProfile | None = None) -> list[Finding]:
-    """Time the pair, fill `result` (timings, speedup CI and verdict, telemetry) and `diagnostics`; return the findings.
-    `known` (the task's profile in this judge) lends a recent compiled-reference timing and keeps a new one."""
+    """Time the pair, fill `result` (timings, speedup CI and verdict, telemetry) and `diagnostics`; the findings.
+    `known` lends a recent compiled-reference timing and keeps a new one."""
     reused = known.recent_compiled() if known is not None and side.compiled is not None else None
     if reused is not None:
         side = dataclasses.replace(side, compiled=None)
@@ -188,16 +177,14 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
             sensors.close()
     if outcome.candidate is None or outcome.reference is None:
         return outcome.findings
-    if clock != "interpreter":
-        # Sample k of each side is round k's batch mean (`timing.PairTimer`): a paired comparison.
+    if clock != "interpreter":  # an interpreter time is never set beside compiled code's: no reference time at all
         ab = verdict.speedup(outcome.reference.samples_ms, outcome.candidate.samples_ms, paired=True)
         result.update(speedup=ab.speedup, speedup_ci=[ab.low, ab.high], speedup_verdict=ab.verdict,
-                      speedup_basis="gpu-only" if clock == "cuda-events" else "wall")
+                      speedup_basis="gpu-only" if clock == "cuda-events" else "wall",
+                      reference_timing=outcome.reference.to_dict())
         outcome.protocol["speedup_ci_method"] = ab.method
         outcome.protocol["speedup_band"] = round(ab.band, 4)
     result["timing"] = outcome.candidate.to_dict()
-    if clock != "interpreter":  # an interpreter time is never set beside compiled code's: no reference time at all
-        result["reference_timing"] = outcome.reference.to_dict()
     if outcome.compiled is not None:
         result["compiled_reference_timing"] = outcome.compiled.to_dict()
         outcome.protocol["compiled_reference"] = "timed"
@@ -216,10 +203,9 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
 
 def cover(session: CandidateSession, model_id: int, plan: TimingPlan, source: str, policy: str,
           median_ms: float) -> tuple[float | None, list[Finding]]:
-    """Share of GPU kernel time in the candidate's own kernels (names from its source, not from the runner), and
-    whether the work happens on the host (GPU only)."""
+    """GPU: the share of kernel time in the candidate's own kernels (names from its source), and whether the work
+    happens on the host."""
     kernels = session.profile(model_id, plan.pool.sets[0])
-    own = guards.own_kernel_names(source)
-    coverage, findings = guards.judge_coverage(kernels, own, policy)
+    coverage, findings = guards.judge_coverage(kernels, guards.own_kernel_names(source), policy)
     findings += guards.judge_host_work(kernels, median_ms)
     return coverage, findings

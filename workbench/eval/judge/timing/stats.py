@@ -1,11 +1,7 @@
-"""Statistics of timing samples, pure (no clocks, no devices) so they are tested on synthetic samples:
-
-- `summarize` / `median_ci_ranks`: median, spread and a distribution-free 95% CI of the median;
-- `StoppingRule` -> `Stopper` / `JointStopper`: when to stop timing, nvbench's stdrel criterion with the relative
-  width of the CI of the median in place of the relative standard deviation (timings are skewed, with outliers);
-- `bootstrap_medians`: the bootstrap distribution of a median, for the speedup's CI (`judge/verdict.py`).
-
-Builtins are bound to private names at import, so nothing that patches `sorted` or `math` later can move a stop."""
+"""Statistics of timing samples, pure so they are tested on synthetic samples: `summarize` (median, spread and a
+distribution-free 95% CI of the median), `StoppingRule` -> `Stopper` / `JointStopper` (nvbench's stdrel criterion on
+the relative width of the CI of the median: timings are skewed), `bootstrap_medians` (for the speedup's CI).
+Builtins are bound at import, so patching `sorted` or `math` later cannot move a stop."""
 from __future__ import annotations
 
 import bisect as _bisect
@@ -27,12 +23,9 @@ _insort = _bisect.insort
 STOP_REASONS = ("fixed", "ci-target", "plateau", "max-reps", "time-cap")
 
 
-# ---- the CI of the median -------------------------------------------------------------------------------------------
-
 def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int]:
-    """1-based ranks (j, n + 1 - j) of the order statistics bounding a distribution-free CI of the median: samples
-    below the median are Binomial(n, 1/2), so the coverage is 1 - 2 P(B <= j - 1), and j is the largest rank keeping
-    it >= `level`. For n <= 5 no pair reaches 95%: the CI is then [min, max]."""
+    """1-based ranks (j, n + 1 - j) bounding a distribution-free CI of the median: samples below the median are
+    Binomial(n, 1/2), so j is the largest rank with 1 - 2 P(B <= j - 1) >= `level` ([min, max] for n <= 5)."""
     if n < 1:
         raise ValueError("no samples")
     level_q = _Fraction(level).limit_denominator(10**6)
@@ -49,8 +42,8 @@ _EXACT_RANKS_UP_TO = 1024
 
 
 def _lower_rank_exact(n: int, num: int, den: int) -> int:
-    """The largest k with P(B <= k) <= (1 - num/den) / 2, B ~ Binomial(n, 1/2) (-1 if none), in exact integers.
-    With T(k) = 2^n P(B <= k), walk down from the largest k below n/2 (T(k - 1) = T(k) - C(n, k)): ~sqrt(n) steps."""
+    """The largest k with P(B <= k) <= (1 - num/den) / 2, B ~ Binomial(n, 1/2) (-1 if none), in exact integers,
+    walking down from n/2 (~sqrt(n) steps)."""
     limit = (den - num) << n
     k = (n + 1) // 2 - 1
     if n % 2:
@@ -68,8 +61,8 @@ def _lower_rank_exact(n: int, num: int, den: int) -> int:
 
 
 def _lower_rank_float(n: int, tail: float) -> int | None:
-    """`_lower_rank_exact` in floats (log-gamma for the central term), fast enough to ask after every batch. None
-    when a comparison falls within 1e-6 (relative) of the bound: the caller then takes the exact path."""
+    """`_lower_rank_exact` in floats (log-gamma for the central term); None when a comparison falls within 1e-6 of
+    the bound (the caller then takes the exact path)."""
     k = (n + 1) // 2 - 1
     p = _exp(_lgamma(n + 1) - _lgamma(k + 1) - _lgamma(n - k + 1) - n * _LN2)  # P(B = k)
     if n % 2:
@@ -116,8 +109,6 @@ def summarize(samples_ms: list[float], clock: str, side_stream_runs: int = 0, st
                   stop_reason=stop_reason)
 
 
-# ---- the bootstrap of a median ------------------------------------------------------------------------------------
-
 def _as_sorted(samples: Iterable[float], what: str) -> np.ndarray:
     x = np.sort(np.asarray(list(samples), dtype=np.float64))
     if x.size == 0:
@@ -128,14 +119,14 @@ def _as_sorted(samples: Iterable[float], what: str) -> np.ndarray:
 
 
 def _rank_index(u: np.ndarray, n: int) -> np.ndarray:
-    """0-based index of x_(ceil(n u)): the order statistic an empirical-distribution draw at quantile u lands on."""
+    """0-based index of x_(ceil(n u)), the order statistic a draw at quantile u lands on."""
     return np.clip(np.ceil(u * n).astype(np.int64) - 1, 0, n - 1)
 
 
 def bootstrap_medians(x_sorted: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Medians of `resamples` bootstrap resamples of the sorted samples in O(resamples), without drawing them: the
-    k-th smallest of n draws is x_(ceil(n U_(k))) with U_(k) ~ Beta(k, n - k + 1); for even n, U_(k+1) given U_(k) = u
-    is u + (1 - u) Beta(1, n - k). Same distribution as resampling (tests/test_stats.py)."""
+    k-th smallest of n draws is x_(ceil(n U_(k))), U_(k) ~ Beta(k, n - k + 1); for even n, U_(k+1) given U_(k) = u
+    is u + (1 - u) Beta(1, n - k)."""
     n = x_sorted.size
     if n % 2:
         k = (n + 1) // 2
@@ -146,23 +137,17 @@ def bootstrap_medians(x_sorted: np.ndarray, resamples: int, rng: np.random.Gener
     return 0.5 * (x_sorted[_rank_index(u1, n)] + x_sorted[_rank_index(u2, n)])
 
 
-
 @dataclass(frozen=True)
 class StoppingRule:
-    """When a timing loop fed batch by batch may stop (`start()`: a `Stopper`; `start_joint(names)`: a `JointStopper`):
-    after each batch the first of STOP_REASONS that holds is the reason (`Stopper._decide`)."""
+    """When a timing loop fed batch by batch may stop: after each batch, the first of STOP_REASONS that holds."""
 
-    #: Stop when (high - low) / median of the CI of the median is at most this (0: only a zero-width CI does).
-    target_rel_ci: float = 0.01
-    #: No "ci-target" or "plateau" stop before this many samples.
-    min_samples: int = 50
+    target_rel_ci: float = 0.01  # stop when (high - low) / median of the CI of the median is at most this
+    min_samples: int = 50  # no "ci-target" or "plateau" stop before
     max_samples: int = 10_000
-    #: Seconds of measurement (as the caller reports them) after which timing stops whatever the CI says.
     time_cap_s: float = 10.0
-    #: K: batches over which the CI width must have changed by less than `plateau_tol` (0: no plateau rule).
+    #: Batches over which the CI width must have changed by less than `plateau_tol` (0: no plateau rule).
     plateau_batches: int = 10
     plateau_tol: float = 0.02
-    #: Confidence level of the CI of the median.
     level: float = 0.95
 
     def __post_init__(self) -> None:
@@ -178,12 +163,11 @@ class StoppingRule:
 
     @classmethod
     def fixed(cls, n: int) -> StoppingRule:
-        """Exactly n samples, no cap: stop reason "fixed" (the interpreter's few reps, tests)."""
+        """Exactly n samples, no cap: stop reason "fixed"."""
         return cls(target_rel_ci=0.0, min_samples=n, max_samples=n, time_cap_s=_inf, plateau_batches=0)
 
     @property
     def is_fixed(self) -> bool:
-        """A fixed count was asked for: exactly `max_samples`, whatever the CI says."""
         return self.min_samples == self.max_samples
 
     def start(self) -> Stopper:
@@ -203,8 +187,8 @@ def _rel_width(s: list[float], level: float) -> float:
 
 
 class Stopper:
-    """The state of one callable under a `StoppingRule`: feed it each batch with `add`, stop when `done()`. Once done
-    it keeps its first reason, and later batches still add samples (beside a slower side in `JointStopper`)."""
+    """One callable under a `StoppingRule`: `add` each batch, stop when `done()`. Once done it keeps its reason, and
+    later batches still add samples (beside a slower side in `JointStopper`)."""
 
     def __init__(self, rule: StoppingRule):
         self.rule = rule
@@ -212,10 +196,8 @@ class Stopper:
         self._sorted: list[float] = []
         self.elapsed_s = 0.0
         self.batches = 0
-        #: Relative CI width after each batch from min_samples on (the plateau rule's history).
-        self.widths: list[float] = []
-        #: Why it stopped (one of STOP_REASONS), "" while it should go on.
-        self.reason = ""
+        self.widths: list[float] = []  # relative CI width after each batch from min_samples on
+        self.reason = ""  # one of STOP_REASONS, "" while it should go on
 
     @property
     def n(self) -> int:
@@ -223,16 +205,14 @@ class Stopper:
 
     @property
     def remaining(self) -> int:
-        """Samples still allowed before max_samples (size the next batch with it)."""
+        """Samples still allowed before max_samples."""
         return _max(self.rule.max_samples - self.n, 0)
 
     @property
     def rel_ci_width(self) -> float:
-        """(high - low) / median of the current CI of the median; inf with no samples."""
         return _rel_width(self._sorted, self.rule.level)
 
     def ci_ms(self) -> tuple[float, float]:
-        """(low, high) of the current CI of the median."""
         if not self._sorted:
             raise ValueError("no samples")
         lo, hi = median_ci_ranks(self.n, self.rule.level)
@@ -242,12 +222,11 @@ class Stopper:
         return bool(self.reason)
 
     def timing(self, clock: str, side_stream_runs: int = 0) -> Timing:
-        """`summarize` of every sample so far, with this stopper's reason as `stop_reason`."""
         return summarize(self.samples_ms, clock, side_stream_runs, stop_reason=self.reason)
 
     def add(self, samples_ms: Iterable[float], elapsed_s: float | None = None) -> bool:
-        """Add one batch; returns `done()`. `elapsed_s`: seconds it cost (default: the sum of its samples); a batch
-        dropped for throttling is `add([], s)`, so its time still counts against the cap."""
+        """Add one batch and what it cost (default: the sum of its samples; a dropped batch is `add([], s)`);
+        returns `done()`."""
         batch = [_float(v) for v in samples_ms]
         for v in batch:
             if not (_isfinite(v) and v >= 0):
@@ -280,23 +259,21 @@ class Stopper:
             if n >= r.max_samples:
                 return "fixed"
         elif n >= r.min_samples:
-            # Like nvbench's stdrel, but of the estimate, not the samples: at 1% the median is known to about +-0.5%.
             if self.rel_ci_width <= r.target_rel_ci:
                 return "ci-target"
-            # The CI stopped narrowing (quantized or bimodal samples): judged on the whole window, whose two ends
-            # alone are noisier than the narrowing expected between them.
+            # The CI stopped narrowing (quantized or bimodal samples), judged on the whole window.
             if self._plateaued():
                 return "plateau"
         if n >= r.max_samples:
             return "max-reps"
-        if self.elapsed_s > r.time_cap_s:  # wins over min_samples, as nvbench's timeout does: a cap bounds the cost
+        if self.elapsed_s > r.time_cap_s:  # wins over min_samples, as nvbench's timeout does
             return "time-cap"
         return ""
 
 
 class JointStopper:
-    """Stoppers for callables timed interleaved: done when each is done by its own rule (keeping its reason) or when
-    their shared time passes the cap ("time-cap" for those not done). Done sides go on, so drift hits all alike."""
+    """Stoppers for callables timed interleaved: done when each is done by its own rule or their shared time passes
+    the cap ("time-cap" for those not done). Done sides go on, so drift hits all alike."""
 
     def __init__(self, rule: StoppingRule, names: Iterable[str] = ("reference", "candidate")):
         self.rule = rule
@@ -308,12 +285,11 @@ class JointStopper:
         self.elapsed_s = 0.0
         self.capped = False
         self.time_cap_s = rule.time_cap_s
-        #: Whether `extend` was used (it works once).
         self.extended = False
 
     def extend(self, time_cap_s: float, max_samples: int) -> bool:
-        """Raise the pair's time cap and each side's sample bound, once (a side stopped by "max-reps" runs again); False
-        when already extended or nothing would change."""
+        """Raise the time cap and each side's sample bound, once (a "max-reps" side runs again); False when already
+        extended or nothing would change."""
         if self.extended or (time_cap_s <= self.time_cap_s and
                              all(s.rule.max_samples >= max_samples for s in self.stoppers.values())):
             return False
@@ -327,8 +303,7 @@ class JointStopper:
         return True
 
     def add(self, batches: Mapping[str, Iterable[float]], elapsed_s: float | None = None) -> bool:
-        """Add one interleaved batch (samples per name) and its whole cost `elapsed_s`, counted once (default: the sum
-        of its samples; a dropped batch is `add({}, elapsed_s)`). Returns `done()`."""
+        """Add one interleaved batch (samples per name) and its whole cost, counted once; returns `done()`."""
         unknown = set(batches) - set(self.stoppers)
         if unknown:
             raise ValueError(f"unknown names {sorted(unknown)}; known: {sorted(self.stoppers)}")
@@ -347,5 +322,5 @@ class JointStopper:
 
     @property
     def reasons(self) -> dict[str, str]:
-        """Stop reason per name for `Timing.stop_reason` ("" for one still running)."""
+        """Stop reason per name ("" for one still running)."""
         return {name: s.reason or ("time-cap" if self.capped else "") for name, s in self.stoppers.items()}

@@ -1,10 +1,6 @@
-"""NVML telemetry around timed batches: SM and memory clocks, power, temperature and throttle reasons.
-
-A GPU that throttles mid-measurement times a different machine. Like nvbench (`--throttle-threshold`), the timing
-loop samples NVML before and after each batch and drops it when `judge_batch` says so; every sample and verdict lands
-in `Result.telemetry` (`summarize_batches`). NVML comes from the optional `nvidia-ml-py` (`pynvml`); without it, a
-driver or the device, everything here returns an "unavailable" marker and never raises: telemetry describes a
-measurement, it never stops one. `Telemetry(nvml=...)` takes a fake for tests.
+"""NVML telemetry around timed batches (clocks, power, temperature, throttle reasons): like nvbench, a batch timed
+on a throttled GPU is dropped (`judge_batch`), and every sample lands in `Result.telemetry`. Without `pynvml`, a
+driver or the device, everything returns an "unavailable" marker and never raises.
 """
 
 from __future__ import annotations
@@ -22,11 +18,11 @@ THROTTLE_REASONS: dict[int, str] = {
     0x010: "sync_boost", 0x020: "sw_thermal_slowdown", 0x040: "hw_thermal_slowdown",
     0x080: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
 }
-#: Reasons that say nothing about the timed work (an idle GPU between batches, clocks set by a setting or a group).
+#: Reasons that say nothing about the timed work.
 BENIGN_REASONS = frozenset({"gpu_idle", "applications_clocks_setting", "sync_boost", "display_clock_setting"})
-#: Reasons that drop a batch: thermal protection or a hardware slowdown cut the clock, not the kernel.
+#: Reasons that drop a batch: thermal protection or a hardware slowdown cut the clock.
 SLOWDOWN_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
-# sw_power_cap is neither: a heavy kernel runs at its power limit in production too; flagged, dropped only by the clock.
+# sw_power_cap is neither: a heavy kernel runs at its power limit in production too (flagged).
 
 #: A batch whose SM clock fell below this share of the default SM clock is dropped (nvbench's default 75%).
 THROTTLE_THRESHOLD = 0.75
@@ -39,8 +35,7 @@ _GPU_IDLE, _SW_POWER_CAP = 0x001, 0x004
 
 
 def decode_throttle_reasons(mask: int) -> list[str]:
-    """Names of the bits set in an NVML throttle-reason mask, lowest bit first; a bit NVML added after this
-    table reads as "unknown_0x<bit>"."""
+    """Names of the bits set in an NVML throttle-reason mask, lowest first ("unknown_0x<bit>" past the table)."""
     names, bit = [], 1
     while bit <= mask:
         if mask & bit:
@@ -50,7 +45,6 @@ def decode_throttle_reasons(mask: int) -> list[str]:
 
 
 def unavailable(reason: str) -> dict[str, Any]:
-    """The marker every function here returns when NVML cannot answer."""
     return {"status": UNAVAILABLE, "reason": reason}
 
 
@@ -67,23 +61,20 @@ def _idle(sample: dict[str, Any]) -> bool:
 
 
 def nvml_uuid(uuid: str) -> str:
-    """NVML's spelling of a device UUID: torch's `get_device_properties(d).uuid` prints without the "GPU-"
-    prefix that `nvmlDeviceGetHandleByUUID` expects."""
+    """NVML's spelling of a device UUID (torch's lacks the "GPU-" prefix)."""
     uuid = str(uuid)
     return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
 
 
 @dataclass(frozen=True)
 class BatchTelemetry:
-    """The NVML samples taken just before and just after one timed batch, and `judge_batch`'s verdict on it."""
+    """The NVML samples around one timed batch and `judge_batch`'s verdict on it."""
 
     index: int
     before: dict[str, Any]
     after: dict[str, Any]
-    #: False: the batch was measured on a throttled GPU and its samples should be dropped.
-    ok: bool
-    #: Why it was dropped, or (with ok) why it is flagged, e.g. "sw_power_cap".
-    reasons: tuple[str, ...]
+    ok: bool  # False: measured on a throttled GPU, dropped
+    reasons: tuple[str, ...]  # why it was dropped, or (with ok) flagged
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "reasons": list(self.reasons)}
@@ -93,8 +84,7 @@ def judge_batch(before: dict[str, Any], after: dict[str, Any], default_sm_clock:
                 threshold: float = THROTTLE_THRESHOLD, *, keep_power_capped: bool = False,
                 ) -> tuple[bool, tuple[str, ...]]:
     """(ok, reasons) for a batch between two samples: not ok on a SLOWDOWN_REASONS bit or a busy SM clock below
-    `threshold` x `default_sm_clock`; other non-benign bits are flagged. `keep_power_capped` keeps a low clock under
-    sw_power_cap, where a heavy GEMM runs for good (tests/data/nvml_h100_power_limited.json)."""
+    `threshold` x `default_sm_clock` (unless `keep_power_capped` and capped by power); other bits are flagged."""
     samples = [s for s in (before, after) if is_available(s)]
     if not samples:
         return True, ("telemetry-unavailable",)
@@ -120,8 +110,8 @@ def _stats(values: Sequence[float], *keys: str) -> dict[str, float] | None:
 
 def summarize_batches(batches: Iterable[BatchTelemetry], default_sm_clock: float | None, *, device: str = "",
                       threshold: float = THROTTLE_THRESHOLD, **extra: Any) -> dict[str, Any]:
-    """The dict for `Result.telemetry`: every batch's samples and verdict, the dropped and flagged counts, and the
-    clocks, temperature and power while the GPU was busy, with `extra` alongside ("unavailable" with no sample)."""
+    """The dict for `Result.telemetry`: every batch, the dropped and flagged counts, and the busy GPU's clocks,
+    temperature and power, with `extra` alongside."""
     batches = list(batches)
     samples = [s for b in batches for s in (b.before, b.after) if is_available(s)]
     if not samples:
@@ -152,9 +142,8 @@ def summarize_batches(batches: Iterable[BatchTelemetry], default_sm_clock: float
 
 
 class Telemetry:
-    """NVML sampler for one GPU; never raises (without NVML `available` is False and `reason` says why). Pass `uuid`
-    rather than `index` where CUDA_VISIBLE_DEVICES applies (NVML ignores it); `nvml` is a pynvml-like object, `clock`
-    stamps each sample's "t_s". Use: `sample()` before and after a batch, `record_batch`, then `summary()`."""
+    """NVML sampler for one GPU that never raises (`reason` says why it is not `available`). `uuid` rather than
+    `index` where CUDA_VISIBLE_DEVICES applies (NVML ignores it); `nvml` a pynvml-like object (tests)."""
 
     def __init__(self, index: int = 0, *, uuid: str | None = None, nvml: Any = None,
                  clock: Callable[[], float] = time.monotonic, keep_power_capped: bool = False):
@@ -192,14 +181,12 @@ class Telemetry:
         self.device_name = name.decode() if isinstance(name, bytes) else str(name or "")
         sm = getattr(nvml, "NVML_CLOCK_SM", _NVML_CLOCK_SM)
         self.max_sm_clock_mhz = self._call("nvmlDeviceGetMaxClockInfo", self._handle, sm)
-        # nvbench compares with the default clock; GPUs without applications clocks report only the maximum.
         self.default_sm_clock_mhz = (self._call("nvmlDeviceGetDefaultApplicationsClock", self._handle, sm)
                                      or self.max_sm_clock_mhz)
         limit_mw = self._call("nvmlDeviceGetEnforcedPowerLimit", self._handle)
         self.power_limit_w = limit_mw / 1000.0 if limit_mw is not None else None
 
     def _call(self, name: str, *args: Any) -> Any:
-        """One NVML query, None where the binding lacks the function or the GPU does not support it."""
         fn = getattr(self._nvml, name, None)
         if fn is None:
             return None
@@ -209,15 +196,13 @@ class Telemetry:
             return None
 
     def sample(self) -> dict[str, Any]:
-        """One reading: t_s, sm_clock_mhz, mem_clock_mhz, power_w, temperature_c, throttle_mask and its decoded
-        throttle_reasons; a field the GPU does not report is None. The unavailable marker without NVML."""
+        """One reading; a field the GPU does not report is None."""
         if not self.available:
             return unavailable(self.reason)
         nvml, h = self._nvml, self._handle
         sm = getattr(nvml, "NVML_CLOCK_SM", _NVML_CLOCK_SM)
         mem = getattr(nvml, "NVML_CLOCK_MEM", _NVML_CLOCK_MEM)
         gpu = getattr(nvml, "NVML_TEMPERATURE_GPU", _NVML_TEMPERATURE_GPU)
-        # Newer NVML calls them clock-event reasons and deprecates the throttle-reasons name; both return the mask.
         mask = self._call("nvmlDeviceGetCurrentClocksEventReasons", h)
         if mask is None:
             mask = self._call("nvmlDeviceGetCurrentClocksThrottleReasons", h)
@@ -233,14 +218,12 @@ class Telemetry:
         }
 
     def record_batch(self, before: dict[str, Any], after: dict[str, Any]) -> BatchTelemetry:
-        """Judge a batch (`judge_batch` against the default SM clock) and keep it for `summary()`."""
         ok, reasons = judge_batch(before, after, self.default_sm_clock_mhz, keep_power_capped=self.keep_power_capped)
         batch = BatchTelemetry(index=len(self.batches), before=before, after=after, ok=ok, reasons=reasons)
         self.batches.append(batch)
         return batch
 
     def summary(self) -> dict[str, Any]:
-        """`summarize_batches` of the recorded batches, for `Result.telemetry`."""
         if not self.available:
             return unavailable(self.reason)
         return summarize_batches(self.batches, self.default_sm_clock_mhz, device=self.device_name,
@@ -248,7 +231,6 @@ class Telemetry:
                                  keep_power_capped=self.keep_power_capped)
 
     def close(self) -> None:
-        """Shut NVML down; later samples are the unavailable marker."""
         if self.available:
             self.available, self.reason = False, "telemetry was closed"
         if self._initialized:
