@@ -68,3 +68,40 @@ def test_rows_that_differ_only_by_rounding_run_in_slices_and_batch_statistics_do
     assert plan.placement == "device-chunked", plan
     mixing = CentresTheBatch()
     assert Float64Reference.plan(mixing, [x], mixing(x), "cuda", 0).placement == "host"
+
+
+class MeanSquaredError(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.mean((a - b) ** 2)
+
+
+class SummedAbsError(torch.nn.Module):
+    def forward(self, a, b):
+        return (a - b).abs().sum()
+
+
+class LargestError(torch.nn.Module):
+    def forward(self, a, b):
+        return (a - b).abs().max()
+
+
+def test_a_loss_that_averages_or_sums_its_rows_runs_in_slices_accumulated_in_float64(monkeypatch):
+    # 2 x (inputs 2 x 1536 B + outputs 4 B) + 1536 x 2 B of native clones: about 9.2 kB; 6000 B free sends neither
+    # loss whole to the device, and a slice of 3 rows fits the 20% share. The sliced float64 answer must equal the
+    # whole float64 model's to float64 rounding; a max over the batch is neither a mean nor a sum and goes to the host.
+    from workbench.eval.judge.reference import float64 as reference64
+
+    monkeypatch.setattr(reference64, "_free_bytes", lambda device: 6000)
+    torch.manual_seed(0)
+    a, b = torch.randn(12, 16), torch.randn(12, 16)
+    for model, how in ((MeanSquaredError(), "mean"), (SummedAbsError(), "sum")):
+        plan = Float64Reference.plan(model, [a, b], model(a, b), "cuda", 0)
+        assert (plan.placement, plan.combine) == ("device-chunked", how), plan
+        assert plan.rows_per_chunk < 12 and f"returns the {how} over its rows" in plan.note
+        sliced, note = plan(model, [a, b], model(a, b), 0)
+        whole = Float64Reference(_as64(model, host=False), "device")(model, [a, b], None, 0)[0]
+        assert note == "" and sliced[0].dtype == torch.float64 and sliced[0].dim() == 0
+        assert abs(float(sliced[0]) - float(whole[0])) <= 1e-12 * abs(float(whole[0]))
+    largest = LargestError()
+    plan = Float64Reference.plan(largest, [a, b], largest(a, b), "cuda", 0)
+    assert plan.placement == "host" and "nor returns their mean or sum" in plan.note, plan

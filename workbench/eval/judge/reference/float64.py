@@ -1,8 +1,9 @@
 """The float64 reference: the task's model with its parameters and floating inputs cast to float64, placed once per
 model and size (docs/verdicts.md, scale): "device" where its float64 copies fit in half of the free memory;
 "device-chunked", a slice of the batch at a time, where the native model is shown to treat its rows independently
-(a loss or batch statistics would not); else "host", the slow last resort, with the reason noted. Where float64
-fails (an op without a float64 kernel), the native result is the reference, with a note.
+or to return the mean or sum over its rows (a loss), accumulated in float64; else "host", the slow last resort (batch
+statistics), with the reason noted. Where float64 fails (an op without a float64 kernel), the native result is the
+reference, with a note.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class Float64Reference:
     placement: str
     rows_per_chunk: int = 0
     note: str = ""
+    #: How slices combine: "rows" (each slice's rows are the output's rows), "mean" or "sum" (scalar outputs).
+    combine: str = "rows"
 
     @classmethod
     def plan(cls, ref_model: Any, inputs: list[Any], native: Any, device: str, seed: int | None) -> Float64Reference:
@@ -78,11 +81,15 @@ class Float64Reference:
             rows = _batch_rows(inputs)
             per_row = need / rows if rows else 0
             chunk = int(CHUNK_SHARE * free // per_row) if per_row else 0
-            if rows >= 2 and 1 <= chunk < rows and _separable(ref_model, inputs, native, chunk, seed):
+            combine = _slicing(ref_model, inputs, native, chunk, seed) if rows >= 2 and 1 <= chunk < rows else None
+            if combine is not None:
+                how = ("the model treats its rows independently" if combine == "rows" else
+                       f"the model returns the {combine} over its rows, accumulated in float64 slice by slice")
                 return cls(_as64(ref_model, host=False), "device-chunked", chunk,
                            f"the float64 reference ran on the GPU in slices of {chunk} of {rows} rows (it does not "
-                           "fit whole; the model treats its rows independently)")
-            why = ("the model does not treat its batch rows independently" if rows >= 2 and chunk >= 1 else
+                           f"fit whole; {how})", combine)
+            why = ("the model neither treats its batch rows independently nor returns their mean or sum"
+                   if rows >= 2 and chunk >= 1 else
                    "one row alone does not fit" if rows >= 2 else "its inputs have no common batch dimension")
             return cls(_as64(ref_model, host=True), "host",
                        note=f"the float64 reference ran on the host: it needs {need / 2**30:.1f} GiB, more than half "
@@ -111,6 +118,12 @@ class Float64Reference:
         once, not as parts plus their concatenation)."""
         rows = _batch_rows(inputs)
         outs: list[torch.Tensor] = []
+        if self.combine != "rows":
+            for s in range(0, rows, self.rows_per_chunk):
+                part = _run64(self.model64, _slices(inputs, s, s + self.rows_per_chunk), seed)
+                weight = min(self.rows_per_chunk, rows - s) if self.combine == "mean" else 1
+                outs = [p * weight for p in part] if not outs else [o + p * weight for o, p in zip(outs, part, strict=True)]
+            return [o / rows for o in outs] if self.combine == "mean" else outs
         for s in range(0, rows, self.rows_per_chunk):
             part = _run64(self.model64, _slices(inputs, s, s + self.rows_per_chunk), seed)
             if not outs:
@@ -133,24 +146,52 @@ def _run64(model64: Any, inputs: list[Any], seed: int | None) -> list[Any]:
     return [to64(o) for o in as_list(out)]
 
 
-def _separable(ref_model: Any, inputs: list[Any], native: Any, chunk: int, seed: int | None) -> bool:
-    """Whether the native model, run on slices of `chunk` rows, gives the whole output (concatenated) up to rounding."""
+def _slicing(ref_model: Any, inputs: list[Any], native: Any, chunk: int, seed: int | None) -> str | None:
+    """How the native model's outputs on slices of `chunk` rows make its whole output, up to rounding: "rows"
+    (concatenated), "mean" or "sum" (scalar outputs, a loss); None when they do not (batch statistics)."""
     whole = [o for o in as_list(native) if isinstance(o, torch.Tensor)]
     rows = _batch_rows(inputs)
-    if not whole or any(o.dim() == 0 or o.shape[0] != rows for o in whole):
-        return False
+    if not whole:
+        return None
+    if all(o.dim() == 0 and o.is_floating_point() for o in whole):
+        return _reduction(ref_model, inputs, whole, chunk, seed)
+    if any(o.dim() == 0 or o.shape[0] != rows for o in whole):
+        return None
     with torch.no_grad():
         for start in range(0, rows, chunk):
             seed_rng(seed)
             part = [o for o in as_list(ref_model(*clone_inputs(_slices(inputs, start, start + chunk))))
                     if isinstance(o, torch.Tensor)]
             if len(part) != len(whole):
-                return False
+                return None
             for p, w in zip(part, whole, strict=True):
                 piece = w[start:start + chunk]
                 if p.shape != piece.shape or not _same_rows(p, piece):
-                    return False
-    return True
+                    return None
+    return "rows"
+
+
+def _reduction(ref_model: Any, inputs: list[Any], whole: list[torch.Tensor], chunk: int, seed: int | None) -> str | None:
+    """"mean" or "sum" where the scalar outputs on slices, so combined (in float64), give the whole ones."""
+    rows = _batch_rows(inputs)
+    sums = [torch.zeros((), dtype=torch.float64, device=w.device) for w in whole]
+    weighted = [torch.zeros((), dtype=torch.float64, device=w.device) for w in whole]
+    with torch.no_grad():
+        for start in range(0, rows, chunk):
+            seed_rng(seed)
+            part = [o for o in as_list(ref_model(*clone_inputs(_slices(inputs, start, start + chunk))))
+                    if isinstance(o, torch.Tensor)]
+            if len(part) != len(whole) or any(p.dim() != 0 for p in part):
+                return None
+            n = min(chunk, rows - start)
+            sums = [s + p.double() for s, p in zip(sums, part, strict=True)]
+            weighted = [s + p.double() * n for s, p in zip(weighted, part, strict=True)]
+    targets = [w.double() for w in whole]
+    if all(_same_rows(m / rows, t) for m, t in zip(weighted, targets, strict=True)):
+        return "mean"
+    if all(_same_rows(s, t) for s, t in zip(sums, targets, strict=True)):
+        return "sum"
+    return None
 
 
 #: How far a slice's rows may differ from the whole output's and still count as computed alone: rounding only.
