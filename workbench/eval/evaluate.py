@@ -95,11 +95,8 @@ def _task_and_candidate(task: Task | str, candidate: Candidate | str) -> tuple[T
 def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = None, *,
              options: EvalOptions | None = None, store: Any = None, **overrides: Any) -> Result:
     """Check and time `candidate` on `task` in a judge process, the candidate in a sandboxed runner
-    (docs/trust-boundary.md). `options`: an `EvalOptions`, overridden by keywords of the same names.
-
-    Raises WorkbenchError only for the caller's mistakes; a candidate's fault is a Result with a status and a
-    message, a cancel one with status "cancelled" (not stored).
-    """
+    (docs/trust-boundary.md). `options`: an `EvalOptions`, overridden by keywords of the same names. Raises
+    WorkbenchError only for the caller's mistakes; a candidate's fault is a Result with a status and a message."""
     task, candidate = _task_and_candidate(task, candidate)
     opts = resolve_options(options, device, overrides)
     job = make_job(task, candidate, opts)

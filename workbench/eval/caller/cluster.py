@@ -1,9 +1,6 @@
-"""Evaluations on a Dask cluster: each candidate a Dask task; a worker evaluates it with its own judges on its own
-GPUs (`evaluate`, placed over the GPUs the worker sees) and sends the Result back; this process stores it.
-
-A worker lost mid-batch loses nothing: the scheduler hands its unfinished candidates to another worker, and since
-only this process writes the store, once per candidate as its Result arrives, none is stored twice. A candidate
-whose evaluation keeps killing workers (the scheduler gives up after a few) gets a "crashed" Result saying so.
+"""Evaluations on a Dask cluster: each candidate a Dask task that a worker evaluates with its own judges on its GPUs
+(`evaluate`), the Result sent back and stored here, once, as it arrives. A worker lost mid-batch loses nothing (the
+scheduler hands its candidates to another), and a candidate that keeps killing workers gets a "crashed" Result.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The caller's side of one judge process (`python -m workbench.eval.judge.main`): typed messages over pipes
-(`wire/judge_messages.py`), reused while healthy (`pool.py`). The judge is trusted but separate: the notebook never
-imports a reference or a candidate, and a judge that dies takes its fork server and runner with it. Its environment
-has secrets removed.
+(`wire/judge_messages.py`), reused while healthy (`pool.py`). The caller never imports a reference or a candidate; a
+judge that dies takes its fork server and runner with it; its environment has secrets removed.
 """
 
 from __future__ import annotations

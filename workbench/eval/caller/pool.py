@@ -1,9 +1,6 @@
-"""The caller's judges: a few per device mode, each busy with one job at a time, so one candidate loads and compiles
-while another is timed. Each judge holds the device lock (`judge/device_lock.py`) exclusively while it times, so no
-timed batch shares the device with other work.
-
-How many: `KWB_JUDGES`, else on a GPU one per CORES_PER_GPU_JUDGE cores, between 2 and MAX_GPU_JUDGES (more keep the
-GPU busier while each has cores for its runner, but every judge's timing pool shrinks with their number), and 1 on
+"""The caller's judges: a few per device, each busy with one job, so one candidate loads while another is timed (each
+judge times under the exclusive device lock, `judge/device_lock.py`). How many: `KWB_JUDGES`, else on a GPU one per
+CORES_PER_GPU_JUDGE cores within [2, MAX_GPU_JUDGES] (each judge's timing pool shrinks with their number), and 1 on
 the CPU, where the interpreter and the timing share the cores. Judges start on demand, or ahead with `prestart`.
 """
 
@@ -221,12 +218,6 @@ def discard_judge(device: str) -> None:
     for pool in pools:
         for judge in pool:
             judge.kill()
-
-
-def run_job(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,
-            cancel: CancelToken | None = None, devices: Sequence[str] | None = None) -> wire.Reply:
-    """`run_placed`'s reply alone."""
-    return run_placed(job, timeout, on_progress, cancel, devices)[0]
 
 
 def run_placed(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,

@@ -1,22 +1,11 @@
-"""The device lock every judge on a machine shares: timing owns the device, checking shares it.
+"""The device lock every judge on a machine shares: timing holds it exclusively, every other use of the device shared.
 
-Several judges may work on one device at once (`caller/pool.py` runs a few so candidates overlap; two notebooks may
-each have one). A measurement is only honest if nothing else runs on the device meanwhile, so a judge holds this
-lock *exclusively* while it times or calibrates, and *shared* while it runs anything else on the device (the
-correctness rounds, counting, profiling, the candidate's import). Starting a runner takes no lock, and a candidate's
-compile lets go of the shared hold: that is the work that overlaps.
-
-It is an `flock` on a file per device (the GPU's UUID, or the host for the CPU) in a per-user folder, so it holds
-across processes and is released by the kernel when a judge dies. Waiting writers go first: a reader passes a gate
-file that a waiting writer holds, so a stream of overlapping checks cannot starve a timing. Candidate code never
-sees it: runners are forked by the fork server, which was started before any lock file was opened, and the files
-are opened close-on-exec.
-
-The compile pause (`reply_through_pauses`, the judge's side of `runner/compile_pause.py`): while the candidate's
-kernel compiles for longer than `GRACE_S`, the judge lets go of its shared hold so another judge's timing can run, and
-takes it back (behind that timing) before the runner goes on. The runner is untrusted, so a pause never gives up an
-exclusive hold, at most `MAX_PAUSES` of one request let go, the compile stays inside the request's deadline (plus the
-seconds spent getting the device back), and anything out of order is a protocol violation.
+An `flock` per device (GPU UUID, or host) in a per-user folder: it holds across judges and dies with its holder. A
+waiting writer holds a gate that readers pass, so overlapping checks cannot starve a timing. Runners never see it
+(forked by a server started before any lock file opened; files close-on-exec). The compile pause
+(`reply_through_pauses`, the judge's side of `runner/compile_pause.py`) lets go of a shared hold while a kernel
+compiles past `GRACE_S`; the runner is untrusted, so a pause never releases an exclusive hold, at most `MAX_PAUSES`
+let go per request, the compile stays inside the request's deadline, and anything out of order is a violation.
 """
 
 from __future__ import annotations

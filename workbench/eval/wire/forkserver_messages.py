@@ -88,7 +88,6 @@ class Status(Message):
 
 @dataclass(frozen=True)
 class Refused(Message):
-
     kind: ClassVar[str] = "refused"
     reason: str
 

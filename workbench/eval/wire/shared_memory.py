@@ -40,7 +40,6 @@ class _IpcMemHandle(ctypes.Structure):
 
 
 class _Driver:
-
     def __init__(self) -> None:
         self.lib = ctypes.CDLL("libcuda.so.1")
         self.lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]

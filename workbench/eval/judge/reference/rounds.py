@@ -1,7 +1,6 @@
-"""The reference's half of the correctness protocol: per round its inputs (drawn from the round's distribution),
-native output and float64 reference, plus the task-level flaws the rounds show (`weak-task`). None of it depends on
-the candidate, so the judge keeps it per task, sizes, seed and device for later candidates, within
-`ReferenceCache`'s byte budget; a task too large for it makes each round when needed (docs/verdicts.md, scale).
+"""The reference's half of the correctness protocol: per round its inputs, native output and float64 reference, plus the
+task flaws the rounds show (`weak-task`). Nothing here depends on the candidate, so the judge keeps it per task, size,
+seed and device within `ReferenceCache`'s byte budget; a task too large makes each round when needed.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The judge's side of one candidate: a runner process, the shared buffers it may touch, and remote models the
-correctness protocol calls as if they were local. Inputs go through shared memory the judge owns, outputs come back
-in slots it owns; what the runner reports beside them is kept in `reports`. A runner's exception arrives as a
-`Fault`, raised as `CandidateFailure` around a `RemoteError`: a type name and a text, never an object of the
-candidate's.
+"""The judge's side of one candidate: its runner, the shared buffers it may touch, and remote models the correctness
+protocol calls as if local. Inputs and output slots are shared memory the judge owns; the runner's reports are kept
+in `reports`; its exception arrives as a `Fault` (a type name and a text) raised as `CandidateFailure`.
 """
 
 from __future__ import annotations

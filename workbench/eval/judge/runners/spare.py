@@ -1,10 +1,7 @@
-"""A spare runner: the next candidate's runner, started and warmed up while the current one is checked, so the next
-evaluation does not wait for a fork, a sandbox, a CUDA context and its libraries (benchmarks/README.md).
-
-No candidate has run in a spare. Its Triton cache is an empty judge-made directory: the source's entries are copied
-in when it is taken (`fill`) and its new ones back once it is dead (`give_back`), through `build_cache.copy_out`, so
-a runner still writes only its own source's cache. Started and settled under a shared device hold, it never starts
-beside another judge's timing. `KWB_SPARE_RUNNER=0` turns spares off, `=1` on for the CPU too.
+"""A spare runner: the next candidate's runner, started and warmed while the current one is checked, so an evaluation
+does not wait for a fork, a sandbox and a CUDA context (benchmarks/README.md). No candidate has run in it; its Triton
+cache is filled from the source's entries when taken and copied back once it is dead (`build_cache.copy_out`). Started
+under a shared device hold. `KWB_SPARE_RUNNER=0` turns spares off, `=1` on for the CPU too.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Starting a candidate's runner (a spare where one serves) and importing the candidate in it within its compile
-budget. Two judge-owned caches keyed by the source reach a runner, so an entry only serves the source that made it
-(docs/anti-cheating.md, cheats 20 and 27): CUDA builds (`build_cache`, bound read-only) and Triton's kernel cache (a
-directory per source, bound writable into that source's runners only).
+"""Starting a candidate's runner (a spare where one serves) and importing the candidate within its compile budget. The
+judge's caches reach a runner keyed by source (docs/anti-cheating.md, cheats 20, 27): CUDA builds (`build_cache`,
+read-only) and Triton's kernel cache (a directory per source, writable in that source's runners only).
 """
 
 from __future__ import annotations
