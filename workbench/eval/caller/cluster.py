@@ -56,10 +56,9 @@ def _worker_name() -> int | None:
 def evaluate_on_cluster(task: Task, candidates: list[Candidate], opts: EvalOptions, cluster: str,
                         work: Callable[[Task, Candidate, EvalOptions], Result], describe: Callable[[Candidate], Job],
                         on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
-    """Evaluate `candidates` on `cluster` (`workbench/cluster.py` spellings): `work(task, candidate, options)` runs
-    on a worker; `describe(candidate)` is the Job a Result made here (cancelled, or lost by the cluster) names.
-    `on_result(index, result)` runs here as each arrives (the caller stores it there). Results in their order; a
-    cancel ends the rest as "cancelled"."""
+    """Evaluate `candidates` on `cluster` (`workbench/cluster.py` spellings) with `work(task, candidate, options)` on
+    a worker; `on_result(index, result)` runs here as each arrives. Results in order; a cancel makes the rest
+    "cancelled"."""
     from workbench.cluster import make_client
 
     distributed = __import__("distributed")

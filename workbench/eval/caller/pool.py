@@ -222,10 +222,9 @@ def discard_judge(device: str) -> None:
 
 def run_placed(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,
                cancel: CancelToken | None = None, devices: Sequence[str] | None = None) -> tuple[wire.Reply, str]:
-    """Run one job on a judge of the least busy place of its device; returns the Reply and the place ("cpu" or
-    "cuda:N"). A judge that dies mid-job is replaced and the job runs once more; a second death, or a hung judge,
-    becomes a "crashed"/"timeout" Reply. A cancel or anything raised while waiting propagates, and the busy judge
-    is ended (replaced at once, except after Ctrl-C)."""
+    """Run one job on a judge of the least busy place of its device: (Reply, place). A judge that dies mid-job is
+    replaced and the job run once more; a second death or a hang is a "crashed"/"timeout" Reply; a cancel ends the busy
+    judge."""
     relay = ProgressRelay(on_progress, cancel)
     for attempt in (1, 2):
         judge = _acquire(job.device, relay, devices)
@@ -272,9 +271,8 @@ def _crowded_out(judge: Judge, reply: wire.Reply) -> bool:
 
 
 def _run_alone(judge: Judge, job: wire.Job, timeout: float, relay: ProgressRelay) -> wire.Reply:
-    """Memory admission: evaluate `job` again with the GPU to this judge alone. It waits until no other judge of the
-    GPU runs anything (those waiting for the GPU alone too go one after another), keeps new evaluations off the GPU,
-    and ends the GPU's idle judges so their memory is free; a task that still does not fit gets "does not fit"."""
+    """Memory admission: evaluate `job` again with the GPU to this judge alone (other judges idle or ended, new
+    evaluations kept off it); a task that still does not fit gets "does not fit"."""
     place = judge.device
     with _COND:
         _WAITING_ALONE.add(judge)

@@ -69,9 +69,8 @@ class Context:
     after_reply: list[Callable[[], Any]] = field(default_factory=list)
 
     def tidy(self) -> None:
-        """Run what the last evaluation left for after its reply (waits and releases that decide nothing), then
-        give the judge's cached GPU memory back; called after each reply and before each evaluation. A failure is
-        printed, never raised."""
+        """Run what the last evaluation left for after its reply, then give cached GPU memory back; called after each
+        reply and before each evaluation. A failure is printed, never raised."""
         jobs, self.after_reply = self.after_reply, []
         if not jobs:
             return

@@ -75,9 +75,9 @@ class DeviceLock:
         self._gate_fd = os.open(os.path.join(self.folder, self.name + ".gate"), flags, 0o600)
 
     def companion(self) -> DeviceLock:
-        """A lock on the same device with its own file descriptions: `flock` treats it as another holder, so a
-        background thread of this judge (`reference_compile.py`) holds the device apart from the main thread's
-        stages, and a timing waits for it like for another judge."""
+        """A lock on the same device with its own file descriptions, which `flock` treats as another holder: a
+        background thread of this judge (`reference/compiled.py`) holds the device apart from the main thread's
+        stages."""
         twin = DeviceLock.__new__(DeviceLock)
         twin.device, twin.folder, twin.name = self.device, self.folder, self.name
         twin._lock_fd = twin._gate_fd = None
@@ -131,10 +131,8 @@ class DeviceLock:
 
     @contextlib.contextmanager
     def released(self) -> Iterator[Released]:
-        """Let go of a shared hold for the block and take it back afterwards, behind any writer waiting by then
-        (the compile pause: a candidate compiling needs no device, and a timing may run meanwhile). An exclusive
-        hold is kept: a measurement is never interrupted. The yielded record's `waited` is the seconds it took to
-        get the hold back."""
+        """Let go of a shared hold for the block (a compiling candidate needs no device) and take it back behind any
+        waiting writer; an exclusive hold is kept. The yielded record's `waited`: seconds to get the hold back."""
         got = Released()
         if self.mode != SHARED or self._lock_fd is None:
             yield got
@@ -185,10 +183,8 @@ class PauseLog:
 
 def reply_through_pauses(runner: RunnerProcess, kind: str, timeout: float, release: Callable[[], Any] | None,
           log: PauseLog) -> protocol.Message:
-    """The runner's reply of `kind` (or a Fault) to the request just sent, answering its compile pauses on the way.
-    `release()` is a context manager that lets go of the judge's shared hold for the block and takes it back after; what
-    it yields says whether it let go (`let_go`) and how long taking the hold back took (`waited`), as
-    `DeviceLock.released` does; None: no lock to let go of."""
+    """The runner's reply of `kind` (or a Fault) to the request just sent, answering its compile pauses on the way with
+    `release()` (as `DeviceLock.released`; None: no lock to let go of)."""
     deadline = time.monotonic() + timeout
     pauses = 0
     while True:

@@ -46,15 +46,6 @@ def seed_rng(seed: int | None) -> None:
         _manual_seed(seed)
 
 
-def default_reps(device: str, interpreter: bool) -> tuple[int, int]:
-    """(warm-up, timed reps) by device."""
-    if device.startswith("cuda"):
-        return 10, 100
-    if interpreter:
-        return 1, 5
-    return 5, 30
-
-
 def l2_flush_bytes(device: str) -> int:
     """Bytes written between timed runs: twice the device's L2; 0 on the CPU."""
     if not device.startswith("cuda"):

@@ -179,9 +179,8 @@ def launch_for(ev: Evaluation) -> None:
 
 
 def warm_first_call(pool: InputPool, device: str) -> bool:
-    """Whether the reference's runner makes one untimed call after mapping the pool, so the library's choice of
-    algorithm is paid beside the candidate's import, not in the first timed round; only where the call fits beside
-    the check (`compiled.fits_beside`)."""
+    """Whether the reference's runner makes one untimed call after mapping the pool (the library's algorithm choice paid
+    beside the candidate's import, not in the first round); only where it fits beside the check."""
     from workbench.eval.judge.reference.compiled import fits_beside
     from workbench.eval.judge.timing.inputs import free_bytes
 

@@ -63,9 +63,8 @@ def _standin(form: OutputForm, device: str) -> Any:
 
 @dataclass
 class CallRecord:
-    """One candidate call as the runner reported it (`launch`, `forms`, `seconds`, `ops`) and as the judge measured
-    it (the runner's CPU nanoseconds from /proc, the wall-clock bracket, an output equal to an input), with the model
-    called and a probe call's CPU budget per launch (`evidence/probe.py`; 0 in other calls)."""
+    """One candidate call as the runner reported it and as the judge measured it (CPU ns from /proc, the wall bracket,
+    an output equal to an input), with the model and a probe call's CPU budget per launch (0 in other calls)."""
 
     launch: protocol.LaunchReport
     forms: tuple[OutputForm, ...]
