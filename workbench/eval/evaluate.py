@@ -119,8 +119,7 @@ def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = 
 
 
 def _annotate(result: Result, task: Task, reply: Reply) -> None:
-    """Roofline numbers for the Result (on the judge's measured ceilings where no datasheet serves); the status is
-    never changed here."""
+    """Roofline numbers for the Result (on the judge's ceilings where no datasheet serves); never the status."""
     from roofline import annotate_result
     from roofline.ceilings import Ceilings
 

@@ -118,8 +118,7 @@ def occupancy(device: str, devices: Sequence[str] | None = None) -> dict[str, tu
 
 
 def get_judge(device: str) -> Judge:
-    """An idle judge of the device's place (started when there is none); not reserved: for callers that drive one
-    judge by hand (tests, diagnostics)."""
+    """An idle judge of the device's place (started if none), not reserved: for tests and diagnostics."""
     place = _key(device)
     with _COND:
         pool = _live(place)
@@ -193,8 +192,7 @@ def _release(judge: Judge) -> None:
 
 
 def _forget(judge: Judge, successor: bool) -> None:
-    """Kill `judge` and drop it from the pool; with `successor`, start its replacement now, so the next evaluation
-    after a crash or a cancel does not wait for its imports."""
+    """Kill `judge` and drop it; with `successor`, start its replacement now so the next evaluation need not wait."""
     judge.kill()
     with _COND:
         pool = _POOL.get(judge.device, [])
@@ -210,8 +208,7 @@ def _forget(judge: Judge, successor: bool) -> None:
 
 
 def discard_judge(device: str) -> None:
-    """Kill and forget every judge of the device's place ("cuda": of every GPU), after a cheat patched one, or for
-    a changed environment."""
+    """Kill and forget every judge of the device's place ("cuda": of every GPU), e.g. after a cheat patched one."""
     with _COND:
         doomed = [place for place in _POOL if (place.startswith("cuda") if device == "cuda" else place == _key(device))]
         pools = [_POOL.pop(place) for place in doomed]

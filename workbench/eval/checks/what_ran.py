@@ -93,8 +93,7 @@ def _summary(per_call: list[dict[str, int]]) -> str:
 
 @dataclass
 class WhatRan:
-    """A static torch-compute finding on its way to a verdict: weighed by `after_check` and, while `pending`,
-    `after_profile`."""
+    """A static torch-compute finding on its way to a verdict (`after_check`, then `after_profile` while `pending`)."""
 
     suspicions: list[Finding]
     device: str

@@ -85,8 +85,7 @@ class Context:
             torch.cuda.empty_cache()
 
     def take_pool(self, key: Any) -> Any:
-        """The kept timing pool of `key` (the caller keeps it again with `keep_pool`), or None; a pool of another
-        key is freed."""
+        """The kept timing pool of `key` (kept again with `keep_pool`), or None; a pool of another key is freed."""
         if self.kept_pool is not None and self.kept_pool[0] == key:
             pool, self.kept_pool = self.kept_pool[1], None
             return pool

@@ -32,8 +32,8 @@ def lock_folder() -> str:
 
 
 def device_identity(device: str) -> str:
-    """What two judges on the same device agree on: the GPU's UUID (the same whatever CUDA_VISIBLE_DEVICES makes its
-    index), or the host."""
+    """What judges on one device agree on: the GPU's UUID (whatever CUDA_VISIBLE_DEVICES makes its index), or the
+    host."""
     if device.startswith("cuda"):
         try:
             import torch
@@ -47,8 +47,7 @@ def device_identity(device: str) -> str:
 
 @dataclass
 class Released:
-    """What `DeviceLock.released` yields: whether the hold was let go of, and after the block how long taking it
-    back took."""
+    """What `DeviceLock.released` yields: whether the hold was let go of, and the seconds taking it back took."""
 
     let_go: bool = False
     waited: float = 0.0

@@ -84,8 +84,7 @@ class ReportedEvaluation(Evaluation):
 
 
 def _evaluate(job: wire.Job, ctx: Context) -> dict[str, Any]:
-    """One evaluation; with KWB_JUDGE_PROFILE set to a folder, under cProfile with its stats written there
-    (`benchmarks/eval_profile.py`)."""
+    """One evaluation; with KWB_JUDGE_PROFILE=FOLDER under cProfile, its stats written there."""
     folder = os.environ.get("KWB_JUDGE_PROFILE")
     if not folder:
         return ReportedEvaluation(job, ctx).run()
@@ -209,8 +208,8 @@ POOL_IDLE_S = float(os.environ.get("KWB_POOL_IDLE_S") or 10.0)
 
 
 def _job_lines() -> queue.Queue[str | None]:
-    """The caller's job lines read by a thread, so the main thread can wait with a deadline and free what it keeps
-    (None: the caller closed)."""
+    """The caller's job lines read by a thread, so the main thread can wait with a deadline (None: the caller
+    closed)."""
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:

@@ -36,8 +36,8 @@ class Stop(Exception):
 
 @dataclass(frozen=True)
 class Decision:
-    """What findings decide: `status` None when nothing rejects; `flags` the rejecting checks, `warnings` the
-    others, `message` one line per finding."""
+    """What findings decide: `status` (None: nothing rejects), rejecting `flags`, other `warnings`, a line per
+    finding."""
 
     status: str | None
     flags: list[str]
@@ -58,8 +58,7 @@ def decide(findings: list[Finding]) -> Decision:
 
 
 def stop_if_rejected(findings: list[Finding], warnings: list[str], reply: dict[str, Any] | None = None) -> str:
-    """A checkpoint: warn-level flags join `warnings`; a rejecting finding ends the evaluation (`Stop`) with the
-    reply fields so far."""
+    """A checkpoint: warn-level flags join `warnings`; a rejecting finding ends the evaluation (`Stop`)."""
     decision = decide(findings)
     warnings += [w for w in decision.warnings if w not in warnings]
     if decision.status:

@@ -101,8 +101,7 @@ def triton_entry_points(seal: Seal) -> None:
 
 
 def torch_entry_points(seal: Seal) -> None:
-    """What the launch tracker compares with, the profiler, and the CUDA extension loader (the build cache's
-    wrapper)."""
+    """What the launch tracker compares with, the profiler and the CUDA extension loader (the build cache's wrapper)."""
     import torch
     import torch.profiler
     import torch.utils.cpp_extension as ext

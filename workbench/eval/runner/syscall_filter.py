@@ -120,8 +120,7 @@ class _SockFprog(ctypes.Structure):
 
 
 def install(deny_sockets: bool = False) -> str | None:
-    """Install the filter on this (single-threaded) process and its children, no_new_privs first; None when
-    installed, else why not."""
+    """Install the filter on this single-threaded process and its children, no_new_privs first; None, else why not."""
     machine = platform.machine()
     if sys.platform != "linux":
         return f"no seccomp on {sys.platform}"

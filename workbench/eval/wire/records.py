@@ -21,8 +21,7 @@ class RecordError(ValueError):
 
 
 def to_json(value: Any, tagged: bool = False) -> Any:
-    """`value` as JSON values: records as objects of their fields (with "@": class name when `tagged`), tuples as
-    lists."""
+    """`value` as JSON: records as objects of their fields ("@": the class name when `tagged`), tuples as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         body = {f.name: to_json(getattr(value, f.name), tagged) for f in dataclasses.fields(value)}
         return {"@": type(value).__name__, **body} if tagged else body

@@ -70,8 +70,7 @@ def _time_cuda_call(fn: Callable[[list], Any], inputs: list) -> tuple[float, flo
 
 
 def _pick_samples(stream: list[float], device: list[float]) -> tuple[list[float], int]:
-    """Stream times, unless the device was busy well past the stream in the median run (another stream's work):
-    then the device times."""
+    """Stream times, unless the device was busy well past the stream in the median run (another stream's work)."""
     if not device:
         return stream, 0
     excess = _sorted(d - s for s, d in zip(stream, device, strict=False))[len(device) // 2]

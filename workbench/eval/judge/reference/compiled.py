@@ -112,8 +112,7 @@ def fits_beside(set_bytes: int, free: int | None) -> bool:
 
 def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
           compile_fn: Callable[[Any, list[Any]], tuple[Any, str]] = compile_reference) -> CompileJob:
-    """Compile `model` on `inputs` (drawn by the caller: the global RNG is the main thread's) in a daemon thread
-    holding the device shared; returns the job at once."""
+    """Compile `model` on `inputs` (drawn by the main thread) in a daemon thread holding the device shared; the job."""
     job = CompileJob()
 
     def work() -> None:

@@ -375,8 +375,7 @@ class ReferenceRounds:
 
 
 def reference_budget(device: str, held: int = 0) -> int:
-    """Bytes the judge may keep in reference rounds: a quarter of the GPU memory free now or `held` by the cache,
-    2 GiB on the CPU."""
+    """Bytes the judge may keep in rounds: a quarter of the GPU memory free or `held` by the cache; 2 GiB on the CPU."""
     if device.startswith("cuda"):
         return int(0.25 * (torch.cuda.mem_get_info(torch.device(device))[0] + held))
     return 2 << 30
@@ -394,7 +393,7 @@ class ReferenceCache:
         return sum(e.nbytes for e in self._entries.values())
 
     def get(self, key: Any, make: Callable[[int], ReferenceRounds], device: str) -> tuple[ReferenceRounds, bool]:
-        """(the rounds for `key`, whether they were there). `make(budget)` builds new ones after older entries made
+        """(the rounds for `key`, whether they were there); `make(budget)` builds new ones once older entries made
         room."""
         found = self._entries.get(key)
         if found is not None and found.keep:

@@ -116,8 +116,7 @@ class ReferenceRunner:
             return False
 
     def ready(self, timeout: float = READY_TIMEOUT_S) -> float:
-        """Read the queued requests' replies (once); the seconds waited. ReferenceRunnerFailed (the runner closed)
-        when any of them failed."""
+        """Read the queued replies (once); the seconds waited. ReferenceRunnerFailed when any of them failed."""
         if self.is_ready:
             return 0.0
         started = time.perf_counter()

@@ -29,8 +29,7 @@ MAX_SET_SHARE = 1 / 32
 
 
 def wanted(device: str, set_bytes: int | None = None) -> bool:
-    """Whether this judge keeps a spare after a task whose timing sets take `set_bytes` each (unknown: not on a
-    GPU)."""
+    """Whether this judge keeps a spare after a task whose timing sets take `set_bytes` each (unknown: not on a GPU)."""
     forced = os.environ.get("KWB_SPARE_RUNNER", "").strip()
     if forced == "0" or (forced != "1" and not device.startswith("cuda")):
         return False
@@ -102,8 +101,7 @@ def spawn(ctx: Context, key: SpareKey) -> Spare | None:
 
 
 def settle(spare: Spare, timeout: float = SETTLE_TIMEOUT_S) -> bool:
-    """Wait until the spare said Ready and finished its warm-up (a Pong follows it); False (the spare closed) when
-    it did not within `timeout`."""
+    """Wait for the spare's Ready and warm-up (a Pong follows it); False (the spare closed) if not within `timeout`."""
     if spare.settled:
         return True
     deadline = time.monotonic() + timeout
@@ -161,8 +159,7 @@ def fill(spare: Spare, source_dir: Path | None) -> int:
 
 
 def give_back(spare: Spare, source_dir: Path | None) -> int:
-    """Once the spare's runner is dead: the entries it compiled copied into the source's cache, its directory
-    removed."""
+    """Once the spare's runner is dead: its new entries copied into the source's cache, its directory removed."""
     copied = 0
     if spare.triton_dir is not None:
         if source_dir is not None:

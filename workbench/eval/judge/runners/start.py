@@ -91,8 +91,7 @@ def settle_spare(ev: Evaluation) -> None:
 
 
 def close_runner(ev: Evaluation) -> None:
-    """The runner killed now; its exit, its shared memory and a spare's Triton entries left for after the reply
-    (`Context.tidy`)."""
+    """Kill the runner now; its exit, shared memory and a spare's Triton entries wait for after the reply."""
     session, state = ev.session, ev.runner
     session.close(wait=False)
 
@@ -106,8 +105,7 @@ def close_runner(ev: Evaluation) -> None:
 
 
 def load_candidate(ev: Evaluation, meanwhile: Callable[[], None] | None = None) -> None:
-    """Import the candidate within the compile budget (`meanwhile()` runs in the judge meanwhile); store a CUDA
-    build the judge may reuse."""
+    """Import the candidate within the compile budget (`meanwhile()` runs in the judge); store a reusable CUDA build."""
     session, cand, state, diag = ev.session, ev.candidate, ev.runner, ev.diagnostics
     budget = float(ev.job.compile_timeout or DEFAULT_COMPILE_TIMEOUT)
     try:

@@ -23,16 +23,15 @@ NULL_REPEATS = 2
 
 @dataclass(frozen=True)
 class Calibration:
-    """The harness cost of a timed batch in the runner and in the judge: what the judge's clock takes off each
-    side's bracket (`clock_check`)."""
+    """The harness cost of a timed batch in the runner and in the judge, taken off each side's bracket
+    (`clock_check`)."""
 
     runner: NullFit
     judge: NullFit
 
 
 def calibrate(session: CandidateSession, pool: InputPool, timeout: float, seeded: bool = True) -> Calibration:
-    """Null batches of 1 .. pool.n calls on the pool's sets, in the runner and in the judge; before the candidate
-    is imported."""
+    """Null batches of 1 .. pool.n calls on the pool's sets, in the runner and in the judge, before the import."""
     sizes = sorted({1, max(1, pool.n // 4), max(1, pool.n // 2), pool.n})
     points: list[tuple[int, float]] = []
     kernel_points: list[tuple[int, float]] = []

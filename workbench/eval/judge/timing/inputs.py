@@ -87,8 +87,8 @@ class InputPool:
         return self.arena is not None
 
     def attach(self, session: CandidateSession) -> None:
-        """Lend this kept pool to a new runner: zeroed (nothing the earlier runner wrote reaches the next candidate),
-        registered, and marked lent."""
+        """Lend this kept pool to a new runner: zeroed (nothing of the earlier runner reaches the next), registered,
+        lent."""
         if self.arena is None:
             raise ValueError("this timing pool lives in its first runner's memory and cannot be lent again")
         started = time.perf_counter()

@@ -317,8 +317,7 @@ class PairTimer:
         return dataclasses.replace(whole, others=sum(b.others for b in self.cpu_batches))
 
     def _candidate_side(self, order: list[int], seeds: tuple[int, ...]) -> tuple[Any, float]:
-        """The candidate's batch, bracketed by the judge's clock; threads left running or off the timing core are
-        findings."""
+        """The candidate's batch in the judge's bracket; threads left running or off the timing core are findings."""
         cpu_before = self.session.runner.cpu_use() if not self.cuda else None
         reply, bracket = self.session.time(self.model_id, self.pool.pool_id, order, self.session.timeout, seeds)
         if cpu_before is not None:
