@@ -138,8 +138,8 @@ class Judge:
         return JudgeDied("crashed", f"judge process {why}", self.log_tail())
 
     def _read_line(self, deadline: float, waiting: Callable[[], None]) -> bytes | None:
-        """The next channel line, or None at the deadline; JudgeDied when the process ends; `waiting()` between
-        polls."""
+        """The next channel line, or None at the deadline; raises JudgeDied when the process ends. `waiting()` runs
+        between polls (it may raise: a cancel)."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buffer:

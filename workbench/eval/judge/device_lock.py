@@ -32,8 +32,8 @@ def lock_folder() -> str:
 
 
 def device_identity(device: str) -> str:
-    """What judges on one device agree on: the GPU's UUID (whatever CUDA_VISIBLE_DEVICES makes its index), or the
-    host."""
+    """What two judges on the same device agree on: the GPU's UUID (the same whatever CUDA_VISIBLE_DEVICES makes its
+    index), or the host."""
     if device.startswith("cuda"):
         try:
             import torch
@@ -74,9 +74,9 @@ class DeviceLock:
         self._gate_fd = os.open(os.path.join(self.folder, self.name + ".gate"), flags, 0o600)
 
     def companion(self) -> DeviceLock:
-        """A lock on the same device with its own file descriptions, which `flock` treats as another holder: a
+        """A lock on the same device with its own file descriptions: `flock` treats it as another holder, so a
         background thread of this judge (`reference/compiled.py`) holds the device apart from the main thread's
-        stages."""
+        stages, and a timing waits for it like for another judge."""
         twin = DeviceLock.__new__(DeviceLock)
         twin.device, twin.folder, twin.name = self.device, self.folder, self.name
         twin._lock_fd = twin._gate_fd = None

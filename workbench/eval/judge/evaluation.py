@@ -214,8 +214,8 @@ class Evaluation:
         self.plan = None  # its memory, and the judge's cached GPU memory, go back after the reply (`Context.tidy`)
 
     def _stage(self, name: str, fn: Any, *args: Any) -> Any:
-        """Run one stage under the lock it needs; its seconds (and "wait") to stage_seconds, peak GPU memory to
-        diagnostics."""
+        """Run one stage holding the device lock it needs; its seconds (and the lock's "wait") go to stage_seconds,
+        its peak GPU memory to the diagnostics."""
         cuda = self.device.startswith("cuda") and torch.cuda.is_initialized()
         with self.hold_device(STAGE_LOCKS.get(name, NONE)):
             started = time.perf_counter()

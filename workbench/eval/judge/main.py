@@ -208,8 +208,8 @@ POOL_IDLE_S = float(os.environ.get("KWB_POOL_IDLE_S") or 10.0)
 
 
 def _job_lines() -> queue.Queue[str | None]:
-    """The caller's job lines read by a thread, so the main thread can wait with a deadline (None: the caller
-    closed)."""
+    """The caller's job lines read by a thread, so the main thread can wait with a deadline and free what it keeps
+    (None: the caller closed)."""
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:

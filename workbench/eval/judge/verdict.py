@@ -36,8 +36,8 @@ class Stop(Exception):
 
 @dataclass(frozen=True)
 class Decision:
-    """What findings decide: `status` (None: nothing rejects), rejecting `flags`, other `warnings`, a line per
-    finding."""
+    """What findings decide: `status` None when nothing rejects; `flags` the rejecting checks, `warnings` the
+    others, `message` one line per finding."""
 
     status: str | None
     flags: list[str]

@@ -37,8 +37,8 @@ def building_on(place: str) -> Iterator[None]:
 
 def build(make: Callable[[], Any], device: str, reseed: Callable[[], None], place: str | None = None
           ) -> tuple[Any, str, BaseException | None]:
-    """(model, where built, what the device build raised): `make()` on `place`, else the host, `reseed()` before
-    each."""
+    """(model, where built, what the device build raised): `make()` on `place`, else on the host, `reseed()` before
+    each try."""
     place = place or place_for(device)
     failure: BaseException | None = None
     if place != HOST:

@@ -56,8 +56,8 @@ def _slices(inputs: list[Any], start: int, stop: int) -> list[Any]:
 
 @dataclass
 class Float64Reference:
-    """The float64 model of one reference at one size and where it runs ("device", "device-chunked", "host",
-    "native")."""
+    """The float64 model of one reference at one size, and where it runs ("device", "device-chunked", "host", or
+    "native" when float64 is unavailable)."""
 
     model64: Any
     placement: str

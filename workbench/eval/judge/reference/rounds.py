@@ -393,7 +393,7 @@ class ReferenceCache:
         return sum(e.nbytes for e in self._entries.values())
 
     def get(self, key: Any, make: Callable[[int], ReferenceRounds], device: str) -> tuple[ReferenceRounds, bool]:
-        """(the rounds for `key`, whether they were there); `make(budget)` builds new ones once older entries made
+        """(the rounds for `key`, whether they were there). `make(budget)` builds new ones after older entries made
         room."""
         found = self._entries.get(key)
         if found is not None and found.keep:

@@ -293,8 +293,8 @@ class CandidateSession:
         return reply, (after - before if before is not None and after is not None else None), wall
 
     def probe_pair(self) -> None:
-        """Repeat the last call as an ordinary and a probe call (`evidence/probe.py`) where the check made no usable
-        pair."""
+        """Repeat the last call twice, an ordinary and a probe call (`evidence/probe.py`), where the correctness
+        calls made no usable pair."""
         planner = self.probes
         if planner is None or planner.last_inputs is None or planner.last_model is None:
             return

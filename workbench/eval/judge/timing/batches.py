@@ -23,8 +23,8 @@ NULL_REPEATS = 2
 
 @dataclass(frozen=True)
 class Calibration:
-    """The harness cost of a timed batch in the runner and in the judge, taken off each side's bracket
-    (`clock_check`)."""
+    """The harness cost of a timed batch in the runner and in the judge: what the judge's clock takes off each
+    side's bracket (`clock_check`)."""
 
     runner: NullFit
     judge: NullFit

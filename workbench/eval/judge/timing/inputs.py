@@ -87,8 +87,8 @@ class InputPool:
         return self.arena is not None
 
     def attach(self, session: CandidateSession) -> None:
-        """Lend this kept pool to a new runner: zeroed (nothing of the earlier runner reaches the next), registered,
-        lent."""
+        """Lend this kept pool to a new runner: zeroed (nothing the earlier runner wrote reaches the next candidate),
+        registered, and marked lent."""
         if self.arena is None:
             raise ValueError("this timing pool lives in its first runner's memory and cannot be lent again")
         started = time.perf_counter()
@@ -169,9 +169,9 @@ class InputPool:
 
     def refresh(self, rng: random.Random | None, count: int | None = None,
                 seeds: list[int] | None = None) -> list[int]:
-        """New contents in the first `count` sets, in place, from seeds drawn from `rng` (or the `seeds` of an
-        earlier refresh); the seeds. In place: a freed temporary would leave the driver clearing memory while the
-        runner times."""
+        """New contents in the first `count` sets, in place, from seeds drawn from `rng`, or again from the `seeds`
+        an earlier refresh returned; the seeds. Drawn straight into the sets: a freed temporary would leave the
+        driver clearing memory while the runner times (benchmarks/README.md)."""
         if seeds is None:
             assert rng is not None
             self.generation += 1
