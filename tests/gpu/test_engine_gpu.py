@@ -74,7 +74,7 @@ def get_init_inputs():
 
 def test_the_reference_compiles_beside_the_check_and_the_timing_takes_it():
     """The first evaluation of a task compiles the reference in the background while the candidate is checked
-    (`reference_compile.py`): the compiled line is there, and the timing stage waited little or nothing for it."""
+    (`reference/compiled.py`): the compiled line is there, and the timing stage waited little or nothing for it."""
     import uuid
 
     from workbench.tasks.kernelbench import reference_as_candidate

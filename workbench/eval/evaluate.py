@@ -52,8 +52,7 @@ def _check_sizes(task: Task, size: dict[str, Any], device: str, explicit: bool) 
 def resolve_options(options: EvalOptions | None, device: str | None, overrides: dict[str, Any],
                     here: bool = True) -> EvalOptions:
     """`options` (or the defaults) with keyword overrides and a positional device applied; with `here` (evaluated on
-    this machine, not a cluster's) the device resolved (None: the GPU when there is one) and checked, and the GPUs
-    `devices` names too."""
+    this machine) the device (None: the GPU if any) and the GPUs `devices` names resolved and checked."""
     if options is not None and not isinstance(options, EvalOptions):
         raise WorkbenchError(f"options must be an EvalOptions, got {type(options).__name__}")
     opts = (options or EvalOptions()).replace(**overrides)
@@ -95,11 +94,8 @@ def _task_and_candidate(task: Task | str, candidate: Candidate | str) -> tuple[T
 def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = None, *,
              options: EvalOptions | None = None, store: Any = None, **overrides: Any) -> Result:
     """Check and time `candidate` on `task` in a judge process, the candidate in a sandboxed runner
-    (docs/trust-boundary.md). `options`: an `EvalOptions`, overridden by keywords of the same names.
-
-    Raises WorkbenchError only for the caller's mistakes; a candidate's fault is a Result with a status and a
-    message, a cancel one with status "cancelled" (not stored).
-    """
+    (docs/trust-boundary.md). `options`: an `EvalOptions`, overridden by keywords of the same names. Raises
+    WorkbenchError only for the caller's mistakes; a candidate's fault is a Result with a status and a message."""
     task, candidate = _task_and_candidate(task, candidate)
     opts = resolve_options(options, device, overrides)
     job = make_job(task, candidate, opts)
@@ -123,8 +119,7 @@ def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = 
 
 
 def _annotate(result: Result, task: Task, reply: Reply) -> None:
-    """Roofline numbers for the Result (on the judge's measured ceilings where no datasheet serves); the status is
-    never changed here."""
+    """Roofline numbers for the Result (on the judge's ceilings where no datasheet serves); never the status."""
     from roofline import annotate_result
     from roofline.ceilings import Ceilings
 
@@ -135,10 +130,9 @@ def _annotate(result: Result, task: Task, reply: Reply) -> None:
 def evaluate_many(task: Task | str, candidates: Iterable[Candidate], device: str | None = None, *,
                   options: EvalOptions | None = None, progress: bool = True, store: Any = None,
                   cluster: str | None = None, **overrides: Any) -> list[Result]:
-    """Evaluate several candidates, overlapped over every chosen GPU's judges (`evaluate_all`; `devices=` or
-    KWB_GPUS choose the GPUs), with a progress bar; results in their order. `options` and `overrides` as for
-    `evaluate`; after a cancel the rest come back "cancelled". `cluster`: "dask://host:port" (or "local[:N]",
-    "slurm", "pbs") evaluates on a Dask cluster's workers (`caller/cluster.py`); the results are stored here."""
+    """Evaluate several candidates over every chosen GPU's judges (`evaluate_all`), with a progress bar; results in
+    order, "cancelled" after a cancel. `cluster`: "dask://host:port", "local[:N]", "slurm" or "pbs"
+    (`caller/cluster.py`)."""
     from tqdm.auto import tqdm
 
     opts = resolve_options(options, device, overrides, here=cluster is None)
@@ -191,10 +185,9 @@ class _EitherCancel:
 
 def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOptions,
                  on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
-    """Evaluate `candidates` with up to every chosen GPU's judges in flight (`pool.total_slots`; each judge times with
-    its GPU to itself, each candidate placed on the least busy GPU); `on_result(index, result)` runs in this thread
-    as each finishes. Results in their order; Ctrl-C or an error in `on_result` cancels those in flight and
-    propagates."""
+    """Evaluate `candidates` with every chosen GPU's judges in flight, each placed on the least busy GPU;
+    `on_result(index, result)` runs in this thread. Results in order; Ctrl-C or an error in `on_result` cancels the rest
+    and propagates."""
     opts = resolve_options(opts, None, {})
     device = opts.device or default_device()  # resolved above; the fallback only satisfies the type
     slots = min(total_slots(device, opts.devices), len(candidates))

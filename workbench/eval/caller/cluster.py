@@ -1,9 +1,6 @@
-"""Evaluations on a Dask cluster: each candidate a Dask task; a worker evaluates it with its own judges on its own
-GPUs (`evaluate`, placed over the GPUs the worker sees) and sends the Result back; this process stores it.
-
-A worker lost mid-batch loses nothing: the scheduler hands its unfinished candidates to another worker, and since
-only this process writes the store, once per candidate as its Result arrives, none is stored twice. A candidate
-whose evaluation keeps killing workers (the scheduler gives up after a few) gets a "crashed" Result saying so.
+"""Evaluations on a Dask cluster: each candidate a Dask task that a worker evaluates with its own judges on its GPUs
+(`evaluate`), the Result sent back and stored here, once, as it arrives. A worker lost mid-batch loses nothing (the
+scheduler hands its candidates to another), and a candidate that keeps killing workers gets a "crashed" Result.
 """
 
 from __future__ import annotations
@@ -59,10 +56,9 @@ def _worker_name() -> int | None:
 def evaluate_on_cluster(task: Task, candidates: list[Candidate], opts: EvalOptions, cluster: str,
                         work: Callable[[Task, Candidate, EvalOptions], Result], describe: Callable[[Candidate], Job],
                         on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
-    """Evaluate `candidates` on `cluster` (`workbench/cluster.py` spellings): `work(task, candidate, options)` runs
-    on a worker; `describe(candidate)` is the Job a Result made here (cancelled, or lost by the cluster) names.
-    `on_result(index, result)` runs here as each arrives (the caller stores it there). Results in their order; a
-    cancel ends the rest as "cancelled"."""
+    """Evaluate `candidates` on `cluster` (`workbench/cluster.py` spellings) with `work(task, candidate, options)` on
+    a worker; `on_result(index, result)` runs here as each arrives. Results in order; a cancel makes the rest
+    "cancelled"."""
     from workbench.cluster import make_client
 
     distributed = __import__("distributed")

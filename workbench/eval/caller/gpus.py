@@ -1,10 +1,6 @@
-"""Which GPUs the caller's judges use, and how one judge is pinned to one of them.
-
-Every visible GPU by default; `KWB_GPUS` ("0,2", or "all") or a `devices=` argument chooses. A GPU is named by its
-index among the caller's visible devices ("cuda:1"). Its judge sees that GPU alone (CUDA_VISIBLE_DEVICES set to it),
-so a candidate's `.cuda()` or `device="cuda"` lands on the GPU it was placed on, never on a neighbour's. With several
-GPUs, each GPU's judges also get their own share of the CPU cores (`cores_for`): a timing runs on one core of its
-judge's share, so two GPUs timing at once never share a core.
+"""Which GPUs the caller's judges use (every visible one, or `KWB_GPUS` "0,2"/"all", or `devices=`), named by index
+("cuda:1"). A judge sees its GPU alone (CUDA_VISIBLE_DEVICES), so a candidate's `.cuda()` lands where it was placed;
+with several GPUs each GPU's judges get their own CPU cores (`cores_for`), so two timings never share a core.
 """
 
 from __future__ import annotations

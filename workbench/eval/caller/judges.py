@@ -1,7 +1,6 @@
 """The caller's side of one judge process (`python -m workbench.eval.judge.main`): typed messages over pipes
-(`wire/judge_messages.py`), reused while healthy (`pool.py`). The judge is trusted but separate: the notebook never
-imports a reference or a candidate, and a judge that dies takes its fork server and runner with it. Its environment
-has secrets removed.
+(`wire/judge_messages.py`), reused while healthy (`pool.py`). The caller never imports a reference or a candidate; a
+judge that dies takes its fork server and runner with it; its environment has secrets removed.
 """
 
 from __future__ import annotations
@@ -89,9 +88,8 @@ class Judge:
     starts at the judge's `Ready`, so a slow start-up never eats into a candidate's time."""
 
     def __init__(self, device: str, peers: int = 1):
-        """`device`: "cpu", "cuda", or one GPU "cuda:N" that the judge then sees alone (`gpus.physical_id`), so
-        its jobs say "cuda" (`job_device`). `peers`: how many judges the caller keeps for this device (they share
-        its memory)."""
+        """`device`: "cpu", "cuda", or "cuda:N", which the judge then sees alone (its jobs say "cuda", `job_device`);
+        `peers`: how many judges the caller keeps for this device (they share its memory)."""
         self.device = device
         self.job_device = "cuda" if device.startswith("cuda:") else device
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=LOG_LINES)

@@ -1,9 +1,6 @@
-"""The caller's judges: a few per device mode, each busy with one job at a time, so one candidate loads and compiles
-while another is timed. Each judge holds the device lock (`judge/device_lock.py`) exclusively while it times, so no
-timed batch shares the device with other work.
-
-How many: `KWB_JUDGES`, else on a GPU one per CORES_PER_GPU_JUDGE cores, between 2 and MAX_GPU_JUDGES (more keep the
-GPU busier while each has cores for its runner, but every judge's timing pool shrinks with their number), and 1 on
+"""The caller's judges: a few per device, each busy with one job, so one candidate loads while another is timed (each
+judge times under the exclusive device lock, `judge/device_lock.py`). How many: `KWB_JUDGES`, else on a GPU one per
+CORES_PER_GPU_JUDGE cores within [2, MAX_GPU_JUDGES] (each judge's timing pool shrinks with their number), and 1 on
 the CPU, where the interpreter and the timing share the cores. Judges start on demand, or ahead with `prestart`.
 """
 
@@ -121,8 +118,7 @@ def occupancy(device: str, devices: Sequence[str] | None = None) -> dict[str, tu
 
 
 def get_judge(device: str) -> Judge:
-    """An idle judge of the device's place (started when there is none); not reserved: for callers that drive one
-    judge by hand (tests, diagnostics)."""
+    """An idle judge of the device's place (started if none), not reserved: for tests and diagnostics."""
     place = _key(device)
     with _COND:
         pool = _live(place)
@@ -196,8 +192,7 @@ def _release(judge: Judge) -> None:
 
 
 def _forget(judge: Judge, successor: bool) -> None:
-    """Kill `judge` and drop it from the pool; with `successor`, start its replacement now, so the next evaluation
-    after a crash or a cancel does not wait for its imports."""
+    """Kill `judge` and drop it; with `successor`, start its replacement now so the next evaluation need not wait."""
     judge.kill()
     with _COND:
         pool = _POOL.get(judge.device, [])
@@ -213,8 +208,7 @@ def _forget(judge: Judge, successor: bool) -> None:
 
 
 def discard_judge(device: str) -> None:
-    """Kill and forget every judge of the device's place ("cuda": of every GPU), after a cheat patched one, or for
-    a changed environment."""
+    """Kill and forget every judge of the device's place ("cuda": of every GPU), e.g. after a cheat patched one."""
     with _COND:
         doomed = [place for place in _POOL if (place.startswith("cuda") if device == "cuda" else place == _key(device))]
         pools = [_POOL.pop(place) for place in doomed]
@@ -223,18 +217,11 @@ def discard_judge(device: str) -> None:
             judge.kill()
 
 
-def run_job(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,
-            cancel: CancelToken | None = None, devices: Sequence[str] | None = None) -> wire.Reply:
-    """`run_placed`'s reply alone."""
-    return run_placed(job, timeout, on_progress, cancel, devices)[0]
-
-
 def run_placed(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progress], Any] | None = None,
                cancel: CancelToken | None = None, devices: Sequence[str] | None = None) -> tuple[wire.Reply, str]:
-    """Run one job on a judge of the least busy place of its device; returns the Reply and the place ("cpu" or
-    "cuda:N"). A judge that dies mid-job is replaced and the job runs once more; a second death, or a hung judge,
-    becomes a "crashed"/"timeout" Reply. A cancel or anything raised while waiting propagates, and the busy judge
-    is ended (replaced at once, except after Ctrl-C)."""
+    """Run one job on a judge of the least busy place of its device: (Reply, place). A judge that dies mid-job is
+    replaced and the job run once more; a second death or a hang is a "crashed"/"timeout" Reply; a cancel ends the busy
+    judge."""
     relay = ProgressRelay(on_progress, cancel)
     for attempt in (1, 2):
         judge = _acquire(job.device, relay, devices)
@@ -281,9 +268,8 @@ def _crowded_out(judge: Judge, reply: wire.Reply) -> bool:
 
 
 def _run_alone(judge: Judge, job: wire.Job, timeout: float, relay: ProgressRelay) -> wire.Reply:
-    """Memory admission: evaluate `job` again with the GPU to this judge alone. It waits until no other judge of the
-    GPU runs anything (those waiting for the GPU alone too go one after another), keeps new evaluations off the GPU,
-    and ends the GPU's idle judges so their memory is free; a task that still does not fit gets "does not fit"."""
+    """Memory admission: evaluate `job` again with the GPU to this judge alone (other judges idle or ended, new
+    evaluations kept off it); a task that still does not fit gets "does not fit"."""
     place = judge.device
     with _COND:
         _WAITING_ALONE.add(judge)

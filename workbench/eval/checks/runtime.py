@@ -146,9 +146,8 @@ class CpuBatch:
 
 
 def judge_cpu_share(batches: list[CpuBatch], span: CpuBatch | None = None) -> list[Finding]:
-    """CPU timing: work on threads other than the runner's main one, or more than one core's worth, is `thread-use`
-    (idle threads count for nothing). `span`: the whole timing read once, so short batches add up without adding up
-    their tick rounding."""
+    """CPU timing: work on threads other than the runner's main one, or over one core's worth, is `thread-use`; `span`
+    (the whole timing read once) keeps short batches from adding up their tick rounding."""
     for b in [*batches, *([span] if span is not None else [])]:
         off_main = max(b.others, b.cpu - b.main - b.others)
         if b.others > max(OTHER_THREADS_SHARE * b.bracket, OTHER_THREADS_SLACK_S) or \

@@ -1,8 +1,7 @@
-"""Judge what ran, not what is written (docs/anti-cheating.md, "What ran"): a static `torch-compute-in-forward`
-finding waits for the dispatcher's record of the correctness calls (CPU) or the profiled forward (GPU). Views,
-allocations, fills, copies and casts never count; torch compute in either record confirms the finding, a clean record
-clears it only when complete for every call and agreeing with the launch tracker. On the CPU under the strict policy
-the record also finds torch compute the source does not name, and data handed to numpy or DLPack (`host-compute`).
+"""Judge what ran, not what is written (docs/anti-cheating.md, "What ran"): a static `torch-compute-in-forward` finding
+waits for the dispatcher's record (CPU) or the profiled forward (GPU). Views, allocations, copies and casts never
+count; torch compute in a record confirms it, a clean record clears it only when complete and agreeing with the launch
+tracker. On the CPU under "strict" the record also finds unnamed torch compute and numpy/DLPack exports.
 """
 
 from __future__ import annotations
@@ -94,8 +93,7 @@ def _summary(per_call: list[dict[str, int]]) -> str:
 
 @dataclass
 class WhatRan:
-    """A static torch-compute finding on its way to a verdict: weighed by `after_check` and, while `pending`,
-    `after_profile`."""
+    """A static torch-compute finding on its way to a verdict (`after_check`, then `after_profile` while `pending`)."""
 
     suspicions: list[Finding]
     device: str

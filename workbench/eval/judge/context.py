@@ -69,9 +69,8 @@ class Context:
     after_reply: list[Callable[[], Any]] = field(default_factory=list)
 
     def tidy(self) -> None:
-        """Run what the last evaluation left for after its reply (waits and releases that decide nothing), then
-        give the judge's cached GPU memory back; called after each reply and before each evaluation. A failure is
-        printed, never raised."""
+        """Run what the last evaluation left for after its reply, then give cached GPU memory back; called after each
+        reply and before each evaluation. A failure is printed, never raised."""
         jobs, self.after_reply = self.after_reply, []
         if not jobs:
             return
@@ -86,8 +85,7 @@ class Context:
             torch.cuda.empty_cache()
 
     def take_pool(self, key: Any) -> Any:
-        """The kept timing pool of `key` (the caller keeps it again with `keep_pool`), or None; a pool of another
-        key is freed."""
+        """The kept timing pool of `key` (kept again with `keep_pool`), or None; a pool of another key is freed."""
         if self.kept_pool is not None and self.kept_pool[0] == key:
             pool, self.kept_pool = self.kept_pool[1], None
             return pool

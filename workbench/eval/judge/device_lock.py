@@ -1,22 +1,11 @@
-"""The device lock every judge on a machine shares: timing owns the device, checking shares it.
+"""The device lock every judge on a machine shares: timing holds it exclusively, every other use of the device shared.
 
-Several judges may work on one device at once (`caller/pool.py` runs a few so candidates overlap; two notebooks may
-each have one). A measurement is only honest if nothing else runs on the device meanwhile, so a judge holds this
-lock *exclusively* while it times or calibrates, and *shared* while it runs anything else on the device (the
-correctness rounds, counting, profiling, the candidate's import). Starting a runner takes no lock, and a candidate's
-compile lets go of the shared hold: that is the work that overlaps.
-
-It is an `flock` on a file per device (the GPU's UUID, or the host for the CPU) in a per-user folder, so it holds
-across processes and is released by the kernel when a judge dies. Waiting writers go first: a reader passes a gate
-file that a waiting writer holds, so a stream of overlapping checks cannot starve a timing. Candidate code never
-sees it: runners are forked by the fork server, which was started before any lock file was opened, and the files
-are opened close-on-exec.
-
-The compile pause (`reply_through_pauses`, the judge's side of `runner/compile_pause.py`): while the candidate's
-kernel compiles for longer than `GRACE_S`, the judge lets go of its shared hold so another judge's timing can run, and
-takes it back (behind that timing) before the runner goes on. The runner is untrusted, so a pause never gives up an
-exclusive hold, at most `MAX_PAUSES` of one request let go, the compile stays inside the request's deadline (plus the
-seconds spent getting the device back), and anything out of order is a protocol violation.
+An `flock` per device (GPU UUID, or host) in a per-user folder: it holds across judges and dies with its holder. A
+waiting writer holds a gate that readers pass, so overlapping checks cannot starve a timing. Runners never see it
+(forked by a server started before any lock file opened; files close-on-exec). The compile pause
+(`reply_through_pauses`, the judge's side of `runner/compile_pause.py`) lets go of a shared hold while a kernel
+compiles past `GRACE_S`; the runner is untrusted, so a pause never releases an exclusive hold, at most `MAX_PAUSES`
+let go per request, the compile stays inside the request's deadline, and anything out of order is a violation.
 """
 
 from __future__ import annotations
@@ -58,8 +47,7 @@ def device_identity(device: str) -> str:
 
 @dataclass
 class Released:
-    """What `DeviceLock.released` yields: whether the hold was let go of, and after the block how long taking it
-    back took."""
+    """What `DeviceLock.released` yields: whether the hold was let go of, and the seconds taking it back took."""
 
     let_go: bool = False
     waited: float = 0.0
@@ -87,7 +75,7 @@ class DeviceLock:
 
     def companion(self) -> DeviceLock:
         """A lock on the same device with its own file descriptions: `flock` treats it as another holder, so a
-        background thread of this judge (`reference_compile.py`) holds the device apart from the main thread's
+        background thread of this judge (`reference/compiled.py`) holds the device apart from the main thread's
         stages, and a timing waits for it like for another judge."""
         twin = DeviceLock.__new__(DeviceLock)
         twin.device, twin.folder, twin.name = self.device, self.folder, self.name
@@ -142,10 +130,8 @@ class DeviceLock:
 
     @contextlib.contextmanager
     def released(self) -> Iterator[Released]:
-        """Let go of a shared hold for the block and take it back afterwards, behind any writer waiting by then
-        (the compile pause: a candidate compiling needs no device, and a timing may run meanwhile). An exclusive
-        hold is kept: a measurement is never interrupted. The yielded record's `waited` is the seconds it took to
-        get the hold back."""
+        """Let go of a shared hold for the block (a compiling candidate needs no device) and take it back behind any
+        waiting writer; an exclusive hold is kept. The yielded record's `waited`: seconds to get the hold back."""
         got = Released()
         if self.mode != SHARED or self._lock_fd is None:
             yield got
@@ -196,10 +182,8 @@ class PauseLog:
 
 def reply_through_pauses(runner: RunnerProcess, kind: str, timeout: float, release: Callable[[], Any] | None,
           log: PauseLog) -> protocol.Message:
-    """The runner's reply of `kind` (or a Fault) to the request just sent, answering its compile pauses on the way.
-    `release()` is a context manager that lets go of the judge's shared hold for the block and takes it back after; what
-    it yields says whether it let go (`let_go`) and how long taking the hold back took (`waited`), as
-    `DeviceLock.released` does; None: no lock to let go of."""
+    """The runner's reply of `kind` (or a Fault) to the request just sent, answering its compile pauses on the way with
+    `release()` (as `DeviceLock.released`; None: no lock to let go of)."""
     deadline = time.monotonic() + timeout
     pauses = 0
     while True:

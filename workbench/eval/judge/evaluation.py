@@ -1,7 +1,6 @@
-"""One evaluation inside the judge, as the stages run: scan -> load (calibrate inside) -> check -> count ->
-[compile] -> time (cover inside) -> [ran] -> evidence -> verdict. The candidate runs in a fresh sandboxed runner
-(`runners/session.py`); each stage returns or ends the evaluation through `judge/verdict.py`, and `run()` turns
-runner deaths, protocol violations and the judge's own out-of-memory into verdicts there too.
+"""One evaluation inside the judge, as the stages run: scan -> load (calibrate) -> check -> count -> [compile] -> time
+(cover) -> [ran] -> evidence -> verdict, the candidate in a fresh sandboxed runner (`runners/session.py`). Every stage
+returns or ends through `judge/verdict.py`; `run()` turns runner deaths, violations and out-of-memory into verdicts.
 """
 
 from __future__ import annotations

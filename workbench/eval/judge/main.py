@@ -84,8 +84,7 @@ class ReportedEvaluation(Evaluation):
 
 
 def _evaluate(job: wire.Job, ctx: Context) -> dict[str, Any]:
-    """One evaluation; with KWB_JUDGE_PROFILE set to a folder, under cProfile with its stats written there
-    (`benchmarks/eval_profile.py`)."""
+    """One evaluation; with KWB_JUDGE_PROFILE=FOLDER under cProfile, its stats written there."""
     folder = os.environ.get("KWB_JUDGE_PROFILE")
     if not folder:
         return ReportedEvaluation(job, ctx).run()

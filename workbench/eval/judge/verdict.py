@@ -1,8 +1,7 @@
 """The one place a verdict is decided (docs/verdicts.md): findings become a status at each checkpoint
-(`stop_if_rejected`: a rejecting finding ends the evaluation as "incorrect" or "rejected", warn-level ones ride
-along), faults that are not findings get theirs (`compile_error`, `runner_died`, ...), the speedup's verdict is read
-from its CI against a noise band (`speedup`), and a time below the physical floor is `faster-than-physics`. The
-caller turns the reply into a Result and never changes its status.
+(`stop_if_rejected`), faults that are not findings get theirs (`compile_error`, `runner_died`, ...), the speedup's
+label comes from its CI against a noise band, and a time below the physical floor is `faster-than-physics`. The caller
+never changes the status.
 """
 
 from __future__ import annotations
@@ -59,8 +58,7 @@ def decide(findings: list[Finding]) -> Decision:
 
 
 def stop_if_rejected(findings: list[Finding], warnings: list[str], reply: dict[str, Any] | None = None) -> str:
-    """A checkpoint: warn-level flags join `warnings`; a rejecting finding ends the evaluation (`Stop`) with the
-    reply fields so far."""
+    """A checkpoint: warn-level flags join `warnings`; a rejecting finding ends the evaluation (`Stop`)."""
     decision = decide(findings)
     warnings += [w for w in decision.warnings if w not in warnings]
     if decision.status:

@@ -1,7 +1,6 @@
-"""Compiling without holding the device (`judge/device_lock.py` is the judge's side): around each Triton compile or
-`load_inline` build inside a load, build or call request, the runner sends `Compiling(done=False)`, then
-`Compiling(done=True)`, and waits for `Proceed`, so other judges' timings go on meanwhile. Nothing here is trusted:
-the judge bounds the pauses and never gives up an exclusive hold.
+"""Compiling without holding the device (the judge's side: `judge/device_lock.py`): around each Triton compile or
+`load_inline` build the runner sends `Compiling(done=False)`, then `Compiling(done=True)`, and waits for `Proceed`,
+so other judges' timings run meanwhile. Nothing here is trusted: the judge bounds the pauses.
 """
 
 from __future__ import annotations

@@ -17,8 +17,7 @@ def in_namespaces() -> tuple[str, str]:
 
 
 def without_namespaces(writable_dirs: list[str], device: str) -> tuple[str, str]:
-    """(tier, note) of a runner without namespaces: capabilities dropped, writes confined to `writable_dirs`, the
-    syscall and socket filter."""
+    """(tier, note) without namespaces: no capabilities, writes confined to `writable_dirs`, the syscall filter."""
     notes = []
     try:
         sandbox.drop_privileges(keep=sandbox.FILE_CAPABILITIES)

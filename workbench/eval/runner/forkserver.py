@@ -111,8 +111,7 @@ def _runner_in_namespaces(plan: sandbox.Plan, outer_uid: int, baseline: int, req
 
 def _enter_namespaces(req: Spawn, plan: sandbox.Plan, sync_w: int, go_r: int, fork_server: int,
                       outer_uid: int, baseline: int) -> int:
-    """In the first child: make the namespaces (the server writes the ID maps), build the new root, fork the runner
-    into it; the runner's PID."""
+    """In the first child: make the namespaces, build the new root, fork the runner into it; the runner's PID."""
     staged = sandbox_root.stage_sources(plan) if os.geteuid() == 0 else {}
     sandbox.unshare_namespaces(plan.share_ipc)
     os.write(sync_w, b"u")

@@ -74,7 +74,6 @@ def abi() -> int:
 
 @dataclass(frozen=True)
 class Outcome:
-
     abi: int
     note: str = ""
 

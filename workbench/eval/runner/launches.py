@@ -1,8 +1,7 @@
-"""Launch tracking in the runner: which of the candidate's own Triton kernels ran in a call, which tensors they got,
-and (CPU) whether the output holds what a launch left in it; data for the judge (`checks/runtime.judge_launches`).
-Everything called here is bound at import, before any candidate. On the CPU every tensor a launch gets is copied
-before and after it: content no launch produced (varied data before the first launch, or a change between or after
-launches) is "foreign", and an output still foreign when forward returns was computed elsewhere.
+"""Launch tracking in the runner (for `checks/runtime.judge_launches`): which of the candidate's Triton kernels ran in a
+call and with which tensors, bound at import before any candidate. On the CPU every tensor a launch gets is copied
+before and after it: content no launch produced is "foreign", and an output still foreign at return was computed
+elsewhere.
 """
 
 from __future__ import annotations

@@ -338,8 +338,7 @@ class Runner:
 
 
 def _seal_hooks() -> seal.Seal:
-    """Seal the hook points just before the candidate is imported (after the build cache wrapped the extension
-    loader)."""
+    """Seal the hook points just before the import (after the build cache wrapped the extension loader)."""
     sealed = seal.Seal()
     for module in (launches, seal, protocol, kernel_trace, op_record, sys.modules[__name__]):
         sealed.add_module(module)

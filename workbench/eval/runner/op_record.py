@@ -1,7 +1,6 @@
-"""A record of what torch executed during one forward outside the candidate's own launches: every ATen operator
-(a `TorchDispatchMode`) and every export of tensor data to another library (a `TorchFunctionMode`). The judge weighs
-it (`checks/what_ran.py`): it clears a suspicion only when `complete` (both modes innermost and reached at the end of
-forward) and agreeing with the launch tracker.
+"""What torch executed in one forward outside the candidate's launches: every ATen operator (a `TorchDispatchMode`) and
+every export of tensor data to another library (a `TorchFunctionMode`). The judge (`checks/what_ran.py`) lets it
+clear a suspicion only when `complete` (both modes innermost through forward) and agreeing with the launch tracker.
 """
 
 from __future__ import annotations

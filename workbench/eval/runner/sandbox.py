@@ -1,8 +1,7 @@
-"""The runner's sandbox (docs/trust-boundary.md): new user, mount, PID, network, UTS and IPC namespaces made by the
-forked child itself, and a new root from an allow-list (`sandbox_root.py`: read-only system directories, the Python
-installation and of this project only the `workbench` package, private tmpfs /tmp and /dev/shm, a minimal /dev);
-then no capabilities, no_new_privs, rlimits and the syscall filter; a root caller's sandbox root maps to `nobody`.
-Where namespaces cannot be made, `probe()` says why and the runner confines itself (`confinement.py`).
+"""The runner's sandbox (docs/trust-boundary.md): user, mount, PID, network, UTS and IPC namespaces made by the forked
+child, a new root from an allow-list (`sandbox_root.py`), then no capabilities, no_new_privs, rlimits and the syscall
+filter; a root caller's sandbox maps to `nobody`. Where namespaces cannot be made, `probe()` says why and the runner
+confines itself (`confinement.py`).
 """
 
 from __future__ import annotations

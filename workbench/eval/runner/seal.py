@@ -1,7 +1,6 @@
-"""What the runner's hook points held before the candidate was imported, and whether they still hold it
-(docs/anti-cheating.md, cheats 9, 15, 26): object, code and defaults of the runner's modules, Triton's launch path,
-the extension loader and the profiler. It lives in the candidate's process, so it is one layer: the judge
-corroborates reports with its own measurements (`checks/evidence.py`).
+"""What the runner's hook points held before the candidate was imported, and whether they still do
+(docs/anti-cheating.md, cheats 9, 15, 26): the runner's modules, Triton's launch path, the extension loader, the
+profiler. It lives in the candidate's process, so the judge corroborates it with its own measurements.
 """
 
 from __future__ import annotations
@@ -102,8 +101,7 @@ def triton_entry_points(seal: Seal) -> None:
 
 
 def torch_entry_points(seal: Seal) -> None:
-    """What the launch tracker compares with, the profiler, and the CUDA extension loader (the build cache's
-    wrapper)."""
+    """What the launch tracker compares with, the profiler and the CUDA extension loader (the build cache's wrapper)."""
     import torch
     import torch.profiler
     import torch.utils.cpp_extension as ext

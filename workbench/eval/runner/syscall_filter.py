@@ -1,7 +1,6 @@
-"""The runner's syscall filter (docs/anti-cheating.md, cheat 21): a seccomp deny-list (a runner needs almost
-everything; an allow-list would break on the next driver). Denied: new namespaces, the mount API, bpf, userfaultfd,
-keyrings, perf_event_open, io_uring, ptrace, module loading, kexec; `clone3` answers ENOSYS so the C library uses
-`clone`, whose CLONE_NEW* flags are refused; other ABIs answer ENOSYS; `deny_sockets` allows only AF_UNIX.
+"""The runner's syscall filter (docs/anti-cheating.md, cheat 21): a seccomp deny-list (an allow-list would break on the
+next driver) of new namespaces, mounts, bpf, userfaultfd, keyrings, perf_event_open, io_uring, ptrace, modules and
+kexec; `clone3` answers ENOSYS so libc uses `clone`, whose CLONE_NEW* flags are refused; `deny_sockets`: AF_UNIX only.
 """
 
 from __future__ import annotations
@@ -121,8 +120,7 @@ class _SockFprog(ctypes.Structure):
 
 
 def install(deny_sockets: bool = False) -> str | None:
-    """Install the filter on this (single-threaded) process and its children, no_new_privs first; None when
-    installed, else why not."""
+    """Install the filter on this single-threaded process and its children, no_new_privs first; None, else why not."""
     machine = platform.machine()
     if sys.platform != "linux":
         return f"no seccomp on {sys.platform}"

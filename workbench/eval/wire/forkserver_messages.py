@@ -26,8 +26,7 @@ class Message:
 
 @dataclass(frozen=True)
 class Spawn(Message):
-    """Fork one sandboxed runner (with its socket and log pipe); `workdir`: the judge's scratch directory for a runner
-    without namespaces."""
+    """Fork one sandboxed runner; `workdir`: the judge's scratch directory for a runner without namespaces."""
 
     kind: ClassVar[str] = "spawn"
     job: str
@@ -88,7 +87,6 @@ class Status(Message):
 
 @dataclass(frozen=True)
 class Refused(Message):
-
     kind: ClassVar[str] = "refused"
     reason: str
 

@@ -1,10 +1,7 @@
-"""Strict JSON codec for the frozen dataclass records of every channel: `to_json` gives plain JSON values;
-`from_json(cls, data)` rebuilds the record against its type hints (nested records, tuples, optionals) and raises
-`RecordError` naming the field on an unknown or missing field or a value of another type (a bool is not an int).
-
-`Any` fields carry JSON as it came, unless the records are `tagged` (the runner channel): then every record is
-written with its class name under "@", and inside an `Any` field a tagged object comes back as that record (from
-`tagged`, by name) and every list as a tuple.
+"""Strict JSON codec for the frozen dataclass records of every channel: `from_json(cls, data)` rebuilds a record against
+its type hints and raises `RecordError` naming the field on anything unknown, missing or of another type (a bool is
+not an int). With `tagged` (the runner channel) records carry their class name under "@", and inside an `Any` field a
+tagged object comes back as that record and every list as a tuple.
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ class RecordError(ValueError):
 
 
 def to_json(value: Any, tagged: bool = False) -> Any:
-    """`value` as JSON values: records as objects of their fields (with "@": class name when `tagged`), tuples as
-    lists."""
+    """`value` as JSON: records as objects of their fields ("@": the class name when `tagged`), tuples as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         body = {f.name: to_json(getattr(value, f.name), tagged) for f in dataclasses.fields(value)}
         return {"@": type(value).__name__, **body} if tagged else body

@@ -188,7 +188,6 @@ class Ready(Message):
 
 @dataclass(frozen=True)
 class Loaded(Message):
-
     kind: ClassVar[str] = "loaded"
     kernels: tuple[str, ...]
     seconds: float
@@ -198,7 +197,6 @@ class Loaded(Message):
 
 @dataclass(frozen=True)
 class Built(Message):
-
     kind: ClassVar[str] = "built"
     model: int
     weights_loaded: bool

@@ -40,7 +40,6 @@ class _IpcMemHandle(ctypes.Structure):
 
 
 class _Driver:
-
     def __init__(self) -> None:
         self.lib = ctypes.CDLL("libcuda.so.1")
         self.lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
@@ -149,9 +148,8 @@ class _Buffer:
 
 
 class Arena:
-    """The judge's shared buffers for one runner: `tensor()` allocates, `pending()` lists what the runner has not
-    been told of, `close()` frees what it owns; `adopt()` announces another arena's (a kept pool's, ids from
-    `first_id`), never freed here."""
+    """The judge's shared buffers for one runner: `tensor()` allocates, `pending()` lists those the runner was not told
+    of, `close()` frees its own; `adopt()` announces another arena's (a kept pool's), never freed here."""
 
     def __init__(self, device: str, transport: str = "auto", first_id: int = 0):
         self.device = device

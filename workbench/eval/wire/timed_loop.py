@@ -46,15 +46,6 @@ def seed_rng(seed: int | None) -> None:
         _manual_seed(seed)
 
 
-def default_reps(device: str, interpreter: bool) -> tuple[int, int]:
-    """(warm-up, timed reps) by device."""
-    if device.startswith("cuda"):
-        return 10, 100
-    if interpreter:
-        return 1, 5
-    return 5, 30
-
-
 def l2_flush_bytes(device: str) -> int:
     """Bytes written between timed runs: twice the device's L2; 0 on the CPU."""
     if not device.startswith("cuda"):
@@ -79,8 +70,7 @@ def _time_cuda_call(fn: Callable[[list], Any], inputs: list) -> tuple[float, flo
 
 
 def _pick_samples(stream: list[float], device: list[float]) -> tuple[list[float], int]:
-    """Stream times, unless the device was busy well past the stream in the median run (another stream's work):
-    then the device times."""
+    """Stream times, unless the device was busy well past the stream in the median run (another stream's work)."""
     if not device:
         return stream, 0
     excess = _sorted(d - s for s, d in zip(stream, device, strict=False))[len(device) // 2]

@@ -1,8 +1,8 @@
 """One candidate output against the reference: form, poison, finiteness, the error budget, degenerate output
-(docs/anti-cheating.md rows 1, 2, 8, 12). The error budget (docs/verdicts.md) passes element i when
-    |out_i - ref64_i| <= max(atol + rtol |ref64_i|,  k * E)      E = max_j |native_j - ref64_j|
-with `native` the reference in its own dtype; k = 16 (`benchmarks/error_budget.py`). Outputs are judged `CHUNK`
-elements at a time, a large one on a GPU in one pass by `compare_fused`, which must agree."""
+(docs/anti-cheating.md rows 1, 2, 8, 12; the budget in docs/verdicts.md: |out_i - ref64_i| <= max(atol + rtol
+|ref64_i|, k E), E = max_j |native_j - ref64_j|, k = 16). Judged `CHUNK` elements at a time, a large output on a GPU
+in one pass by `compare_fused`, which must agree.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The judgement of one large floating output in one pass on the GPU (docs/verdicts.md, scale): Triton kernels read
-each array once for the error budget's E, `compare._Tally.add`'s arithmetic (per block counts and extremes), two
-calls' difference (`check._pair_ratio`) and the timed re-check (`recheck`), where `compare`'s float64 slices make
-dozens of passes. The first bad element of each kind comes from judging its block again with torch, so the messages
-are the slices' word for word."""
+"""One large floating output judged in one pass on the GPU (docs/verdicts.md, scale): Triton kernels read each array
+once for the budget's E, `compare._Tally.add`'s per-block counts and extremes, two calls' difference and the timed
+re-check, where `compare`'s float64 slices make dozens of passes. The first bad element of each kind is found by
+judging its block again with torch, so the messages are the slices' word for word.
+"""
 
 from __future__ import annotations
 

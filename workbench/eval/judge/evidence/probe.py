@@ -18,8 +18,7 @@ MAX_PROBES = 3
 
 @dataclass
 class ProbePlanner:
-    """Each call's probe budget from the calls before it; a model's first call (a warm-up) is never a pair's ordinary
-    half."""
+    """Each call's probe budget from the calls before it; a model's first call (a warm-up) is never an ordinary half."""
 
     last_model: int | None = None
     last_inputs: list[Any] | None = None

@@ -36,9 +36,8 @@ def rounds_for(ev: Evaluation) -> tuple[ReferenceRounds, bool]:
 
 
 def make_ahead(ev: Evaluation) -> None:
-    """While the runner imports `ev`'s candidate: its rounds, one at a time, until the runner answers or all are
-    made; a task too large to keep them stops after the first. A failure here is forgotten and met again, reported,
-    in the check."""
+    """While the runner imports `ev`'s candidate: its rounds, one at a time, until the runner answers (only the first
+    for a task too large to keep them). A failure is forgotten here and met again, reported, in the check."""
     runner = ev.session.runner
     try:
         reference, cached = rounds_for(ev)
@@ -57,9 +56,8 @@ def make_ahead(ev: Evaluation) -> None:
 
 
 def ahead_of_calls(ev: Evaluation, reference: ReferenceRounds) -> Callable[[], None] | None:
-    """On a GPU, the judge's work while the runner runs a correctness call (`CandidateSession.between_calls`): the
-    next rounds not made yet, until the runner answers. None on the CPU, whose cores the call needs. A round that
-    fails here is made again, and reported, when its call comes."""
+    """On a GPU, the judge's work while the runner runs a correctness call: the next rounds, until the runner answers
+    (None on the CPU, whose cores the call needs). A round that fails here is made again when its call comes."""
     if not ev.device.startswith("cuda"):
         return None
     runner = ev.session.runner

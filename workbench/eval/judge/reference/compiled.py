@@ -1,7 +1,6 @@
-"""`torch.compile` of the reference (the timing's compiled line, an aside no verdict uses), made in a background
-thread while the candidate loads and is checked. The thread holds the device shared through a lock description of
-its own (`DeviceLock.companion`), so no timing runs beside it, and keeps the interpreter's switch interval short
-(`main_thread_first`) so the main thread still answers the runner promptly.
+"""`torch.compile` of the reference (the timing's compiled line, an aside no verdict uses), made in a background thread
+while the candidate loads and is checked, holding the device shared through its own lock (`DeviceLock.companion`)
+and keeping the switch interval short (`main_thread_first`) so the main thread still answers the runner promptly.
 """
 
 from __future__ import annotations
@@ -113,8 +112,7 @@ def fits_beside(set_bytes: int, free: int | None) -> bool:
 
 def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
           compile_fn: Callable[[Any, list[Any]], tuple[Any, str]] = compile_reference) -> CompileJob:
-    """Compile `model` on `inputs` (drawn by the caller: the global RNG is the main thread's) in a daemon thread
-    holding the device shared; returns the job at once."""
+    """Compile `model` on `inputs` (drawn by the main thread) in a daemon thread holding the device shared; the job."""
     job = CompileJob()
 
     def work() -> None:

@@ -1,8 +1,6 @@
-"""Work counting on the reference: FLOPs via torch's FlopCounterMode, minimal bytes moved.
-
-Runs in the judge (real tensors) and, through `roofline.counting`, under FakeTensorMode in the caller (shapes only).
-Minimal bytes: every distinct input, parameter and buffer read once, every distinct output written once; a roofline
-floor assuming more traffic would call honest kernels "faster than physics".
+"""Work counting on the reference: FLOPs via torch's FlopCounterMode, and minimal bytes (every distinct input, parameter
+and buffer read once, every output written once: a floor assuming more traffic would call honest kernels "faster than
+physics"). Runs in the judge on real tensors and, via `roofline.counting`, on fake ones in the caller.
 """
 
 from __future__ import annotations

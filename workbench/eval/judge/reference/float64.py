@@ -1,9 +1,7 @@
-"""The float64 reference: the task's model with its parameters and floating inputs cast to float64, placed once per
-model and size (docs/verdicts.md, scale): "device" where its float64 copies fit in half of the free memory;
-"device-chunked", a slice of the batch at a time, where the native model is shown to treat its rows independently
-or to return the mean or sum over its rows (a loss), accumulated in float64; else "host", the slow last resort (batch
-statistics), with the reason noted. Where float64 fails (an op without a float64 kernel), the native result is the
-reference, with a note.
+"""The float64 reference: the model with parameters and floating inputs cast to float64, placed per model and size
+(docs/verdicts.md, scale): "device" where it fits in half the free memory; "device-chunked", a slice of the batch at a
+time, where the native model treats rows independently or returns their mean or sum (a loss, accumulated in float64);
+else "host", with the reason noted. Where float64 fails (an op without a float64 kernel), the native result stands in.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The reference's half of the correctness protocol: per round its inputs (drawn from the round's distribution),
-native output and float64 reference, plus the task-level flaws the rounds show (`weak-task`). None of it depends on
-the candidate, so the judge keeps it per task, sizes, seed and device for later candidates, within
-`ReferenceCache`'s byte budget; a task too large for it makes each round when needed (docs/verdicts.md, scale).
+"""The reference's half of the correctness protocol: per round its inputs, native output and float64 reference, plus the
+task flaws the rounds show (`weak-task`). Nothing here depends on the candidate, so the judge keeps it per task, size,
+seed and device within `ReferenceCache`'s byte budget; a task too large makes each round when needed.
 """
 
 from __future__ import annotations
@@ -376,8 +375,7 @@ class ReferenceRounds:
 
 
 def reference_budget(device: str, held: int = 0) -> int:
-    """Bytes the judge may keep in reference rounds: a quarter of the GPU memory free now or `held` by the cache,
-    2 GiB on the CPU."""
+    """Bytes the judge may keep in rounds: a quarter of the GPU memory free or `held` by the cache; 2 GiB on the CPU."""
     if device.startswith("cuda"):
         return int(0.25 * (torch.cuda.mem_get_info(torch.device(device))[0] + held))
     return 2 << 30

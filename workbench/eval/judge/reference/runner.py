@@ -1,7 +1,6 @@
-"""The reference timed in a runner of its own, started like the candidate's and mapping the same timing pool, so the
-two sides of a speedup differ only in the code they run. Launched when the pool is made (its requests queued, their
-replies read when timing starts), it starts beside the candidate's import and is kept with the pool. When it cannot
-start, load or time the reference, the judge times it and says why (`protocol["reference_timed_in"]`).
+"""The reference timed in a runner of its own, started like the candidate's and mapping the same timing pool, so the two
+sides of a speedup differ only in their code. Launched with the pool (replies read when timing starts) and kept with
+it; when it cannot start, load or time, the judge times the reference and says why (`reference_timed_in`).
 """
 
 from __future__ import annotations
@@ -117,8 +116,7 @@ class ReferenceRunner:
             return False
 
     def ready(self, timeout: float = READY_TIMEOUT_S) -> float:
-        """Read the queued requests' replies (once); the seconds waited. ReferenceRunnerFailed (the runner closed)
-        when any of them failed."""
+        """Read the queued replies (once); the seconds waited. ReferenceRunnerFailed when any of them failed."""
         if self.is_ready:
             return 0.0
         started = time.perf_counter()
@@ -180,9 +178,8 @@ def launch_for(ev: Evaluation) -> None:
 
 
 def warm_first_call(pool: InputPool, device: str) -> bool:
-    """Whether the reference's runner makes one untimed call after mapping the pool, so the library's choice of
-    algorithm is paid beside the candidate's import, not in the first timed round; only where the call fits beside
-    the check (`compiled.fits_beside`)."""
+    """Whether the reference's runner makes one untimed call after mapping the pool (the library's algorithm choice paid
+    beside the candidate's import, not in the first round); only where it fits beside the check."""
     from workbench.eval.judge.reference.compiled import fits_beside
     from workbench.eval.judge.timing.inputs import free_bytes
 

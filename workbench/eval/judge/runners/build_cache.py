@@ -1,7 +1,6 @@
-"""A persistent cache of CUDA candidates' builds keyed by the source and the toolchain, so an entry only serves the
-source that built it. Only the judge writes it (docs/anti-cheating.md, cheat 20), indexed by each file's SHA-256 and
-checked on every read; runners get entries read-only. The copy out of a runner follows no link (cheat 27): one name at
-a time from descriptors the judge holds, refusing links, devices, FIFOs and sockets.
+"""A persistent cache of CUDA candidates' builds keyed by source and toolchain, so an entry only serves its own source.
+Only the judge writes it (docs/anti-cheating.md, cheats 20, 27), indexed by SHA-256 and checked on every read; runners
+get entries read-only, and the copy out of a runner follows no link and refuses devices, FIFOs and sockets.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The judge's side of one candidate: a runner process, the shared buffers it may touch, and remote models the
-correctness protocol calls as if they were local. Inputs go through shared memory the judge owns, outputs come back
-in slots it owns; what the runner reports beside them is kept in `reports`. A runner's exception arrives as a
-`Fault`, raised as `CandidateFailure` around a `RemoteError`: a type name and a text, never an object of the
-candidate's.
+"""The judge's side of one candidate: its runner, the shared buffers it may touch, and remote models the correctness
+protocol calls as if local. Inputs and output slots are shared memory the judge owns; the runner's reports are kept
+in `reports`; its exception arrives as a `Fault` (a type name and a text) raised as `CandidateFailure`.
 """
 
 from __future__ import annotations
@@ -65,9 +63,8 @@ def _standin(form: OutputForm, device: str) -> Any:
 
 @dataclass
 class CallRecord:
-    """One candidate call as the runner reported it (`launch`, `forms`, `seconds`, `ops`) and as the judge measured
-    it (the runner's CPU nanoseconds from /proc, the wall-clock bracket, an output equal to an input), with the model
-    called and a probe call's CPU budget per launch (`evidence/probe.py`; 0 in other calls)."""
+    """One candidate call as the runner reported it and as the judge measured it (CPU ns from /proc, the wall bracket,
+    an output equal to an input), with the model and a probe call's CPU budget per launch (0 in other calls)."""
 
     launch: protocol.LaunchReport
     forms: tuple[OutputForm, ...]

@@ -1,10 +1,7 @@
-"""A spare runner: the next candidate's runner, started and warmed up while the current one is checked, so the next
-evaluation does not wait for a fork, a sandbox, a CUDA context and its libraries (benchmarks/README.md).
-
-No candidate has run in a spare. Its Triton cache is an empty judge-made directory: the source's entries are copied
-in when it is taken (`fill`) and its new ones back once it is dead (`give_back`), through `build_cache.copy_out`, so
-a runner still writes only its own source's cache. Started and settled under a shared device hold, it never starts
-beside another judge's timing. `KWB_SPARE_RUNNER=0` turns spares off, `=1` on for the CPU too.
+"""A spare runner: the next candidate's runner, started and warmed while the current one is checked, so an evaluation
+does not wait for a fork, a sandbox and a CUDA context (benchmarks/README.md). No candidate has run in it; its Triton
+cache is filled from the source's entries when taken and copied back once it is dead (`build_cache.copy_out`). Started
+under a shared device hold. `KWB_SPARE_RUNNER=0` turns spares off, `=1` on for the CPU too.
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ MAX_SET_SHARE = 1 / 32
 
 
 def wanted(device: str, set_bytes: int | None = None) -> bool:
-    """Whether this judge keeps a spare after a task whose timing sets take `set_bytes` each (unknown: not on a
-    GPU)."""
+    """Whether this judge keeps a spare after a task whose timing sets take `set_bytes` each (unknown: not on a GPU)."""
     forced = os.environ.get("KWB_SPARE_RUNNER", "").strip()
     if forced == "0" or (forced != "1" and not device.startswith("cuda")):
         return False
@@ -105,8 +101,7 @@ def spawn(ctx: Context, key: SpareKey) -> Spare | None:
 
 
 def settle(spare: Spare, timeout: float = SETTLE_TIMEOUT_S) -> bool:
-    """Wait until the spare said Ready and finished its warm-up (a Pong follows it); False (the spare closed) when
-    it did not within `timeout`."""
+    """Wait for the spare's Ready and warm-up (a Pong follows it); False (the spare closed) if not within `timeout`."""
     if spare.settled:
         return True
     deadline = time.monotonic() + timeout
@@ -164,8 +159,7 @@ def fill(spare: Spare, source_dir: Path | None) -> int:
 
 
 def give_back(spare: Spare, source_dir: Path | None) -> int:
-    """Once the spare's runner is dead: the entries it compiled copied into the source's cache, its directory
-    removed."""
+    """Once the spare's runner is dead: its new entries copied into the source's cache, its directory removed."""
     copied = 0
     if spare.triton_dir is not None:
         if source_dir is not None:

@@ -1,7 +1,6 @@
-"""Starting a candidate's runner (a spare where one serves) and importing the candidate in it within its compile
-budget. Two judge-owned caches keyed by the source reach a runner, so an entry only serves the source that made it
-(docs/anti-cheating.md, cheats 20 and 27): CUDA builds (`build_cache`, bound read-only) and Triton's kernel cache (a
-directory per source, bound writable into that source's runners only).
+"""Starting a candidate's runner (a spare where one serves) and importing the candidate within its compile budget. The
+judge's caches reach a runner keyed by source (docs/anti-cheating.md, cheats 20, 27): CUDA builds (`build_cache`,
+read-only) and Triton's kernel cache (a directory per source, writable in that source's runners only).
 """
 
 from __future__ import annotations
@@ -92,8 +91,7 @@ def settle_spare(ev: Evaluation) -> None:
 
 
 def close_runner(ev: Evaluation) -> None:
-    """The runner killed now; its exit, its shared memory and a spare's Triton entries left for after the reply
-    (`Context.tidy`)."""
+    """Kill the runner now; its exit, shared memory and a spare's Triton entries wait for after the reply."""
     session, state = ev.session, ev.runner
     session.close(wait=False)
 
@@ -107,8 +105,7 @@ def close_runner(ev: Evaluation) -> None:
 
 
 def load_candidate(ev: Evaluation, meanwhile: Callable[[], None] | None = None) -> None:
-    """Import the candidate within the compile budget (`meanwhile()` runs in the judge meanwhile); store a CUDA
-    build the judge may reuse."""
+    """Import the candidate within the compile budget (`meanwhile()` runs in the judge); store a reusable CUDA build."""
     session, cand, state, diag = ev.session, ev.candidate, ev.runner, ev.diagnostics
     budget = float(ev.job.compile_timeout or DEFAULT_COMPILE_TIMEOUT)
     try:

@@ -31,8 +31,7 @@ class Calibration:
 
 
 def calibrate(session: CandidateSession, pool: InputPool, timeout: float, seeded: bool = True) -> Calibration:
-    """Null batches of 1 .. pool.n calls on the pool's sets, in the runner and in the judge; before the candidate
-    is imported."""
+    """Null batches of 1 .. pool.n calls on the pool's sets, in the runner and in the judge, before the import."""
     sizes = sorted({1, max(1, pool.n // 4), max(1, pool.n // 2), pool.n})
     points: list[tuple[int, float]] = []
     kernel_points: list[tuple[int, float]] = []

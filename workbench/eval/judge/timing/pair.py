@@ -1,9 +1,8 @@
-"""Timing across the trust boundary (docs/trust-boundary.md, time): the candidate in its runner and the reference (in
-its own runner on a GPU, else in the judge) in alternating batches on the same shared inputs. A round: the candidate's
-runner frozen, the judge writes new contents into the input sets and the reference is timed; the thawed runner times
-the candidate on the same sets, order and seeds inside the judge's bracket; a few calls' outputs are re-checked
-(`result-cache`). Samples are batch means held to the judge's clock (`clock_check`). Two uncounted rounds warm up and
-size the batches; timing stops at the CI target, a settled verdict or the time budget (`stopping_rule`)."""
+"""Timing across the trust boundary (docs/trust-boundary.md, time): candidate and reference (its own runner on a GPU,
+else the judge) in alternating batches on the same inputs, which the judge rewrites between rounds; a few timed
+outputs are re-checked (`result-cache`); samples are held to the judge's clock (`clock_check`). Two uncounted rounds
+warm up and size batches; timing stops at the CI target, a settled verdict or the budget (`stopping_rule`).
+"""
 
 from __future__ import annotations
 
@@ -318,8 +317,7 @@ class PairTimer:
         return dataclasses.replace(whole, others=sum(b.others for b in self.cpu_batches))
 
     def _candidate_side(self, order: list[int], seeds: tuple[int, ...]) -> tuple[Any, float]:
-        """The candidate's batch, bracketed by the judge's clock; threads left running or off the timing core are
-        findings."""
+        """The candidate's batch in the judge's bracket; threads left running or off the timing core are findings."""
         cpu_before = self.session.runner.cpu_use() if not self.cuda else None
         reply, bracket = self.session.time(self.model_id, self.pool.pool_id, order, self.session.timeout, seeds)
         if cpu_before is not None:

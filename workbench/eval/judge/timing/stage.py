@@ -203,8 +203,7 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
 
 def cover(session: CandidateSession, model_id: int, plan: TimingPlan, source: str, policy: str,
           median_ms: float) -> tuple[float | None, list[Finding]]:
-    """GPU: the share of kernel time in the candidate's own kernels (names from its source), and whether the work
-    happens on the host."""
+    """GPU: the share of kernel time in the candidate's own kernels, and whether the work happens on the host."""
     kernels = session.profile(model_id, plan.pool.sets[0])
     coverage, findings = guards.judge_coverage(kernels, guards.own_kernel_names(source), policy)
     findings += guards.judge_host_work(kernels, median_ms)

@@ -225,8 +225,7 @@ class Stopper:
         return summarize(self.samples_ms, clock, side_stream_runs, stop_reason=self.reason)
 
     def add(self, samples_ms: Iterable[float], elapsed_s: float | None = None) -> bool:
-        """Add one batch and what it cost (default: the sum of its samples; a dropped batch is `add([], s)`);
-        returns `done()`."""
+        """Add one batch and its cost (default: its samples' sum; a dropped batch is `add([], s)`); returns `done()`."""
         batch = [_float(v) for v in samples_ms]
         for v in batch:
             if not (_isfinite(v) and v >= 0):
