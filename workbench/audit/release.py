@@ -20,7 +20,7 @@ import ast
 import csv
 import json
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
