@@ -48,6 +48,8 @@ class Audit:
     #: Evaluations run by this call, and those taken from the journal of an earlier one.
     evaluated: int = 0
     reused: int = 0
+    #: Every evaluation behind the table, in its order (a claim under a relaxed precision has two).
+    results: list[Result] = field(default_factory=list)
 
     def summary(self) -> str:
         return summary(self.frame)
@@ -164,7 +166,9 @@ def run_audit(release: str | Path, *, manifest: str | Path | None = None, proble
         from workbench.audit.report import write_report
 
         html = write_report(frame, out_dir / "audit.html", title=f"Audit of {Path(release).name}")
-    return Audit(frame, out_dir, csv, html, evaluated=len(todo), reused=len(results) - len(todo))
+    ordered = [results[point[2]] for row in rows for point in row.points.values() if point[2] in results]
+    return Audit(frame, out_dir, csv, html, evaluated=len(todo), reused=len(results) - len(todo),
+                 results=list({id(r): r for r in ordered}.values()))
 
 
 def _table_row(row: _Row, results: dict[str, Result]) -> dict[str, Any]:
