@@ -241,10 +241,11 @@ STUDY_PARAMETERS = {
     "llm_ablation": ["-p", "model", '["scripted-careful"]', "-p", "strategy", '["refine"]',
                      "-p", "feedback", '["full", "none"]', "-p", "max_turns", "3"],
     "llm_replay": [],
+    "published_audit": ["-p", "rounds", "2"],
 }
 #: Results each study stores with those parameters.
 STUDY_RESULTS = {"block_size_sweep": 2, "variant_shootout": 4, "kernelbench_sweep": 6, "llm_ablation": 6,
-                 "llm_replay": 5}
+                 "llm_replay": 5, "published_audit": 5}
 
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
@@ -270,3 +271,8 @@ def test_study_runs_with_plain_papermill_from_the_repository_root(path, tmp_path
         assert "identical to the recorded table (5 candidates)" in _stdout(json.loads(out.read_text()))
         assert list(frame["status"]) == ["rejected", "compile_error", "runtime_error", "ok", "ok"]
         assert set(frame["point_id"]) == {"p0"}
+    if path.stem == "published_audit":  # the example release on the CPU: three claims fall, one waits for a GPU
+        printed = _stdout(json.loads(out.read_text()))
+        assert "4 kernels: 0 survive, 3 do not, 1 n/a" in printed, printed
+        assert sorted(frame["status"]) == ["incorrect", "ok", "ok", "ok", "rejected"]
+        assert (tmp_path / "audits" / "ci-p0" / "audit.html").stat().st_size < 1_000_000

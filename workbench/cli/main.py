@@ -1,4 +1,4 @@
-"""`kwb`: the workbench from a shell. tasks, eval, demo, results, doctor, flags, agent; study and ceilings plug in.
+"""`kwb`: the workbench from a shell. tasks, eval, demo, results, doctor, flags, agent, audit; study and ceilings plug in.
 
 Exit codes: 0 success, 1 a candidate (or a demo expectation) failed, 2 usage error (bad arguments, unknown
 task, unreadable file), 3 the workbench itself failed (worker could not start, store unusable).
@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from workbench.cli.agent import add_agent_commands
+from workbench.cli.audit import add_audit_command
 from workbench.cli.common import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, ArgumentParser, UsageError
 from workbench.cli.demo import CHEAT_SOFTMAX, add_demo_command, run_demo, write_demo_report
 from workbench.cli.eval import add_eval_command, load_task_arg
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_command(sub)
     add_demo_command(sub)
     add_agent_commands(sub)
+    add_audit_command(sub)
     for hook in all_hooks():
         try:
             hook(sub)

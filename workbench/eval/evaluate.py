@@ -185,15 +185,22 @@ class _EitherCancel:
 
 def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOptions,
                  on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
-    """Evaluate `candidates` with every chosen GPU's judges in flight, each placed on the least busy GPU;
-    `on_result(index, result)` runs in this thread. Results in order; Ctrl-C or an error in `on_result` cancels the rest
-    and propagates."""
+    """Evaluate `candidates` on one task with up to every chosen GPU's judges in flight (`evaluate_pairs`)."""
+    return evaluate_pairs([(task, cand) for cand in candidates], opts, on_result)
+
+
+def evaluate_pairs(pairs: list[tuple[Task | str, Candidate]], opts: EvalOptions,
+                   on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
+    """Evaluate (task, candidate) pairs with up to every chosen GPU's judges in flight (`pool.total_slots`; each
+    judge times with its GPU to itself, each candidate placed on the least busy GPU); `on_result(index, result)`
+    runs in this thread as each finishes. Results in their order; Ctrl-C or an error in `on_result` cancels those
+    in flight and propagates."""
     opts = resolve_options(opts, None, {})
     device = opts.device or default_device()  # resolved above; the fallback only satisfies the type
-    slots = min(total_slots(device, opts.devices), len(candidates))
+    slots = min(total_slots(device, opts.devices), len(pairs))
     if slots <= 1:
         results = []
-        for i, cand in enumerate(candidates):
+        for i, (task, cand) in enumerate(pairs):
             results.append(evaluate(task, cand, options=opts))
             if on_result is not None:
                 on_result(i, results[-1])
@@ -201,9 +208,9 @@ def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOption
     prestart(device, slots, opts.devices)
     stop = _EitherCancel(opts.cancel)
     run_opts = opts.replace(cancel=stop)
-    out: list[Result | None] = [None] * len(candidates)
+    out: list[Result | None] = [None] * len(pairs)
     with ThreadPoolExecutor(slots, thread_name_prefix="kwb-evaluate") as pool:
-        futures = {pool.submit(evaluate, task, cand, options=run_opts): i for i, cand in enumerate(candidates)}
+        futures = {pool.submit(evaluate, task, cand, options=run_opts): i for i, (task, cand) in enumerate(pairs)}
         try:
             for future in as_completed(futures):
                 i = futures[future]
