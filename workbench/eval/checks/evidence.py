@@ -1,8 +1,8 @@
 """What each verdict input rests on (docs/anti-cheating.md, cheat 26): `judge`, `corroborated` (the runner's report
 checked by a judge measurement), `unverified`, `contradicted` or `n/a`. Launches are corroborated on the CPU by a
 probe call costing the runner `CPU_LAUNCH_SHARE` of its per-launch budget more CPU time (from /proc), on a GPU by a
-profiled forward running the candidate's own kernels, seal intact, within the judge's clock. A strict-policy Triton
-or CUDA candidate is "ok" only with launches corroborated; contradicted launches reject under any policy.
+profiled forward running the candidate's own kernels, seal intact, within the judge's clock. A strict-policy candidate
+in a compiled language (Triton, CUDA, CuTe DSL, Helion) is "ok" only with launches corroborated; contradicted launches reject under any policy.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from workbench import languages
 from workbench.eval.checks.flags import Finding
 from workbench.eval.checks.runtime import is_own
 
@@ -84,13 +85,13 @@ def profiled_launches(kernels: dict[str, float] | None, own: set[str], tampered:
 
 
 def findings(evidence: Evidence, policy: str, language: str) -> list[Finding]:
-    """Contradicted launches reject; the strict policy needs a Triton or CUDA candidate's launches corroborated."""
+    """Contradicted launches reject; the strict policy needs a compiled language's launches corroborated."""
     level = evidence.levels.get("launches", UNVERIFIED)
     how = evidence.how.get("launches", "")
     if level == CONTRADICTED:
         return [Finding("unverified-evidence", f"the runner's launch report does not match what the judge measured: "
                                                f"{how}")]
-    if policy == "strict" and language in ("triton", "cuda") and level == UNVERIFIED:
+    if policy == "strict" and languages.get(language).compiled and level == UNVERIFIED:
         detail = f"launches {level}" + (f": {how}" if how else "")
         return [Finding("unverified-evidence", f"{detail}; the strict policy needs launches the judge corroborated")]
     return []
