@@ -61,10 +61,6 @@ def load_task_arg(spec: str, sizes: str | None = None, fit: str | None = None, *
     return dataclasses.replace(task, **changes) if changes else task
 
 
-#: How a language runs on a CPU, for the progress line.
-CPU_MODES = {"triton": " (Triton interpreter)", "helion": " (Helion reference mode)"}
-
-
 def load_candidate(path: str, language: str | None):
     """The candidate in `path`, refused with a usage error when it is missing, a folder or not text."""
     from workbench.candidate import Candidate
@@ -88,7 +84,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
               file=sys.stderr)
     # The size that runs, every name of it: a partial --size keeps the device's preset for the rest.
     full = task.size(size, device)
-    mode = CPU_MODES.get(candidate.language or "", "") if device == "cpu" else ""
+    runtime = languages.get(candidate.language or "torch").cpu_runtime
+    mode = f" ({runtime})" if device == "cpu" and runtime else ""
     shown = size_label(full, None if "dtype" in full else (task.dtypes[0] if task.dtypes else None))
     with Progress(f"evaluating {args.file} on task {task.name} ({shown or 'the file defaults'}), {device}{mode}",
                   verbose=args.verbose) as line:

@@ -146,6 +146,8 @@ class Language:
     #: Whether on a CPU its kernels run in an interpreter (their times are labelled, never set beside compiled code),
     #: and the judge corroborates the reported launches by probe calls (`probe_target`, `judge/evidence/probe.py`).
     interpreted_on_cpu: bool = False
+    #: What runs its kernels on a CPU, for messages ("Triton's CPU interpreter").
+    cpu_runtime: str = ""
 
     # -- the caller and the judge: source text only --
     def detect(self, source: str) -> bool:

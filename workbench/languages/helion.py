@@ -90,4 +90,5 @@ def _bound_kernels(kernel: Any) -> list[Any]:
 
 LANGUAGE = Helion(name="helion", title="Helion", decorators=("helion.kernel",), contract="helion_contract",
                   module="helion", distribution="helion", extra="helion", compiled=True, tracks_launches=True,
-                  tunes_on_first_call=True, interpreted_on_cpu=True)
+                  tunes_on_first_call=True, interpreted_on_cpu=True,
+                  cpu_runtime="Helion's reference mode")

@@ -43,4 +43,5 @@ class Triton(Language):
 
 LANGUAGE = Triton(name="triton", title="Triton", decorators=("triton.jit", "triton.autotune", "triton.heuristics"),
                   contract="triton_contract", module="triton", distribution="triton", compiled=True,
-                  tracks_launches=True, interpreted_on_cpu=True)
+                  tracks_launches=True, interpreted_on_cpu=True,
+                  cpu_runtime="Triton's CPU interpreter")

@@ -407,8 +407,9 @@ class Evaluation:
             late += found
         verdict.stop_if_rejected(late, self.warnings, result)
         if result.get("timing", {}).get("clock") == "interpreter":
-            result["details"]["notes"].append("interpreter timing: measures Triton's CPU interpreter, not hardware; "
-                                              "no speedup is reported")
+            how = languages.get(self.candidate.language).cpu_runtime
+            result["details"]["notes"].append(f"interpreter timing: measures {how}, not hardware; no speedup is "
+                                              "reported")
 
     def settle(self, result: dict[str, Any]) -> None:
         """GPU: a static torch-compute finding decided by a profiled forward (`evidence/stage.settle`)."""
