@@ -108,9 +108,13 @@ def _fmt(value: Any, spec: str = ".3g") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _note(r: dict[str, Any]) -> str:
+    return (r["tuned_config"] or "-")[:60] if r["status"] == "ok" else (r["message"] or "-")[:100]
+
+
 def print_tables(task: wb.Task, device: str, rows: list[dict[str, Any]], cheats: list[dict[str, Any]]) -> None:
     print(f"\n{task.name} on {device}\n")
-    print("| language | status | flags | median ms | speedup [95% CI] | coverage | load s | tuned config |")
+    print("| language | status | flags | median ms | speedup [95% CI] | coverage | load s | tuned config, or why not ok |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["status"] == "skipped":
@@ -120,7 +124,7 @@ def print_tables(task: wb.Task, device: str, rows: list[dict[str, Any]], cheats:
         speed = f"{_fmt(r['speedup'])} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else _fmt(r["speedup"])
         cover = f"{100 * r['coverage']:.0f}%" if r["coverage"] is not None else "-"
         print(f"| {r['language']} | {r['status']} | {','.join(r['flags']) or '-'} | {_fmt(r['median_ms'], '.4g')} | "
-              f"{speed} | {cover} | {_fmt(r['load_s'], '.1f')} | {(r['tuned_config'] or '-')[:60]} |")
+              f"{speed} | {cover} | {_fmt(r['load_s'], '.1f')} | {_note(r)} |")
     print("\n| cheat | status | flags | expected | caught |")
     print("|---|---|---|---|---|")
     for c in cheats:
