@@ -184,6 +184,21 @@ def test_a_cute_candidate_on_a_cpu_is_a_compile_error_with_the_install_hint():
     assert "CuTe DSL" in result.message and "pip install -e '.[cute]'" in result.message
 
 
+def test_a_cute_candidate_with_cute_installed_but_no_gpu_is_a_compile_error_saying_it_needs_one(tmp_path, monkeypatch):
+    """The judge decides from what its own interpreter finds: a fake CuTe DSL on its path stands for an install."""
+    from workbench.eval.caller.pool import discard_worker
+
+    _fake_package(tmp_path, "cutlass", "cutlass.cute")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    discard_worker("cpu")
+    try:
+        result = wb.evaluate(gallery.tiny_task(), wb.Candidate(source=source("cute")), device="cpu", time_it=False)
+    finally:
+        discard_worker("cpu")  # the next tests get a judge without the fake package
+    assert result.status == "compile_error", result.message
+    assert "CuTe DSL needs an NVIDIA GPU" in result.message and "not installed" not in result.message
+
+
 @pytest.mark.skipif(HAS_HELION, reason="Helion is installed here")
 def test_a_helion_candidate_without_helion_is_a_compile_error_with_the_install_hint():
     result = wb.evaluate(gallery.tiny_task(), wb.Candidate(source=source("helion")), device="cpu", time_it=False)
