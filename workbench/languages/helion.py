@@ -16,8 +16,9 @@ from workbench.languages.base import Availability, CallHook, Language, LaunchHoo
 #: The prefix Helion gives the Triton kernel it generates for a `@helion.kernel` function.
 TRITON_PREFIX = "_helion_"
 INSTALL = "pip install -e '.[helion]'"
-#: Autotuning effort when the candidate names none: a quick search fits the compile budget; a candidate's own
-#: `config=`, `configs=` or `autotune_effort=` in its decorator takes precedence.
+#: Autotuning effort in the runner (whose environment is an allow-list, so the user's own HELION_* settings do not
+#: reach it): a quick search fits the compile budget; a candidate's own `config=`, `configs=` or `autotune_effort=`
+#: in its decorator takes precedence.
 DEFAULT_EFFORT = "quick"
 
 
@@ -39,6 +40,7 @@ class Helion(Language):
     def prepare_runner(self, device: str, workdir: str) -> None:
         """On a CPU, Helion's reference mode instead of Triton's interpreter (Helion refuses both at once)."""
         os.environ.setdefault("HELION_AUTOTUNE_EFFORT", DEFAULT_EFFORT)
+        os.environ.setdefault("HELION_AUTOTUNE_PROGRESS_BAR", "0")  # its bar would fill the runner's bounded log
         os.environ.setdefault("HELION_CACHE_DIR", os.path.join(os.environ.get("TRITON_CACHE_DIR", workdir), "helion"))
         if not device.startswith("cuda"):
             os.environ.pop("TRITON_INTERPRET", None)
