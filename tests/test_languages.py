@@ -167,14 +167,13 @@ def test_helion_absent_says_how_to_install_and_present_runs_in_reference_mode_on
     _fake_package(tmp_path, "helion")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert helion.availability("cpu").runs
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.delenv("HELION_INTERPRET", raising=False)
-    monkeypatch.delenv("HELION_AUTOTUNE_EFFORT", raising=False)
-    monkeypatch.delenv("HELION_CACHE_DIR", raising=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELION_", "TRITON_CACHE_DIR"))}
+    monkeypatch.setattr(os, "environ", {**env, "TRITON_INTERPRET": "1"})  # the runner's, not this process's
     helion.prepare_runner("cpu", str(tmp_path))
     # Helion refuses TRITON_INTERPRET and HELION_INTERPRET together: the runner trades one for the other.
     assert "TRITON_INTERPRET" not in os.environ and os.environ["HELION_INTERPRET"] == "1"
-    assert os.environ["HELION_AUTOTUNE_EFFORT"] == "quick"
+    assert os.environ["HELION_AUTOTUNE_EFFORT"] == "quick" and os.environ["HELION_AUTOTUNE_PROGRESS_BAR"] == "0"
+    assert os.environ["HELION_CACHE_DIR"] == os.path.join(str(tmp_path), "helion")
 
 
 @pytest.mark.skipif(languages.base.installed("cutlass"), reason="CuTe DSL is installed here")
@@ -304,7 +303,7 @@ def test_the_cute_jit_cache_is_one_directory_per_source_on_a_gpu_only(tmp_path, 
 
 
 def test_the_cute_runner_uses_its_bound_cache_else_its_scratch(tmp_path, monkeypatch):
-    monkeypatch.delenv("CUTE_DSL_CACHE_DIR", raising=False)
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k != "CUTE_DSL_CACHE_DIR"})
     languages.get("cute").prepare_runner("cuda", str(tmp_path))
     assert os.environ["CUTE_DSL_CACHE_DIR"] == str(tmp_path / "cute_dsl_cache")
 
