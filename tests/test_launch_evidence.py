@@ -12,6 +12,7 @@ import types
 import pytest
 import torch
 
+from workbench import languages
 from workbench.eval.checks import evidence as ev
 from workbench.eval.checks import runtime as guards
 from workbench.eval.judge.evidence.probe import MAX_PROBES, PROBE_CALL_NS, ProbePlanner
@@ -193,7 +194,7 @@ def test_a_probe_burns_its_budget_in_every_interpreted_launch_and_only_then(modu
     assert os.environ.get("TRITON_INTERPRET") == "1"
     original = interpreter.GridExecutor.__call__
     try:
-        probing = launches.interpreter_probe()
+        probing = launches.interpreter_probe(languages.get("triton").probe_target())
         x, y = torch.randn(4, 32), torch.empty(4, 32)
         module.softmax(x, y)  # warm
         started = time.thread_time_ns()

@@ -52,7 +52,7 @@ def test_builtin_task_prompt_drops_workbench_metadata_and_lists_check_sizes():
 def test_cuda_template_and_unknown_language(tiny):
     text = generation_prompt(tiny, "cuda", device="cpu").text
     assert "load_inline" in text and "__global__" in text and "@triton.jit" not in text
-    with pytest.raises(UnknownNameError, match="known prompt languages: cuda, triton"):
+    with pytest.raises(UnknownNameError, match="known prompt languages: cuda, cute, helion, triton"):
         generation_prompt(tiny, "fortran")
 
 

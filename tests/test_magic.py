@@ -40,7 +40,7 @@ class ModelNew(nn.Module):
     ("softmax --policy loose", "--policy 'loose': choose one of strict, partial"),
     ("softmax --device", "--device needs a value"),
     ("softmax --device tpu", "use cpu, cuda or cuda:N"),
-    ("softmax --language rust", "choose auto, triton, cuda, torch"),
+    ("softmax --language rust", "choose auto, helion, cute, triton, cuda, torch"),
     ("softmax --size dim", None),  # a bare word is a preset name, checked against the task later
     ("softmax --size dim=", "is not k=v"),
     ("softmax --timeout soon", "give seconds"),

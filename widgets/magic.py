@@ -34,7 +34,7 @@ from workbench.tasks.task import KERNEL_POLICIES
 
 w = require("ipywidgets", "lab", "the %%kwb cell magic")
 
-USAGE = ("%%kwb TASK [--device cpu|cuda|cuda:N] [--name NAME] [--language auto|triton|cuda|torch] "
+USAGE = (f"%%kwb TASK [--device cpu|cuda|cuda:N] [--name NAME] [--language auto|{'|'.join(LANGUAGES)}] "
          "[--size k=v,k=v | PRESET] [--store PATH] [--timeout SECONDS] [--precision ieee|tf32|...] "
          "[--policy strict|partial]")
 #: Line 1 of every candidate from a cell: stands for the `%%kwb` line, so candidate line N is cell line N.

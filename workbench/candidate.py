@@ -3,27 +3,25 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench import languages
 from workbench.errors import CandidateError
 from workbench.result import BASELINE_POLICY
 
 __all__ = ["BASELINE_POLICY", "LANGUAGES", "Candidate", "infer_language"]
 
-LANGUAGES = ("triton", "cuda", "torch")
+#: The language names, in the order inference tries them (`workbench/languages/`).
+LANGUAGES = languages.names()
 
 
 def infer_language(source: str) -> str:
-    """Guess the language from the source: Triton decorators, inline CUDA, else plain PyTorch. An inferred "torch"
-    is still a kernel candidate (judged by the task's kernel policy); only `language="torch"` declares a baseline."""
-    if re.search(r"@\s*triton\.(jit|autotune|heuristics)", source) or "import triton" in source:
-        return "triton"
-    if "load_inline" in source or "__global__" in source:
-        return "cuda"
-    return "torch"
+    """Guess the language from the source (Helion, CuTe DSL, Triton, inline CUDA, else plain PyTorch). An inferred
+    "torch" is still a kernel candidate (judged by the task's kernel policy); only `language="torch"` declares a
+    baseline."""
+    return languages.infer(source)
 
 
 @dataclass
@@ -51,8 +49,9 @@ class Candidate:
             self.baseline = self.language == "torch"
         if self.language is None:
             self.language = infer_language(self.source)
-        if self.language not in LANGUAGES:
-            raise CandidateError(f"unknown language {self.language!r}; choose one of {', '.join(LANGUAGES)}")
+        if self.language not in languages.LANGUAGES:
+            raise CandidateError(f"unknown language {self.language!r}; choose one of "
+                                 f"{', '.join(languages.names())}")
         if self.baseline and self.language != "torch":
             raise CandidateError(f"baseline=True declares a PyTorch baseline, but the language is {self.language!r}; "
                                  "use language='torch' for a baseline, or drop baseline=True")

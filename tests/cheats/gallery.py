@@ -13,6 +13,8 @@ comment saying what it does. `manifest.json` says what the workbench must answer
               of tests/kernelbench/level1 whose inputs have structure ("lower", "symmetric") or whose uniform inputs
               admit an analytic shortcut ("mse", "kl", "hinge"): see TASKS
     time_it:  optional, true when the cheat is only visible in the timing phase
+    requires: optional, the kernel language whose package the entry needs ("cute", "helion"): where that package is
+              not installed the entry is skipped, with the reason (`missing`)
 """
 
 from __future__ import annotations
@@ -106,6 +108,17 @@ TASKS = {
 def entries(where: str | None = None) -> list[str]:
     """Manifest file names, optionally only those that run on `where` ("cpu": CPU-capable entries)."""
     return sorted(f for f, e in MANIFEST.items() if where is None or e["where"] == where)
+
+
+def missing(name: str) -> str | None:
+    """Why this machine cannot evaluate the entry (its language's package is not installed), or None."""
+    from workbench import languages
+
+    needed = MANIFEST[name].get("requires")
+    if not needed:
+        return None
+    available = languages.get(needed).availability("cuda")
+    return None if available.runs else available.message
 
 
 def candidate(name: str) -> wb.Candidate:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench import languages
 from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -80,7 +81,7 @@ def _add_setting_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-failed-steps", type=positive(int), help="failed LLM steps tolerated (default 3)")
     g.add_argument("--continue-truncated", type=_nonnegative,
                    help="ask a reply cut at the token limit to go on, up to N times (default 0)")
-    g.add_argument("--language", choices=["triton", "cuda", "torch"], help="kernel language (default triton)")
+    g.add_argument("--language", choices=list(languages.names()), help="kernel language (default triton)")
     g.add_argument("--device", type=device_arg, help="cpu or cuda (default: cuda when available)")
     g.add_argument("--size", help="size preset (cpu, gpu) or NAME=VALUE,...")
     g.add_argument("--rounds", type=positive(int), help="correctness rounds per candidate (default 5)")

@@ -140,6 +140,23 @@ def extras() -> list[Extra]:
     return found
 
 
+def kernel_languages() -> list[dict[str, Any]]:
+    """Every registered kernel language: its package's version here, or "not installed" with the command that adds
+    it (its module is looked up, never imported)."""
+    from workbench import languages
+
+    found = []
+    for lang in languages.LANGUAGES.values():
+        if lang.distribution is None:
+            continue
+        present = lang.module is None or _has_module(lang.module)
+        version = _torch_version() if lang.distribution == "torch" else _version(lang.distribution)
+        found.append({"name": lang.name, "title": lang.title, "package": lang.distribution,
+                      "version": (version or "present") if present else None,
+                      "install": f"pip install -e '.[{lang.extra}]'" if lang.extra else f"pip install {lang.distribution}"})
+    return found
+
+
 def sandbox() -> dict[str, Any]:
     """Which sandbox candidates' runners get here (probed by entering fresh namespaces in a forked child), and the
     confinement that replaces it where namespaces cannot be made (Landlock, the syscall filter)."""
@@ -173,6 +190,7 @@ def report() -> dict[str, Any]:
         "cuda": cuda_devices(),
         "interpreter": interpreter(),
         "tools": tools(),
+        "languages": kernel_languages(),
         "extras": [asdict(e) for e in extras()],
     }
 
@@ -198,6 +216,10 @@ def format_report(data: dict[str, Any]) -> str:
     lines.append("tools")
     for name, path in data["tools"].items():
         lines.append(f"  {name:<17} {path or 'not on PATH (only needed on a GPU machine)'}")
+    lines.append("kernel languages")
+    for lang in data.get("languages", []):
+        state = lang["version"] or f"not installed  -> {lang['install']}"
+        lines.append(f"  {lang['name']:<17} {lang['package']} {state}")
     lines.append("optional extras")
     for e in data["extras"]:
         state = f"present {e['version'] or ''}".rstrip() if e["present"] else f"MISSING  -> {e['install']}"

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from workbench import languages
 from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -83,7 +84,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
               file=sys.stderr)
     # The size that runs, every name of it: a partial --size keeps the device's preset for the rest.
     full = task.size(size, device)
-    mode = " (Triton interpreter)" if device == "cpu" and candidate.language == "triton" else ""
+    runtime = languages.get(candidate.language or "torch").cpu_runtime
+    mode = f" ({runtime})" if device == "cpu" and runtime else ""
     shown = size_label(full, None if "dtype" in full else (task.dtypes[0] if task.dtypes else None))
     with Progress(f"evaluating {args.file} on task {task.name} ({shown or 'the file defaults'}), {device}{mode}",
                   verbose=args.verbose) as line:
@@ -129,7 +131,7 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
                         "default: the task's")
     p.add_argument("--size", help="size preset (cpu, gpu) or NAME=VALUE,... (default: the device's preset)")
     p.add_argument("--device", type=device_arg, help="cpu or cuda (default: cuda when available)")
-    p.add_argument("--language", choices=["triton", "cuda", "torch"], help="override the inferred language")
+    p.add_argument("--language", choices=list(languages.names()), help="override the inferred language")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=positive(int), default=5, help="correctness rounds, each with fresh inputs")
     p.add_argument("--timeout", type=positive(float), help="seconds the candidate may take for any one step")

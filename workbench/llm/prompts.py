@@ -15,14 +15,15 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from workbench import languages
 from workbench.errors import UnknownNameError
 from workbench.tasks.task import Task
 
-#: Language -> (display name, contract template). Triton first; CUDA builds with load_inline.
-LANGUAGES: dict[str, tuple[str, str]] = {
-    "triton": ("Triton", "triton_contract"),
-    "cuda": ("CUDA (via torch.utils.cpp_extension.load_inline)", "cuda_contract"),
-}
+
+def prompt_languages() -> dict[str, tuple[str, str]]:
+    """Language -> (display name, contract template), for every registered language prompts can ask for (one with a
+    contract in `workbench/llm/templates/`: the language-specific rules of the answer)."""
+    return {name: (lang.title, lang.contract) for name, lang in languages.LANGUAGES.items() if lang.contract}
 
 #: Directions an evolutionary step can be asked to explore (one per mutation prompt).
 MUTATIONS: tuple[str, ...] = (
@@ -73,9 +74,10 @@ def render(name: str, **fields: Any) -> str:
 
 
 def _language(language: str) -> tuple[str, str]:
-    if language not in LANGUAGES:
-        raise UnknownNameError("prompt language", language, list(LANGUAGES))
-    return LANGUAGES[language]
+    known = prompt_languages()
+    if language not in known:
+        raise UnknownNameError("prompt language", language, list(known))
+    return known[language]
 
 
 def reference_source(task: Task) -> str:
@@ -90,7 +92,14 @@ def _fmt_size(size: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in size.items()) or "the reference file's defaults"
 
 
-def device_description(device: str | None) -> str:
+#: On a CPU, how a language other than Triton runs (Triton: the interpreter, the default text).
+CPU_NOTES = {
+    "helion": ("CPU only: Helion kernels run in Helion's reference mode (HELION_INTERPRET=1: each tile's PyTorch "
+               "operations run eagerly), so correctness is what counts here"),
+}
+
+
+def device_description(device: str | None, language: str = "triton") -> str:
     """What the model should know about where its kernel runs."""
     device = device or "cpu"
     if device.startswith("cuda"):
@@ -102,6 +111,8 @@ def device_description(device: str | None) -> str:
                     f"SMs, {props.total_memory / 2**30:.0f} GiB); timed with CUDA events against the PyTorch reference")
         except Exception:  # no driver here: describe the request, not the hardware
             return f"CUDA device {device}"
+    if language in CPU_NOTES:
+        return CPU_NOTES[language]
     return ("CPU only: Triton kernels run under the Triton interpreter (TRITON_INTERPRET=1), one program "
             "instance at a time, so fewer, larger programs run faster; correctness is what counts here; "
             "bf16 arithmetic is not supported by the interpreter")
@@ -121,7 +132,7 @@ def task_fields(task: Task, language: str, device: str | None = None,
         "sizes": _fmt_size(main),
         "check_sizes": "; ".join(_fmt_size(s) for s in checks) or "the same sizes, several random input sets",
         "dtypes": ", ".join(task.dtypes),
-        "device": device_description(device),
+        "device": device_description(device, language),
         "contract": template_text(contract).strip(),
         "instructions": instructions.strip(),
     }

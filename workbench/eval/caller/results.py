@@ -46,6 +46,8 @@ def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Re
                     protocol=reply.diagnostics.as_dict(), **fields)
     if reply.sandbox_reason:
         result.protocol["sandbox_reason"] = reply.sandbox_reason
+    if reply.diagnostics.tuned_config:
+        result.metadata["tuned_config"] = reply.diagnostics.tuned_config
     if result.timing and result.reference_timing and result.timing.clock != "interpreter":
         if result.speedup is None:  # a judge that timed unpaired: the ratio of the medians
             result.speedup = result.reference_timing.median_ms / result.timing.median_ms

@@ -1,7 +1,7 @@
 """What each verdict input rests on (docs/anti-cheating.md, cheat 26): `judge`, `corroborated` (a runner report checked
 by a judge measurement), `unverified`, `contradicted` or `n/a`. Launches are corroborated on the CPU by a probe call's
-extra CPU time (`CPU_LAUNCH_SHARE` per launch), on a GPU by a profiled forward with the seal intact. A strict Triton or
-CUDA candidate is "ok" only with launches corroborated; contradicted launches reject under any policy.
+extra CPU time (`CPU_LAUNCH_SHARE` per launch), on a GPU by a profiled forward with the seal intact. A strict candidate
+in a compiled language is "ok" only with launches corroborated; contradicted launches reject under any policy.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from workbench import languages
 from workbench.eval.checks.flags import Finding
 from workbench.eval.checks.runtime import is_own
 
@@ -83,13 +84,13 @@ def profiled_launches(kernels: dict[str, float] | None, own: set[str], tampered:
 
 
 def findings(evidence: Evidence, policy: str, language: str) -> list[Finding]:
-    """Contradicted launches reject; the strict policy needs a Triton or CUDA candidate's launches corroborated."""
+    """Contradicted launches reject; the strict policy needs a compiled language's launches corroborated."""
     level = evidence.levels.get("launches", UNVERIFIED)
     how = evidence.how.get("launches", "")
     if level == CONTRADICTED:
         return [Finding("unverified-evidence", f"the runner's launch report does not match what the judge measured: "
                                                f"{how}")]
-    if policy == "strict" and language in ("triton", "cuda") and level == UNVERIFIED:
+    if policy == "strict" and languages.get(language).compiled and level == UNVERIFIED:
         detail = f"launches {level}" + (f": {how}" if how else "")
         return [Finding("unverified-evidence", f"{detail}; the strict policy needs launches the judge corroborated")]
     return []

@@ -5,10 +5,10 @@ candidate's own kernels (names parsed from its source, never the runner's), thre
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from workbench import languages
 from workbench.eval.checks.flags import Finding
 from workbench.eval.wire.runner_messages import LaunchReport
 
@@ -17,49 +17,41 @@ STRICT_MIN_COVERAGE = 0.5
 #: Under the partial policy (library calls allowed) own kernels doing almost none of the work still reject.
 PARTIAL_MIN_COVERAGE = 0.02
 
-_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(?:static\s+)?void\s+(\w+)")
-
-
 def own_kernel_names(source: str) -> set[str]:
-    """The kernels the candidate defines: Triton-decorated functions and `__global__` functions in its C++."""
-    names: set[str] = set(_GLOBAL.findall(source or ""))
+    """The kernels the candidate defines, in every language's terms (`workbench/languages/`): decorated functions,
+    `__global__` functions in its C++, and the names their compilers give them."""
     try:
-        tree = ast.parse(source)
+        tree: ast.Module | None = ast.parse(source)
     except SyntaxError:
-        return names
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef):
-            for dec in node.decorator_list:
-                target = dec.func if isinstance(dec, ast.Call) else dec
-                text = ast.unparse(target)
-                if text.startswith("triton.") or text in ("jit", "autotune", "heuristics"):
-                    names.add(node.name)
+        tree = None
+    names: set[str] = set()
+    for language in languages.LANGUAGES.values():
+        names |= language.own_kernel_names(tree, source or "")
     return names
 
 
 def _base_name(kernel: str) -> str:
-    """The function name in a profiler's kernel name: 'void ns::name<...>(args)' -> 'name'."""
-    text = kernel.strip()
-    if text.startswith("void "):
-        text = text[5:]
-    text = re.split(r"[(<]", text, maxsplit=1)[0]
-    return text.rsplit("::", 1)[-1].strip()
+    return languages.base_name(kernel)
 
 
 def is_own(kernel: str, names: Iterable[str]) -> bool:
-    return _base_name(kernel) in set(names)
+    """Whether a profiled kernel is one of the candidate's, as any language names its kernels."""
+    own = set(names)
+    return any(language.is_own_kernel(kernel, own) for language in languages.LANGUAGES.values())
 
 
 def judge_launches(reports: list[LaunchReport], language: str,
                    passthrough: list[bool] | None = None) -> list[Finding]:
-    """A Triton candidate must launch its own kernels in every call and return what they wrote (`passthrough[i]`:
-    call i returned a tensor equal to an input, which excuses content no launch produced)."""
-    if language != "triton" or not reports:
+    """A candidate whose language counts its launches (Triton, Helion) must launch its own kernels in every call and
+    return what they wrote (`passthrough[i]`: call i returned a tensor equal to an input, which excuses content no
+    launch produced)."""
+    if not languages.get(language).tracks_launches or not reports:
         return []
     for r in reports:
         if r.launches == 0:
             defined = ", ".join(r.kernels) or "none found"
-            return [Finding("decoy-kernel", f"forward launched none of the candidate's Triton kernels ({defined})")]
+            title = languages.get(language).title
+            return [Finding("decoy-kernel", f"forward launched none of the candidate's {title} kernels ({defined})")]
     for i, r in enumerate(reports):
         if not r.outputs_launched:
             return [Finding("decoy-kernel", "the returned tensor was not passed to any of the candidate's kernel "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from workbench import languages
 from workbench.candidate import BASELINE_POLICY
 from workbench.errors import UnknownNameError
 from workbench.eval.checks.flags import Finding, first_per_flag
@@ -94,7 +95,7 @@ def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "str
     findings += _threads(mod)
     findings += _streams(mod)
     findings += _module_cache(mod)
-    if language in ("triton", "cuda") or policy != BASELINE_POLICY:
+    if languages.get(language).compiled or policy != BASELINE_POLICY:
         if policy == "strict":
             findings += _torch_compute(mod)
         findings += _try_fallback(mod)
@@ -118,7 +119,7 @@ def _collect(mod: _Module) -> None:
                     mod.imports[a.asname or a.name] = f"{node.module}.{a.name}"
                 if node.module == "torch.nn" and a.name == "functional":
                     mod.functional_aliases.add(a.asname or "functional")
-                if node.module.startswith("triton") and a.name in ("jit", "autotune", "heuristics"):
+                if node.module.startswith(("triton", "helion", "cutlass")) and a.name in KERNEL_DECORATORS:
                     mod.jit_names.add(a.asname or a.name)
                 if node.module == "torch" and a.name in COMPUTE_METHODS:
                     mod.torch_aliases.add(a.asname or a.name)
@@ -179,9 +180,15 @@ def _method(mod: _Module, cls: str, name: str) -> ast.FunctionDef | None:
     return next(filter(None, (mod.functions.get(f"{owner}.{name}") for owner in _lineage(mod, cls))), None)
 
 
+#: The last part of every language's kernel decorators (`triton.jit`, `helion.kernel`, `cute.kernel`, `cute.jit`):
+#: a function so decorated is kernel code, whose operations are the kernel's, not torch compute in forward.
+KERNEL_DECORATORS = frozenset({"jit", "autotune", "heuristics", "kernel"} | {
+    d.rsplit(".", 1)[-1] for lang in languages.LANGUAGES.values() for d in lang.decorators})
+
+
 def _decorator_is_jit(dec: ast.expr, mod: _Module) -> bool:
     target = dec.func if isinstance(dec, ast.Call) else dec
-    if isinstance(target, ast.Attribute) and target.attr in ("jit", "autotune", "heuristics"):
+    if isinstance(target, ast.Attribute) and target.attr in KERNEL_DECORATORS:
         return True
     return isinstance(target, ast.Name) and target.id in (mod.jit_names | {"jit"})
 
@@ -191,13 +198,9 @@ def _no_custom_kernel(mod: _Module, policy: str) -> list[Finding]:
         return [Finding("no-custom-kernel", "no @triton.jit or __global__ kernel in the source (its language was "
                                             "inferred as plain PyTorch); to time PyTorch code as a baseline, declare "
                                             "it: language='torch'")]
-    nodes = list(ast.walk(mod.tree))
-    if mod.language == "triton" and not any(isinstance(n, ast.FunctionDef) and any(
-            _decorator_is_jit(d, mod) for d in n.decorator_list) for n in nodes):
-        return [Finding("no-custom-kernel", "no function decorated with @triton.jit")]
-    if mod.language == "cuda" and not any(
-            isinstance(n, ast.Constant) and isinstance(n.value, str) and "__global__" in n.value for n in nodes):
-        return [Finding("no-custom-kernel", "no __global__ kernel in the CUDA sources")]
+    language = languages.get(mod.language)
+    if language.compiled and not language.has_kernel(mod.tree, mod.source):
+        return [Finding("no-custom-kernel", language.missing_kernel())]
     return []
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from workbench import languages
 from workbench.eval.checks.flags import REJECT, Finding
 from workbench.eval.checks.runtime import _base_name as base_name
 from workbench.eval.checks.runtime import is_own
@@ -108,7 +109,7 @@ class WhatRan:
         """(findings to judge now, the deferred decision); nothing waits when another finding rejects already."""
         suspect = [f for f in findings if f.flag == DEFERRED]
         others = [f for f in findings if f.flag != DEFERRED]
-        if language not in ("triton", "cuda") or not suspect or any(f.severity == REJECT for f in others):
+        if not languages.get(language).compiled or not suspect or any(f.severity == REJECT for f in others):
             return findings, cls([], device, policy, language)
         return others, cls(suspect, device, policy, language, pending=True)
 
@@ -120,7 +121,7 @@ class WhatRan:
     def wants_record(self) -> bool:
         if self.suspicions:
             return True
-        return not self.on_gpu and self.policy == "strict" and self.language == "triton"
+        return not self.on_gpu and self.policy == "strict" and languages.get(self.language).interpreted_on_cpu
 
     def after_check(self, calls: Sequence[CallRecordLike], passed: bool) -> list[Finding]:
         """Findings from the correctness calls' records (on a GPU a clean one leaves the decision to the profile)."""

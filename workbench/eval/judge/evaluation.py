@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from workbench import languages
 from workbench.errors import TaskError
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks import static_scan as static_checks
@@ -274,9 +275,9 @@ class Evaluation:
 
     def scan(self) -> None:
         """Static checks on the source (AST only: nothing of the candidate runs)."""
-        if self.candidate.language == "cuda" and not self.device.startswith("cuda"):
-            verdict.compile_error("this candidate is CUDA C++ (torch.utils.cpp_extension.load_inline): it needs a "
-                                  "CUDA device. Evaluate it with device='cuda' on a machine with a GPU and nvcc.")
+        available = languages.get(self.candidate.language).availability(self.device)
+        if not available.runs:
+            verdict.compile_error(available.message)
         findings = static_checks.scan(self.candidate.source, self.candidate.language, self.candidate.entry,
                                       policy=self.policy)
         findings, self.ran = WhatRan.from_scan(findings, self.device, self.policy, self.candidate.language)
@@ -300,7 +301,7 @@ class Evaluation:
         ahead.make_ahead(self)
 
     def _prepare_timing(self) -> None:
-        interpreted = os.environ.get("TRITON_INTERPRET") == "1" and self.candidate.language == "triton"
+        interpreted = not self.device.startswith("cuda") and languages.get(self.candidate.language).interpreted_on_cpu
         key = self.timing_key
         kept = self.ctx.take_pool(key)
         self.plan, self.ctx.timing[key] = timing_stage.prepare(
@@ -359,6 +360,7 @@ class Evaluation:
         findings += guards.judge_threads([r.launch for r in records])
         findings += self.ran.after_check(records, report.passed)
         self.notes += self.ran.take_notes() + self.session.init_notes
+        self.diagnostics.tuned_config = self.session.tuned or None
         findings += self._stage("evidence", evidence_stage.after_check, self,
                                 any(f.severity == "reject" for f in findings))
         result: dict[str, Any] = {
@@ -404,8 +406,9 @@ class Evaluation:
             late += found
         verdict.stop_if_rejected(late, self.warnings, result)
         if result.get("timing", {}).get("clock") == "interpreter":
-            result["details"]["notes"].append("interpreter timing: measures Triton's CPU interpreter, not hardware; "
-                                              "no speedup is reported")
+            how = languages.get(self.candidate.language).cpu_runtime
+            result["details"]["notes"].append(f"interpreter timing: measures {how}, not hardware; no speedup is "
+                                              "reported")
 
     def settle(self, result: dict[str, Any]) -> None:
         """GPU: a static torch-compute finding decided by a profiled forward (`evidence/stage.settle`)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from workbench import languages as _languages
 from workbench.eval.wire.runner_messages import LaunchReport
 
 # Bound at import, before any candidate (module doc).
@@ -70,20 +71,16 @@ def _outputs(out: Any) -> list[Any]:
     return [t for t in items if _type(t) is _Tensor]
 
 
-def _kernel_objects(module: Any) -> list[tuple[str, Any]]:
-    """Triton kernel objects (jit, autotune, heuristics wrappers) in the module's globals and classes."""
-    try:
-        from triton.runtime.jit import KernelInterface
-    except Exception:  # pragma: no cover - triton missing
-        return []
-    found: list[tuple[str, Any]] = []
+def _kernel_objects(module: Any) -> list[tuple[str, Any, Any]]:
+    """(name, kernel object, its language) of every language that counts its launches (`workbench/languages/`)."""
+    found: list[tuple[str, Any, Any]] = []
     seen: set[int] = set()
-    spaces = [vars(module)] + [vars(v) for v in vars(module).values() if isinstance(v, type)]
-    for space in spaces:
-        for name, obj in list(space.items()):
-            if isinstance(obj, KernelInterface) and id(obj) not in seen:
-                seen.add(id(obj))
-                found.append((name, obj))
+    for language in _languages.LANGUAGES.values():
+        if language.tracks_launches:
+            for name, obj in language.kernel_objects(module):
+                if id(obj) not in seen:
+                    seen.add(id(obj))
+                    found.append((name, obj, language))
     return found
 
 
@@ -144,8 +141,8 @@ def _after_launch(snaps: dict[int, list[tuple[Any, Any]]], log: LaunchLog) -> No
             recorded[_view_key(view)] = (view, _clone(_detach(view)))
 
 
-def _launch_wrapper(obj: Any, name: str, log: LaunchLog) -> Any:
-    def run(*args, _orig=obj.run, _name=name, _log=log, **kwargs):
+def _launch_wrapper(original: Any, name: str, log: LaunchLog) -> Any:
+    def run(*args, _orig=original, _name=name, _log=log, **kwargs):
         if kwargs.get("warmup", False):
             return _orig(*args, **kwargs)
         _log.launches.append(_name)
@@ -157,6 +154,13 @@ def _launch_wrapper(obj: Any, name: str, log: LaunchLog) -> Any:
                 _log.storages.add(ptr)
                 _log.alive.append(a)
         result = _orig(*args, **kwargs)
+        for a in _outputs(result):  # a kernel that returns its output (Helion) gave it to its launch
+            ptr = _storage(a)
+            if ptr is not None and ptr not in _log.storages:
+                _log.storages.add(ptr)
+                _log.alive.append(a)
+                if a.device.type == "cpu" and _numel(a):  # its content now is the launch's
+                    snaps.setdefault(ptr, []).append((a, _clone(_detach(a))))
         _after_launch(snaps, _log)
         return result
 
@@ -165,39 +169,37 @@ def _launch_wrapper(obj: Any, name: str, log: LaunchLog) -> Any:
 
 @contextlib.contextmanager
 def track_launches(module: Any) -> Iterator[LaunchLog]:
-    """Count launches of the module's own Triton kernels and record their tensors."""
+    """Count launches of the module's own kernels and record their tensors."""
     log = LaunchLog()
     installed = []
-    for name, obj in _kernel_objects(module):
+    for name, obj, language in _kernel_objects(module):
         log.kernels_found.append(name)
-        original = obj.__dict__.get("run")
-        wrapper = _launch_wrapper(obj, name, log)
-        obj.run = wrapper
-        installed.append((obj, name, original, wrapper, wrapper.__code__, wrapper.__defaults__))
+        hook = language.launch_hook(obj)
+        wrapper = _launch_wrapper(hook.original, name, log)
+        hook.install(wrapper)
+        installed.append((hook, name, wrapper, wrapper.__code__, wrapper.__defaults__))
     try:
         yield log
     finally:
         log.alive.clear()
         log.after.clear()
-        for obj, name, original, wrapper, code, defaults in installed:
-            now = obj.__dict__.get("run")
-            if now is not wrapper or _getattr(now, "__code__", None) is not code or \
-                    _getattr(now, "__defaults__", None) is not defaults:
-                log.tampered.append(f"{name}.run (the launch counter)")
-            if original is None:
-                obj.__dict__.pop("run", None)
-            else:
-                obj.run = original
+        for hook, name, wrapper, code, defaults in installed:
+            now = hook.current()
+            if not (now is wrapper or _wraps(now, wrapper)) or _getattr(wrapper, "__code__", None) is not code or \
+                    _getattr(wrapper, "__defaults__", None) is not defaults:
+                log.tampered.append(f"{name}.{hook.attribute} (the launch counter)")
+            hook.restore()
+
+
+def _wraps(installed: Any, wrapper: Any) -> bool:
+    """Whether the hook's installed function is the one that calls `wrapper` (a class-level `__call__`)."""
+    cells = _getattr(installed, "__closure__", None) or ()
+    return any(_getattr(c, "cell_contents", None) is wrapper for c in cells)
 
 
 def kernel_names(module: Any, source: str) -> set[str]:
-    names = {name for name, _ in _kernel_objects(module)}
-    for name, obj in _kernel_objects(module):
-        fn = getattr(obj, "fn", None)
-        while fn is not None and not hasattr(fn, "__name__"):
-            fn = getattr(fn, "fn", None)
-        if fn is not None:
-            names.add(getattr(fn, "__name__", name))
+    names = {name for name, _, _ in _kernel_objects(module)}
+    names |= _languages.get("triton").kernel_names(module)  # type: ignore[attr-defined]
     names |= set(re.findall(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)", source or ""))
     return {n for n in names if n}
 
@@ -227,17 +229,17 @@ def no_probe(ns: int) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
-def interpreter_probe() -> Callable[[int], contextlib.AbstractContextManager]:
-    """Wrap Triton's interpreted launch so every launch in a probe call burns its CPU budget; `probing(ns)` sets it
+def interpreter_probe(target: tuple[type, str] | None) -> Callable[[int], contextlib.AbstractContextManager]:
+    """Wrap the method every interpreted launch goes through (`target`: Triton's GridExecutor.__call__, Helion's
+    Kernel.__call__ in reference mode) so every launch in a probe call burns its CPU budget; `probing(ns)` sets it
     for one call. Installed before the seal, which then guards the wrapper."""
-    try:
-        from triton.runtime import interpreter
-    except Exception:  # pragma: no cover - no interpreter in this triton
+    if target is None:
         return no_probe
-    original = interpreter.GridExecutor.__call__
+    owner, attribute = target
+    original = getattr(owner, attribute)
     budget = [0]
 
-    def __call__(self, *args, **kwargs):
+    def wrapped(self, *args, **kwargs):
         result = original(self, *args, **kwargs)
         if budget[0]:
             end = _thread_time_ns() + budget[0]
@@ -253,7 +255,7 @@ def interpreter_probe() -> Callable[[int], contextlib.AbstractContextManager]:
         finally:
             budget[0] = 0
 
-    interpreter.GridExecutor.__call__ = __call__
+    setattr(owner, attribute, wrapped)
     return probing
 
 

@@ -1,4 +1,5 @@
-"""Loading a candidate's source as a module, per language (triton, torch: a real .py file; cuda: load_inline)."""
+"""Loading a candidate's source as a module: a real .py file, imported after its language's own set-up
+(`workbench/languages/`: build hooks, JIT caches, interpreter modes)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from workbench import languages
 
 _counter = itertools.count()
 _WORKDIR: str | None = None
@@ -69,10 +72,9 @@ def entry_class(module: Any, entry: str = DEFAULT_ENTRY) -> Any:
 def load_candidate(spec: dict[str, Any], device: str, workdir: str | None = None):
     """(module, entry class) of a candidate spec; every failure is a CandidateLoadError with a clear message."""
     language, entry = spec.get("language", "triton"), spec.get("entry", "ModelNew")
-    if language == "cuda" and not device.startswith("cuda"):
-        raise CandidateLoadError(
-            "this candidate is CUDA C++ (torch.utils.cpp_extension.load_inline): it needs a CUDA device. "
-            "Evaluate it with device='cuda' on a machine with a GPU and nvcc.")
+    available = languages.get(language).availability(device)
+    if not available.runs:
+        raise CandidateLoadError(available.message)
     if os.environ.get("TRITON_INTERPRET") == "1":
         interpreter_autotune()
     name = f"kwb_candidate_{next(_counter)}_{abs(hash(spec['source'])) % 10**8}"

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.profiler
 
+from workbench import languages
 from workbench.eval.runner import compile_pause, kernel_trace, launches, library_warmup, op_record, seal
 from workbench.eval.runner.poison import Poison
 from workbench.eval.wire import model_init
@@ -140,16 +141,12 @@ class Runner:
 
         apply_precision(msg.precision or None)
         started = time.perf_counter()
-        if msg.language == "cuda":
-            from workbench.eval.runner.build_hooks import install_load_inline_cache, seed_build_dir
-
-            builds = os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp/torch_extensions")
-            seed_build_dir(builds)
-            install_load_inline_cache(builds)
+        language = languages.get(msg.language)
+        language.prepare_runner(self.device, os.environ.get("KWB_WORKDIR", "/tmp/work"))
         spec = {"source": msg.source, "language": msg.language, "entry": msg.entry}
         self.language = msg.language
-        if not self.cuda and msg.language == "triton":
-            self.probing = launches.interpreter_probe()
+        if not self.cuda and language.interpreted_on_cpu:
+            self.probing = launches.interpreter_probe(language.probe_target())
         self.seal = _seal_hooks()
         try:
             self.module, self.cls = load_candidate(spec, self.device, os.environ.get("KWB_WORKDIR", "/tmp/work"))
@@ -210,6 +207,12 @@ class Runner:
             forms.append(form)
         return tuple(forms), isinstance(out, (tuple, list))
 
+    def _tuned(self) -> str:
+        try:
+            return languages.get(self.language).tuned_config(self.module)
+        except Exception:  # noqa: BLE001 - the candidate's objects may be anything: no configuration then
+            return ""
+
     def _broken(self) -> tuple[str, ...]:
         return self.seal.broken() if self.seal is not None else ()
 
@@ -240,7 +243,7 @@ class Runner:
         if self.cuda:  # the poisoned blocks and the output go back to the driver: the judge shares this GPU
             torch.cuda.empty_cache()
         self.send(protocol.Output(call=msg.call, forms=forms, tuple_output=is_tuple, launch=report,
-                         seconds=time.perf_counter() - started, ops=record.report()))
+                         seconds=time.perf_counter() - started, ops=record.report(), tuned=self._tuned()))
 
     def _null_model(self, msg: protocol.Time) -> Any:
         """The null candidate: returns a tensor shaped like the task's output and, as NULL_KERNEL, launches one tiny

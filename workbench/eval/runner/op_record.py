@@ -81,13 +81,12 @@ _PROBE: list[torch.Tensor] = []
 
 @contextlib.contextmanager
 def _outside_launches(module: Any, state: _State) -> Iterator[None]:
-    """Count the module's own Triton launches and leave what happens inside them out of the record."""
-    patched = []
-    for _, obj in _kernel_objects(module):
-        had = "run" in obj.__dict__
-        previous = obj.__dict__.get("run")
+    """Count the module's own kernel launches and leave what happens inside them out of the record."""
+    hooks = []
+    for _, obj, language in _kernel_objects(module):
+        hook = language.launch_hook(obj)
 
-        def run(*args, _inner=obj.run, **kwargs):
+        def run(*args, _inner=hook.original, **kwargs):
             if not kwargs.get("warmup", False):
                 state.launches += 1
             state.inside_launch += 1
@@ -96,16 +95,13 @@ def _outside_launches(module: Any, state: _State) -> Iterator[None]:
             finally:
                 state.inside_launch -= 1
 
-        obj.run = run
-        patched.append((obj, had, previous))
+        hook.install(run)
+        hooks.append(hook)
     try:
         yield
     finally:
-        for obj, had, previous in patched:
-            if had:
-                obj.run = previous
-            else:
-                obj.__dict__.pop("run", None)
+        for hook in reversed(hooks):
+            hook.restore()
 
 
 class Recording:

@@ -33,6 +33,7 @@ class Diagnostics:
     compile_cache: str | None = None  # CUDA builds: "hit", "miss" or "stored"
     compile_pauses: dict[str, float] = field(default_factory=dict)
     kernel_tracer: str | None = None
+    tuned_config: str | None = None  # what the candidate's autotuner chose (Helion), also in Result.metadata
     # -- the reference --
     reference_cache: str | None = None  # "hit": the correctness rounds came from an earlier candidate of the task
     reference_rounds_ahead: int | None = None

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from workbench.eval.wire.records import RecordError, from_json, to_json
 
-PROTOCOL = (1, 2)
+PROTOCOL = (1, 3)
 #: Exception names that mean the kernel did not compile (a Fault's stage is then "compile").
 COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
 
@@ -249,6 +249,8 @@ class Output(Message):
     launch: LaunchReport
     seconds: float
     ops: OpRecord | None = None
+    #: The configuration the candidate's autotuner chose so far (Helion), as text; "" when none.
+    tuned: str = ""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from workbench import languages
 from workbench.eval.checks import evidence as ev
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
@@ -23,9 +24,9 @@ def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]
     records = session.reports
     evidence.set("outputs", ev.JUDGE, "read from shared memory by the judge and compared with its reference")
     found = guards.judge_tamper(name for r in records for name in r.launch.tampered)
-    if language == "torch":
+    if not languages.get(language).compiled:
         evidence.set("launches", ev.NOT_APPLICABLE, "a PyTorch candidate launches no kernels of its own")
-    elif not evaluation.device.startswith("cuda") and language == "triton":
+    elif not evaluation.device.startswith("cuda") and languages.get(language).interpreted_on_cpu:
         if rejected and not _pairs(records):
             evidence.set("launches", ev.UNVERIFIED, "not probed: the candidate failed other checks")
         elif any(r.launch.launches for r in records):
@@ -67,7 +68,7 @@ def before_verdict(evaluation: Evaluation, result: dict[str, Any]) -> list[Findi
     else:
         evidence.set("time", ev.JUDGE, "the judge's clock around each timed batch, less the harness")
     found: list[Finding] = []
-    if evaluation.device.startswith("cuda") and language in ("triton", "cuda"):
+    if evaluation.device.startswith("cuda") and languages.get(language).compiled:
         found += _profiled(evaluation, result)
     return found + ev.findings(evidence, evaluation.policy, language)
 

@@ -219,7 +219,20 @@ def triton_dir(source: str, device: str) -> Path | None:
         return None
     import triton
 
-    path = cache_root().parent / "triton" / key(source, f"triton-{triton.__version__}")
+    return source_dir("triton", source, f"triton-{triton.__version__}")
+
+
+def language_cache_dir(language: str, source: str, device: str) -> Path | None:
+    """A language's JIT cache of one source (GPU only; CuTe DSL's), keyed by the source, the language and the
+    toolchain, so no other source's runner ever sees it (cheat 20)."""
+    if not device.startswith("cuda"):
+        return None
+    return source_dir(language, source, f"{language}-{toolchain()}")
+
+
+def source_dir(kind: str, source: str, tools: str) -> Path | None:
+    """The directory `kind`/key(source, tools) under the cache root, made and owned by the runner's user."""
+    path = cache_root().parent / kind / key(source, tools)
     try:
         path.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:  # a root caller's runners run as nobody (runner.sandbox.write_id_maps)

@@ -110,6 +110,12 @@ class CandidateSession:
     pauses: device_lock.PauseLog = field(default_factory=device_lock.PauseLog)
     #: The judge's own work while the runner runs a correctness call (`reference.ahead.ahead_of_calls`).
     between_calls: Callable[[], None] | None = None
+    #: Seconds a call on inputs of a new shape may take where the language tunes its kernels then (Helion: the
+    #: compile budget); 0: every call has the call timeout.
+    tune_budget: float = 0.0
+    #: What the candidate's autotuner chose, as the last call reported it.
+    tuned: str = ""
+    _shapes_seen: set[tuple[Any, ...]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.arena = Arena(self.device, transport=self.transport)
@@ -259,7 +265,8 @@ class CandidateSession:
         reply, cpu, wall = self._measured(protocol.Call(call=self._next_call, model=model,
                                                         inputs=tuple(p[0] for p in pairs), slots=tuple(slot_refs),
                                                         seed=seed, record=self.record_ops, probe_ns=probe),
-                                          self.between_calls)
+                                          self.between_calls, self._tuning_timeout(inputs))
+        self.tuned = reply.tuned or self.tuned
         if self.probes is not None:
             self.probes.reported(reply.launch.launches, cpu)
         passthrough = reply.launch.outputs_prefilled_unchanged and _equals_an_input(
@@ -283,12 +290,20 @@ class CandidateSession:
         result = tuple(outs) if reply.tuple_output else (outs[0] if outs else None)
         return result, [p[1] for p in pairs]
 
-    def _measured(self, message: protocol.Call, meanwhile: Callable[[], None] | None = None
-                  ) -> tuple[Any, int | None, float]:
+    def _tuning_timeout(self, inputs: list[Any]) -> float | None:
+        """The compile budget for the first call on inputs of this shape where the language tunes then."""
+        shapes = tuple((tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else type(x).__name__ for x in inputs)
+        if not self.tune_budget or shapes in self._shapes_seen:
+            return None
+        self._shapes_seen.add(shapes)
+        return max(self.tune_budget, self.timeout)
+
+    def _measured(self, message: protocol.Call, meanwhile: Callable[[], None] | None = None,
+                  timeout: float | None = None) -> tuple[Any, int | None, float]:
         """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it)."""
         self._announce()
         before, started = self.runner.cpu_ns(), time.perf_counter()
-        reply = self._expect(message, "output", meanwhile=meanwhile)
+        reply = self._expect(message, "output", timeout, meanwhile=meanwhile)
         wall, after = time.perf_counter() - started, self.runner.cpu_ns()
         return reply, (after - before if before is not None and after is not None else None), wall
 

@@ -1,6 +1,6 @@
 """Starting a candidate's runner (a spare where one serves) and importing the candidate within its compile budget. The
 judge's caches reach a runner keyed by source (docs/anti-cheating.md, cheats 20, 27): CUDA builds (`build_cache`,
-read-only) and Triton's kernel cache (a directory per source, writable in that source's runners only).
+read-only), Triton's kernel cache and a language's own JIT cache (CuTe DSL's; writable in that source's runners only).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from workbench import languages
 from workbench.eval.judge import verdict
 from workbench.eval.judge.correctness.check import CandidateFailure
 from workbench.eval.judge.device_lock import SHARED, held
@@ -40,10 +41,14 @@ def start_runner(ev: Evaluation) -> CandidateSession:
     triton_dir = build_cache.triton_dir(cand.source, ev.device)
     if triton_dir is not None:
         writable.append((str(triton_dir), build_cache.TRITON_MOUNT))
+    language = languages.get(cand.language)
+    jit_dir = build_cache.language_cache_dir(language.name, cand.source, ev.device) if language.cache_mount else None
+    if jit_dir is not None and language.cache_mount:
+        writable.append((str(jit_dir), language.cache_mount))
     started = time.perf_counter()
     warm = libraries_for(ev.device, ev.task.source, cand.source)
     state.spare_key = spare_runner.SpareKey(ev.device, ev.job.memory_bytes, ev.ctx.share_ipc, warm)
-    state.spare = _take_spare(ev.ctx, state.spare_key) if not binds else None
+    state.spare = _take_spare(ev.ctx, state.spare_key) if not binds and jit_dir is None else None
     if state.spare is not None:
         state.triton_dir = triton_dir
         diag.triton_entries_lent = spare_runner.fill(state.spare, triton_dir)
@@ -117,6 +122,8 @@ def load_candidate(ev: Evaluation, meanwhile: Callable[[], None] | None = None) 
         if died.kind == "timeout":
             verdict.load_timeout(budget)
         raise
+    if languages.get(cand.language).tunes_on_first_call:
+        session.tune_budget = budget
     diag.load_seconds = round(session.load_seconds, 3)
     if session.warmup_seconds:
         diag.runner_warmup_s = round(session.warmup_seconds, 3)

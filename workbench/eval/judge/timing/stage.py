@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import random
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from workbench import languages
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
 from workbench.eval.judge import verdict
@@ -164,7 +164,7 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
     reused = known.recent_compiled() if known is not None and side.compiled is not None else None
     if reused is not None:
         side = dataclasses.replace(side, compiled=None)
-    interpreted = os.environ.get("TRITON_INTERPRET") == "1" and candidate_language == "triton"
+    interpreted = not device.startswith("cuda") and languages.get(candidate_language).interpreted_on_cpu
     clock = "cuda-events" if device.startswith("cuda") else ("interpreter" if interpreted else "wall")
     rule = stopping_rule(device, interpreted, reps)
     sensors = _telemetry(device)
