@@ -1,6 +1,6 @@
 """The correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12): at least five rounds on fresh inputs,
-cycling sizes and distributions, the reference's side from `ReferenceRounds`. The candidate is called twice a round on
-fresh copies in poisoned memory, so unwritten elements show the poison and an earlier round's result is
+every size (then the smallest) and distribution, the reference's side from `ReferenceRounds`. The candidate is called
+twice a round on fresh copies in poisoned memory, so unwritten elements show the poison and an earlier round's result is
 `stale-memory`; each call is held to the float64 reference under the error budget (`compare`), and the two calls to
 each other within the same bound (`nondeterministic`: honest atomics reorder sums). Every call of a round starts
 from the same RNG seed."""
