@@ -149,7 +149,7 @@ def test_a_round_failing_beside_a_call_is_left_for_its_call(evaluation):
     assert work is not None
     work()
     stuck = reference.pending()
-    assert stuck is not None and reference.sizes[stuck % len(reference.sizes)]["dim"] == 100
+    assert stuck is not None and reference.sizes[reference.size_index(stuck)]["dim"] == 100
     made = (ev.diagnostics.reference_rounds_during_calls or 0)
     work()  # stopped for good: the failure is the check's to report
     assert reference.pending() == stuck and (ev.diagnostics.reference_rounds_during_calls or 0) == made
@@ -256,3 +256,18 @@ def test_a_constant_is_tried_on_later_rounds_only_for_outputs_it_passed_so_far()
     assert all(found._constant[r] == [True] for r in range(found.n))
     found.finish()
     assert any(f == "weak-task" and "a constant output passes" in d for f, d in found.task_findings)
+
+
+def test_each_size_is_checked_once_then_the_rounds_left_use_the_one_with_the_fewest_input_elements():
+    """The further rounds go to the cheapest size for an interpreted candidate: 37 x 100, not 16 x 1000 (a looped
+    kernel's path) nor the preset 64 x 256; before every size has been made once, the plan cycles."""
+    softmax = wb.get_task("softmax")
+    fresh = _rounds(softmax)
+    assert [fresh.size_index(r) for r in range(5)] == [0, 1, 2, 0, 1]  # no size measured yet
+    rounds = _rounds(softmax)
+    made = [rounds.round(r) for r in range(rounds.n)]
+    sizes = softmax.check_sizes("cpu")
+    assert sizes[1] == {"batch_size": 37, "dim": 100} and rounds.n >= 5
+    assert [rd.size for rd in made] == sizes + [sizes[1]] * (rounds.n - 3)
+    assert [rd.size_index for rd in made] == [rounds.size_index(r) for r in range(rounds.n)]
+    assert len({rd.dist for rd in made}) == rounds.n  # every distribution kept, one round each

@@ -1,7 +1,8 @@
 """The correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12): at least five rounds on fresh inputs,
-cycling sizes and distributions, the reference's side from `ReferenceRounds`. Each round calls the candidate twice,
-from one RNG seed, on fresh copies in poisoned memory (unwritten elements show the poison, an earlier result is
-`stale-memory`), each call held to the float64 reference (`compare`) and the two to each other (`nondeterministic`).
+every size once (then the smallest) and every distribution, the reference's side from `ReferenceRounds`. Each round
+calls the candidate twice, from one RNG seed, on fresh copies in poisoned memory (unwritten elements show the poison,
+an earlier result is `stale-memory`), each call held to the float64 reference (`compare`) and the two to each other
+(`nondeterministic`).
 """
 
 from __future__ import annotations

@@ -245,6 +245,13 @@ class ReferenceRounds:
             raise TaskError(f"the reference failed at size {size} ({dist} inputs): {type(exc).__name__}: {exc}. "
                             "The task is broken, not the candidate: fix its Model.forward or its sizes.") from exc
 
+    def size_index(self, r: int) -> int:
+        """The size round r uses: each size once in the first rounds, then the one with the fewest input elements
+        (the cheapest for an interpreted candidate, who pays most of a CPU check; benchmarks/README.md)."""
+        if r < len(self.sizes) or len(self._input_numel) < len(self.sizes):
+            return r % len(self.sizes)
+        return min(range(len(self.sizes)), key=lambda i: (self._input_numel[i], i))
+
     def _dist(self, r: int) -> str:
         kept = self.kept
         return kept[r % len(kept)]
@@ -280,7 +287,7 @@ class ReferenceRounds:
                       "values, so its own inputs are used")
 
     def _compute(self, r: int) -> RoundData:
-        i = r % len(self.sizes)
+        i = self.size_index(r)
         size, model = self.sizes[i], self.model(i)
         round_seed, call_seed = round_seeds(self.seed, r)
         dist = self._dist(r)

@@ -50,6 +50,9 @@ EXTENDED_CAP_S, EXTENDED_MAX_BATCHES = 6.0, 600
 SETTLE_BATCHES = 30
 #: Calls checked per round after the first three (which check every call).
 CHECKS_PER_BATCH = 2
+#: Timed calls on Triton's interpreter: its time decides no verdict (no speedup is reported), and these three
+#: batches are the ones whose every output is re-checked (benchmarks/README.md).
+INTERPRETED_CALLS = 3
 
 
 def stopping_rule(device: str, interpreted: bool, calls: int | None) -> StoppingRule:
@@ -58,7 +61,7 @@ def stopping_rule(device: str, interpreted: bool, calls: int | None) -> Stopping
     if calls is not None:
         return StoppingRule.fixed(calls)
     if interpreted:
-        return StoppingRule.fixed(5)
+        return StoppingRule.fixed(INTERPRETED_CALLS)
     if device.startswith("cuda"):
         return StoppingRule(target_rel_ci=0.01, min_samples=MIN_BATCHES, max_samples=200, time_cap_s=2.0,
                             plateau_batches=6)
