@@ -13,9 +13,8 @@ benchmarks/README.md). Target: at least 99% ok.
 How the candidate is made, and the one exemption it needs: the reference class is renamed `EagerModel` and
 `ModelNew(EagerModel)` runs `torch.compile` of its forward. It is submitted as a declared PyTorch candidate
 (`language="torch"`), which the judge holds to correctness, cheats and timing but not to the task's kernel policy
-(Inductor's kernels are not the candidate's own source). Inductor compiles in the calling thread
-(`compile_threads = 1`) and tqdm's monitor thread is off, because a pool or monitor thread left running after
-forward is what the runner's thread-deferral check rejects.
+(Inductor's kernels are not the candidate's own source). The runner has Inductor compile in the calling thread and
+tqdm start no monitor thread, so no library thread is left after forward for the thread-deferral check to see.
 
 Candidates run `--in-flight` at once (default: every judge slot of every visible GPU), each placed on the least busy
 GPU. `--out` is a journal: one JSON record per problem, rewritten after each; a rerun skips the problems it holds.
@@ -41,13 +40,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from kernelbench_aa import DEFAULT_PROBLEMS, only_ids, problems, sample  # noqa: E402
 
 _WRAPPER = '''
-
-import torch._inductor.config as _inductor_config
-import tqdm as _tqdm
-
-_inductor_config.compile_threads = 1
-_tqdm.tqdm.monitor_interval = 0
-
 
 class ModelNew(EagerModel):
     """The reference's forward compiled by Inductor."""

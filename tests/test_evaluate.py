@@ -203,3 +203,27 @@ def test_a_reference_that_draws_random_numbers_in_forward_is_judged_like_itself(
     assert same.protocol["checked_timed_calls"] >= 2 and 0.5 < same.speedup < 2.0, (same.protocol, same.speedup)
     zero = wb.evaluate(task, wb.Candidate(source=_ZERO_STATE, language="torch"), device="cpu", time_it=False)
     assert zero.status == "incorrect" and "mismatch" in zero.flags, zero.message
+
+
+COMPILED_GELU = '''
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    """The reference's GELU through torch.compile (Inductor), as published agents submit compiled baselines."""
+
+    def __init__(self):
+        super().__init__()
+        self.fn = torch.compile(lambda x: torch.nn.functional.gelu(x), dynamic=True)
+
+    def forward(self, x):
+        return self.fn(x)
+'''
+
+
+def test_a_torch_compile_candidate_leaves_no_compile_pool_or_monitor_thread_behind():
+    """Inductor's compile pool and tqdm's monitor are the library's threads, not work deferred past the timer: the
+    runner has Inductor compile in the calling thread and tqdm start no monitor, so the honest candidate is ok."""
+    task = wb.get_task("gelu")
+    res = wb.evaluate(task, wb.Candidate(COMPILED_GELU, language="torch"), device="cpu", time_it=False)
+    assert res.status == "ok" and "thread-deferral" not in res.flags, res.message

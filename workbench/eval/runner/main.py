@@ -142,6 +142,7 @@ class Runner:
         apply_precision(msg.precision or None)
         started = time.perf_counter()
         language = languages.get(msg.language)
+        _no_library_threads()
         language.prepare_runner(self.device, os.environ.get("KWB_WORKDIR", "/tmp/work"))
         spec = {"source": msg.source, "language": msg.language, "entry": msg.entry}
         self.language = msg.language
@@ -389,3 +390,18 @@ def serve(sock_fd: int, job: str, nonce: str, device: str, sandbox: str, reason:
                       device_name=_device_name(device), sandbox=sandbox, sandbox_reason=reason))
     runner.warmup_seconds = library_warmup.warm(device, warm)
     runner.loop()
+
+
+def _no_library_threads() -> None:
+    """`torch.compile` in a candidate compiles in its calling thread and tqdm starts no monitor thread: a compile pool
+    or monitor left running after forward reads as work deferred past the timer (`thread-deferral`)."""
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    config = sys.modules.get("torch._inductor.config")
+    if config is not None:
+        config.compile_threads = 1  # type: ignore[attr-defined]
+    try:
+        import tqdm
+
+        tqdm.tqdm.monitor_interval = 0
+    except Exception:  # noqa: BLE001 - no tqdm: no monitor either
+        pass
