@@ -26,7 +26,7 @@ STUDIES = sorted((ROOT / "studies").glob("*.ipynb"))
 SOLUTIONS = Path(__file__).parent / "data" / "tutorial_solutions"
 #: Auto-checked exercises per tutorial.
 EXERCISES = {"01_first_kernel": 1, "02_fusion_softmax": 1, "03_reductions_layernorm": 1, "04_tiling_matmul": 1,
-             "05_roofline": 1, "06_cheating_kernels": 1, "07_prompting_an_llm": 2}
+             "05_roofline": 1, "06_cheating_kernels": 1, "07_prompting_an_llm": 2, "08_flash_attention": 2}
 VERDICT = re.compile(r"^exercise (\d+): (solved|not solved yet) - (.*)$", re.M)
 
 
@@ -95,6 +95,9 @@ def _solutions(stem: str) -> dict:
         fix = nodes["n02"]["source"].replace("mask=mask & (offs < N)", "mask=mask")
         return {"exercise1_solution": {"candidates_change": False, "turns_without_error_text": [2, 3, 4]},
                 "exercise2_solution": fix}
+    if stem == "08_flash_attention":
+        return {"exercise1_solution": (SOLUTIONS / f"{stem}.py").read_text(),
+                "exercise2_solution": (SOLUTIONS / f"{stem}_2.py").read_text()}
     return {"exercise1_solution": (SOLUTIONS / f"{stem}.py").read_text()}
 
 
