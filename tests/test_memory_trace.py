@@ -15,6 +15,16 @@ import triton.language as tl
 from workbench import memory_trace as mt
 
 
+@pytest.fixture
+def triton_viz_modules_restored():
+    """The test may drop every triton_viz module from sys.modules; the real ones (if any) come back afterwards."""
+    saved = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "triton_viz"}
+    yield
+    for name in [n for n in sys.modules if n.split(".")[0] == "triton_viz"]:
+        del sys.modules[name]
+    sys.modules.update(saved)
+
+
 def test_not_installed_is_one_line_with_the_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton_viz", None)  # what a missing package looks like to `import`
     module, line = mt.triton_viz_status()
@@ -24,17 +34,22 @@ def test_not_installed_is_one_line_with_the_install_hint(monkeypatch):
         mt.trace_accesses(None, (1,))
 
 
-def test_a_triton_viz_for_another_triton_is_one_line_naming_both(monkeypatch, tmp_path):
+def test_a_triton_viz_for_another_triton_is_one_line_naming_both(monkeypatch, tmp_path, triton_viz_modules_restored):
     package = tmp_path / "triton_viz"
     package.mkdir()
-    (package / "__init__.py").write_text(
+    (package / "half.py").write_text("")
+    (package / "__init__.py").write_text(  # fails halfway, as triton-viz 3.0 under Triton 3.9 does
+        "from . import half\n"
         "raise AttributeError(\"'InterpreterBuilder' object has no attribute 'create_make_block_ptr'\")\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "triton_viz", raising=False)
+    for name in [n for n in sys.modules if n.split(".")[0] == "triton_viz"]:
+        monkeypatch.delitem(sys.modules, name)
     module, line = mt.triton_viz_status()
     assert module is None and "\n" not in line
     assert f"does not work with Triton {triton.__version__}" in line
     assert "AttributeError: 'InterpreterBuilder' object has no attribute 'create_make_block_ptr'" in line
+    assert mt.triton_viz_status() == (None, line), "a second look must not take the half-imported package"
+    assert not [name for name in sys.modules if name.startswith("triton_viz")]
     with pytest.raises(mt.TritonVizUnavailable, match="does not work with Triton"):
         mt.out_of_bounds(None, (1,))
 

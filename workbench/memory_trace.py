@@ -9,6 +9,7 @@ at import under 3.9). Tensors passed to a traced launch must be on the CPU: the 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -37,6 +38,9 @@ def triton_viz_status() -> tuple[ModuleType | None, str]:
     except ModuleNotFoundError:
         return None, f"triton-viz is not installed ({INSTALL_HINT}): the trace is skipped"
     except Exception as exc:  # a triton-viz built for another Triton fails inside its own import
+        # Its half-imported modules would make the next `import triton_viz` succeed on a broken package.
+        for name in [n for n in sys.modules if n == "triton_viz" or n.startswith("triton_viz.")]:
+            del sys.modules[name]
         try:
             version = metadata.version("triton-viz")
         except metadata.PackageNotFoundError:
