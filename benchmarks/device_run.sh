@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask
+#   bash benchmarks/device_run.sh tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -158,5 +158,10 @@ PY
     ;;
   dask)
     timeout 500 python3 benchmarks/study_throughput.py --out "$OUT" 2>&1 | tail -20
+    ;;
+  flash)
+    # Tutorial 08's kernel against FlashAttention (autotuning included): about a minute on an H100.
+    timeout 300 python3 -m pytest tests/test_flash_attention.py -q -rfE -p no:cacheprovider 2>&1 | tail -5
+    timeout 500 python3 benchmarks/flash_attention.py --json "$OUT/flash_attention.json" 2>&1 | tee "$OUT/flash_attention.log" | tail -12
     ;;
 esac
