@@ -335,3 +335,32 @@ def test_doctor_lists_every_language_package_with_its_version_or_how_to_install_
     if not languages.base.installed("cutlass"):
         assert rows["cute"]["version"] is None
         assert "nvidia-cutlass-dsl not installed  -> pip install -e '.[cute]'" in format_report(report())
+
+
+def test_looking_for_helion_kernels_imports_no_helion(tmp_path, monkeypatch):
+    """Every runner asks each language for its kernels in the candidate's module; Helion's answer must not import
+    Helion (seconds in every runner of every language where it is installed): without the candidate's import of it
+    there can be no Helion kernel."""
+    import sys
+    import types
+
+    from workbench.languages import helion
+
+    (tmp_path / "helion" / "runtime").mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (tmp_path / "helion" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m == "helion" or m.startswith("helion.")]:
+        monkeypatch.delitem(sys.modules, name)
+    module = types.ModuleType("candidate")
+    assert helion.LANGUAGE.kernel_objects(module) == []
+    assert not marker.exists()
+    kernels = types.ModuleType("helion.runtime.kernel")
+
+    class Kernel:
+        pass
+
+    kernels.Kernel = Kernel  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "helion.runtime.kernel", kernels)
+    module.softmax = Kernel()  # type: ignore[attr-defined]
+    assert [name for name, _ in helion.LANGUAGE.kernel_objects(module)] == ["softmax"]

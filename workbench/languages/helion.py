@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Any
 
 from workbench.languages.base import Availability, CallHook, Language, LaunchHook, imports_module, installed
@@ -47,13 +48,15 @@ class Helion(Language):
             os.environ["HELION_INTERPRET"] = "1"
 
     def kernel_objects(self, module: Any) -> list[tuple[str, Any]]:
-        try:
-            from helion.runtime.kernel import Kernel
-        except Exception:  # helion missing: nothing of it can be in the module
+        """The module's Helion kernels; none unless the candidate imported Helion (importing it here would cost every
+        runner of every language seconds)."""
+        kernels = sys.modules.get("helion.runtime.kernel")
+        kernel_type = getattr(kernels, "Kernel", None)
+        if not isinstance(kernel_type, type):
             return []
         from workbench.languages.base import objects_of_type
 
-        return objects_of_type(module, Kernel)
+        return objects_of_type(module, kernel_type)
 
     def launch_hook(self, obj: Any) -> LaunchHook:
         return CallHook(obj)
