@@ -73,9 +73,10 @@ def row(language: str, result: wb.Result | None, seconds: float, why: str = "") 
     }
 
 
-def evaluate_languages(task: wb.Task, device: str, size: dict[str, Any] | None) -> list[dict[str, Any]]:
+def evaluate_languages(task: wb.Task, device: str, size: dict[str, Any] | None,
+                       only: tuple[str, ...] = ORDER) -> list[dict[str, Any]]:
     rows = []
-    for language in ORDER:
+    for language in [name for name in ORDER if name in only]:
         available = languages.get(language).availability(device)
         started = time.perf_counter()
         if not available.runs and languages.get(language).extra and device.startswith("cuda"):
@@ -87,9 +88,9 @@ def evaluate_languages(task: wb.Task, device: str, size: dict[str, Any] | None) 
     return rows
 
 
-def evaluate_cheats(device: str) -> list[dict[str, Any]]:
+def evaluate_cheats(device: str, only: tuple[str, ...] = ORDER) -> list[dict[str, Any]]:
     rows = []
-    for name in CHEATS:
+    for name in [n for n in CHEATS if gallery.MANIFEST[n]["requires"] in only]:
         available = languages.get(gallery.MANIFEST[name]["requires"]).availability(device)
         if not available.runs:
             rows.append({"cheat": name, "status": "skipped", "why": available.message})
@@ -142,12 +143,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="a KernelBench checkout (its KernelBench/level1 folder holds 23_Softmax.py)")
     parser.add_argument("--size", default=None, help="k=v,k=v to override the problem's sizes (e.g. on a CPU)")
     parser.add_argument("--json", type=Path, default=None, help="write every row here")
+    parser.add_argument("--only", default=",".join(ORDER), help="comma-separated languages (default: all)")
     args = parser.parse_args(argv)
+    only = tuple(name.strip() for name in args.only.split(",") if name.strip())
+    unknown = [name for name in only if name not in ORDER]
+    if unknown:
+        parser.error(f"unknown language(s) {', '.join(unknown)}: choose from {', '.join(ORDER)}")
     size = dict(kv.split("=", 1) for kv in args.size.split(",")) if args.size else None
     size = {k: int(v) if v.isdigit() else v for k, v in size.items()} if size else None
     task = softmax_task(args.kernelbench)
-    rows = evaluate_languages(task, args.device, size)
-    cheats = evaluate_cheats(args.device)
+    rows = evaluate_languages(task, args.device, size, only)
+    cheats = evaluate_cheats(args.device, only)
     print_tables(task, args.device, rows, cheats)
     if args.json:
         args.json.write_text(json.dumps({"task": task.name, "device": args.device, "languages": rows,

@@ -399,3 +399,19 @@ def test_a_candidate_sized_from_module_constants_follows_a_non_default_size(tmp_
     res = wb.evaluate(task, reference_as_candidate(task), device="cpu", size={"batch_size": 8})
     assert res.status == "ok", res.message
     assert res.size["batch_size"] == 8
+
+
+
+def test_a_size_asked_for_is_the_only_size_checked_of_a_file_without_presets():
+    """A KernelBench file's own size (`{}`) may not fit the machine a smaller size was asked for on (a 6 GiB softmax
+    on a laptop): the explicit size is checked alone; a task's presets stay beside it where it has some."""
+    from workbench.eval.evaluate import _check_sizes
+
+    task = wb.load_kernelbench(_path("23_Softmax"))
+    assert task.check_sizes("cpu") == [{}]
+    assert _check_sizes(task, {"batch_size": 8, "dim": 64}, "cpu", explicit=True) == [{"batch_size": 8, "dim": 64}]
+    assert _check_sizes(task, {}, "cpu", explicit=False) == [{}]
+    builtin = wb.get_task("softmax")
+    asked = {**builtin.size(None, "cpu"), "dtype": "float32"}
+    sizes = _check_sizes(builtin, asked, "cpu", explicit=True)
+    assert sizes[0] == asked and len(sizes) > 1 and all(sizes)

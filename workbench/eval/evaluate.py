@@ -41,11 +41,13 @@ def _require_device(device: str) -> None:
 
 
 def _check_sizes(task: Task, size: dict[str, Any], device: str, explicit: bool) -> list[dict[str, Any]]:
-    """Sizes the correctness protocol uses: the task's own, re-typed when the caller asked for another dtype."""
+    """Sizes the correctness protocol uses: the task's own, re-typed when the caller asked for another dtype. With a
+    size asked for, a task without presets (a KernelBench file: `{}` is the file's own size) checks that size alone,
+    not the file's full size beside it (which may not fit the machine the smaller size was asked for)."""
     sizes = task.check_sizes(device)
     if explicit:
         dtype = size.get("dtype")
-        sizes = [size] + [({**s, "dtype": dtype} if dtype else s) for s in sizes if s != size]
+        sizes = [size] + [({**s, "dtype": dtype} if dtype else s) for s in sizes if s != size and s]
     return sizes[:3]
 
 
