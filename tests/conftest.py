@@ -15,11 +15,19 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+#: Fixtures that give a test judges of its own and end them afterwards (`one_judge` below; `fresh_pool`, `no_sandbox`
+#: and `no_namespaces` in tests/test_judge_pool.py and tests/redteam/).
+OWN_JUDGES = {"one_judge", "fresh_pool", "no_sandbox", "no_namespaces"}
+
+
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip_gpu)
+    # Tests with judges of their own run after the others (in their files' order): each ends the pooled judge, and a
+    # test after it would start a new one (seconds of imports) where the rest of the suite shares one.
+    items.sort(key=lambda item: bool(OWN_JUDGES & set(getattr(item, "fixturenames", ()))))
 
 
 @pytest.fixture

@@ -240,7 +240,7 @@ def test_a_partial_size_keeps_the_cpu_preset_for_the_rest_and_prints_the_full_si
     (tmp_path / "sol.py").write_text(task.solution_candidate().source)
     rows = task.sizes["cpu"]["batch_size"]
     out = kwb_here("eval", "--task", "softmax", "sol.py", "--size", "dim=64", "--device", "cpu", "--json",
-                   cwd=tmp_path)
+                   "--no-time", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["size"] == {"batch_size": rows, "dim": 64}
     assert f"evaluating sol.py on task softmax (batch_size={rows}, dim=64, float32), cpu" in out.stderr

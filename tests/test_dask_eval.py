@@ -96,7 +96,8 @@ def test_a_worker_killed_mid_batch_loses_no_result_and_duplicates_none(cluster, 
     assert after_kill.count(survivor) >= 2  # the survivor took over what the dead worker held
 
 
-def test_an_unreachable_scheduler_is_one_clear_error(tmp_path):
+def test_an_unreachable_scheduler_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr("workbench.cluster.CONNECT_TIMEOUT", "2s")  # nothing listens there: the wait is the timeout
     with pytest.raises(wb.WorkbenchError, match="could not reach the Dask scheduler"):
         wb.evaluate_many(softmax_task(), [wb.Candidate(source=TRITON_SOFTMAX.format(i=0), language="triton")],
                          device="cpu", cluster="dask://127.0.0.1:9", progress=False)

@@ -71,14 +71,14 @@ def test_a_runner_off_the_gpu_warms_nothing():
     assert libraries_for("cpu", "self.conv = nn.Conv2d(3, 16, 3)\nreturn a @ b") == ()
 
 
-def test_a_cpu_evaluation_builds_on_the_host_and_warms_nothing(one_judge):
+def test_a_cpu_evaluation_builds_on_the_host_and_warms_nothing():
     res = wb.evaluate(softmax_task(), kernel(), device="cpu", time_it=False)
     assert res.status == "ok", res.message
     assert res.protocol["models_built_on"] == model_init.HOST
     assert "runner_warmup_s" not in res.protocol
 
 
-def test_a_candidate_with_other_parameter_names_draws_the_references_weights(one_judge):
+def test_a_candidate_with_other_parameter_names_draws_the_references_weights():
     """KernelBench's rule, kept with the builds in one place: the candidate's own parameter (another name, so no
     state is copied) gets the same values as the reference's from the same seed."""
     task = wb.Task.from_source(SCALED_SOFTMAX, name="scaled_softmax", kernel_policy="partial")

@@ -30,23 +30,15 @@ EXERCISES = {"01_first_kernel": 1, "02_fusion_softmax": 1, "03_reductions_layern
 VERDICT = re.compile(r"^exercise (\d+): (solved|not solved yet) - (.*)$", re.M)
 
 
-def _execute(path: Path, tmp_path: Path, km=None, **parameters) -> tuple[dict, float]:
-    """Run `path` with papermill; in the kernel of `km` when given (started here if it has none, left running)."""
-    out = tmp_path / path.name
+def _execute(path: Path, out_dir: Path, km, **parameters) -> tuple[dict, float]:
+    """Run `path` with papermill in the kernel of `km` (started here if it has none, left running), in the
+    tutorials' folder (their relative paths)."""
+    out = out_dir / path.name
+    out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     papermill.execute_notebook(str(path), str(out), parameters=parameters, kernel_name="python3",
-                               cwd=str(path.parent), progress_bar=False, store_widget_state=False,
-                               **({"km": km} if km is not None else {}))
+                               cwd=str(ROOT / "notebooks"), progress_bar=False, store_widget_state=False, km=km)
     return json.loads(out.read_text()), time.perf_counter() - started
-
-
-@pytest.fixture(scope="module")
-def kept_kernels():
-    """The kernel of each tutorial whose as-shipped run passed, kept for the same tutorial's solved run."""
-    kept: dict = {}
-    yield kept
-    for km in kept.values():
-        _shutdown(km)
 
 
 def _shutdown(km) -> None:
@@ -56,19 +48,22 @@ def _shutdown(km) -> None:
         run_sync(km.shutdown_kernel)(now=True)
 
 
-def _clear_names(km) -> None:
-    """`%reset -f` in the kernel: the next notebook starts without a name the last one defined (imported modules
-    and the judge it started stay)."""
-    from jupyter_client import BlockingKernelClient
-
-    kc = BlockingKernelClient()
-    kc.load_connection_info(km.get_connection_info())
-    kc.start_channels()
-    try:
-        reply = kc.execute_interactive("%reset -f", timeout=60)
-    finally:
-        kc.stop_channels()
-    assert reply["content"]["status"] == "ok", reply["content"]
+def _from_first_exercise(path: Path, folder: Path) -> Path:
+    """What a student re-runs once an exercise is solved: the tutorial from the first cell that reads a solution to
+    the end, after a `parameters` cell holding only the exercise parameters (so the cells before, and `device`,
+    stay as the as-shipped run left them)."""
+    nb = json.loads(path.read_text())
+    cells = nb["cells"]
+    tagged = next(i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", []))
+    first = next(i for i, c in enumerate(cells) if i > tagged and c["cell_type"] == "code"
+                 and re.search(r"exercise\d+_solution is not None", "".join(c["source"])))
+    names = re.findall(r"^(exercise\d+_solution) = None", "".join(cells[tagged]["source"]), re.M)
+    parameters = {**cells[tagged], "source": [f"{name} = None\n" for name in names], "outputs": []}
+    nb["cells"] = [parameters, *cells[first:]]
+    out = folder / path.name
+    folder.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(nb))
+    return out
 
 
 def _stdout(nb: dict) -> str:
@@ -118,41 +113,36 @@ def test_notebooks_are_stored_without_outputs_and_with_unsolved_exercises():
     assert set(EXERCISES) == {p.stem for p in TUTORIALS}
 
 
-@pytest.mark.parametrize("solved", [False, True], ids=["as-shipped", "solved"])
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.stem)
-def test_tutorial_runs_on_cpu(path, solved, tmp_path, tmp_path_factory, monkeypatch, kept_kernels):
-    """As shipped in a fresh kernel; solved in the kernel of the passed as-shipped run (its names cleared: the
-    judge it started is warm), or in a fresh one when that run is not there (run alone, or on another worker)."""
+def test_tutorial_runs_on_cpu_as_shipped_then_solved(path, tmp_path, tmp_path_factory, monkeypatch):
+    """As shipped, top to bottom in a fresh kernel: every auto-check says "not solved yet". Then, in the same kernel,
+    what a student re-runs once the exercises are solved: from the first exercise to the end, with the worked
+    solutions as papermill parameters; every auto-check says "solved"."""
     from jupyter_client.manager import AsyncKernelManager
 
     # Measured ceilings (tutorial 05) go to a cache of this test session, never to the home directory.
     monkeypatch.setenv("KWB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kwb-cache"))
-    parameters = {"device": "cpu", **(_solutions(path.stem) if solved else {})}
-    km = kept_kernels.pop(path.stem, None) if solved else None
-    if km is not None:
-        _clear_names(km)
-    km = km or AsyncKernelManager(kernel_name="python3")
+    km = AsyncKernelManager(kernel_name="python3")
     try:
-        _check_tutorial_run(path, solved, *_execute(path, tmp_path, km, **parameters))
-    except BaseException:
+        _check_tutorial_run(path, False, *_execute(path, tmp_path / "as-shipped", km, device="cpu"))
+        rerun = _from_first_exercise(path, tmp_path / "solved-source")
+        _check_tutorial_run(path, True, *_execute(rerun, tmp_path / "solved", km, **_solutions(path.stem)))
+    finally:
         _shutdown(km)
-        raise
-    if solved:
-        _shutdown(km)
-    else:
-        kept_kernels[path.stem] = km
 
 
 def _check_tutorial_run(path: Path, solved: bool, nb: dict, seconds: float) -> None:
+    """The run's errors, verdicts and time; what the cells before the exercises show is checked on the as-shipped
+    run (the solved re-run starts at the first exercise)."""
     errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     verdicts = VERDICT.findall(_stdout(nb))
     assert [n for n, _, _ in verdicts] == [str(n) for n in range(1, EXERCISES[path.stem] + 1)], verdicts
     expected = "solved" if solved else "not solved yet"
     assert all(v == expected for _, v, _ in verdicts), verdicts
-    if path.stem in ("01_first_kernel", "04_tiling_matmul"):
+    if path.stem in ("01_first_kernel", "04_tiling_matmul") and not solved:
         _assert_triton_viz_used_or_said_once(nb, path.stem)
-    if path.stem == "05_roofline":
+    if path.stem == "05_roofline" and not solved:
         _assert_roofline_shows_ceilings_and_kernels(nb)
     if path.stem == "07_prompting_an_llm":
         _assert_exercise_reveals_after_prediction_only(nb, solved)

@@ -124,8 +124,8 @@ TORCH_SOFTMAX = ("import torch\nclass ModelNew(torch.nn.Module):\n    def forwar
                  "        return torch.softmax(x, dim=-1)\n")
 
 
-def _kwb_eval(tmp_path: Path, *extra: str, tty: bool = False) -> tuple[int, str]:
-    """`kwb eval` on a torch softmax in a subprocess; (exit code, stderr), through a pseudo-terminal when `tty`."""
+def _kwb_eval_on_a_terminal(tmp_path: Path) -> tuple[int, str]:
+    """`kwb eval` on a torch softmax in a subprocess whose stderr is a pseudo-terminal; (exit code, stderr)."""
     import os
     import pty
     import subprocess
@@ -134,11 +134,8 @@ def _kwb_eval(tmp_path: Path, *extra: str, tty: bool = False) -> tuple[int, str]
     (tmp_path / "sol.py").write_text(TORCH_SOFTMAX)
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, "-m", "workbench.cli.main", "eval", "--task", "softmax", "sol.py", "--device", "cpu",
-           "--language", "torch", "--size", "batch_size=8,dim=64", "--no-time", *extra]
+           "--language", "torch", "--size", "batch_size=8,dim=64", "--no-time"]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    if not tty:
-        out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        return out.returncode, out.stderr
     leader, follower = pty.openpty()
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=follower)
     os.close(follower)
@@ -155,12 +152,16 @@ def _kwb_eval(tmp_path: Path, *extra: str, tty: bool = False) -> tuple[int, str]
     return proc.wait(timeout=60), b"".join(chunks).decode(errors="replace")
 
 
-def test_kwb_eval_prints_each_stage_with_v_and_a_live_line_on_a_terminal(tmp_path):
-    code, err = _kwb_eval(tmp_path, "-v")
+def test_kwb_eval_prints_each_stage_with_v_and_a_live_line_on_a_terminal(tmp_path, kwb_here):
+    # -v off a terminal in this process (the pooled judge); the live line needs a terminal: a subprocess on a pty.
+    (tmp_path / "sol.py").write_text(TORCH_SOFTMAX)
+    done = kwb_here("eval", "--task", "softmax", "sol.py", "--device", "cpu", "--language", "torch", "--size",
+                    "batch_size=8,dim=64", "--no-time", "-v", cwd=tmp_path)
+    code, err = done.returncode, done.stderr
     assert code == 0, err
     stages = [line.split(" · ")[0].strip() for line in err.splitlines() if line.startswith("  ")]
     assert [s for s in stages if s != "startup"][:2] == ["scan", "load"] and "check" in stages, err
-    code, err = _kwb_eval(tmp_path, tty=True)
+    code, err = _kwb_eval_on_a_terminal(tmp_path)
     assert code == 0, err
     refreshed = err.split("\r")
     # The line is rewritten in place (every half second) with the judge's stage and the seconds so far.

@@ -530,9 +530,9 @@ def test_saved_notebook_output_carries_small_static_html(tmp_path):
     assert len(nbformat.writes(nb)) < 100_000  # no plotly.js and (store_widget_state=False) no widget state
 
 
-def test_discarding_the_devices_judge_really_ends_it(one_judge):
+def test_discarding_the_devices_judge_really_ends_it():
     """The widgets' Cancel ends a hung evaluation's judge (widgets._runner.discard_judge): the judge process is
-    gone afterwards, and the next evaluation gets a fresh one."""
+    gone afterwards, and the next evaluation gets a fresh one (the pooled judge: the fresh one stays for the rest)."""
     import workbench as wb
     from widgets._runner import discard_judge
 

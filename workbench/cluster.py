@@ -10,6 +10,9 @@ from typing import Any
 
 from workbench.errors import WorkbenchError, require
 
+#: How long a client keeps trying to reach a running scheduler before the error says it could not.
+CONNECT_TIMEOUT = "20s"
+
 
 def gpu_count() -> int:
     """GPUs this process sees (0 without CUDA)."""
@@ -26,7 +29,7 @@ def make_client(cluster: str, parallel: int = 1, feature: str = "running on a Da
     if cluster.startswith(("dask://", "tcp://")):
         address = cluster.replace("dask://", "tcp://", 1)
         try:
-            return distributed.Client(address, timeout="20s"), None
+            return distributed.Client(address, timeout=CONNECT_TIMEOUT), None
         except OSError as exc:
             raise WorkbenchError(f"could not reach the Dask scheduler at {address} ({exc}); start one with "
                                  "`dask scheduler` and workers with `dask worker ADDRESS`") from None

@@ -14,12 +14,14 @@ from workbench.eval.caller.pool import shutdown_workers
 FALLBACK_TIERS = ("landlock+seccomp", "landlock", "seccomp", "none")
 
 
-@pytest.fixture
-def no_sandbox(monkeypatch):
-    monkeypatch.setenv("KWB_SANDBOX", "none")
-    shutdown_workers()  # the next judge and its fork server see the setting
-    yield
-    shutdown_workers()
+@pytest.fixture(scope="module")
+def no_sandbox():
+    """KWB_SANDBOX=none for this module: one judge started with it (and its fork server) serves both tests."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KWB_SANDBOX", "none")
+        shutdown_workers()  # the next judge and its fork server see the setting
+        yield
+        shutdown_workers()
 
 
 def test_without_a_sandbox_verdicts_still_come_and_say_so(no_sandbox):
@@ -32,18 +34,18 @@ def test_without_a_sandbox_verdicts_still_come_and_say_so(no_sandbox):
     assert "mismatch" in wrong.flags and wrong.sandbox == ok.sandbox
 
 
-def test_the_cli_and_doctor_show_the_missing_sandbox(no_sandbox, tmp_path):
+def test_the_cli_and_doctor_show_the_missing_sandbox(no_sandbox, tmp_path, kwb_here):
+    """`kwb eval` in this process, on the module's judge (the entry point's exit statuses are tests/test_cli.py's);
+    `kwb doctor` in a new one."""
     from workbench.eval.caller.judges import scrubbed_env
 
-    source = tmp_path / "k.py"
-    source.write_text(kernel().source)
-    env = {**scrubbed_env("cpu"), "KWB_SANDBOX": "none"}
-    task_file = tmp_path / "task.py"
-    task_file.write_text(softmax_task().source)
-    out = subprocess.run([sys.executable, "-m", "workbench.cli", "eval", "--task", str(task_file), str(source),
-                          "--device", "cpu", "--no-time"], capture_output=True, text=True, env=env, timeout=600)
+    (tmp_path / "k.py").write_text(kernel().source)
+    (tmp_path / "task.py").write_text(softmax_task().source)
+    out = kwb_here("eval", "--task", "task.py", "k.py", "--device", "cpu", "--no-time", cwd=tmp_path)
     assert re.search(r"sandbox\s+(landlock|seccomp|none)\S*\s+\(not isolated: turned off with KWB_SANDBOX", out.stdout), \
         out.stdout + out.stderr
+    # Doctor in a process of its own: this one has already probed (and kept) what sandbox the machine gives.
+    env = {**scrubbed_env("cpu"), "KWB_SANDBOX": "none"}
     doctor = subprocess.run([sys.executable, "-m", "workbench.cli", "doctor"], capture_output=True, text=True,
                             env=env, timeout=300)
-    assert "none: NONE" in doctor.stdout
+    assert "none: NONE" in doctor.stdout, doctor.stdout + doctor.stderr
