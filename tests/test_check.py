@@ -682,6 +682,23 @@ def test_error_map_is_pooled_to_64_cells_and_shows_where_the_output_is_wrong():
     assert all(v > 1 for v in grid[-1]) and all(v <= 1 for row in grid[:-1] for v in row)
 
 
+def test_the_error_map_is_of_the_size_asked_for_though_a_smaller_check_size_fails_worse():
+    """The extra check sizes repeat on the smallest one; the map a user reads against the size they asked for comes
+    from a failing round of that size even where a smaller size's round failed worse."""
+    task = _task(SOFTMAX)
+
+    class WorseWhenSmall(nn.Module):
+        def forward(self, x):
+            y = torch.softmax(x, dim=-1)
+            y[-1] += 1e-3 if x.shape[-1] == 64 else 1.0
+            return y
+
+    report = _run(task, WorseWhenSmall, SOFTMAX_SIZES)
+    assert report.error_map["cols"] == 64, report.error_map["cols"]
+    assert report.rounds[report.error_map_round - 1]["size"]["dim"] == 64
+    assert max(r["max_abs"] for r in report.rounds if r["size"]["dim"] == 37) > 0.5
+
+
 # ---- a Triton candidate under the interpreter -----------------------------------------------------------------------
 
 @triton.jit

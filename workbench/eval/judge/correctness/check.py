@@ -161,7 +161,7 @@ class _Protocol:
         self.poison = Poison(self.device)
         self.candidates: dict[int, Any] = {}
         self.pinned: dict[Any, torch.Tensor] = {}
-        self.failing_map: tuple[float, dict[str, Any], int] | None = None
+        self.failing_map: tuple[tuple[bool, float], dict[str, Any], int] | None = None
         self.last_ratio: torch.Tensor | None = None
         if not self.poison.cuda and self.poison.junk is None:
             self.report.note("CPU allocator poisoning is unavailable in this torch build: unwritten outputs are "
@@ -252,7 +252,7 @@ class _Protocol:
         if record["max_abs"] is not None:
             self.report.max_abs_err = max(self.report.max_abs_err or 0.0, record["max_abs"])
             self.report.max_rel_err = max(self.report.max_rel_err or 0.0, record["max_rel"])
-        self._error_map(cmp1, cmp2, record["ok"])
+        self._error_map(cmp1, cmp2, record["ok"], rd.size_index == 0)
 
     def _judge_call(self, rd: RoundData, out: Any, given: list[Any],
                     where: str) -> tuple[Comparison, list[tuple[str, str]]]:
@@ -328,13 +328,16 @@ class _Protocol:
             if flag == "mismatch":
                 self.report.add(flag, f"{where}: {detail}{self.hint or ''}", worst=cmp.worst)
 
-    def _error_map(self, cmp1: Comparison, cmp2: Comparison, ok: bool) -> None:
+    def _error_map(self, cmp1: Comparison, cmp2: Comparison, ok: bool, asked_size: bool) -> None:
+        """Keep the map of the worst failing round, preferring the size the evaluation was asked for (the one the
+        user reads the map against) over the extra check sizes."""
         cmp = cmp2 if cmp2.ratio is not None and cmp2.worst > cmp1.worst else cmp1
         if cmp.ratio is None:
             return
         self.last_ratio = cmp.ratio
-        if not ok and (self.failing_map is None or cmp.worst > self.failing_map[0]):
-            self.failing_map = (cmp.worst, error_map(cmp.ratio), len(self.report.rounds))
+        rank = (asked_size, cmp.worst)
+        if not ok and (self.failing_map is None or rank > self.failing_map[0]):
+            self.failing_map = (rank, error_map(cmp.ratio), len(self.report.rounds))
 
 
 def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, tol: Tolerance) -> float:
