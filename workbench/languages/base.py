@@ -75,10 +75,11 @@ class CallHook(LaunchHook):
 
 
 def installed(module: str) -> bool:
-    """Whether `module` can be imported here (found on the path, not imported)."""
+    """Whether `module` can be imported here (found on the path; a top-level name is not imported, a dotted one
+    imports its parents). A package that fails while its parents import counts as missing."""
     try:
         return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
+    except Exception:  # noqa: BLE001 - a broken install (e.g. a missing native library) is not a usable one
         return False
 
 

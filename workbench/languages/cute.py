@@ -31,7 +31,7 @@ class CuteDsl(Language):
             text[len(KERNEL_PREFIX):] == n or text[len(KERNEL_PREFIX):].startswith(f"{n}_") for n in names)
 
     def availability(self, device: str) -> Availability:
-        if not installed("cutlass.cute") and not installed("cutlass"):
+        if not installed("cutlass"):  # the top-level name: finding it imports nothing (CuTe DSL's import is heavy)
             return Availability(False, f"this candidate is CuTe DSL (cutlass.cute), which is not installed here. "
                                        f"Install it with `{INSTALL}` (nvidia-cutlass-dsl), and evaluate with "
                                        "device='cuda': CuTe DSL needs an NVIDIA GPU.")
