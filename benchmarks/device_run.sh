@@ -165,7 +165,7 @@ PY
     timeout 500 python3 benchmarks/flash_attention.py --json "$OUT/flash_attention.json" 2>&1 | tee "$OUT/flash_attention.log" | tail -12
     ;;
   verify4)
-    # The closing measurements on a host of four GPUs, one workload per GPU on its own quarter of the cores, at once:
+    # Before-and-after measurements on a host of four GPUs, one workload per GPU on its own quarter of the cores, at once:
     # GPU 0 throughput and overhead before/after (.base, .pre), GPU 1 the fast GPU subset, GPU 2 the KernelBench A/A
     # sample, the languages table and tutorial 08's kernel, GPU 3 the same A/A sample with .base, the audit of the test
     # kernels, Inductor on a sample, and the cheat gallery on 16 CPU cores. One log per GPU in $OUT.
