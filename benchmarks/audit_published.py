@@ -2,7 +2,7 @@
 
     python benchmarks/audit_published.py RELEASE --problems .kernelbench/KernelBench [--manifest claims.csv]
     python benchmarks/audit_published.py tests/data/audit/release --manifest tests/data/audit/manifest.csv \\
-        --problems tests/data/audit/problems           # the kernels written for the tests, timed for real
+        --problems studies/data/audit/problems           # the kernels written for the tests, timed for real
 
 RELEASE is a folder (or git checkout) of KernelBench-format kernels, or a JSON release; nothing of it is committed
 here (fetch it beside the repository, e.g. under the git-ignored .kernelbench/). The audit runs through `kwb audit`

@@ -1,7 +1,8 @@
 """The audit of published kernels (workbench/audit, docs/audit.md): reading releases and manifests, finding
 problems, the survives logic, the report, and real audits of the kernels in tests/data/audit through the engine.
 
-The kernels and problems in tests/data/audit are written for these tests in KernelBench format: an honest ReLU, one
+The kernels in tests/data/audit are written for these tests in KernelBench format (their problems are the audit
+study's, studies/data/audit/problems): an honest ReLU, one
 that lets torch do the work, one that caches its output, one that hides its time on a side stream (a GPU trick;
 honest on the CPU), a matmul on TF32-rounded operands (right only under a TF32 policy), a constant on a degenerate
 problem (softmax over a dimension of size 1), and an honest one whose class is still named Model.
@@ -34,7 +35,8 @@ from workbench.audit.table import audit_frame, audit_row
 from workbench.result import Result, Timing
 
 DATA = Path(__file__).parent / "data" / "audit"
-RELEASE, PROBLEMS, MANIFEST = DATA / "release", DATA / "problems", DATA / "manifest.csv"
+RELEASE, MANIFEST = DATA / "release", DATA / "manifest.csv"
+PROBLEMS = Path(__file__).resolve().parents[1] / "studies" / "data" / "audit" / "problems"
 ROOT = Path(__file__).resolve().parents[1]
 
 
