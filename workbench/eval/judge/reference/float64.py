@@ -7,6 +7,7 @@ else "host", with the reason noted. Where float64 fails (an op without a float64
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,18 +156,23 @@ def _slicing(ref_model: Any, inputs: list[Any], native: Any, chunk: int, seed: i
         return _reduction(ref_model, inputs, whole, chunk, seed)
     if any(o.dim() == 0 or o.shape[0] != rows for o in whole):
         return None
-    with torch.no_grad():
-        for start in range(0, rows, chunk):
-            seed_rng(seed)
-            part = [o for o in as_list(ref_model(*clone_inputs(_slices(inputs, start, start + chunk))))
-                    if isinstance(o, torch.Tensor)]
-            if len(part) != len(whole):
+    for start, part in _native_slices(ref_model, inputs, chunk, seed):
+        if len(part) != len(whole):
+            return None
+        for p, w in zip(part, whole, strict=True):
+            piece = w[start:start + chunk]
+            if p.shape != piece.shape or not _same_rows(p, piece):
                 return None
-            for p, w in zip(part, whole, strict=True):
-                piece = w[start:start + chunk]
-                if p.shape != piece.shape or not _same_rows(p, piece):
-                    return None
     return "rows"
+
+
+def _native_slices(ref_model: Any, inputs: list[Any], chunk: int, seed: int | None) -> Iterator[tuple[int, list[Any]]]:
+    """(first row, the native model's tensor outputs) for each slice of `chunk` rows, each from the same seed."""
+    with torch.no_grad():
+        for start in range(0, _batch_rows(inputs), chunk):
+            seed_rng(seed)
+            yield start, [o for o in as_list(ref_model(*clone_inputs(_slices(inputs, start, start + chunk))))
+                          if isinstance(o, torch.Tensor)]
 
 
 def _reduction(ref_model: Any, inputs: list[Any], whole: list[torch.Tensor], chunk: int, seed: int | None) -> str | None:
@@ -174,16 +180,12 @@ def _reduction(ref_model: Any, inputs: list[Any], whole: list[torch.Tensor], chu
     rows = _batch_rows(inputs)
     sums = [torch.zeros((), dtype=torch.float64, device=w.device) for w in whole]
     weighted = [torch.zeros((), dtype=torch.float64, device=w.device) for w in whole]
-    with torch.no_grad():
-        for start in range(0, rows, chunk):
-            seed_rng(seed)
-            part = [o for o in as_list(ref_model(*clone_inputs(_slices(inputs, start, start + chunk))))
-                    if isinstance(o, torch.Tensor)]
-            if len(part) != len(whole) or any(p.dim() != 0 for p in part):
-                return None
-            n = min(chunk, rows - start)
-            sums = [s + p.double() for s, p in zip(sums, part, strict=True)]
-            weighted = [s + p.double() * n for s, p in zip(weighted, part, strict=True)]
+    for start, part in _native_slices(ref_model, inputs, chunk, seed):
+        if len(part) != len(whole) or any(p.dim() != 0 for p in part):
+            return None
+        n = min(chunk, rows - start)
+        sums = [s + p.double() for s, p in zip(sums, part, strict=True)]
+        weighted = [s + p.double() * n for s, p in zip(weighted, part, strict=True)]
     targets = [w.double() for w in whole]
     if all(_same_rows(m / rows, t) for m, t in zip(weighted, targets, strict=True)):
         return "mean"
