@@ -122,6 +122,22 @@ def test_a_json_release_with_broken_records_lists_each(tmp_path):
     assert "release.json record 2: level 0 must be 1 or more" in text
 
 
+def test_a_json_lines_release_with_level_id_and_score_fields(tmp_path):
+    """One record per line, the level under `level_id` and the claim under `score_default` (as releases of
+    model-written CUDA kernels ship them), a blank line between; a line that is not JSON is named by its number."""
+    code = (RELEASE / "level1_1_relu_honest.py").read_text()
+    records = [{"level_id": "1", "task_id": "1", "custom_code": code, "score_default": "2.75"},
+               {"level_id": "1", "task_id": "1", "custom_code": code, "score_default": "0.9"}]
+    path = tmp_path / "h100.json"
+    path.write_text(json.dumps(records[0]) + "\n\n" + json.dumps(records[1]) + "\n")
+    first, second = read_release(path)
+    assert (first.key, first.level, first.problem_id, first.claimed_speedup) == ("h100.json#0", 1, 1, 2.75)
+    assert (second.key, second.claimed_speedup) == ("h100.json#1", 0.9)
+    path.write_text(json.dumps(records[0]) + "\n{broken\n")
+    with pytest.raises(AuditInputError, match=r"h100.json: neither JSON nor JSON Lines \(line 2: "):
+        read_release(path)
+
+
 # ---- manifests ----------------------------------------------------------------------------------------------------
 
 def test_a_manifest_gives_claims_precisions_and_sources():
@@ -311,6 +327,26 @@ def test_a_json_release_and_a_missing_problem_in_one_audit(tmp_path, audited):
     assert (second["status"], second["survives"]) == ("not-evaluated", "n/a")
     assert second["why"].startswith("not evaluated: no problem level 1 id 7 under")
     assert audit.evaluated == 1
+
+
+def test_a_release_that_ships_its_reference_is_judged_against_it_and_a_difference_is_noted(tmp_path):
+    """The reference a record ships is the problem its claim was measured on; where the problem folder's copy of the
+    same level and id differs, the row says so (a release's sizes or task may not be the checkout's)."""
+    code = (RELEASE / "level1_1_relu_honest.py").read_text()
+    ours = (PROBLEMS / "level1" / "1_ReLU_rows.py").read_text()
+    release = _json_release(tmp_path, [{"code": code, "level_id": 1, "task_id": 1, "ref_code": ours},
+                                       {"code": code, "level_id": 1, "task_id": 1, "ref_code": ours + "\n# v2\n"},
+                                       {"code": code, "level_id": 1, "task_id": 9, "ref_code": "x = 1\n"}])
+    with pytest.raises(AuditInputError, match="record 2: its reference is not a KernelBench problem"):
+        run_audit(release, problems=[PROBLEMS], out=tmp_path / "out", device="cpu", progress=False)
+    release = _json_release(tmp_path, json.loads(release.read_text())[:2])
+    audit = run_audit(release, problems=[PROBLEMS], out=tmp_path / "out", device="cpu", progress=False)
+    same, edited = audit.frame.to_dict("records")
+    assert (same["problem"], same["status"], same["notes"]) == \
+        ("1_ReLU_rows", "ok", "reference as the release ships it")
+    assert (edited["problem"], edited["status"]) == ("1_ReLU_rows", "ok")
+    assert edited["notes"] == "reference as the release ships it; it differs from 1_ReLU_rows.py of the problem folder"
+    assert len(list((tmp_path / "out" / "references" / "level1").glob("1_*.py"))) == 2
 
 
 def _kwb(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -8,6 +8,7 @@ goes on with the others): what was looked for, where, and how to name it instead
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,6 +94,22 @@ class ProblemIndex:
                                   "or its path relative to the problem folder")
         raise ProblemNotFound(f"problem {problem!r} not found under {self._where()}; give a path to the problem file "
                               "or its name as the checkout spells it (e.g. 19_ReLU)")
+
+    def shipped(self, entry: AuditEntry, folder: Path) -> tuple[Path, str, tuple[str, ...]]:
+        """The problem file of an entry whose release ships its reference (written under `folder`), its name (a
+        problem folder's name for that level and id, if any), and notes: shipped, and whether that copy differs."""
+        assert entry.reference is not None
+        digest = hashlib.sha256(entry.reference.encode()).hexdigest()[:10]
+        level = f"level{entry.level}" if entry.level is not None else "shipped"
+        path = folder / level / f"{entry.problem_id or 0}_{digest}.py"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(entry.reference, encoding="utf-8")
+        notes = ["reference as the release ships it"]
+        ours = [p for p in self.by_level_id.get((entry.level, entry.problem_id or -1), []) if p.parent != path.parent]
+        if len(ours) == 1 and ours[0].read_text(encoding="utf-8") != entry.reference:
+            notes.append(f"it differs from {ours[0].name} of the problem folder")
+        return path, ours[0].stem if len(ours) == 1 else path.stem, tuple(notes)
 
     def task(self, path: Path, precision: str, level: int | None = None) -> Task:
         """The problem as a Task under `precision` (its CPU preset fitted, its GPU sizes the file's own)."""

@@ -32,6 +32,8 @@ __all__ = ["AuditEntry", "AuditInputError", "ReleaseFields", "read_release", "as
 _SKIPPED_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "node_modules", ".venv"}
 #: Keys a JSON release may hold its list of records under.
 _RECORD_LISTS = ("kernels", "records", "results", "data", "solutions")
+#: A JSON release is one document, or JSON Lines (one record per line, as some releases ship `.json` files).
+_JSON_SUFFIXES = (".json", ".jsonl")
 _NAMED = re.compile(r"(?:^|[_\-.])l(?:evel)?[_-]?(\d+)[_-](?:p(?:roblem)?[_-]?)?(\d+)(?=$|[_\-.])", re.IGNORECASE)
 _LEVEL_DIR = re.compile(r"^level[_-]?(\d+)$", re.IGNORECASE)
 _LEADING_ID = re.compile(r"^(\d+)_")
@@ -62,6 +64,9 @@ class AuditEntry:
     source: str = ""
     #: The precision policy the claim was measured under (None: the audit's default).
     precision: str | None = None
+    #: The problem's source as the release ships it beside the kernel (the reference its claim was measured
+    #: against), used instead of a problem folder's copy.
+    reference: str | None = None
     notes: tuple[str, ...] = ()
 
 
@@ -71,12 +76,13 @@ class ReleaseFields:
 
     code: tuple[str, ...] = ("code", "kernel", "kernel_code", "kernel_src", "solution", "custom_code")
     problem: tuple[str, ...] = ("problem", "problem_path", "problem_name", "task")
-    level: tuple[str, ...] = ("level",)
+    level: tuple[str, ...] = ("level", "level_id")
     problem_id: tuple[str, ...] = ("problem_id", "task_id")
-    claimed_speedup: tuple[str, ...] = ("claimed_speedup", "speedup", "reported_speedup")
+    claimed_speedup: tuple[str, ...] = ("claimed_speedup", "speedup", "reported_speedup", "score_default")
     source: tuple[str, ...] = ("source", "author", "model")
     precision: tuple[str, ...] = ("precision",)
     name: tuple[str, ...] = ("name", "kernel_name")
+    reference: tuple[str, ...] = ("reference", "ref_code", "reference_code")
 
     @classmethod
     def parse(cls, pairs: list[str] | tuple[str, ...]) -> ReleaseFields:
@@ -182,6 +188,15 @@ def _precision(value: Any) -> str | None:
     return name
 
 
+def _reference(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not is_problem_file(value):
+        raise ValueError("its reference is not a KernelBench problem (a Model class with get_inputs); name the "
+                         "right field with --field reference=NAME, or leave it out to use --problems")
+    return value
+
+
 def _entry(key: str, code: str, record: dict[str, Any], names: ReleaseFields, path_hint: str) -> AuditEntry:
     """An entry from a record's fields, the problem taken from `path_hint`'s name where the record says nothing."""
     code, notes = as_model_new(code)
@@ -194,7 +209,8 @@ def _entry(key: str, code: str, record: dict[str, Any], names: ReleaseFields, pa
     return AuditEntry(key=key, code=code, problem=None if problem is None else str(problem), level=level,
                       problem_id=problem_id, claimed_speedup=_speedup(names.pick(record, "claimed_speedup")),
                       source=str(names.pick(record, "source") or ""),
-                      precision=_precision(names.pick(record, "precision")), notes=notes)
+                      precision=_precision(names.pick(record, "precision")),
+                      reference=_reference(names.pick(record, "reference")), notes=notes)
 
 
 # ---- reading -----------------------------------------------------------------------------------------------------
@@ -230,7 +246,7 @@ def read_release(folder: str | Path, manifest: str | Path | None = None,
         entries = []
         for path in files:
             key = path.name if path == folder else path.relative_to(folder).as_posix()
-            reader = _from_json if path.suffix == ".json" else _from_python
+            reader = _from_json if path.suffix in _JSON_SUFFIXES else _from_python
             entries += reader(path, key, names, issues)
         issues.raise_any(f"release {folder} has files that cannot be read (nothing was run):")
     if not entries:
@@ -241,7 +257,7 @@ def read_release(folder: str | Path, manifest: str | Path | None = None,
 
 
 def _release_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.suffix in (".py", ".json") and p.is_file()
+    return sorted(p for p in folder.rglob("*") if p.suffix in (".py", *_JSON_SUFFIXES) and p.is_file()
                   and not any(part in _SKIPPED_DIRS or part.startswith(".") for part in p.relative_to(folder).parts))
 
 
@@ -276,14 +292,30 @@ def _records(data: Any) -> list[Any] | None:
     return None
 
 
+def _json_or_lines(text: str) -> Any:
+    """One JSON document, or JSON Lines (a record per non-blank line); ValueError names the first bad line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as whole:
+        if whole.msg != "Extra data":
+            raise ValueError(f"line {whole.lineno}: {whole.msg}") from None
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            records.append(json.loads(line)) if line.strip() else None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {n}: {exc.msg}") from None
+    return records
+
+
 def _from_json(path: Path, key: str, names: ReleaseFields, issues: _Issues) -> list[AuditEntry]:
     text = _text(path, key, issues)
     if text is None:
         return []
     try:
-        records = _records(json.loads(text))
-    except json.JSONDecodeError as exc:
-        issues.add(key, f"not JSON (line {exc.lineno}: {exc.msg})")
+        records = _records(_json_or_lines(text))
+    except ValueError as exc:
+        issues.add(key, f"neither JSON nor JSON Lines ({exc})")
         return []
     if not records or not any(isinstance(r, dict) and names.pick(r, "code") is not None for r in records):
         return []  # a JSON file that holds no kernels (a config, a results dump) is not a release

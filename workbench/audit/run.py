@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +72,8 @@ def _point_id(entry: AuditEntry, task: Task, candidate: Candidate, precision: st
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _plan(entries: list[AuditEntry], index: ProblemIndex, default_precision: str, device: str) -> list[_Row]:
+def _plan(entries: list[AuditEntry], index: ProblemIndex, default_precision: str, device: str,
+          shipped_dir: Path) -> list[_Row]:
     """Each entry's problem resolved and its evaluations named; a problem that cannot be used is the row's error."""
     rows = []
     for entry in entries:
@@ -81,8 +82,12 @@ def _plan(entries: list[AuditEntry], index: ProblemIndex, default_precision: str
         row = _Row(entry, named, precision)
         rows.append(row)
         try:
-            path = index.resolve(entry)
-            row.problem = path.stem
+            if entry.reference is not None:
+                path, row.problem, notes = index.shipped(entry, shipped_dir)
+                row.entry = entry = replace(entry, notes=entry.notes + notes)
+            else:
+                path = index.resolve(entry)
+                row.problem = path.stem
             candidate = Candidate(source=entry.code, name=entry.key,
                                   metadata={"audit_source": entry.source, "claimed_speedup": entry.claimed_speedup})
             for p in dict.fromkeys([precision, "ieee"]):
@@ -151,7 +156,7 @@ def run_audit(release: str | Path, *, manifest: str | Path | None = None, proble
         Journal(store.path).start_run(RUN_ID, str(release), {"manifest": str(manifest or ""), "precision": precision,
                                                             "problems": [str(p) for p in problems or []]}, {},
                                       device_name)
-        rows = _plan(entries, index, precision, device_name)
+        rows = _plan(entries, index, precision, device_name, out_dir / "references")
         results = {pid: store.get(row_id) for pid, row_id in done.items()
                    if any(pid == point[2] for row in rows for point in row.points.values())}
         todo = [point for row in rows for point in row.points.values() if point[2] not in results]
