@@ -1,16 +1,36 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
+#   bash benchmarks/device_run.sh audit4|languages4|verify4|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-artifacts}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
+# Wheels carried for an offline machine (.whl, .whl-lang, .whl-more): each one not installed yet goes into the
+# interpreter's own site-packages (so .pth files work and nothing shadows what the machine has).
+python3 - .whl .whl-lang .whl-more <<'PY'
+import glob, importlib.metadata as md, subprocess, sys
+wheels = [w for d in sys.argv[1:] for w in sorted(glob.glob(f"{d}/*.whl"))]
+def missing(wheel):
+    try:
+        md.version(wheel.rsplit("/", 1)[-1].split("-")[0])
+        return False
+    except md.PackageNotFoundError:
+        return True
+todo = [w for w in wheels if missing(w)]
+if todo:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                    "--no-cache-dir", "--disable-pip-version-check", *todo], check=False)
+    print(f"installed {len(todo)} of {len(wheels)} carried wheels", file=sys.stderr)
+PY
+# CuTe DSL's CUDA 13 library comes in two halves (.cutA, .cutB: an xz tar of its wheel's files), one per command,
+# kept in /tmp between the commands of one machine and unpacked into site-packages once both are there.
+for half in .cutA/cu13.part00 .cutB/cu13.part01; do [ -f "$half" ] && cp "$half" /tmp/; done
+site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [ -f /tmp/cu13.part00 ] && [ -f /tmp/cu13.part01 ] && [ ! -d "$site/nvidia_cutlass_dsl/cu13" ]; then
+  cat /tmp/cu13.part00 /tmp/cu13.part01 | xz -d | tar -x -C "$site" && echo "CuTe DSL CUDA 13 library unpacked" >&2
 fi
-[ -d /tmp/site ] && export PYTHONPATH="$PYTHONPATH:/tmp/site" PATH="/tmp/site/bin:$PATH"
 phase=${1:-tests}
 case "$phase" in
   tests-fast)
@@ -30,8 +50,7 @@ case "$phase" in
     timeout 300 python3 benchmarks/roofline_ncu.py 2>&1 | tee "$OUT/roofline_ncu.log" | tail -30
     ;;
   studies)
-    python3 -m ipykernel install --prefix /tmp/site --name python3 >/dev/null 2>&1 || true
-    export JUPYTER_PATH=/tmp/site/share/jupyter
+    python3 -m ipykernel install --sys-prefix --name python3 >/dev/null 2>&1 || true
     timeout 250 python3 -m workbench.cli.main study run studies/block_size_sweep.ipynb --device cuda --store "$OUT/study.db" \
       --out "$OUT/runs" --run-id gpu-sweep -p block_sizes '[256,512,1024,2048]' -p num_warps '[2,4,8,16]' --report 2>&1 | tail -15
     timeout 250 python3 -m workbench.cli.main study run studies/variant_shootout.ipynb --device cuda --store "$OUT/study.db" \
@@ -163,6 +182,31 @@ PY
     # Tutorial 08's kernel against FlashAttention (autotuning included): about a minute on an H100.
     timeout 300 python3 -m pytest tests/test_flash_attention.py -q -rfE -p no:cacheprovider 2>&1 | tail -5
     timeout 500 python3 benchmarks/flash_attention.py --json "$OUT/flash_attention.json" 2>&1 | tee "$OUT/flash_attention.log" | tail -12
+    ;;
+  audit4)
+    # Four workloads at once, one per GPU on its quarter of the cores: GPU 0 tutorial 08's kernel against
+    # FlashAttention, then the cheat gallery and copy-out hooks on 16 CPU cores; GPU 1 the audit of a published
+    # release (AUDIT_RELEASE, resumed from $AUDIT_OUT); GPU 2 eight KernelBench problems of 4-8 GiB, four in flight
+    # against alone; GPU 3 Inductor's compile of KernelBench references judged as candidates (journal INDUCTOR_JOURNAL).
+    q=$(( $(nproc) / 4 ))
+    on() { local g=$1; shift; CUDA_VISIBLE_DEVICES=$g taskset -c $((g * q))-$((g * q + q - 1)) bash -c "$*" > "$OUT/g$g.log" 2>&1; }
+    on 0 "timeout 150 python3 benchmarks/flash_attention.py --json $OUT/flash_attention.json; CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1 timeout 330 python3 -m pytest tests/test_cheats.py tests/test_copy_out.py -q -n 8 -rfE -p no:cacheprovider | tail -15" &
+    on 1 "timeout ${AUDIT_SECONDS:-520} python3 benchmarks/audit_published.py ${AUDIT_RELEASE:-.audit-src} --out ${AUDIT_OUT:-$OUT/audit} --problems .kernelbench/KernelBench -q" &
+    on 2 "timeout 520 python3 benchmarks/scale.py --phase memory --ids ${BIG_IDS:-1/19,1/23,1/34,1/39,1/94,1/96,1/47,1/4} --repeat 1 --json $OUT/memory.json" &
+    on 3 "KWB_JUDGES=4 timeout 530 python3 benchmarks/kernelbench_inductor.py --levels ${INDUCTOR_LEVELS:-2,3} --deadline 440 --out ${INDUCTOR_JOURNAL:-$OUT/inductor.json} | tail -30" &
+    wait
+    ;;
+  languages4)
+    # The languages table on GPU 0 (CuTe DSL and Helion need their wheels, above); GPUs 1-3 go on with the Inductor
+    # journal, sharing it by level (INDUCTOR_JOURNAL, carried back from the last command).
+    q=$(( $(nproc) / 4 ))
+    on() { local g=$1; shift; CUDA_VISIBLE_DEVICES=$g taskset -c $((g * q))-$((g * q + q - 1)) bash -c "$*" > "$OUT/g$g.log" 2>&1; }
+    on 0 "python3 -c 'import helion, cutlass; print(helion.__version__, cutlass.__version__)'; timeout ${LANG_SECONDS:-300} python3 benchmarks/languages.py --kernelbench .kernelbench/KernelBench --json $OUT/languages.json" &
+    for g in 1 2 3; do
+      level=$(( g == 1 ? 1 : g == 2 ? 2 : 3 ))
+      on $g "KWB_JUDGES=4 timeout ${LANG_SECONDS:-300} python3 benchmarks/kernelbench_inductor.py --levels $level --deadline $(( ${LANG_SECONDS:-300} - 70 )) --out ${INDUCTOR_DIR:-$OUT}/inductor_l$level.json | tail -20" &
+    done
+    wait
     ;;
   verify4)
     # Before-and-after measurements on a host of four GPUs, one workload per GPU on its own quarter of the cores, at once:
