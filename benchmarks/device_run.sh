@@ -201,7 +201,7 @@ PY
     # journal, sharing it by level (INDUCTOR_JOURNAL, carried back from the last command).
     q=$(( $(nproc) / 4 ))
     on() { local g=$1; shift; CUDA_VISIBLE_DEVICES=$g taskset -c $((g * q))-$((g * q + q - 1)) bash -c "$*" > "$OUT/g$g.log" 2>&1; }
-    on 0 "python3 -c 'import helion, cutlass; print(helion.__version__, cutlass.__version__)'; timeout ${LANG_SECONDS:-300} python3 benchmarks/languages.py --kernelbench .kernelbench/KernelBench --json $OUT/languages.json" &
+    on 0 "timeout ${LANG_SECONDS:-300} python3 benchmarks/languages.py --kernelbench .kernelbench/KernelBench --json $OUT/languages.json" &
     for g in 1 2 3; do
       level=$(( g == 1 ? 1 : g == 2 ? 2 : 3 ))
       on $g "KWB_JUDGES=4 timeout ${LANG_SECONDS:-300} python3 benchmarks/kernelbench_inductor.py --levels $level --deadline $(( ${LANG_SECONDS:-300} - 70 )) --out ${INDUCTOR_DIR:-$OUT}/inductor_l$level.json | tail -20" &

@@ -173,6 +173,7 @@ def test_helion_absent_says_how_to_install_and_present_runs_in_reference_mode_on
     # Helion refuses TRITON_INTERPRET and HELION_INTERPRET together: the runner trades one for the other.
     assert "TRITON_INTERPRET" not in os.environ and os.environ["HELION_INTERPRET"] == "1"
     assert os.environ["HELION_AUTOTUNE_EFFORT"] == "quick" and os.environ["HELION_AUTOTUNE_PROGRESS_BAR"] == "0"
+    assert os.environ["HELION_AUTOTUNE_BENCHMARK_SUBPROCESS"] == "0"  # inputs through a file would pass the file cap
     assert os.environ["HELION_CACHE_DIR"] == os.path.join(str(tmp_path), "helion")
 
 
