@@ -208,17 +208,20 @@ PY
     done
     wait
     ;;
+  install)
+    # Only the preamble: the carried wheels installed and a carried half of CuTe DSL's library kept for the next command.
+    ;;
   verify4)
     # Before-and-after measurements on a host of four GPUs, one workload per GPU on its own quarter of the cores, at once:
     # GPU 0 throughput and overhead before/after (.base, .pre), GPU 1 the fast GPU subset, GPU 2 the KernelBench A/A
-    # sample, the languages table and tutorial 08's kernel, GPU 3 the same A/A sample with .base, the audit of the test
-    # kernels, Inductor on a sample, and the cheat gallery on 16 CPU cores. One log per GPU in $OUT.
+    # sample and the languages table, GPU 3 the same A/A sample with .base and Inductor on the problems named in
+    # INDUCTOR_IDS with a longer timeout. One log per GPU in $OUT.
     q=$(( $(nproc) / 4 ))
     on() { local g=$1; shift; CUDA_VISIBLE_DEVICES=$g taskset -c $((g * q))-$((g * q + q - 1)) bash -c "$*" > "$OUT/g$g.log" 2>&1; }
     on 0 "timeout 320 python3 benchmarks/eval_throughput.py --judges 4 --count 8 --before .base; timeout 190 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --before .pre --before .base" &
-    on 1 "timeout 530 python3 -m pytest tests/gpu tests/test_flash_attention.py -m 'gpu and not slow' -q -rfE -p no:cacheprovider" &
-    on 2 "timeout 250 python3 benchmarks/kernelbench_aa.py --sample 1:12,2:12,3:6 --seed 0 --timeout 150 --deadline 220 --out $OUT/aa_after.json | grep -v '^\\[judge\\|^\\[runner' | tail -12; timeout 180 python3 benchmarks/languages.py --json $OUT/languages.json; timeout 90 python3 benchmarks/flash_attention.py" &
-    on 3 "PYTHONPATH=$PWD/.base:\${PYTHONPATH#*:} timeout 250 python3 benchmarks/kernelbench_aa.py --sample 1:12,2:12,3:6 --seed 0 --timeout 150 --deadline 220 --out $OUT/aa_before.json | tail -8; timeout 90 python3 benchmarks/audit_published.py tests/data/audit/release --manifest tests/data/audit/manifest.csv --problems studies/data/audit/problems --out $OUT/audit; CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1 timeout 120 python3 -m pytest tests/test_cheats.py -q -n 4 -p no:cacheprovider | tail -6; timeout 80 python3 benchmarks/kernelbench_inductor.py --ids 1/25,1/27,2/6,2/40,3/11 --levels 1,2,3 --out $OUT/inductor.json | tail -12" &
+    on 1 "timeout 520 python3 -m pytest tests/gpu tests/test_flash_attention.py -m 'gpu and not slow' -q -rfE -p no:cacheprovider" &
+    on 2 "timeout 250 python3 benchmarks/kernelbench_aa.py --sample 1:12,2:12,3:6 --seed 0 --timeout 150 --deadline 220 --out $OUT/aa_after.json | grep -v '^\\[judge\\|^\\[runner' | tail -12; timeout 260 python3 benchmarks/languages.py --kernelbench .kernelbench/KernelBench --json $OUT/languages.json" &
+    on 3 "PYTHONPATH=$PWD/.base:\${PYTHONPATH#*:} timeout 250 python3 benchmarks/kernelbench_aa.py --sample 1:12,2:12,3:6 --seed 0 --timeout 150 --deadline 220 --out $OUT/aa_before.json | tail -8; timeout 260 python3 benchmarks/kernelbench_inductor.py --ids ${INDUCTOR_IDS:-3/15} --levels 1,2,3 --timeout 240 --out $OUT/inductor_ids.json | tail -12" &
     wait
     ;;
 esac
