@@ -133,6 +133,9 @@ def test_a_json_lines_release_with_level_id_and_score_fields(tmp_path):
     first, second = read_release(path)
     assert (first.key, first.level, first.problem_id, first.claimed_speedup) == ("h100.json#0", 1, 1, 2.75)
     assert (second.key, second.claimed_speedup) == ("h100.json#1", 0.9)
+    path.write_text(json.dumps(records[0]) + "\n" + json.dumps({**records[1], "custom_code": ""}) + "\n")
+    with pytest.warns(UserWarning, match="h100.json: 1 records have an empty code field .* not audited: records 1"):
+        assert [e.key for e in read_release(path)] == ["h100.json#0"]
     path.write_text(json.dumps(records[0]) + "\n{broken\n")
     with pytest.raises(AuditInputError, match=r"h100.json: neither JSON nor JSON Lines \(line 2: "):
         read_release(path)

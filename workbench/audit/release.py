@@ -20,6 +20,7 @@ import ast
 import csv
 import json
 import re
+import warnings
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -319,10 +320,13 @@ def _from_json(path: Path, key: str, names: ReleaseFields, issues: _Issues) -> l
         return []
     if not records or not any(isinstance(r, dict) and names.pick(r, "code") is not None for r in records):
         return []  # a JSON file that holds no kernels (a config, a results dump) is not a release
-    entries = []
+    entries, empty = [], []
     for i, record in enumerate(records):
         where = f"{key} record {i}"
         code = names.pick(record, "code") if isinstance(record, dict) else None
+        if code is None and isinstance(record, dict) and any(n in record for n in names.code):
+            empty.append(i)  # the release published no kernel for this problem
+            continue
         if not isinstance(code, str):
             issues.add(where, f"has no code (looked for {', '.join(names.code)}); name the field with "
                               "--field code=NAME")
@@ -332,6 +336,10 @@ def _from_json(path: Path, key: str, names: ReleaseFields, issues: _Issues) -> l
             entries.append(_entry(f"{key}#{i}", code, record, names, str(name or "")))
         except ValueError as exc:
             issues.add(where, str(exc))
+    if empty:
+        shown = ", ".join(map(str, empty[:10])) + (", ..." if len(empty) > 10 else "")
+        warnings.warn(f"{key}: {len(empty)} records have an empty code field (no kernel published for that problem) "
+                      f"and are not audited: records {shown}", stacklevel=2)
     return entries
 
 
