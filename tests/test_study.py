@@ -119,8 +119,9 @@ def test_sigkill_mid_study_loses_no_completed_point(tmp_path):
     proc.wait()
     done_before = Journal(store).done_points("killed")
     assert 1 <= len(done_before) < 3
+    # The points left run side by side (one kernel each), as `--parallel 2` would.
     resumed = run_study(PROBE, {"sleep_s": 1, "device": "cpu"}, {"value": [1, 2, 3]}, store_path=str(store),
-                        out_dir=str(out), run_id="killed", progress=False)
+                        out_dir=str(out), run_id="killed", parallel=2, progress=False)
     statuses = sorted(o.status for o in resumed.outcomes)
     # Points finished before the kill are skipped, the rest run now: every point ends done exactly once.
     assert statuses.count("failed") == 0
