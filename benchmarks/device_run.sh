@@ -31,6 +31,9 @@ site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 if [ -f /tmp/cu13.part00 ] && [ -f /tmp/cu13.part01 ] && [ ! -d "$site/nvidia_cutlass_dsl/cu13" ]; then
   cat /tmp/cu13.part00 /tmp/cu13.part01 | xz -d | tar -x -C "$site" && echo "CuTe DSL CUDA 13 library unpacked" >&2
 fi
+# `on G COMMAND`: COMMAND with GPU G alone and its quarter of the host's cores, its output in $OUT/gG.log.
+q=$(( $(nproc) / 4 ))
+on() { local g=$1; shift; CUDA_VISIBLE_DEVICES=$g taskset -c $((g * q))-$((g * q + q - 1)) bash -c "$*" > "$OUT/g$g.log" 2>&1; }
 phase=${1:-tests}
 case "$phase" in
   tests-fast)
@@ -188,8 +191,6 @@ PY
     # FlashAttention, then the cheat gallery and copy-out hooks on 16 CPU cores; GPU 1 the audit of a published
     # release (AUDIT_RELEASE, resumed from $AUDIT_OUT); GPU 2 eight KernelBench problems of 4-8 GiB, four in flight
     # against alone; GPU 3 Inductor's compile of KernelBench references judged as candidates (journal INDUCTOR_JOURNAL).
-    q=$(( $(nproc) / 4 ))
-    on() { local g=$1; shift; CUDA_VISIBLE_DEVICES=$g taskset -c $((g * q))-$((g * q + q - 1)) bash -c "$*" > "$OUT/g$g.log" 2>&1; }
     on 0 "timeout 150 python3 benchmarks/flash_attention.py --json $OUT/flash_attention.json; CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1 timeout 330 python3 -m pytest tests/test_cheats.py tests/test_copy_out.py -q -n 8 -rfE -p no:cacheprovider | tail -15" &
     on 1 "timeout ${AUDIT_SECONDS:-520} python3 benchmarks/audit_published.py ${AUDIT_RELEASE:-.audit-src} --out ${AUDIT_OUT:-$OUT/audit} --problems .kernelbench/KernelBench -q" &
     on 2 "timeout 520 python3 benchmarks/scale.py --phase memory --ids ${BIG_IDS:-1/19,1/23,1/34,1/39,1/94,1/96,1/47,1/4} --repeat 1 --json $OUT/memory.json" &
@@ -199,8 +200,6 @@ PY
   languages4)
     # The languages table on GPU 0 (CuTe DSL and Helion need their wheels, above); GPUs 1-3 go on with the Inductor
     # journal, sharing it by level (INDUCTOR_JOURNAL, carried back from the last command).
-    q=$(( $(nproc) / 4 ))
-    on() { local g=$1; shift; CUDA_VISIBLE_DEVICES=$g taskset -c $((g * q))-$((g * q + q - 1)) bash -c "$*" > "$OUT/g$g.log" 2>&1; }
     on 0 "timeout ${LANG_SECONDS:-300} python3 benchmarks/languages.py --kernelbench .kernelbench/KernelBench --json $OUT/languages.json" &
     for g in 1 2 3; do
       level=$(( g == 1 ? 1 : g == 2 ? 2 : 3 ))
@@ -216,8 +215,6 @@ PY
     # GPU 0 throughput and overhead before/after (.base, .pre), GPU 1 the fast GPU subset, GPU 2 the KernelBench A/A
     # sample and the languages table, GPU 3 the same A/A sample with .base and Inductor on the problems named in
     # INDUCTOR_IDS with a longer timeout. One log per GPU in $OUT.
-    q=$(( $(nproc) / 4 ))
-    on() { local g=$1; shift; CUDA_VISIBLE_DEVICES=$g taskset -c $((g * q))-$((g * q + q - 1)) bash -c "$*" > "$OUT/g$g.log" 2>&1; }
     on 0 "timeout 300 python3 benchmarks/eval_throughput.py --judges 4 --count 8 --before .base; timeout 180 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --before .pre --before .base" &
     on 1 "timeout 480 python3 -m pytest tests/gpu tests/test_flash_attention.py -m 'gpu and not slow' -q -rfE -p no:cacheprovider" &
     on 2 "timeout 230 python3 benchmarks/kernelbench_aa.py --sample 1:12,2:12,3:6 --seed 0 --timeout 150 --deadline 200 --out $OUT/aa_after.json | grep -v '^\\[judge\\|^\\[runner' | tail -12; timeout 250 python3 benchmarks/languages.py --kernelbench .kernelbench/KernelBench --json $OUT/languages.json" &
