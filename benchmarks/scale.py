@@ -43,7 +43,9 @@ def _fresh_judges(devices: list[str], warm: Callable[[], Any]) -> None:
         list(ex.map(lambda _: warm(), range(n)))
 
 
-def _rate(label: str, jobs: list[Callable[[], wb.Result]], slots: int) -> tuple[float, list[wb.Result]]:
+def _rate(label: str, jobs: list[Callable[[], wb.Result]], slots: int,
+          describe: Callable[[wb.Result], str] | None = None) -> tuple[float, list[wb.Result]]:
+    """Candidates per minute over `jobs`, `slots` at a time; a line per result as it finishes (and `describe`'s)."""
     started = time.perf_counter()
     done: list[wb.Result] = []
 
@@ -53,6 +55,8 @@ def _rate(label: str, jobs: list[Callable[[], wb.Result]], slots: int) -> tuple[
         gpu = result.metadata.get("gpu", "-")
         print(f"  [{label} {len(done)}/{len(jobs)}] {result.task[:40]:40s} {result.candidate_name[:24]:24s} "
               f"{result.status:10s} {gpu:7s} {result.metadata.get('eval_seconds', 0):6.2f} s", flush=True)
+        if describe is not None:
+            print(f"      {describe(result)}", flush=True)
         return result
 
     with ThreadPoolExecutor(slots) as ex:
@@ -145,6 +149,12 @@ def phase_study(args: argparse.Namespace, every: list[str]) -> dict[str, Any]:
     return row
 
 
+def _memory_detail(r: wb.Result) -> str:
+    """Where a large problem's seconds went, printed as it finishes (a run cut by its time limit still shows them)."""
+    return (f"alone-retry={bool(r.protocol.get('gpu_alone'))} f64={r.protocol.get('float64_reference')} "
+            f"judge GiB={r.protocol.get('judge_memory_gib')} stages={r.stage_seconds} {(r.message or '')[:160]}")
+
+
 def phase_memory(args: argparse.Namespace, every: list[str]) -> dict[str, Any]:
     """Large problems on GPU 0: each reference as a candidate, `--repeat` copies `--in-flight` at once, then each
     problem alone; a verdict that differs is listed."""
@@ -158,13 +168,9 @@ def phase_memory(args: argparse.Namespace, every: list[str]) -> dict[str, Any]:
         started = time.perf_counter()
         jobs = [lambda t=t: wb.evaluate(t, reference_as_candidate(t), device="cuda", devices=every[:1],
                                         compile_reference=False) for t in tasks for _ in range(copies)]
-        _, results = _rate(f"memory {label}", jobs, in_flight)
+        _, results = _rate(f"memory {label}", jobs, in_flight, _memory_detail)
         print(f"memory: {label} ({in_flight} in flight): {len(results)} evaluations in "
               f"{time.perf_counter() - started:.1f} s", flush=True)
-        for r in results:
-            print(f"    {r.task[:40]:40s} {r.status:13s} {r.metadata.get('eval_seconds', 0):6.1f} s "
-                  f"alone-retry={bool(r.protocol.get('gpu_alone'))} f64={r.protocol.get('float64_reference')} "
-                  f"{r.stage_seconds} {(r.message or '')[:160]}", flush=True)
         statuses[label] = {t.name: [r.status for r in results if r.task == t.name] for t in tasks}
     os.environ.pop("KWB_JUDGES", None)
     differ = [name for name, alone in statuses["alone"].items() if set(statuses["together"][name]) != set(alone)]
