@@ -21,8 +21,9 @@ import secrets
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def _fresh_judges(devices: list[str], warm: Callable[[], Any]) -> None:
         list(ex.map(lambda _: warm(), range(n)))
 
 
-def _rate(label: str, jobs: list[Callable[[], wb.Result]], slots: int,
+def _rate(label: str, jobs: Sequence[Callable[[], wb.Result]], slots: int,
           describe: Callable[[wb.Result], str] | None = None) -> tuple[float, list[wb.Result]]:
     """Candidates per minute over `jobs`, `slots` at a time; a line per result as it finishes (and `describe`'s)."""
     started = time.perf_counter()
@@ -92,7 +93,7 @@ def phase_triton(args: argparse.Namespace, every: list[str]) -> dict[str, Any]:
     def make_jobs(label: str) -> list[Callable[[], wb.Result]]:
         cands = (variants(task, secrets.token_hex(4)) + variants(task, secrets.token_hex(4)))[:args.count]
         devices = every if label == "all" else every[:1]
-        return [lambda c=c: wb.evaluate(task, c, device="cuda", devices=devices) for c in cands]
+        return [partial(wb.evaluate, task, c, device="cuda", devices=devices) for c in cands]
 
     return _compare("triton", make_jobs, lambda: wb.evaluate(task, task.solution_candidate(), device="cuda"), every)
 
@@ -114,8 +115,8 @@ def phase_kernelbench(args: argparse.Namespace, every: list[str]) -> dict[str, A
 
     def make_jobs(label: str) -> list[Callable[[], wb.Result]]:
         devices = every if label == "all" else every[:1]
-        return [lambda t=t: wb.evaluate(t, reference_as_candidate(t), device="cuda", devices=devices,
-                                        compile_reference=False) for t in tasks]
+        return [partial(wb.evaluate, t, reference_as_candidate(t), device="cuda", devices=devices,
+                        compile_reference=False) for t in tasks]
 
     warm_task = wb.get_task(args.task)
     return _compare("kernelbench", make_jobs,
@@ -142,7 +143,7 @@ def phase_study(args: argparse.Namespace, every: list[str]) -> dict[str, Any]:
         print(f"study: {workers} Dask worker(s): {done}/{len(run.outcomes)} points in {seconds:.1f} s -> "
               f"{rate:.1f} points/min", flush=True)
         for failed in run.failed:
-            print(f"  failed point {failed.point_id}: {failed.message[:300]}", flush=True)
+            print(f"  failed point {failed.point.id}: {failed.error[:300]}", flush=True)
         row[label] = {"rate": round(rate, 2), "done": done, "seconds": round(seconds, 1)}
     row["ratio"] = round(row["all"]["rate"] / row["one"]["rate"], 3)
     print(f"== study: {len(every)} workers / 1 worker = {row['ratio']:.2f}x", flush=True)
@@ -166,8 +167,8 @@ def phase_memory(args: argparse.Namespace, every: list[str]) -> dict[str, Any]:
         pool.shutdown_judges()
         os.environ["KWB_JUDGES"] = str(in_flight)
         started = time.perf_counter()
-        jobs = [lambda t=t: wb.evaluate(t, reference_as_candidate(t), device="cuda", devices=every[:1],
-                                        compile_reference=False) for t in tasks for _ in range(copies)]
+        jobs = [partial(wb.evaluate, t, reference_as_candidate(t), device="cuda", devices=every[:1],
+                        compile_reference=False) for t in tasks for _ in range(copies)]
         _, results = _rate(f"memory {label}", jobs, in_flight, _memory_detail)
         print(f"memory: {label} ({in_flight} in flight): {len(results)} evaluations in "
               f"{time.perf_counter() - started:.1f} s", flush=True)
