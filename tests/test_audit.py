@@ -380,3 +380,25 @@ def test_kwb_audit_refuses_what_it_cannot_use_in_a_line_or_two(tmp_path):
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         assert expected in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "out" / "audit.db").exists()
+
+
+def test_the_audit_benchmark_samples_a_large_release_largest_claims_first(tmp_path):
+    """benchmarks/audit_published.py --largest K --sample N --seed S: the K largest claims, then N of the rest at
+    random (the same N for the same seed), written as a release the audit reads back with claims and references."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("audit_published", ROOT / "benchmarks" / "audit_published.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    code = (RELEASE / "level1_1_relu_honest.py").read_text()
+    ours = (PROBLEMS / "level1" / "1_ReLU_rows.py").read_text()
+    release = tmp_path / "big.jsonl"
+    release.write_text("".join(json.dumps({"level_id": 1, "task_id": i, "custom_code": code, "score_default": s,
+                                           "ref_code": ours}) + "\n" for i, s in enumerate([1.1, 9.0, 2.0, 0.5, 3.0], 1)))
+    first = bench._sample(release, tmp_path / "a", largest=2, count=2, seed=0)
+    again = bench._sample(release, tmp_path / "b", largest=2, count=2, seed=0)
+    picked = read_release(first)
+    assert [e.claimed_speedup for e in picked[:2]] == [9.0, 3.0]
+    assert len(picked) == 4 and len({e.problem_id for e in picked}) == 4
+    assert [e.problem_id for e in picked] == [e.problem_id for e in read_release(again)]
+    assert all(e.reference == ours and e.code == code for e in picked)
