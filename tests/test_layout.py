@@ -17,7 +17,7 @@ EVAL = ROOT / "workbench" / "eval"
 RUNNER_ENTRIES = ("workbench.eval.runner.forkserver", "workbench.eval.runner.main", "workbench.eval.runner.loading",
                   "workbench.eval.runner.build_hooks", "workbench.eval.runner.sandbox", "workbench.tasks.precision")
 #: Packages the runner must never hold: the caller's side, the judge, the checks, and everything above the engine.
-FORBIDDEN_IN_RUNNER = ("workbench.eval.caller", "workbench.eval.judge", "workbench.eval.checks",
+FORBIDDEN_IN_RUNNER = ("workbench.dispatch", "workbench.eval.results", "workbench.eval.judge", "workbench.eval.checks",
                        "workbench.eval.evaluate", "workbench.store", "workbench.llm", "workbench.study",
                        "workbench.cli", "widgets", "roofline")
 
@@ -81,3 +81,89 @@ def test_the_fork_server_imports_the_package_the_judge_runs():
 
     assert os.path.realpath(os.path.join(package_root(), "workbench")) == \
         os.path.realpath(os.path.dirname(workbench.__file__))
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path, known: set[str]) -> set[str]:
+    """The modules of `known` a file imports when it runs: function-level imports count, `if TYPE_CHECKING:` not."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+                   for stmt in node.body for n in ast.walk(stmt)}
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+    resolved = set()
+    for name in found:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name:
+            resolved.add(name)
+    return resolved - {_module_name(path)}
+
+
+def _import_graph(*folders: Path) -> dict[str, set[str]]:
+    paths = {_module_name(p): p for folder in folders for p in folder.rglob("*.py")}
+    return {name: _runtime_imports(path, set(paths)) for name, path in paths.items()}
+
+
+def test_no_import_circle_in_the_engine_or_dispatch():
+    """Imports point one way (function-level imports count; `if TYPE_CHECKING:` imports do not)."""
+    graph = _import_graph(EVAL, ROOT / "workbench" / "dispatch")
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            raise AssertionError("import circle: " + " -> ".join(path[path.index(name):] + [name]))
+        if name in done:
+            return
+        for other in sorted(graph[name]):
+            visit(other, [*path, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+def test_dispatch_knows_judges_and_jobs_never_what_a_judge_decides():
+    """Where evaluations run imports, of the engine, only what crosses to a judge (`wire/`)."""
+    graph = _import_graph(EVAL, ROOT / "workbench" / "dispatch")
+    for name, imported in sorted(graph.items()):
+        if name.startswith("workbench.dispatch"):
+            bad = sorted(m for m in imported if m.startswith("workbench.eval") and not m.startswith("workbench.eval.wire"))
+            assert not bad, f"{name} imports {bad}"
+
+
+#: The engine's size limits: one module, one function (decorators included), the whole of workbench/eval in lines.
+MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_ENGINE_LINES = 500, 80, 12_000
+
+
+def _engine_files() -> list[tuple[Path, str]]:
+    return [(path, path.read_text()) for path in sorted(EVAL.rglob("*.py"))]
+
+
+def test_no_engine_module_or_function_is_too_long_to_read():
+    too_long = []
+    for path, text in _engine_files():
+        if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(ROOT)}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if (length := (node.end_lineno or node.lineno) - first + 1) > MAX_FUNCTION_LINES:
+                    too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
+    assert not too_long, too_long

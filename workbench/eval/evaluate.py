@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from workbench.candidate import Candidate
+from workbench.dispatch.judges import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, cpu_memory_bytes
+from workbench.dispatch.pool import occupancy, places, prestart, run_placed, total_slots
+from workbench.dispatch.progress import Cancelled
 from workbench.errors import WorkbenchError
-from workbench.eval.caller.judges import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, cpu_memory_bytes
-from workbench.eval.caller.pool import occupancy, places, prestart, run_placed, total_slots
-from workbench.eval.caller.progress import Cancelled
-from workbench.eval.caller.results import cancelled_result, result_from_reply
 from workbench.eval.options import EvalOptions
+from workbench.eval.results import cancelled_result, cluster_failed_result, result_from_reply
 from workbench.eval.wire.judge_messages import CandidateSpec, Job, Reply
 from workbench.result import Result
 from workbench.tasks.task import Task, get_task
@@ -134,7 +134,7 @@ def evaluate_many(task: Task | str, candidates: Iterable[Candidate], device: str
                   cluster: str | None = None, **overrides: Any) -> list[Result]:
     """Evaluate several candidates over every chosen GPU's judges (`evaluate_all`), with a progress bar; results in
     order, "cancelled" after a cancel. `cluster`: "dask://host:port", "local[:N]", "slurm" or "pbs"
-    (`caller/cluster.py`)."""
+    (`dispatch/cluster.py`)."""
     from tqdm.auto import tqdm
 
     opts = resolve_options(options, device, overrides, here=cluster is None)
@@ -148,18 +148,21 @@ def evaluate_many(task: Task | str, candidates: Iterable[Candidate], device: str
                 bar.set_postfix_str(_occupancy_line(opts, len(cands) - bar.n), refresh=False)
 
         if cluster is not None:
-            from workbench.eval.caller.cluster import evaluate_on_cluster
+            from workbench.dispatch.cluster import evaluate_on_cluster
 
             task_obj = get_task(task) if isinstance(task, str) else task
             here = opts.replace(device=opts.device or "cpu")  # enough to name a Job this machine may not run
-            return evaluate_on_cluster(task_obj, cands, opts, cluster, evaluate_on_worker,
-                                       lambda cand: make_job(task_obj, cand, here), done)
+            return evaluate_on_cluster(
+                task_obj, cands, opts, cluster, evaluate_on_worker,
+                cancelled=lambda cand: cancelled_result(task_obj, cand, make_job(task_obj, cand, here), 0.0),
+                failed=lambda cand, why: cluster_failed_result(task_obj, cand, make_job(task_obj, cand, here), why),
+                on_result=done)
         return evaluate_all(task, cands, opts, done)
 
 
 def evaluate_on_worker(task: Task, candidate: Candidate, opts: EvalOptions) -> Result:
-    """`evaluate` on a Dask worker (`caller/cluster.py`): the worker's GPUs, and which worker in the Result."""
-    from workbench.eval.caller.cluster import worker_address, worker_options
+    """`evaluate` on a Dask worker (`dispatch/cluster.py`): the worker's GPUs, and which worker in the Result."""
+    from workbench.dispatch.cluster import worker_address, worker_options
 
     result = evaluate(task, candidate, options=worker_options(opts))
     result.metadata["cluster_worker"] = worker_address()

@@ -137,7 +137,7 @@ class Evaluation:
             again = type(self)(self.job, self.ctx).run(retry_out_of_memory=False)
             again["diagnostics"].out_of_memory_retry = "judge caches dropped, evaluated once more"
             return again
-        if out_of_memory:  # the caller may evaluate it again with the GPU to itself (`caller/pool.py`)
+        if out_of_memory:  # the caller may evaluate it again with the GPU to itself (`workbench/dispatch/pool.py`)
             reply["diagnostics"].out_of_memory = True
         return reply
 

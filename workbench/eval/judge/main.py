@@ -18,7 +18,16 @@ import threading
 import time
 from typing import IO, Any
 
-from workbench.eval.caller.gpus import apply_judge_cores
+
+def apply_judge_cores() -> None:
+    """Keep to the cores the caller gave this judge (`KWB_JUDGE_CORES`, `dispatch/gpus.cores_for`)."""
+    raw = os.environ.get("KWB_JUDGE_CORES", "").strip()
+    if raw and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, {int(c) for c in raw.split(",")})
+        except (OSError, ValueError):  # cores gone or not allowed: run where the judge may
+            pass
+
 
 apply_judge_cores()  # before torch starts its threads: a judge of one of several GPUs keeps to that GPU's cores
 
