@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from roofline.counting import count_work
 from workbench import languages
 from workbench.errors import TaskError
 from workbench.eval.checks import runtime as guards
@@ -29,7 +30,6 @@ from workbench.eval.judge.device_lock import EXCLUSIVE, NONE, SHARED, held
 from workbench.eval.judge.evidence import stage as evidence_stage
 from workbench.eval.judge.reference import ahead, compiled
 from workbench.eval.judge.reference import runner as reference_runner
-from workbench.eval.judge.reference.counting import count_work
 from workbench.eval.judge.reference.rounds import ReferenceRounds, build_reference
 from workbench.eval.judge.runners import faults
 from workbench.eval.judge.runners.process import RunnerDied, RunnerViolation

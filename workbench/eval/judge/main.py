@@ -111,7 +111,7 @@ def _warm_counting() -> None:
     """FlopCounterMode's first use costs seconds: paid in a thread while the judge waits for its first job."""
     def warm() -> None:
         try:
-            from workbench.eval.judge.reference.counting import count_work
+            from roofline.counting import count_work
 
             count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
         except Exception:  # noqa: BLE001 - only a warm-up
