@@ -41,9 +41,8 @@ def _require_device(device: str) -> None:
 
 
 def _check_sizes(task: Task, size: dict[str, Any], device: str, explicit: bool) -> list[dict[str, Any]]:
-    """Sizes the correctness protocol uses: the task's own, re-typed when the caller asked for another dtype. With a
-    size asked for, a task without presets (a KernelBench file: `{}` is the file's own size) checks that size alone,
-    not the file's full size beside it (which may not fit the machine the smaller size was asked for)."""
+    """Sizes the correctness protocol uses: the task's own, re-typed to a dtype asked for; an explicit size first
+    (a task without presets, `{}`, then checks that size alone: its full size may not fit this machine)."""
     sizes = task.check_sizes(device)
     if explicit:
         dtype = size.get("dtype")
@@ -95,8 +94,7 @@ def _task_and_candidate(task: Task | str, candidate: Candidate | str) -> tuple[T
 
 def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = None, *,
              options: EvalOptions | None = None, store: Any = None, **overrides: Any) -> Result:
-    """Check and time `candidate` on `task` in a judge process, the candidate in a sandboxed runner
-    (docs/trust-boundary.md). `options`: an `EvalOptions`, overridden by keywords of the same names. Raises
+    """Check and time `candidate` on `task` in a judge, the candidate sandboxed; keywords override `options`. Raises
     WorkbenchError only for the caller's mistakes; a candidate's fault is a Result with a status and a message."""
     task, candidate = _task_and_candidate(task, candidate)
     opts = resolve_options(options, device, overrides)
@@ -132,9 +130,8 @@ def _annotate(result: Result, task: Task, reply: Reply) -> None:
 def evaluate_many(task: Task | str, candidates: Iterable[Candidate], device: str | None = None, *,
                   options: EvalOptions | None = None, progress: bool = True, store: Any = None,
                   cluster: str | None = None, **overrides: Any) -> list[Result]:
-    """Evaluate several candidates over every chosen GPU's judges (`evaluate_all`), with a progress bar; results in
-    order, "cancelled" after a cancel. `cluster`: "dask://host:port", "local[:N]", "slurm" or "pbs"
-    (`dispatch/cluster.py`)."""
+    """Evaluate several candidates over every chosen GPU's judges, or on `cluster` ("dask://host:port", "local[:N]",
+    "slurm", "pbs"), with a progress bar; results in order, "cancelled" after a cancel."""
     from tqdm.auto import tqdm
 
     opts = resolve_options(options, device, overrides, here=cluster is None)
@@ -196,10 +193,8 @@ def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOption
 
 def evaluate_pairs(pairs: list[tuple[Task | str, Candidate]], opts: EvalOptions,
                    on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
-    """Evaluate (task, candidate) pairs with up to every chosen GPU's judges in flight (`pool.total_slots`; each
-    judge times with its GPU to itself, each candidate placed on the least busy GPU); `on_result(index, result)`
-    runs in this thread as each finishes. Results in their order; Ctrl-C or an error in `on_result` cancels those
-    in flight and propagates."""
+    """Evaluate (task, candidate) pairs with every chosen GPU's judges in flight; `on_result(index, result)` runs here
+    as each finishes. Results in order; Ctrl-C or an error in `on_result` cancels those in flight and propagates."""
     opts = resolve_options(opts, None, {})
     device = opts.device or default_device()  # resolved above; the fallback only satisfies the type
     slots = min(total_slots(device, opts.devices), len(pairs))
