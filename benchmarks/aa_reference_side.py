@@ -46,7 +46,7 @@ DEFAULT_PATHS = "tests/kernelbench/level1/13_Max_first_dim.py,tests/kernelbench/
 
 def start_judges(device: str, sides: list[str]) -> dict[str, Any]:
     """One judge per side; the switches are read from the environment each judge starts with."""
-    from workbench.eval.caller.judges import Judge
+    from workbench.dispatch.judges import Judge
 
     judges = {}
     for side in sides:
@@ -64,8 +64,8 @@ def start_judges(device: str, sides: list[str]) -> dict[str, Any]:
 
 
 def evaluate_on(judge: Any, task: Any, device: str) -> dict[str, Any]:
-    from workbench.eval.caller.results import result_from_reply
     from workbench.eval.evaluate import make_job, resolve_options
+    from workbench.eval.results import result_from_reply
     from workbench.tasks.kernelbench import reference_as_candidate
 
     cand = reference_as_candidate(task)

@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     rates: list[tuple[str, str, float]] = []
     bad: list[wb.Result] = []
     for judges in counts:
-        from workbench.eval.caller.pool import judge_slots, prestart, shutdown_judges
+        from workbench.dispatch.pool import judge_slots, prestart, shutdown_judges
 
         shutdown_judges()
         if judges is not None:

@@ -164,8 +164,8 @@ def _slots(device: str) -> int:
     """Every judge slot of every visible GPU (1 on the CPU)."""
     if not device.startswith("cuda"):
         return 1
-    from workbench.eval.caller import pool
-    from workbench.eval.caller.gpus import visible_count
+    from workbench.dispatch import pool
+    from workbench.dispatch.gpus import visible_count
 
     return max(1, pool.judge_slots("cuda") * max(1, visible_count()))
 

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import workbench as wb  # noqa: E402
-from workbench.eval.caller import pool  # noqa: E402
-from workbench.eval.caller.gpus import visible_count  # noqa: E402
+from workbench.dispatch import pool  # noqa: E402
+from workbench.dispatch.gpus import visible_count  # noqa: E402
 
 
 def _fresh_judges(devices: list[str], warm: Callable[[], Any]) -> None:

@@ -39,7 +39,7 @@ def device() -> str:
 def one_judge(monkeypatch):
     """A single CPU judge, started inside the test (it sees the test's environment), so back-to-back evaluations
     meet the same judge and what it keeps between them; the pool is reset again afterwards."""
-    from workbench.eval.caller.pool import shutdown_workers
+    from workbench.dispatch.pool import shutdown_workers
 
     monkeypatch.setenv("KWB_JUDGES", "1")
     shutdown_workers()

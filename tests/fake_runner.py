@@ -774,10 +774,10 @@ def judge_fake(task: Any, script: Script, device: str = "cpu", *, context: Any =
     Result as the caller does. `context`: a Context to reuse (its caches and kept pool; its runner class is set to
     this script's); `reference`: what a reference runner does (KWB_REFERENCE_RUNNER=1 times the reference in one);
     `options`: EvalOptions fields (time_it, timeout, compile_timeout, rounds, seed, size)."""
-    from workbench.eval.caller.results import result_from_reply
     from workbench.eval.evaluate import _annotate
     from workbench.eval.judge import verdict
     from workbench.eval.judge.evaluation import Evaluation
+    from workbench.eval.results import result_from_reply
 
     job = fake_job(task, script, device, reps, **options)
     ctx = context if context is not None else fake_context()

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.eval.caller.pool import discard_worker
+from workbench.dispatch.pool import discard_worker
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import FLAGS
 from workbench.eval.runner import launches

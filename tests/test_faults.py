@@ -79,7 +79,7 @@ def test_every_candidate_gets_a_fresh_runner_and_a_crash_leaves_the_judge_alive(
 def test_secrets_are_scrubbed_from_the_worker_environment(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok")
-    from workbench.eval.caller.pool import shutdown_workers
+    from workbench.dispatch.pool import shutdown_workers
 
     shutdown_workers()  # the next worker starts with this environment
     src = (FAULTS / "honest_softmax.py").read_text().replace(

@@ -12,11 +12,11 @@ import pytest
 from engine_tasks import softmax_task
 
 import workbench as wb
+from workbench.dispatch import gpus
+from workbench.dispatch import pool as judge_pool
+from workbench.dispatch.judges import Judge
 from workbench.errors import WorkbenchError
 from workbench.eval import evaluate as evaluate_module
-from workbench.eval.caller import gpus
-from workbench.eval.caller import pool as judge_pool
-from workbench.eval.caller.judges import Judge
 from workbench.eval.wire import judge_messages as wire
 from workbench.eval.wire.diagnostics import Diagnostics
 

@@ -12,7 +12,7 @@ import pytest
 from engine_tasks import softmax_task
 
 import workbench as wb
-from workbench.eval.caller import pool as judge_pool
+from workbench.dispatch import pool as judge_pool
 
 SLOW_TORCH = '''
 import time, torch, torch.nn as nn

@@ -321,9 +321,9 @@ def test_a_second_candidate_of_the_task_reuses_the_reference_rounds(task):
 def test_the_caller_never_changes_the_judges_status(task, slow_roof):
     """A reply the judge called "ok" whose time is far below the physical floor: the caller annotates the roofline
     numbers and leaves the status, flags and message as the judge decided them (`evaluate._annotate`)."""
-    from workbench.eval.caller.results import result_from_reply
     from workbench.eval.evaluate import _annotate
     from workbench.eval.judge.ceilings import measured_ceilings
+    from workbench.eval.results import result_from_reply
     from workbench.eval.wire.judge_messages import Reply
     from workbench.result import Timing
 

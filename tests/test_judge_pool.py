@@ -10,8 +10,8 @@ import pytest
 from engine_tasks import softmax_task
 
 import workbench as wb
-from workbench.eval.caller import judges as judge_process
-from workbench.eval.caller import pool as judge_pool
+from workbench.dispatch import judges as judge_process
+from workbench.dispatch import pool as judge_pool
 from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
 from workbench.eval.runner import sandbox
 
@@ -264,7 +264,7 @@ def test_a_judge_out_of_memory_with_nothing_of_other_tasks_kept_is_not_tried_aga
 def test_a_gpu_gets_a_judge_per_four_cores_between_two_and_four(monkeypatch):
     """Only the timing holds the GPU exclusively, so judges beyond two keep it busier while they have cores for
     their runners; the CPU keeps one judge (the interpreter and the timing share its cores); KWB_JUDGES decides."""
-    from workbench.eval.caller import pool
+    from workbench.dispatch import pool
 
     assert [pool.gpu_judges(c) for c in (None, 1, 2, 8, 12, 16, 64)] == [2, 2, 2, 2, 3, 4, 4]
     monkeypatch.delenv("KWB_JUDGES", raising=False)

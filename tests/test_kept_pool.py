@@ -70,7 +70,7 @@ def test_judges_sharing_a_device_split_the_memory_their_pools_may_take(monkeypat
     """Each judge makes its pool from what is free when it is made and keeps it for the next candidate: a quarter
     each for four judges filled an 80 GB GPU. One or two judges take a quarter of free memory each; more split half
     of it. The caller tells each judge how many there are (`judge_slots`, through KWB_JUDGE_PEERS)."""
-    from workbench.eval.caller.judges import Judge
+    from workbench.dispatch.judges import Judge
     from workbench.eval.judge.timing import inputs as input_pool
 
     assert [input_pool.memory_share(p) for p in (1, 2, 3, 4, 8)] == [0.25, 0.25, pytest.approx(1 / 6), 0.125,
@@ -80,7 +80,7 @@ def test_judges_sharing_a_device_split_the_memory_their_pools_may_take(monkeypat
     assert input_pool.sets_that_fit(gib // 2, 64 * gib, 256) == 16  # 8 GiB of 64: 16 sets of half a GiB
     monkeypatch.setenv("KWB_JUDGE_PEERS", "1")
     assert input_pool.sets_that_fit(gib // 2, 64 * gib, 256) == 32
-    from workbench.eval.caller import pool
+    from workbench.dispatch import pool
 
     monkeypatch.setenv("KWB_JUDGES", "3")
     for judge in (Judge("cpu", peers=3), pool._start("cpu")):  # as the caller's pool starts them

@@ -186,7 +186,7 @@ def test_a_cute_candidate_on_a_cpu_is_a_compile_error_with_the_install_hint():
 
 def test_a_cute_candidate_with_cute_installed_but_no_gpu_is_a_compile_error_saying_it_needs_one(tmp_path, monkeypatch):
     """The judge decides from what its own interpreter finds: a fake CuTe DSL on its path stands for an install."""
-    from workbench.eval.caller.pool import discard_worker
+    from workbench.dispatch.pool import discard_worker
 
     _fake_package(tmp_path, "cutlass", "cutlass.cute")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))

@@ -11,8 +11,8 @@ import pytest
 from engine_tasks import softmax_task
 
 import workbench as wb
-from workbench.eval.caller import pool as judges
-from workbench.eval.caller.progress import ProgressRelay
+from workbench.dispatch import pool as judges
+from workbench.dispatch.progress import ProgressRelay
 from workbench.eval.wire.judge_messages import CandidateSpec, Job, Progress
 
 FAULTS = Path(__file__).parent / "faults"

@@ -15,8 +15,7 @@ import torch
 
 import workbench as wb
 from roofline import ncu
-from roofline.counting import Work, count, count_reference
-from workbench.eval.judge.reference.counting import count_work, minimal_bytes, tensor_nbytes
+from roofline.counting import Work, count, count_reference, count_work, minimal_bytes, tensor_nbytes
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 

@@ -39,8 +39,8 @@ def test_only_the_verdict_module_sets_a_status_in_the_judge():
 def test_the_caller_keeps_the_judges_status_whatever_the_roofline_says():
     """A reply the judge called "ok" whose time is far below the physical floor stays "ok" in the Result: the
     physics check is the judge's (judge/verdict.py), the caller's roofline annotation only adds numbers."""
-    from workbench.eval.caller.results import result_from_reply
     from workbench.eval.evaluate import _annotate, make_job, resolve_options
+    from workbench.eval.results import result_from_reply
     from workbench.eval.wire.judge_messages import Reply
 
     task = wb.get_task("vector_add")

@@ -145,6 +145,6 @@ class Job:
 def discard_judge(device: str) -> None:
     """End the device's evaluation process (a hung kernel would hold it until its timeout); the next evaluation
     starts a fresh one. Any other evaluation in flight on it reports "crashed"."""
-    from workbench.eval.caller.pool import discard_judge as discard
+    from workbench.dispatch.pool import discard_judge as discard
 
     discard(device)

@@ -1,5 +1,5 @@
 """Dask clients for work that fans out beyond this process: study points (`study/run.py`) and evaluations
-(`eval/caller/cluster.py`). One spelling of a cluster everywhere: "local" (one worker per GPU, or per `parallel`),
+(`dispatch/cluster.py`). One spelling of a cluster everywhere: "local" (one worker per GPU, or per `parallel`),
 "local:N", "dask://host:port" (a running scheduler), or "slurm"/"pbs"/"sge"/"lsf" through dask-jobqueue
 (docs/clusters.md has a working configuration).
 """
@@ -16,7 +16,7 @@ CONNECT_TIMEOUT = "20s"
 
 def gpu_count() -> int:
     """GPUs this process sees (0 without CUDA)."""
-    from workbench.eval.caller.gpus import visible_count
+    from workbench.dispatch.gpus import visible_count
 
     return visible_count()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.eval.caller.pool import discard_worker
+from workbench.dispatch.pool import discard_worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cheats"))
 import gallery  # noqa: E402

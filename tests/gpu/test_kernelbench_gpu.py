@@ -88,7 +88,7 @@ class ModelNew(nn.Module):
 
 @pytest.mark.slow  # nvcc or the whole gallery: outside the 5-minute fast GPU subset
 def test_cuda_load_inline_kernel_is_ok_and_compiled_once(tmp_path, monkeypatch):
-    from workbench.eval.caller.pool import shutdown_workers
+    from workbench.dispatch.pool import shutdown_workers
 
     monkeypatch.setenv("KWB_CACHE_DIR", str(tmp_path))  # an empty compile cache...
     shutdown_workers()  # ...seen by a judge started now

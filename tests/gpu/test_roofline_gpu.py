@@ -9,8 +9,7 @@ import pytest
 
 import roofline
 import workbench as wb
-from roofline.counting import count_reference
-from workbench.eval.judge.reference.counting import count_work
+from roofline.counting import count_reference, count_work
 
 pytestmark = pytest.mark.gpu
 

@@ -19,7 +19,7 @@ import pytest
 
 import workbench as wb
 from redteam.attacks import softmax_task
-from workbench.eval.caller.pool import shutdown_workers
+from workbench.dispatch.pool import shutdown_workers
 from workbench.eval.judge.runners import build_cache
 from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
 from workbench.eval.runner import sandbox

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from redteam.attacks import evaluate, kernel
-from workbench.eval.caller.pool import shutdown_workers
+from workbench.dispatch.pool import shutdown_workers
 from workbench.eval.runner import landlock
 
 CANARY = "kwb-fallback-canary-41c7"

@@ -25,7 +25,7 @@ def _leaked(res: wb.Result) -> bool:
 def test_secrets_in_the_environment_never_reach_the_runner(monkeypatch):
     for name in ("KAGGLE_KEY", "DATABASE_URL", "OPENAI_API_KEY", "MY_APP_SETTING", "WANDB_API_KEY"):
         monkeypatch.setenv(name, CANARY)
-    from workbench.eval.caller.pool import shutdown_workers
+    from workbench.dispatch.pool import shutdown_workers
 
     shutdown_workers()  # the next judge starts with this environment
     attack = '''

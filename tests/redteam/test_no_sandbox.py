@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from redteam.attacks import evaluate, kernel, softmax_task
-from workbench.eval.caller.pool import shutdown_workers
+from workbench.dispatch.pool import shutdown_workers
 
 FALLBACK_TIERS = ("landlock+seccomp", "landlock", "seccomp", "none")
 
@@ -37,7 +37,7 @@ def test_without_a_sandbox_verdicts_still_come_and_say_so(no_sandbox):
 def test_the_cli_and_doctor_show_the_missing_sandbox(no_sandbox, tmp_path, kwb_here):
     """`kwb eval` in this process, on the module's judge (the entry point's exit statuses are tests/test_cli.py's);
     `kwb doctor` in a new one."""
-    from workbench.eval.caller.judges import scrubbed_env
+    from workbench.dispatch.judges import scrubbed_env
 
     (tmp_path / "k.py").write_text(kernel().source)
     (tmp_path / "task.py").write_text(softmax_task().source)

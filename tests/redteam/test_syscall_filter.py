@@ -176,7 +176,7 @@ def test_triton_and_cuda_builds_work_under_the_filter_on_a_gpu(namespaces, monke
     import workbench as wb
     from redteam.attacks import softmax_task
     from redteam.test_build_cache_links import CUDA_SOFTMAX
-    from workbench.eval.caller.pool import shutdown_workers
+    from workbench.dispatch.pool import shutdown_workers
     from workbench.eval.runner import sandbox
 
     if namespaces and sandbox.probe().kind != "namespaces":

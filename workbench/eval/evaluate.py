@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from workbench.candidate import Candidate
+from workbench.dispatch.judges import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, cpu_memory_bytes
+from workbench.dispatch.pool import occupancy, places, prestart, run_placed, total_slots
+from workbench.dispatch.progress import Cancelled
 from workbench.errors import WorkbenchError
-from workbench.eval.caller.judges import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, cpu_memory_bytes
-from workbench.eval.caller.pool import occupancy, places, prestart, run_placed, total_slots
-from workbench.eval.caller.progress import Cancelled
-from workbench.eval.caller.results import cancelled_result, result_from_reply
 from workbench.eval.options import EvalOptions
+from workbench.eval.results import cancelled_result, cluster_failed_result, result_from_reply
 from workbench.eval.wire.judge_messages import CandidateSpec, Job, Reply
 from workbench.result import Result
 from workbench.tasks.task import Task, get_task
@@ -41,9 +41,8 @@ def _require_device(device: str) -> None:
 
 
 def _check_sizes(task: Task, size: dict[str, Any], device: str, explicit: bool) -> list[dict[str, Any]]:
-    """Sizes the correctness protocol uses: the task's own, re-typed when the caller asked for another dtype. With a
-    size asked for, a task without presets (a KernelBench file: `{}` is the file's own size) checks that size alone,
-    not the file's full size beside it (which may not fit the machine the smaller size was asked for)."""
+    """Sizes the correctness protocol uses: the task's own, re-typed to a dtype asked for; an explicit size first
+    (a task without presets, `{}`, then checks that size alone: its full size may not fit this machine)."""
     sizes = task.check_sizes(device)
     if explicit:
         dtype = size.get("dtype")
@@ -95,8 +94,7 @@ def _task_and_candidate(task: Task | str, candidate: Candidate | str) -> tuple[T
 
 def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = None, *,
              options: EvalOptions | None = None, store: Any = None, **overrides: Any) -> Result:
-    """Check and time `candidate` on `task` in a judge process, the candidate in a sandboxed runner
-    (docs/trust-boundary.md). `options`: an `EvalOptions`, overridden by keywords of the same names. Raises
+    """Check and time `candidate` on `task` in a judge, the candidate sandboxed; keywords override `options`. Raises
     WorkbenchError only for the caller's mistakes; a candidate's fault is a Result with a status and a message."""
     task, candidate = _task_and_candidate(task, candidate)
     opts = resolve_options(options, device, overrides)
@@ -132,9 +130,8 @@ def _annotate(result: Result, task: Task, reply: Reply) -> None:
 def evaluate_many(task: Task | str, candidates: Iterable[Candidate], device: str | None = None, *,
                   options: EvalOptions | None = None, progress: bool = True, store: Any = None,
                   cluster: str | None = None, **overrides: Any) -> list[Result]:
-    """Evaluate several candidates over every chosen GPU's judges (`evaluate_all`), with a progress bar; results in
-    order, "cancelled" after a cancel. `cluster`: "dask://host:port", "local[:N]", "slurm" or "pbs"
-    (`caller/cluster.py`)."""
+    """Evaluate several candidates over every chosen GPU's judges, or on `cluster` ("dask://host:port", "local[:N]",
+    "slurm", "pbs"), with a progress bar; results in order, "cancelled" after a cancel."""
     from tqdm.auto import tqdm
 
     opts = resolve_options(options, device, overrides, here=cluster is None)
@@ -148,18 +145,21 @@ def evaluate_many(task: Task | str, candidates: Iterable[Candidate], device: str
                 bar.set_postfix_str(_occupancy_line(opts, len(cands) - bar.n), refresh=False)
 
         if cluster is not None:
-            from workbench.eval.caller.cluster import evaluate_on_cluster
+            from workbench.dispatch.cluster import evaluate_on_cluster
 
             task_obj = get_task(task) if isinstance(task, str) else task
             here = opts.replace(device=opts.device or "cpu")  # enough to name a Job this machine may not run
-            return evaluate_on_cluster(task_obj, cands, opts, cluster, evaluate_on_worker,
-                                       lambda cand: make_job(task_obj, cand, here), done)
+            return evaluate_on_cluster(
+                task_obj, cands, opts, cluster, evaluate_on_worker,
+                cancelled=lambda cand: cancelled_result(task_obj, cand, make_job(task_obj, cand, here), 0.0),
+                failed=lambda cand, why: cluster_failed_result(task_obj, cand, make_job(task_obj, cand, here), why),
+                on_result=done)
         return evaluate_all(task, cands, opts, done)
 
 
 def evaluate_on_worker(task: Task, candidate: Candidate, opts: EvalOptions) -> Result:
-    """`evaluate` on a Dask worker (`caller/cluster.py`): the worker's GPUs, and which worker in the Result."""
-    from workbench.eval.caller.cluster import worker_address, worker_options
+    """`evaluate` on a Dask worker (`dispatch/cluster.py`): the worker's GPUs, and which worker in the Result."""
+    from workbench.dispatch.cluster import worker_address, worker_options
 
     result = evaluate(task, candidate, options=worker_options(opts))
     result.metadata["cluster_worker"] = worker_address()
@@ -193,10 +193,8 @@ def evaluate_all(task: Task | str, candidates: list[Candidate], opts: EvalOption
 
 def evaluate_pairs(pairs: list[tuple[Task | str, Candidate]], opts: EvalOptions,
                    on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
-    """Evaluate (task, candidate) pairs with up to every chosen GPU's judges in flight (`pool.total_slots`; each
-    judge times with its GPU to itself, each candidate placed on the least busy GPU); `on_result(index, result)`
-    runs in this thread as each finishes. Results in their order; Ctrl-C or an error in `on_result` cancels those
-    in flight and propagates."""
+    """Evaluate (task, candidate) pairs with every chosen GPU's judges in flight; `on_result(index, result)` runs here
+    as each finishes. Results in order; Ctrl-C or an error in `on_result` cancels those in flight and propagates."""
     opts = resolve_options(opts, None, {})
     device = opts.device or default_device()  # resolved above; the fallback only satisfies the type
     slots = min(total_slots(device, opts.devices), len(pairs))

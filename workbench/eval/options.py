@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
-    from workbench.eval.caller.progress import CancelToken
+    from workbench.dispatch.progress import CancelToken
     from workbench.eval.wire.judge_messages import Progress
 
 

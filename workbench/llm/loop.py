@@ -87,7 +87,7 @@ class Loop:
         self._lock = threading.Lock()
         limit = getattr(provider, "max_concurrency", None)
         self.window = max(1, min(settings.concurrency, limit or settings.concurrency))
-        from workbench.eval.caller.pool import total_slots
+        from workbench.dispatch.pool import total_slots
         from workbench.eval.evaluate import default_device
 
         # As many replies judged at once as the judges of every chosen GPU (one compiles while another is timed).

@@ -4,7 +4,7 @@ The loop's thread (the caller of `run_agent`) only schedules and records: it sub
 queue in short steps, and turns each event into a node. So
 
 * several calls are in flight at once, and a reply is judged while the next ones are still being written; as many
-  replies are judged at once as the device has judges (`caller/pool.py`: one candidate compiles while another is
+  replies are judged at once as the device has judges (`dispatch/pool.py`: one candidate compiles while another is
   timed, each timing with the device to itself);
 * Stop (a cancel event) or Ctrl-C (KeyboardInterrupt, which Python delivers to the main thread) reaches the
   loop within a tenth of a second, whatever a call or an evaluation is doing: the loop abandons them.

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.cluster import gpu_count
+from workbench.dispatch.gpus import physical_id
 from workbench.errors import WorkbenchError, require
-from workbench.eval.caller.gpus import physical_id
 from workbench.study import failures
 from workbench.study.context import StudyContext
 from workbench.study.journal import Journal

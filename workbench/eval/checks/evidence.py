@@ -1,8 +1,7 @@
 """What each verdict input rests on (docs/anti-cheating.md, cheat 26): `judge`, `corroborated` (a runner report checked
 by a judge measurement), `unverified`, `contradicted` or `n/a`. Launches are corroborated on the CPU by a probe call's
 extra CPU time (`CPU_LAUNCH_SHARE` per launch), on a GPU by a profiled forward with the seal intact. A strict candidate
-in a compiled language is "ok" only with launches corroborated; contradicted launches reject under any policy.
-"""
+in a compiled language is "ok" only with launches corroborated; contradicted launches reject under any policy."""
 
 from __future__ import annotations
 

@@ -42,9 +42,8 @@ def is_own(kernel: str, names: Iterable[str]) -> bool:
 
 def judge_launches(reports: list[LaunchReport], language: str,
                    passthrough: list[bool] | None = None) -> list[Finding]:
-    """A candidate whose language counts its launches (Triton, Helion) must launch its own kernels in every call and
-    return what they wrote (`passthrough[i]`: call i returned a tensor equal to an input, which excuses content no
-    launch produced)."""
+    """A candidate whose language counts launches (Triton, Helion) launches its own kernels in every call and returns
+    what they wrote (`passthrough[i]`: call i returned an input unchanged, which excuses content no launch produced)."""
     if not languages.get(language).tracks_launches or not reports:
         return []
     for r in reports:

@@ -1,8 +1,7 @@
 """Static (AST) checks on candidate source before any of it runs (docs/anti-cheating.md, cheats 4, 6, 8, 10, 15-17):
 allocating, viewing and launching kernels in forward is allowed; fallbacks, caches, threads, the reference and the
 harness are not; torch compute in forward is flagged under "strict" and decided by what ran (`what_ran.py`). The entry
-is `ModelNew` (or an alias), else `Model`; beside a `ModelNew`, `Model` is the reference.
-"""
+is `ModelNew` (or an alias), else `Model`; beside a `ModelNew`, `Model` is the reference."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Judge what ran, not what is written (docs/anti-cheating.md, "What ran"): a static `torch-compute-in-forward` finding
 waits for the dispatcher's record (CPU) or the profiled forward (GPU). Views, allocations, copies and casts never
 count; torch compute in a record confirms it, a clean record clears it only when complete and agreeing with the launch
-tracker. On the CPU under "strict" the record also finds unnamed torch compute and numpy/DLPack exports.
-"""
+tracker. On the CPU under "strict" the record also finds unnamed torch compute and numpy/DLPack exports."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The device lock every judge on a machine shares: timing holds it exclusively, every other use of the device shared.
-
-An `flock` per device (GPU UUID, or host) in a per-user folder: it holds across judges and dies with its holder. A
-waiting writer holds a gate that readers pass, so overlapping checks cannot starve a timing. Runners never see it
-(forked by a server started before any lock file opened; files close-on-exec). The compile pause
-(`reply_through_pauses`, the judge's side of `runner/compile_pause.py`) lets go of a shared hold while a kernel
-compiles past `GRACE_S`; the runner is untrusted, so a pause never releases an exclusive hold, at most `MAX_PAUSES`
-let go per request, the compile stays inside the request's deadline, and anything out of order is a violation.
-"""
+"""The device lock every judge on a machine shares (a per-device `flock`): timing exclusive, every other use shared,
+a waiting writer gating new readers. Runners never see it. The compile pause (`reply_through_pauses`, the judge's side
+of `runner/compile_pause.py`) lets go of a shared hold, never an exclusive one, while a kernel compiles past `GRACE_S`:
+at most `MAX_PAUSES` per request, inside its deadline; anything out of order is a violation."""
 
 from __future__ import annotations
 
@@ -74,9 +69,8 @@ class DeviceLock:
         self._gate_fd = os.open(os.path.join(self.folder, self.name + ".gate"), flags, 0o600)
 
     def companion(self) -> DeviceLock:
-        """A lock on the same device with its own file descriptions: `flock` treats it as another holder, so a
-        background thread of this judge (`reference/compiled.py`) holds the device apart from the main thread's
-        stages, and a timing waits for it like for another judge."""
+        """A lock on the same device with its own file descriptions, so `flock` treats a background thread of this judge
+        (`reference/compiled.py`) as another holder: a timing waits for it like for another judge."""
         twin = DeviceLock.__new__(DeviceLock)
         twin.device, twin.folder, twin.name = self.device, self.folder, self.name
         twin._lock_fd = twin._gate_fd = None

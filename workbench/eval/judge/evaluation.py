@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from roofline.counting import count_work
 from workbench import languages
 from workbench.errors import TaskError
 from workbench.eval.checks import runtime as guards
@@ -29,7 +30,6 @@ from workbench.eval.judge.device_lock import EXCLUSIVE, NONE, SHARED, held
 from workbench.eval.judge.evidence import stage as evidence_stage
 from workbench.eval.judge.reference import ahead, compiled
 from workbench.eval.judge.reference import runner as reference_runner
-from workbench.eval.judge.reference.counting import count_work
 from workbench.eval.judge.reference.rounds import ReferenceRounds, build_reference
 from workbench.eval.judge.runners import faults
 from workbench.eval.judge.runners.process import RunnerDied, RunnerViolation
@@ -137,7 +137,7 @@ class Evaluation:
             again = type(self)(self.job, self.ctx).run(retry_out_of_memory=False)
             again["diagnostics"].out_of_memory_retry = "judge caches dropped, evaluated once more"
             return again
-        if out_of_memory:  # the caller may evaluate it again with the GPU to itself (`caller/pool.py`)
+        if out_of_memory:  # the caller may evaluate it again with the GPU to itself (`workbench/dispatch/pool.py`)
             reply["diagnostics"].out_of_memory = True
         return reply
 

@@ -18,7 +18,16 @@ import threading
 import time
 from typing import IO, Any
 
-from workbench.eval.caller.gpus import apply_judge_cores
+
+def apply_judge_cores() -> None:
+    """Keep to the cores the caller gave this judge (`KWB_JUDGE_CORES`, `dispatch/gpus.cores_for`)."""
+    raw = os.environ.get("KWB_JUDGE_CORES", "").strip()
+    if raw and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, {int(c) for c in raw.split(",")})
+        except (OSError, ValueError):  # cores gone or not allowed: run where the judge may
+            pass
+
 
 apply_judge_cores()  # before torch starts its threads: a judge of one of several GPUs keeps to that GPU's cores
 
@@ -102,7 +111,7 @@ def _warm_counting() -> None:
     """FlopCounterMode's first use costs seconds: paid in a thread while the judge waits for its first job."""
     def warm() -> None:
         try:
-            from workbench.eval.judge.reference.counting import count_work
+            from roofline.counting import count_work
 
             count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
         except Exception:  # noqa: BLE001 - only a warm-up

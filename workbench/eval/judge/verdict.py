@@ -1,8 +1,7 @@
 """The one place a verdict is decided (docs/verdicts.md): findings become a status at each checkpoint
 (`stop_if_rejected`), faults that are not findings get theirs (`compile_error`, `runner_died`, ...), the speedup's
 label comes from its CI against a noise band, and a time below the physical floor is `faster-than-physics`. The caller
-never changes the status.
-"""
+never changes the status."""
 
 from __future__ import annotations
 
@@ -144,9 +143,8 @@ class Speedup:
 
 
 def speedup_label(low: float, high: float, band: float = DEFAULT_BAND) -> str:
-    """A speedup CI against the noise band [1 / (1 + band), 1 + band]: "faster" or "slower" when the whole CI is
-    beyond it (the CI covers the noise within one run, not between runs), "same" when wholly inside, else
-    "inconclusive". Symmetric in ratio: swapping the sides swaps faster and slower."""
+    """A speedup CI against the noise band [1 / (1 + band), 1 + band] (the CI covers noise within a run, not between):
+    "faster"/"slower" when wholly beyond it, "same" when wholly inside, else "inconclusive"; symmetric in ratio."""
     if not band >= 0:
         raise ValueError(f"band must be >= 0, got {band!r}")
     upper, lower = 1.0 + band, 1.0 / (1.0 + band)
@@ -166,9 +164,8 @@ def _relative_mad(values: np.ndarray) -> float:
 
 
 def noise_band(reference_ms: Sequence[float], candidate_ms: Sequence[float], paired: bool) -> float:
-    """DEFAULT_BAND widened to the rounds' relative spread, at most MAX_BAND. Paired: the per-round ratios' spread,
-    never more than the reference's own (a candidate cannot widen the band by erratic batches); unpaired: the
-    smaller of the two sides'."""
+    """DEFAULT_BAND widened to the rounds' relative spread, at most MAX_BAND: paired, the per-round ratios' spread but
+    never the reference's own (erratic batches cannot widen it); unpaired, the smaller of the two sides'."""
     ref = np.asarray(reference_ms, dtype=np.float64)
     cand = np.asarray(candidate_ms, dtype=np.float64)
     noise = _relative_mad(ref)
@@ -181,9 +178,8 @@ def noise_band(reference_ms: Sequence[float], candidate_ms: Sequence[float], pai
 
 def speedup(reference_ms: Iterable[float], candidate_ms: Iterable[float], *, band: float | None = None,
             level: float = 0.95, resamples: int = 2000, seed: int = 0, paired: bool = False) -> Speedup:
-    """The speedup with a seeded percentile bootstrap CI and its label. Unpaired: median(reference) /
-    median(candidate), each side resampled. `paired` (sample k of both sides from one round, so drift cancels): the
-    median of the per-round ratios, the rounds resampled; sides of different counts are compared unpaired."""
+    """The speedup, its seeded bootstrap CI and label: `paired` (sample k of both sides from one round: drift cancels),
+    the median per-round ratio, rounds resampled; else median(reference) / median(candidate), each side resampled."""
     if resamples < 2000:
         raise ValueError(f"resamples must be >= 2000 for a stable 95% percentile interval, got {resamples}")
     if not 0 < level < 1:
@@ -223,9 +219,8 @@ _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 
 
 
 def _few_rounds(per_round: np.ndarray, band: float) -> tuple[str, float, float, str]:
-    """(label, low, high, how) of fewer than MIN_AB_SAMPLES paired rounds: every round beyond the band on one side
-    decides by the sign test once p = 2 x 0.5^n <= 5%; else the 95% t-interval of the log ratios decides as a CI
-    does. One round decides nothing."""
+    """(label, low, high, how) of fewer than MIN_AB_SAMPLES paired rounds: all beyond the band on one side decide by the
+    sign test once p = 2 x 0.5^n <= 5%, else the 95% t-interval of the log ratios as a CI; one round decides nothing."""
     n = per_round.size
     if n < 2:
         return "inconclusive", float(per_round.min()), float(per_round.max()), "a single round decides nothing"

@@ -1,8 +1,7 @@
 """Launch tracking in the runner (for `checks/runtime.judge_launches`): which of the candidate's Triton kernels ran in a
 call and with which tensors, bound at import before any candidate. On the CPU every tensor a launch gets is copied
 before and after it: content no launch produced is "foreign", and an output still foreign at return was computed
-elsewhere.
-"""
+elsewhere."""
 
 from __future__ import annotations
 
@@ -230,9 +229,8 @@ def no_probe(ns: int) -> contextlib.AbstractContextManager:
 
 
 def interpreter_probe(target: tuple[type, str] | None) -> Callable[[int], contextlib.AbstractContextManager]:
-    """Wrap the method every interpreted launch goes through (`target`: Triton's GridExecutor.__call__, Helion's
-    Kernel.__call__ in reference mode) so every launch in a probe call burns its CPU budget; `probing(ns)` sets it
-    for one call. Installed before the seal, which then guards the wrapper."""
+    """Wrap `target`, the method every interpreted launch goes through, so each launch in a probe call burns its CPU
+    budget (`probing(ns)` sets it for one call); installed before the seal, which then guards the wrapper."""
     if target is None:
         return no_probe
     owner, attribute = target

@@ -1,8 +1,7 @@
 """The runner's sandbox (docs/trust-boundary.md): user, mount, PID, network, UTS and IPC namespaces made by the forked
 child, a new root from an allow-list (`sandbox_root.py`), then no capabilities, no_new_privs, rlimits and the syscall
 filter; a root caller's sandbox maps to `nobody`. Where namespaces cannot be made, `probe()` says why and the runner
-confines itself (`confinement.py`).
-"""
+confines itself (`confinement.py`)."""
 
 from __future__ import annotations
 

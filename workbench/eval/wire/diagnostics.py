@@ -53,7 +53,7 @@ class Diagnostics:
     judge_memory_gib: dict[str, float] = field(default_factory=dict)
     out_of_memory_retry: str | None = None
     out_of_memory: bool | None = None  # the reply's verdict is the judge running out of memory ("does not fit")
-    gpu_alone: str | None = None  # set by the caller: evaluated again with the GPU to itself (`caller/pool.py`)
+    gpu_alone: str | None = None  # set by the caller: evaluated again with the GPU to itself (`dispatch/pool.py`)
     judge_restarted: str | None = None  # set by the caller: its judge died and a fresh one evaluated it
     # -- timing --
     timing_basis: str | None = None

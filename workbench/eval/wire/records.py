@@ -1,8 +1,7 @@
 """Strict JSON codec for the frozen dataclass records of every channel: `from_json(cls, data)` rebuilds a record against
 its type hints and raises `RecordError` naming the field on anything unknown, missing or of another type (a bool is
 not an int). With `tagged` (the runner channel) records carry their class name under "@", and inside an `Any` field a
-tagged object comes back as that record and every list as a tuple.
-"""
+tagged object comes back as that record and every list as a tuple."""
 
 from __future__ import annotations
 

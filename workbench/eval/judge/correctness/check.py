@@ -1,9 +1,7 @@
 """The correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12): at least five rounds on fresh inputs,
 every size once (then the smallest) and every distribution, the reference's side from `ReferenceRounds`. Each round
-calls the candidate twice, from one RNG seed, on fresh copies in poisoned memory (unwritten elements show the poison,
-an earlier result is `stale-memory`), each call held to the float64 reference (`compare`) and the two to each other
-(`nondeterministic`).
-"""
+calls the candidate twice from one seed on fresh copies in poisoned memory (unwritten elements show the poison, an
+earlier result is `stale-memory`), each call held to the float64 reference and the two to each other."""
 
 from __future__ import annotations
 

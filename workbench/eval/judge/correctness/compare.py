@@ -1,8 +1,7 @@
 """One candidate output against the reference: form, poison, finiteness, the error budget, degenerate output
 (docs/anti-cheating.md rows 1, 2, 8, 12; the budget in docs/verdicts.md: |out_i - ref64_i| <= max(atol + rtol
 |ref64_i|, k E), E = max_j |native_j - ref64_j|, k = 16). Judged `CHUNK` elements at a time, a large output on a GPU
-in one pass by `compare_fused`, which must agree.
-"""
+in one pass by `compare_fused`, which must agree."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """One large floating output judged in one pass on the GPU (docs/verdicts.md, scale): Triton kernels read each array
 once for the budget's E, `compare._Tally.add`'s per-block counts and extremes, two calls' difference and the timed
 re-check, where `compare`'s float64 slices make dozens of passes. The first bad element of each kind is found by
-judging its block again with torch, so the messages are the slices' word for word.
-"""
+judging its block again with torch, so the messages are the slices' word for word."""
 
 from __future__ import annotations
 

@@ -132,9 +132,8 @@ def start(model: Any, inputs: list[Any], device: str, lock: DeviceLock | None,
 
 
 def start_for(ev: Evaluation) -> None:
-    """Start compiling the reference, once per task, size and seed in this judge; not for a reference that draws
-    random numbers (it would move the global RNG under the rounds' seeded calls), nor where its first call might not
-    fit beside the check (then it is compiled just before timing)."""
+    """Start compiling the reference once per task, size and seed; not for one that draws random numbers (it would
+    move the RNG under the seeded rounds), nor where it might not fit beside the check (compiled before timing)."""
     key = ev.timing_key
     if not ev.wants_compiled() or ev.plan is None or key in ev.ctx.compiled or ev.plan.seeded:
         return

@@ -1,8 +1,7 @@
 """The float64 reference: the model with parameters and floating inputs cast to float64, placed per model and size
 (docs/verdicts.md, scale): "device" where it fits in half the free memory; "device-chunked", a slice of the batch at a
 time, where the native model treats rows independently or returns their mean or sum (a loss, accumulated in float64);
-else "host", with the reason noted. Where float64 fails (an op without a float64 kernel), the native result stands in.
-"""
+else "host", with the reason noted. Where float64 fails (an op without a float64 kernel), the native result serves."""
 
 from __future__ import annotations
 

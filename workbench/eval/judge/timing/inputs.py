@@ -169,9 +169,8 @@ class InputPool:
 
     def refresh(self, rng: random.Random | None, count: int | None = None,
                 seeds: list[int] | None = None) -> list[int]:
-        """New contents in the first `count` sets, in place, from seeds drawn from `rng`, or again from the `seeds`
-        an earlier refresh returned; the seeds. Drawn straight into the sets: a freed temporary would leave the
-        driver clearing memory while the runner times (benchmarks/README.md)."""
+        """New contents in the first `count` sets, in place, from seeds drawn from `rng` (or `seeds` again); the seeds.
+        Drawn straight into the sets: a freed temporary would have the driver clear memory while the runner times."""
         if seeds is None:
             assert rng is not None
             self.generation += 1

@@ -1,8 +1,7 @@
 """Timing across the trust boundary (docs/trust-boundary.md, time): candidate and reference (its own runner on a GPU,
 else the judge) in alternating batches on the same inputs, which the judge rewrites between rounds; a few timed
 outputs are re-checked (`result-cache`); samples are held to the judge's clock (`clock_check`). Two uncounted rounds
-warm up and size batches; timing stops at the CI target, a settled verdict or the budget (`stopping_rule`).
-"""
+warm up and size batches; timing stops at the CI target, a settled verdict or the budget (`stopping_rule`)."""
 
 from __future__ import annotations
 

@@ -81,9 +81,8 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
             timeout: float, interpreted: bool, known: ReferenceProfile | None = None,
             measuring: Callable[[], AbstractContextManager[Any]] = nullcontext,
             kept: InputPool | None = None) -> tuple[TimingPlan, ReferenceProfile]:
-    """The input pool (sets for a candidate 4x faster than the reference, as fit) and the null calibration. `known`
-    (an earlier candidate's profile) spares the estimate and a recent calibration and lets the `kept` pool be lent;
-    only the measurements run inside `measuring()`, the judge's exclusive hold of the device."""
+    """The input pool (sets for a candidate 4x faster than the reference, as fit) and the null calibration; `known`
+    spares the estimate and a recent calibration and lends the `kept` pool. Measurements run inside `measuring()`."""
     started = time.perf_counter()
     if kept is not None and known is not None:
         try:

@@ -124,9 +124,8 @@ def _rank_index(u: np.ndarray, n: int) -> np.ndarray:
 
 
 def bootstrap_medians(x_sorted: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Medians of `resamples` bootstrap resamples of the sorted samples in O(resamples), without drawing them: the
-    k-th smallest of n draws is x_(ceil(n U_(k))), U_(k) ~ Beta(k, n - k + 1); for even n, U_(k+1) given U_(k) = u
-    is u + (1 - u) Beta(1, n - k)."""
+    """Bootstrap medians of the sorted samples in O(resamples) without drawing them: the k-th smallest of n draws is
+    x_(ceil(n U_(k))), U_(k) ~ Beta(k, n - k + 1); for even n, U_(k+1) given U_(k) = u is u + (1 - u) Beta(1, n - k)."""
     n = x_sorted.size
     if n % 2:
         k = (n + 1) // 2

@@ -75,12 +75,3 @@ def cores_for(slot: str, count: int | None = None) -> str:
     share = cores[index * len(cores) // count:(index + 1) * len(cores) // count]
     return ",".join(map(str, share))
 
-
-def apply_judge_cores() -> None:
-    """In a judge at start-up, before torch starts threads: keep to the cores the caller gave it (`cores_for`)."""
-    raw = os.environ.get("KWB_JUDGE_CORES", "").strip()
-    if raw and hasattr(os, "sched_setaffinity"):
-        try:
-            os.sched_setaffinity(0, {int(c) for c in raw.split(",")})
-        except (OSError, ValueError):  # cores gone or not allowed: run where the judge may
-            pass

@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from workbench.eval.caller.gpus import cores_for, physical_id
-from workbench.eval.caller.progress import ProgressRelay
+import workbench
+from workbench.dispatch.gpus import cores_for, physical_id
+from workbench.dispatch.progress import ProgressRelay
 from workbench.eval.wire import judge_messages as wire
 from workbench.eval.wire.process_env import apply_timing_env, module_command
 
@@ -63,7 +64,7 @@ def scrubbed_env(device: str) -> dict[str, str]:
     apply_timing_env(env)  # the same OpenMP and malloc behaviour as the runners (wire/process_env.py)
     env["PYTHONFAULTHANDLER"] = "1"  # a segfault prints the Python stack
     # The judge must import this very package, also from a source checkout.
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(workbench.__file__)))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 

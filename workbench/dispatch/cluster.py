@@ -6,15 +6,15 @@ scheduler hands its candidates to another), and a candidate that keeps killing w
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.candidate import Candidate
 from workbench.errors import WorkbenchError
-from workbench.eval.caller.results import cancelled_result, cluster_failed_result
-from workbench.eval.options import EvalOptions
-from workbench.eval.wire.judge_messages import Job
 from workbench.result import Result
 from workbench.tasks.task import Task
+
+if TYPE_CHECKING:
+    from workbench.eval.options import EvalOptions
 
 #: Most batch jobs (or local workers without GPUs) a batch of candidates asks a cluster for.
 MAX_WORKERS = 8
@@ -23,7 +23,7 @@ MAX_WORKERS = 8
 def worker_options(opts: EvalOptions) -> EvalOptions:
     """On a Dask worker: on a local cluster's numbered worker with several GPUs, the worker's number picks its GPU,
     so workers do not share one; a remote worker keeps the GPUs it sees (its CUDA_VISIBLE_DEVICES or KWB_GPUS)."""
-    from workbench.eval.caller.gpus import visible_count
+    from workbench.dispatch.gpus import visible_count
 
     if opts.devices is None and (opts.device or "cuda").startswith("cuda"):
         name = _worker_name()
@@ -54,11 +54,12 @@ def _worker_name() -> int | None:
 
 
 def evaluate_on_cluster(task: Task, candidates: list[Candidate], opts: EvalOptions, cluster: str,
-                        work: Callable[[Task, Candidate, EvalOptions], Result], describe: Callable[[Candidate], Job],
+                        work: Callable[[Task, Candidate, EvalOptions], Result],
+                        cancelled: Callable[[Candidate], Result], failed: Callable[[Candidate, str], Result],
                         on_result: Callable[[int, Result], Any] | None = None) -> list[Result]:
     """Evaluate `candidates` on `cluster` (`workbench/cluster.py` spellings) with `work(task, candidate, options)` on
     a worker; `on_result(index, result)` runs here as each arrives. Results in order; a cancel makes the rest
-    "cancelled"."""
+    `cancelled(candidate)`, a candidate the cluster could not evaluate `failed(candidate, why)`."""
     from workbench.cluster import make_client
 
     distributed = __import__("distributed")
@@ -72,7 +73,7 @@ def evaluate_on_cluster(task: Task, candidates: list[Candidate], opts: EvalOptio
             i = futures[future]
             if opts.cancel is not None and opts.cancel.is_set():
                 break
-            out[i] = result = _outcome(future, task, candidates[i], describe)
+            out[i] = result = _outcome(future, candidates[i], failed)
             if on_result is not None:
                 on_result(i, result)
         for future in futures:
@@ -81,11 +82,10 @@ def evaluate_on_cluster(task: Task, candidates: list[Candidate], opts: EvalOptio
         client.close()
         if owned is not None:
             owned.close()
-    return [r if r is not None else cancelled_result(task, candidates[i], describe(candidates[i]), 0.0)
-            for i, r in enumerate(out)]
+    return [r if r is not None else cancelled(candidates[i]) for i, r in enumerate(out)]
 
 
-def _outcome(future: Any, task: Task, candidate: Candidate, describe: Callable[[Candidate], Job]) -> Result:
+def _outcome(future: Any, candidate: Candidate, failed: Callable[[Candidate, str], Result]) -> Result:
     """The worker's Result, or a "crashed" one when the cluster could not evaluate the candidate."""
     try:
         result = future.result()
@@ -93,7 +93,7 @@ def _outcome(future: Any, task: Task, candidate: Candidate, describe: Callable[[
         reason = type(exc).__name__
         detail = ("the cluster lost every worker that tried it" if reason == "KilledWorker"
                   else f"{reason}: {str(exc)[:300]}")
-        return cluster_failed_result(task, candidate, describe(candidate), detail)
+        return failed(candidate, detail)
     if not isinstance(result, Result):
         raise WorkbenchError(f"a cluster worker sent back {type(result).__name__}, not a Result: is the same "
                              "version of the workbench installed on every worker?")

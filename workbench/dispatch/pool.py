@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from workbench.dispatch import gpus
+from workbench.dispatch.judges import Judge, JudgeDied
+from workbench.dispatch.progress import CancelToken, ProgressRelay
 from workbench.errors import WorkbenchError, WorkerError
-from workbench.eval.caller import gpus
-from workbench.eval.caller.judges import Judge, JudgeDied
-from workbench.eval.caller.progress import CancelToken, ProgressRelay
 from workbench.eval.wire import judge_messages as wire
 
 #: A judge is replaced after this many evaluations, so caches of old tasks cannot grow without bound.
