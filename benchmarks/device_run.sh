@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh audit4|languages4|verify4|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
+#   bash benchmarks/device_run.sh audit4|languages4|verify4|memory2|inductor|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,8 +31,9 @@ site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 if [ -f /tmp/cu13.part00 ] && [ -f /tmp/cu13.part01 ] && [ ! -d "$site/nvidia_cutlass_dsl/cu13" ]; then
   cat /tmp/cu13.part00 /tmp/cu13.part01 | xz -d | tar -x -C "$site" && echo "CuTe DSL CUDA 13 library unpacked" >&2
 fi
-# `on G COMMAND`: COMMAND with GPU G alone and its quarter of the host's cores, its output in $OUT/gG.log.
-q=$(( $(nproc) / 4 ))
+# `on G COMMAND`: COMMAND with GPU G alone and its share of the host's cores, its output in $OUT/gG.log.
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+q=$(( $(nproc) / (gpus > 0 ? gpus : 1) ))
 on() { local g=$1; shift; CUDA_VISIBLE_DEVICES=$g taskset -c $((g * q))-$((g * q + q - 1)) bash -c "$*" > "$OUT/g$g.log" 2>&1; }
 phase=${1:-tests}
 case "$phase" in
@@ -206,6 +207,23 @@ PY
       on $g "KWB_JUDGES=4 timeout ${LANG_SECONDS:-300} python3 benchmarks/kernelbench_inductor.py --levels $level --deadline $(( ${LANG_SECONDS:-300} - 70 )) --out ${INDUCTOR_DIR:-$OUT}/inductor_l$level.json | tail -20" &
     done
     wait
+    ;;
+  inductor)
+    # Inductor's compile of KernelBench references judged as candidates over every visible GPU (judges per GPU, each
+    # candidate on the least busy one): the problems of INDUCTOR_IDS in that order, resumed from INDUCTOR_JOURNAL.
+    KWB_JUDGES=${KWB_JUDGES:-4} timeout ${INDUCTOR_SECONDS:-540} python3 benchmarks/kernelbench_inductor.py --levels 1,2,3 \
+      --ids "$INDUCTOR_IDS" --timeout 190 --deadline ${INDUCTOR_DEADLINE:-390} --out "$INDUCTOR_JOURNAL" 2>&1 \
+      | grep -v '^\[judge\|^\[runner' | tail -60
+    cp "$INDUCTOR_JOURNAL" "$OUT/"
+    ;;
+  memory2)
+    # Two workloads at once, one per GPU on its half of the cores: GPU 0 eight KernelBench problems of 4-8 GiB, four
+    # in flight against each alone (memory admission); GPU 1 goes on with the Inductor journal (INDUCTOR_IDS,
+    # INDUCTOR_JOURNAL, carried back from the last command).
+    on 0 "timeout 540 python3 benchmarks/scale.py --phase memory --ids ${BIG_IDS:-1/19,1/23,1/34,1/39,1/94,1/96,1/47,1/4} --repeat 1 --json $OUT/memory.json" &
+    on 1 "KWB_JUDGES=4 timeout 540 python3 benchmarks/kernelbench_inductor.py --levels 1,2,3 --ids '$INDUCTOR_IDS' --timeout 190 --deadline ${INDUCTOR_DEADLINE:-400} --out $INDUCTOR_JOURNAL; cp $INDUCTOR_JOURNAL $OUT/" &
+    wait
+    for g in 0 1; do grep -v '^\[judge\|^\[runner' "$OUT/g$g.log" | tail -45; done
     ;;
   install)
     # Only the preamble: the carried wheels installed and a carried half of CuTe DSL's library kept for the next command.

@@ -153,6 +153,7 @@ def phase_study(args: argparse.Namespace, every: list[str]) -> dict[str, Any]:
 def _memory_detail(r: wb.Result) -> str:
     """Where a large problem's seconds went, printed as it finishes (a run cut by its time limit still shows them)."""
     return (f"alone-retry={bool(r.protocol.get('gpu_alone'))} f64={r.protocol.get('float64_reference')} "
+            f"booked GiB={r.protocol.get('memory_booked_gib')} waited s={r.protocol.get('memory_wait_s')} "
             f"judge GiB={r.protocol.get('judge_memory_gib')} stages={r.stage_seconds} {(r.message or '')[:160]}")
 
 

@@ -260,7 +260,8 @@ def run_placed(job: wire.Job, timeout: float, on_progress: Callable[[wire.Progre
 
 
 def _crowded_out(judge: Judge, reply: wire.Reply) -> bool:
-    """The judge ran out of GPU memory while other judges shared its GPU: their memory, not the task, may be why."""
+    """The judge or its candidate ran out of GPU memory while other judges shared the GPU: their memory, not the task,
+    may be why."""
     if not judge.device.startswith("cuda") or not reply.diagnostics.out_of_memory:
         return False
     with _COND:

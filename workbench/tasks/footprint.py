@@ -1,6 +1,6 @@
 """How much memory one input set and the reference's output take at a size, found without allocating them.
 
-The engine bounds the protocol's peak memory (docs/verdicts.md, "Scale"): it keeps several rotated copies of
+The engine bounds the protocol's peak memory (docs/verdicts.md, "Memory"): it keeps several rotated copies of
 the inputs, the native and float64 reference outputs and the candidate's outputs alive at once, and KernelBench's
 L1 sizes reach 6 GB for a single input. To choose how many copies fit, and whether the float64 reference must run
 on the host, it needs the sizes first. They come from running `get_inputs()` and the reference's forward under

@@ -61,6 +61,7 @@ class Context:
     progress: ProgressHook = field(default_factory=ProgressHook)
     #: `timing_stage.ReferenceProfile` per (task, size, seed, device).
     timing: dict[Any, Any] = field(default_factory=lambda: Recent(16))
+    bookings: dict[Any, int] = field(default_factory=lambda: Recent(64))  # bytes a large evaluation books
     device_lock: DeviceLock | None = None
     #: (timing key, pool): the last timing pool, kept for the next candidate of the same task, size and seed.
     kept_pool: tuple[Any, Any] | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from workbench.eval.checks import runtime as guards
 from workbench.eval.checks import static_scan as static_checks
 from workbench.eval.checks.evidence import Evidence
 from workbench.eval.checks.what_ran import WhatRan
-from workbench.eval.judge import verdict
+from workbench.eval.judge import memory_admission, verdict
 from workbench.eval.judge.ceilings import measured_ceilings
 from workbench.eval.judge.context import Context, task_key
 from workbench.eval.judge.correctness.check import CandidateFailure, CheckReport, run_correctness
@@ -129,6 +129,7 @@ class Evaluation:
     def run(self, retry_out_of_memory: bool = True) -> dict[str, Any]:
         """The evaluation's reply fields (status decided by `judge/verdict.py`)."""
         self.ctx.tidy()  # what the last evaluation left for after its reply, if its caller did not run it yet
+        self._book()
         with precision.applied(self.precision, self.device):  # around every reference computation in the judge
             reply = self._run()
         out_of_memory = reply.pop("out_of_memory", False)
@@ -140,6 +141,23 @@ class Evaluation:
         if out_of_memory:  # the caller may evaluate it again with the GPU to itself (`workbench/dispatch/pool.py`)
             reply["diagnostics"].out_of_memory = True
         return reply
+
+    def _book(self) -> None:
+        """Room on the GPU for a large evaluation, waited for before anything is allocated (`memory_admission.py`)."""
+        lock = self.ctx.device_lock
+        if not self.device.startswith("cuda") or lock is None:
+            return
+        key = (self.key, repr(sorted(self.job.size.items())))
+        if key not in self.ctx.bookings:
+            self.ctx.bookings[key] = memory_admission.need_for(self.task, self.job.size, self.device, self.reference)
+        need = self.ctx.bookings[key]
+        total = int(torch.cuda.mem_get_info(torch.device(self.device))[1])
+        booking = ExitStack()  # held until the memory is given back after the reply (`Context.tidy`)
+        waited = booking.enter_context(memory_admission.Ledger(lock.folder, lock.name, total).booked(need))
+        self.ctx.after_reply.append(booking.close)
+        if need >= memory_admission.LARGE_SHARE * total:
+            self.diagnostics.set(memory_booked_gib=round(need / 2**30, 2), memory_wait_s=round(waited, 2))
+            self._add_wait(waited)
 
     def _run(self) -> dict[str, Any]:
         result: dict[str, Any] = {}

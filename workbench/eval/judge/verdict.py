@@ -88,7 +88,8 @@ def load_timeout(budget: float) -> NoReturn:
 def candidate_failed(type_name: str, text: str, stage: str, where: str, log: str) -> dict[str, Any]:
     """A candidate's exception: "compile_error" for a kernel that did not compile, else "runtime_error"."""
     compiled, message = faults.failure_message(type_name, text, stage, where)
-    return {"status": "compile_error" if compiled else "runtime_error", "message": message, "log": log[-3000:]}
+    return {"status": "compile_error" if compiled else "runtime_error", "message": message, "log": log[-3000:],
+            "out_of_memory": not compiled and faults.out_of_memory(type_name, text)}
 
 
 def runner_died(kind: str, detail: str, log: str, source: str, language: str, device: str,

@@ -51,8 +51,10 @@ class Diagnostics:
     check_phases: dict[str, float] = field(default_factory=dict)
     timing_phases: dict[str, float] = field(default_factory=dict)
     judge_memory_gib: dict[str, float] = field(default_factory=dict)
+    memory_booked_gib: float | None = None  # a large evaluation's booking on its GPU (`judge/memory_admission.py`)
+    memory_wait_s: float | None = None  # seconds it waited for room
     out_of_memory_retry: str | None = None
-    out_of_memory: bool | None = None  # the reply's verdict is the judge running out of memory ("does not fit")
+    out_of_memory: bool | None = None  # the judge or the candidate ran out of GPU memory (the caller may retry alone)
     gpu_alone: str | None = None  # set by the caller: evaluated again with the GPU to itself (`dispatch/pool.py`)
     judge_restarted: str | None = None  # set by the caller: its judge died and a fresh one evaluated it
     # -- timing --
