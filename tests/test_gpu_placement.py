@@ -208,6 +208,29 @@ def test_out_of_memory_beside_other_judges_waits_for_the_gpu_alone(two_gpus, mon
     assert not judge_pool._ALONE and not judge_pool._WAITING_ALONE
 
 
+def test_no_new_evaluation_starts_on_a_gpu_a_judge_waits_to_have_alone(two_gpus, monkeypatch):
+    """Otherwise a steady stream of new candidates keeps the GPU busy and the waiting judge never gets it."""
+    monkeypatch.setenv("KWB_GPUS", "0")
+    monkeypatch.setenv("KWB_JUDGES", "3")  # room for a third judge: only the wait keeps the newcomer off
+    relay = judge_pool.ProgressRelay(None)
+    other_busy = judge_pool._acquire("cuda", relay)
+    FakeJudge.script = staticmethod(lambda judge, job: _out_of_memory() if judge.jobs == 1 else wire.Reply(status="ok"))
+    waiting = threading.Thread(target=lambda: judge_pool.run_placed(_job(), 30))
+    waiting.start()
+    time.sleep(0.4)
+    assert judge_pool._WAITING_ALONE
+    newcomer: dict = {}
+    late = threading.Thread(target=lambda: newcomer.update(judge=judge_pool._acquire("cuda", relay)))
+    late.start()
+    time.sleep(0.4)
+    assert late.is_alive() and not newcomer  # kept off the GPU while a judge waits for it alone
+    judge_pool._release(other_busy)
+    waiting.join(10)
+    late.join(10)
+    assert not waiting.is_alive() and newcomer["judge"] is not None
+    judge_pool._release(newcomer["judge"])
+
+
 def test_a_task_that_does_not_fit_an_empty_gpu_still_does_not_fit(two_gpus, monkeypatch):
     monkeypatch.setenv("KWB_GPUS", "0")
     FakeJudge.script = staticmethod(lambda judge, job: _out_of_memory())

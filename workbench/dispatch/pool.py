@@ -148,10 +148,12 @@ def prestart(device: str, count: int | None = None, devices: Sequence[str] | Non
 
 def _choose(where: list[str], slots: int) -> tuple[str, Judge | None] | None:
     """The place for the next evaluation (_COND held): the least busy GPU that has an idle judge or room for one,
-    an idle started judge before a new one; None while every place is full or given to one judge alone."""
+    an idle started judge before a new one; None while every place is full, given to one judge alone, or waited for
+    by one (new work there would keep it waiting without end)."""
+    waited_for = {j.device for j in _WAITING_ALONE}
     options: list[tuple[tuple[int, int, int], str, Judge | None]] = []
     for order, place in enumerate(where):
-        if place in _ALONE:
+        if place in _ALONE or place in waited_for:
             continue
         pool = _live(place)
         idle = sorted((j for j in pool if j not in _BUSY), key=lambda j: not j.ready)
