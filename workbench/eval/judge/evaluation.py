@@ -129,7 +129,6 @@ class Evaluation:
     def run(self, retry_out_of_memory: bool = True) -> dict[str, Any]:
         """The evaluation's reply fields (status decided by `judge/verdict.py`)."""
         self.ctx.tidy()  # what the last evaluation left for after its reply, if its caller did not run it yet
-        self._book()
         with precision.applied(self.precision, self.device):  # around every reference computation in the judge
             reply = self._run()
         out_of_memory = reply.pop("out_of_memory", False)
@@ -143,7 +142,7 @@ class Evaluation:
         return reply
 
     def _book(self) -> None:
-        """Room on the GPU for a large evaluation, waited for before anything is allocated (`memory_admission.py`)."""
+        """Room on the GPU for a large evaluation, waited for before the judge allocates (`memory_admission.py`)."""
         lock = self.ctx.device_lock
         if not self.device.startswith("cuda") or lock is None:
             return
@@ -305,6 +304,7 @@ class Evaluation:
         """A fresh runner; before the candidate is imported in it, the timing's pool and calibration."""
         self.runner.session = start_runner(self)
         self.session.release_device = self._released
+        self._book()  # here, not earlier: the judge's warm-up of fake tensors has had the runner's start to finish
         if self.job.time_it:
             self._stage("calibrate", self._prepare_timing)
             compiled.start_for(self)  # first: where it outlasts the check, it sets the wall
