@@ -75,6 +75,15 @@ def test_importing_workbench_loads_no_engine_module():
     assert json.loads(out.stdout.strip().splitlines()[-1]) == ["workbench"]
 
 
+def test_a_study_points_own_process_imports_no_torch():
+    """Each study point starts a process that only hands the notebook to papermill; the kernel it starts imports
+    what the notebook needs. Importing torch there too would cost every point seconds for nothing."""
+    code = "import sys, workbench.study.point\nprint('torch' in sys.modules, 'papermill' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "False"]  # papermill too is imported only when a point runs
+
+
 def test_the_fork_server_imports_the_package_the_judge_runs():
     """The fork server starts with an allow-listed environment whose PYTHONPATH is all it has to find `workbench`
     (no installed copy on a bare GPU node): it must name the folder that holds this very package."""

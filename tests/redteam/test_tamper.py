@@ -78,6 +78,9 @@ class ModelNew(nn.Module):
         return _softmax(x, dim=-1)
 '''
     res = wb.evaluate(softmax_task(), wb.Candidate(source=src, language="torch"), device="cpu")
+    if res.status == "rejected":  # also no reward: on a loaded host the clock check may see the patched module
+        assert "timer-patch" in res.flags, res.message
+        return
     assert res.status == "ok", res.message
     assert res.speedup is not None and res.speedup < 2.0, res.speedup
 

@@ -177,7 +177,7 @@ def run_point(point: StudyPoint, out_path: str, *, slot: int | None = None, kern
     error = ""
     for attempt in range(1, retries + 2):
         proc = subprocess.run(
-            [sys.executable, "-m", "workbench.study.run", "--execute-point", json.dumps(request)],
+            [sys.executable, "-m", "workbench.study.point", json.dumps(request)],
             env=env, capture_output=True, text=True, timeout=timeout,
         )
         if proc.returncode == 0:
@@ -188,28 +188,6 @@ def run_point(point: StudyPoint, out_path: str, *, slot: int | None = None, kern
         time.sleep(1.0 * attempt)
     return PointOutcome(point, "failed", out_path, failures.from_output(error, out_path),
                         time.perf_counter() - started, attempt)
-
-
-def _execute_point(request: dict[str, Any]) -> int:
-    """Child-process side of run_point: papermill with widget state off (saved notebooks stay small).
-
-    A failure prints one MARKER line with the exception's fields, which the parent turns into the point's
-    message; the full traceback stays in the executed notebook."""
-    papermill = require("papermill", "lab", "running study notebooks")
-    Path(request["output"]).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        papermill.execute_notebook(
-            request["input"], request["output"], parameters=request["parameters"],
-            kernel_name=request["kernel_name"], progress_bar=False, cwd=request["cwd"], store_widget_state=False,
-            start_timeout=120,
-        )
-    except Exception as exc:
-        import traceback
-
-        traceback.print_exc()  # the raw stack first: retry markers (ZMQError...) are searched in it
-        print(failures.MARKER + json.dumps(failures.from_exception(exc), default=str), file=sys.stderr, flush=True)
-        return 1
-    return 0
 
 
 # ---- running a whole study --------------------------------------------------------------------------------
@@ -345,16 +323,3 @@ def _progress(total: int, initial: int, enabled: bool, desc: str):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=initial, disable=not enabled, desc=desc, unit="point", file=sys.stderr)
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) == 2 and argv[0] == "--execute-point":
-        return _execute_point(json.loads(argv[1]))
-    print("usage: kwb study run NOTEBOOK ... (this module is the runner's child entry point)", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
