@@ -302,8 +302,10 @@ def _json_or_lines(text: str) -> Any:
             raise ValueError(f"line {whole.lineno}: {whole.msg}") from None
     records = []
     for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
         try:
-            records.append(json.loads(line)) if line.strip() else None
+            records.append(json.loads(line))
         except json.JSONDecodeError as exc:
             raise ValueError(f"line {n}: {exc.msg}") from None
     return records
