@@ -35,6 +35,13 @@ fi
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 q=$(( $(nproc) / (gpus > 0 ? gpus : 1) ))
 on() { local g=$1; shift; CUDA_VISIBLE_DEVICES=$g taskset -c $((g * q))-$((g * q + q - 1)) bash -c "$*" > "$OUT/g$g.log" 2>&1; }
+# `inductor_journal DEADLINE`: Inductor's compile of the KernelBench problems of INDUCTOR_IDS (in that order) judged as
+# candidates over every visible GPU, resumed from INDUCTOR_JOURNAL and copied to $OUT.
+inductor_journal() {
+  KWB_JUDGES=${KWB_JUDGES:-4} timeout ${INDUCTOR_SECONDS:-540} python3 benchmarks/kernelbench_inductor.py --levels 1,2,3 \
+    --ids "$INDUCTOR_IDS" --timeout 190 --deadline "$1" --out "$INDUCTOR_JOURNAL"
+  cp "$INDUCTOR_JOURNAL" "$OUT/"
+}
 phase=${1:-tests}
 case "$phase" in
   tests-fast)
@@ -209,19 +216,16 @@ PY
     wait
     ;;
   inductor)
-    # Inductor's compile of KernelBench references judged as candidates over every visible GPU (judges per GPU, each
-    # candidate on the least busy one): the problems of INDUCTOR_IDS in that order, resumed from INDUCTOR_JOURNAL.
-    KWB_JUDGES=${KWB_JUDGES:-4} timeout ${INDUCTOR_SECONDS:-540} python3 benchmarks/kernelbench_inductor.py --levels 1,2,3 \
-      --ids "$INDUCTOR_IDS" --timeout 190 --deadline ${INDUCTOR_DEADLINE:-390} --out "$INDUCTOR_JOURNAL" 2>&1 \
-      | grep -v '^\[judge\|^\[runner' | tail -60
-    cp "$INDUCTOR_JOURNAL" "$OUT/"
+    # The Inductor journal over every visible GPU (judges per GPU, each candidate on the least busy one).
+    inductor_journal "${INDUCTOR_DEADLINE:-390}" 2>&1 | grep -v '^\[judge\|^\[runner' | tail -60
     ;;
   memory2)
     # Two workloads at once, one per GPU on its half of the cores: GPU 0 eight KernelBench problems of 4-8 GiB, four
     # in flight against each alone (memory admission); GPU 1 goes on with the Inductor journal (INDUCTOR_IDS,
     # INDUCTOR_JOURNAL, carried back from the last command).
     on 0 "timeout 540 python3 benchmarks/scale.py --phase memory --ids ${BIG_IDS:-1/19,1/23,1/34,1/39,1/94,1/96,1/47,1/4} --repeat 1 --json $OUT/memory.json" &
-    on 1 "KWB_JUDGES=4 timeout 540 python3 benchmarks/kernelbench_inductor.py --levels 1,2,3 --ids '$INDUCTOR_IDS' --timeout 190 --deadline ${INDUCTOR_DEADLINE:-400} --out $INDUCTOR_JOURNAL; cp $INDUCTOR_JOURNAL $OUT/" &
+    ( taskset -cp $q-$((2 * q - 1)) $BASHPID > /dev/null; CUDA_VISIBLE_DEVICES=1 inductor_journal "${INDUCTOR_DEADLINE:-400}" \
+      > "$OUT/g1.log" 2>&1 ) &
     wait
     for g in 0 1; do grep -v '^\[judge\|^\[runner' "$OUT/g$g.log" | tail -45; done
     ;;

@@ -151,10 +151,11 @@ class Evaluation:
             self.ctx.bookings[key] = memory_admission.need_for(self.task, self.job.size, self.device, self.reference)
         need = self.ctx.bookings[key]
         total = int(torch.cuda.mem_get_info(torch.device(self.device))[1])
+        ledger = memory_admission.Ledger(lock.folder, lock.name, total)
         booking = ExitStack()  # held until the memory is given back after the reply (`Context.tidy`)
-        waited = booking.enter_context(memory_admission.Ledger(lock.folder, lock.name, total).booked(need))
+        waited = booking.enter_context(ledger.booked(need))
         self.ctx.after_reply.append(booking.close)
-        if need >= memory_admission.LARGE_SHARE * total:
+        if ledger.large(need):
             self.diagnostics.set(memory_booked_gib=round(need / 2**30, 2), memory_wait_s=round(waited, 2))
             self._add_wait(waited)
 

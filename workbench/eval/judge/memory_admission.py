@@ -30,15 +30,12 @@ def need_bytes(input_bytes: int, output_bytes: int | None, parameter_bytes: int 
 
 
 def need_for(task: Any, size: dict[str, Any], device: str, reference: Callable[[], Any]) -> int:
-    """`need_bytes` of `task` at `size`, from its footprint traced without allocating (`tasks/footprint.py`); 0 when
-    it cannot be traced (the evaluation is then not booked)."""
-    from workbench.tasks.footprint import trace
+    """`need_bytes` of `task` at `size`, from its footprint found without allocating (`tasks/footprint.py`); 0 when
+    not even its inputs can be built that way (the evaluation is then not booked)."""
+    from workbench.tasks.footprint import estimate_footprint
 
-    try:
-        found = trace(reference(), size, "fake")
-    except Exception:  # noqa: BLE001 - an untraceable task is evaluated unbooked, as before admission
-        return 0
-    return need_bytes(found.input_bytes, found.output_bytes, found.parameter_bytes)
+    found = estimate_footprint(task, size, device, reference())
+    return 0 if found is None else need_bytes(found.input_bytes, found.output_bytes, found.parameter_bytes)
 
 
 def _alive(pid: int) -> bool:
@@ -78,6 +75,10 @@ class Ledger:
         finally:
             os.close(fd)
 
+    def large(self, need: int) -> bool:
+        """Whether an evaluation needing `need` bytes is booked (a small one passes straight through)."""
+        return need >= LARGE_SHARE * self.total
+
     def _admits(self, entries: dict[str, Any], ticket: str, need: int, since: float) -> bool:
         running = sum(e["bytes"] for k, e in entries.items() if e["running"] and k != ticket)
         ahead = sum(e["bytes"] for k, e in entries.items() if not e["running"] and e["since"] < since and k != ticket)
@@ -87,7 +88,7 @@ class Ledger:
     def booked(self, need: int, on_wait: Callable[[], None] = lambda: None) -> Iterator[float]:
         """Hold a booking of `need` bytes for the block, after waiting for room (first come, first served); yields
         the seconds waited. A small `need` passes straight through."""
-        if need < LARGE_SHARE * self.total:
+        if not self.large(need):
             yield 0.0
             return
         ticket, since = f"{os.getpid()}-{next(_TICKETS)}", time.time()
