@@ -148,7 +148,7 @@ def alternate_child(path: str, refs_json: str) -> None:
             torch.cuda.synchronize()
         prof.events()
     if spec.get("filter"):  # the runner's syscall filter, as confinement installs it
-        from workbench.eval.runner import syscall_filter
+        from workbench.sandbox import syscall_filter
 
         refused = syscall_filter.install()
         if refused:

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import workbench as wb  # noqa: E402
-from workbench.eval.runner import sandbox  # noqa: E402
+from workbench.sandbox import namespaces as sandbox  # noqa: E402
 
 CHEATS = ROOT / "tests" / "cheats"
 

@@ -13,7 +13,7 @@ import workbench as wb
 from workbench.dispatch import judges as judge_process
 from workbench.dispatch import pool as judge_pool
 from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
-from workbench.eval.runner import sandbox
+from workbench.eval.wire import process_env
 
 TASK = softmax_task()
 TORCH_SOFTMAX = "import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
@@ -43,13 +43,13 @@ def test_the_judge_gets_no_secrets_and_a_runner_gets_only_its_allow_list(monkeyp
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     judge = judge_process.scrubbed_env("cpu")
     assert [n for n in secret if n in judge] == [] and judge["MY_SETTING"] == "x"
-    runner = sandbox.runner_env("cpu")
+    runner = process_env.runner_env("cpu")
     # An allow-list: what a deny-list misses never arrives either.
     assert not {"KAGGLE_KEY", "DATABASE_URL", "MY_SETTING", *secret} & set(runner)
-    assert set(runner) <= set(sandbox.ENV_ALLOW) | {"HOME", "TMPDIR", "PYTHONUNBUFFERED", "PYTHONFAULTHANDLER",
+    assert set(runner) <= set(process_env.ENV_ALLOW) | {"HOME", "TMPDIR", "PYTHONUNBUFFERED", "PYTHONFAULTHANDLER",
                                                     "PYTHONDONTWRITEBYTECODE", "TRITON_CACHE_DIR",
                                                     "TORCH_EXTENSIONS_DIR", "XDG_CACHE_HOME", "OMP_WAIT_POLICY"}
-    assert runner["TRITON_INTERPRET"] == "1" and "TRITON_INTERPRET" not in sandbox.runner_env("cuda")
+    assert runner["TRITON_INTERPRET"] == "1" and "TRITON_INTERPRET" not in process_env.runner_env("cuda")
 
 
 def test_a_runner_starts_fast_from_the_fork_server_and_every_one_is_new():

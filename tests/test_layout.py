@@ -17,7 +17,7 @@ EVAL = ROOT / "workbench" / "eval"
 
 #: What the runner process imports: its entry, the fork server it is forked from, and what it imports on demand.
 RUNNER_ENTRIES = ("workbench.eval.runner.forkserver", "workbench.eval.runner.main", "workbench.eval.runner.loading",
-                  "workbench.eval.runner.build_hooks", "workbench.eval.runner.sandbox", "workbench.tasks.precision")
+                  "workbench.eval.runner.build_hooks", "workbench.sandbox.namespaces", "workbench.tasks.precision")
 #: Packages the runner must never hold: the caller's side, the judge, the checks, and everything above the engine.
 FORBIDDEN_IN_RUNNER = ("workbench.dispatch", "workbench.eval.results", "workbench.eval.judge", "workbench.eval.checks",
                        "workbench.eval.evaluate", "workbench.store", "workbench.llm", "workbench.study",
@@ -52,8 +52,10 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_no_runner_module_imports_the_caller_or_the_judge_even_lazily():
-    """The runner's own modules, and the language modules whose loader code it runs (workbench/languages/)."""
-    for path in sorted([*(EVAL / "runner").glob("*.py"), *(ROOT / "workbench" / "languages").glob("*.py")]):
+    """The runner's own modules, the sandbox it applies to itself (workbench/sandbox/), and the language modules
+    whose loader code it runs (workbench/languages/)."""
+    for path in sorted([*(EVAL / "runner").glob("*.py"), *(ROOT / "workbench" / "sandbox").glob("*.py"),
+                        *(ROOT / "workbench" / "languages").glob("*.py")]):
         bad = sorted(n for n in _imports(path) if n.startswith(FORBIDDEN_IN_RUNNER))
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
@@ -122,3 +124,16 @@ def test_no_engine_module_or_function_is_too_long_to_read():
                 if (length := (node.end_lineno or node.lineno) - first + 1) > MAX_FUNCTION_LINES:
                     too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
     assert not too_long, too_long
+
+
+def test_the_sandbox_stands_alone():
+    """Confining a process needs nothing of the engine: workbench/sandbox/ imports only itself of the project."""
+    for path in sorted((ROOT / "workbench" / "sandbox").glob("*.py")):
+        bad = sorted(n for n in _imports(path) if n.split(".")[0] in ("workbench", "widgets", "roofline")
+                     and not n.startswith("workbench.sandbox"))
+        assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def test_the_engine_stays_readable_in_size():
+    lines = sum(len(text.splitlines()) for _, text in _engine_files())
+    assert lines <= MAX_ENGINE_LINES, f"workbench/eval is {lines} lines, over {MAX_ENGINE_LINES}"

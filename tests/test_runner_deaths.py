@@ -17,8 +17,8 @@ import pytest
 from engine_tasks import softmax_task
 
 import workbench as wb
-from workbench.eval.runner import sandbox
 from workbench.eval.runner.forkserver import exit_like
+from workbench.sandbox import namespaces as sandbox
 
 #: Sleeps in forward, after leaving a mark in its private /tmp (seen from outside through /proc/<pid>/root).
 SLEEPER = ("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"

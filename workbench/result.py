@@ -109,7 +109,7 @@ class Result:
     error_budget: dict[str, Any] = field(default_factory=dict)
     #: The sandbox tier the candidate ran under: "namespaces+seccomp" (Linux user/pid/mount/net namespaces and a
     #: syscall filter), "landlock+seccomp" (no namespaces: writes confined, no network, the filter), or "none";
-    #: a missing part is named in protocol["sandbox_reason"] (workbench/eval/runner/confinement.py).
+    #: a missing part is named in protocol["sandbox_reason"] (workbench/sandbox/confinement.py).
     sandbox: str = ""
     #: What each verdict input rests on: {"outputs", "time", "launches", "coverage"} -> "judge" (measured by the judge),
     #: "corroborated" (reported by the runner, checked against what the judge measured), "unverified" (the runner's

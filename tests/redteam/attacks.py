@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench.eval.runner import sandbox
+from workbench.sandbox import namespaces as sandbox
 
 HONEST = (Path(__file__).resolve().parents[1] / "faults" / "honest_softmax.py").read_text()
 

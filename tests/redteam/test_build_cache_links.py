@@ -22,8 +22,8 @@ from redteam.attacks import softmax_task
 from workbench.dispatch.pool import shutdown_workers
 from workbench.eval.judge.runners import build_cache
 from workbench.eval.judge.runners.process import ForkServer, RunnerProcess
-from workbench.eval.runner import sandbox
 from workbench.eval.wire import runner_messages as protocol
+from workbench.sandbox import namespaces as sandbox
 
 CANARY = "kwb-host-secret-5d21"
 HONEST_MTIME_NS = 1_600_000_000_123_456_789

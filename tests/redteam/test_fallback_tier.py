@@ -19,7 +19,7 @@ import pytest
 
 from redteam.attacks import evaluate, kernel
 from workbench.dispatch.pool import shutdown_workers
-from workbench.eval.runner import landlock
+from workbench.sandbox import landlock
 
 CANARY = "kwb-fallback-canary-41c7"
 needs_landlock = pytest.mark.skipif(landlock.abi() < 1, reason="Landlock is not available in this kernel")

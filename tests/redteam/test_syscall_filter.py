@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from redteam.attacks import evaluate, kernel, needs_sandbox
-from workbench.eval.runner import landlock, syscall_filter
+from workbench.sandbox import landlock, syscall_filter
 
 # Imports by assembled names: the static scan would otherwise reject the candidate before it runs.
 ATTEMPTS = r'''
@@ -149,7 +149,7 @@ def _confine_in_a_child(call: str, machine: str | None = None) -> list[str]:
     (tier, note); `machine` pretends the interpreter runs on another machine."""
     pretend = f"platform.machine = lambda: {machine!r}\n" if machine else ""
     code = (f"import json, platform, tempfile\n{pretend}"
-            "from workbench.eval.runner import confinement\n"
+            "from workbench.sandbox import confinement\n"
             f"print(json.dumps({call}))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[2])
@@ -177,7 +177,7 @@ def test_triton_and_cuda_builds_work_under_the_filter_on_a_gpu(namespaces, monke
     from redteam.attacks import softmax_task
     from redteam.test_build_cache_links import CUDA_SOFTMAX
     from workbench.dispatch.pool import shutdown_workers
-    from workbench.eval.runner import sandbox
+    from workbench.sandbox import namespaces as sandbox
 
     if namespaces and sandbox.probe().kind != "namespaces":
         pytest.skip("no namespaces here")

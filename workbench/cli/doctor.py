@@ -160,8 +160,8 @@ def kernel_languages() -> list[dict[str, Any]]:
 def sandbox() -> dict[str, Any]:
     """Which sandbox candidates' runners get here (probed by entering fresh namespaces in a forked child), and the
     confinement that replaces it where namespaces cannot be made (Landlock, the syscall filter)."""
-    from workbench.eval.runner import landlock, syscall_filter
-    from workbench.eval.runner.sandbox import probe
+    from workbench.sandbox import landlock, syscall_filter
+    from workbench.sandbox.namespaces import probe
 
     found = probe()
     filtered = platform.machine() in syscall_filter.AUDIT_ARCH and sys.platform == "linux"

@@ -13,10 +13,12 @@ import socket
 import sys
 import time
 
-from workbench.eval.runner import confinement, sandbox, sandbox_root
 from workbench.eval.wire import forkserver_messages as messages
 from workbench.eval.wire.forkserver_messages import Spawn
+from workbench.eval.wire.process_env import runner_env
 from workbench.eval.wire.transport import Channel, ChannelClosed, FrameError
+from workbench.sandbox import confinement, new_root
+from workbench.sandbox import namespaces as sandbox
 
 #: Descriptor numbers the runner gets: its protocol socket, and stdout/stderr on the log pipe.
 RUNNER_SOCKET_FD = 3
@@ -85,7 +87,7 @@ def _run_without_namespaces(req: Spawn, reason: str, outer_uid: int, baseline: i
         builds = os.path.join(req.workdir, "torch_extensions")
         for path in (triton, builds):
             os.makedirs(path, exist_ok=True)
-        sandbox.set_environment({**sandbox.runner_env(req.device), "HOME": req.workdir, "TMPDIR": req.workdir,
+        sandbox.set_environment({**runner_env(req.device), "HOME": req.workdir, "TMPDIR": req.workdir,
                                  "KWB_WORKDIR": req.workdir, "TRITON_CACHE_DIR": triton,
                                  "TORCH_EXTENSIONS_DIR": builds})
         tier, note = confinement.without_namespaces([req.workdir, triton], req.device)
@@ -98,7 +100,7 @@ def _runner_in_namespaces(plan: sandbox.Plan, outer_uid: int, baseline: int, req
     """The runner, PID 1 of its PID namespace: enter the new root, drop privileges, install the filter, serve."""
     try:
         sandbox.die_with_parent()
-        sandbox_root.enter_root(plan)
+        new_root.enter_root(plan)
         sandbox.drop_privileges()
         sandbox.apply_limits(plan.limits, outer_uid, baseline)
         sandbox.set_environment({**plan.env, "KWB_WORKDIR": "/tmp/work"})
@@ -112,7 +114,7 @@ def _runner_in_namespaces(plan: sandbox.Plan, outer_uid: int, baseline: int, req
 def _enter_namespaces(req: Spawn, plan: sandbox.Plan, sync_w: int, go_r: int, fork_server: int,
                       outer_uid: int, baseline: int) -> int:
     """In the first child: make the namespaces, build the new root, fork the runner into it; the runner's PID."""
-    staged = sandbox_root.stage_sources(plan) if os.geteuid() == 0 else {}
+    staged = new_root.stage_sources(plan) if os.geteuid() == 0 else {}
     sandbox.unshare_namespaces(plan.share_ipc)
     os.write(sync_w, b"u")
     if os.read(go_r, 1) != b"g":
@@ -122,7 +124,7 @@ def _enter_namespaces(req: Spawn, plan: sandbox.Plan, sync_w: int, go_r: int, fo
     os.setresuid(0, 0, 0)
     # Changing IDs clears the parent-death signal: set it again, or the runner would outlive a killed fork server.
     sandbox.die_with_parent(expected_parent=fork_server)
-    sandbox_root.build_root(plan, staged)
+    new_root.build_root(plan, staged)
     runner = os.fork()
     if runner == 0:
         os.close(sync_w)
@@ -179,7 +181,7 @@ def spawn(req: Spawn, fds: list[int], kind: str, reason: str) -> messages.Messag
     sock_fd, log_fd = fds
     plan = None
     if kind == "namespaces":
-        plan = sandbox.plan(req.device, _limits(req), req.share_ipc, list(req.extra_binds), list(req.writable_binds))
+        plan = sandbox.plan(req.device, _limits(req), runner_env(req.device), req.share_ipc, list(req.extra_binds), list(req.writable_binds))
     sync_r, sync_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()

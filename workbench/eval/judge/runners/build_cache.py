@@ -235,8 +235,8 @@ def source_dir(kind: str, source: str, tools: str) -> Path | None:
     path = cache_root().parent / kind / key(source, tools)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        if os.geteuid() == 0:  # a root caller's runners run as nobody (runner.sandbox.write_id_maps)
-            from workbench.eval.runner.sandbox import NOBODY_GID, NOBODY_UID
+        if os.geteuid() == 0:  # a root caller's runners run as nobody (sandbox.namespaces.write_id_maps)
+            from workbench.sandbox.namespaces import NOBODY_GID, NOBODY_UID
 
             os.chown(path, NOBODY_UID, NOBODY_GID)
         os.chmod(path, 0o700)

@@ -17,10 +17,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.eval.runner import sandbox
 from workbench.eval.wire import forkserver_messages as server_messages
 from workbench.eval.wire import runner_messages as protocol
-from workbench.eval.wire.process_env import module_command
+from workbench.eval.wire.process_env import module_command, runner_env
 from workbench.eval.wire.transport import BoundedLog, Channel, ChannelClosed, ChannelTimeout, FrameError
 
 #: Seconds the fork server may take to import torch and triton.
@@ -116,7 +115,7 @@ class ForkServer:
     def __init__(self, device: str):
         self.device = device
         self.channel, theirs = Channel.pair()
-        env = sandbox.runner_env(device)
+        env = runner_env(device)
         env["PYTHONPATH"] = package_root()
         env["HOME"] = tempfile.gettempdir()
         if os.environ.get("KWB_SANDBOX"):  # e.g. "none": a user's explicit choice reaches the server

@@ -69,7 +69,7 @@ def _own(path: Path) -> None:
     """`path` (and everything below it) given to the runner's user when the judge runs as root."""
     if os.geteuid() != 0:
         return
-    from workbench.eval.runner.sandbox import NOBODY_GID, NOBODY_UID
+    from workbench.sandbox.namespaces import NOBODY_GID, NOBODY_UID
 
     for root, dirs, files in os.walk(path, followlinks=False):
         for name in [*dirs, *files]:

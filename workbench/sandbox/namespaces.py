@@ -1,5 +1,5 @@
 """The runner's sandbox (docs/trust-boundary.md): user, mount, PID, network, UTS and IPC namespaces made by the forked
-child, a new root from an allow-list (`sandbox_root.py`), then no capabilities, no_new_privs, rlimits and the syscall
+child, a new root from an allow-list (`new_root.py`), then no capabilities, no_new_privs, rlimits and the syscall
 filter; a root caller's sandbox maps to `nobody`. Where namespaces cannot be made, `probe()` says why and the runner
 confines itself (`confinement.py`)."""
 
@@ -15,8 +15,6 @@ import signal
 import sys
 from dataclasses import dataclass, field
 
-from workbench.eval.wire.process_env import apply_timing_env
-
 # ---- kernel constants (x86_64 and aarch64 share the flag values; syscall numbers differ) --------------------------
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -28,15 +26,6 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 #: The unprivileged IDs the sandbox's root maps to when the caller is root.
 NOBODY_UID, NOBODY_GID = 65534, 65534
-#: Environment variables a runner may see; nothing else (secrets a deny-list would miss) reaches it.
-ENV_ALLOW = (
-    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
-    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
-    "NVIDIA_DRIVER_CAPABILITIES", "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
-    "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
-    "MKL_NUM_THREADS", "TRITON_INTERPRET", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
-    "PYTHONHASHSEED", "CC", "CXX",
-)
 #: Device nodes a runner gets: the harmless basics everywhere, the NVIDIA ones on cuda.
 BASIC_DEVICES = ("null", "zero", "full", "random", "urandom")
 #: System directories mounted read-only (those that exist; symlinks such as /lib -> usr/lib are recreated).
@@ -152,24 +141,7 @@ def nvidia_devices() -> list[str]:
     return [n for n in names if n.startswith("nvidia")]
 
 
-def runner_env(device: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The runner's whole environment: allow-listed variables of `base` and the sandbox's own."""
-    base = os.environ if base is None else base
-    env = {k: v for k, v in base.items() if k in ENV_ALLOW or k.startswith("LC_")}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    if device.startswith("cuda"):
-        env.pop("TRITON_INTERPRET", None)
-    else:
-        env["TRITON_INTERPRET"] = "1"
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    apply_timing_env(env)  # the same OpenMP and malloc behaviour as the judge (process_env.py)
-    env.update(HOME="/tmp/home", TMPDIR="/tmp", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1",
-               PYTHONDONTWRITEBYTECODE="1", TRITON_CACHE_DIR="/tmp/triton", TORCH_EXTENSIONS_DIR="/tmp/torch_extensions",
-               XDG_CACHE_HOME="/tmp/cache")
-    return env
-
-
-def plan(device: str, limits: Limits, share_ipc: bool = False,
+def plan(device: str, limits: Limits, env: dict[str, str], share_ipc: bool = False,
          extra_binds: list[tuple[str, str]] | None = None,
          writable_binds: list[tuple[str, str]] | None = None) -> Plan:
     p = Plan(device=device, limits=limits, share_ipc=share_ipc, extra_binds=list(extra_binds or []),
@@ -186,7 +158,7 @@ def plan(device: str, limits: Limits, share_ipc: bool = False,
             p.binds.append((path, path))
             roots.append(path)
     p.devices = list(BASIC_DEVICES) + (nvidia_devices() if device.startswith("cuda") else [])
-    p.env = runner_env(device)
+    p.env = dict(env)
     extra = [*p.extra_binds, *p.writable_binds]
     p.base = _base_dir([src for src, _ in [*p.binds, *extra]] + [dst for _, dst in extra])
     return p

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from workbench.eval.runner.sandbox import CLONE_NEWNS, Plan, SandboxError, as_bytes, check, libc, syscall
+from workbench.sandbox.namespaces import CLONE_NEWNS, Plan, SandboxError, as_bytes, check, libc, syscall
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000

@@ -5,7 +5,8 @@ no TCP, AF_UNIX sockets only), "landlock", "seccomp" or "none". A step not taken
 
 from __future__ import annotations
 
-from workbench.eval.runner import landlock, sandbox, syscall_filter
+from workbench.sandbox import landlock, syscall_filter
+from workbench.sandbox import namespaces as sandbox
 
 
 def in_namespaces() -> tuple[str, str]:

@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from workbench.eval.runner.sandbox import nvidia_devices
+from workbench.sandbox.namespaces import nvidia_devices
 
 # Syscall numbers: the same on x86_64 and aarch64 (new syscalls share one table).
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
