@@ -327,7 +327,7 @@ class Runner:
                 self.send(protocol.Pong(call=msg.call))
                 continue
             if self.cuda and not self.cuda_ready:
-                _mark_cuda_initialized()
+                torch.cuda.init()  # else `manual_seed` only queues its CUDA half (benchmarks/README.md)
                 self.cuda_ready = True
             self.pausable = type(msg) in (protocol.Load, protocol.Build, protocol.Call)
             try:
@@ -346,11 +346,6 @@ def _seal_hooks() -> seal.Seal:
     seal.triton_entry_points(sealed)
     seal.torch_entry_points(sealed)
     return sealed
-
-
-def _mark_cuda_initialized() -> None:
-    """Finish torch's CUDA initialization (else `manual_seed` only queues its CUDA half: benchmarks/README.md)."""
-    torch.cuda.init()
 
 
 def _apply_sizes(module: Any, sizes: dict[str, Any]) -> None:
