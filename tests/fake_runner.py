@@ -611,7 +611,7 @@ class FakeRunner:
             model: Any = lambda *xs: out  # noqa: E731 - the runner's null candidate
         else:
             model = self._models[msg.model]
-        sets, slots = self._pools[msg.pool] if msg.pool else ([[self._arg(v) for v in s] for s in msg.input_sets], [])
+        sets, slots = self._pools[msg.pool]
         commits = [slots[k] for k in msg.order] if slots else []
 
         def commit(k: int, out: Any) -> None:
@@ -624,7 +624,7 @@ class FakeRunner:
         started = time.perf_counter()
         try:
             stream, device = timed_loop.time_batch(lambda xs: model(*xs), sets, list(msg.order), device=self.device,
-                                                   warmup=msg.warmup, after_rep=commit, seeds=msg.seeds)
+                                                   after_rep=commit, seeds=msg.seeds)
         except BaseException as exc:  # noqa: BLE001
             return [(0.0, self._fault("timing", exc, msg.call, self.current.forward or self._class))]
         took = time.perf_counter() - started

@@ -29,17 +29,17 @@ def _counting_launches(monkeypatch) -> list[int]:
 def test_the_interpreter_is_set_up_by_one_launch_only_where_runners_interpret(monkeypatch):
     launches = _counting_launches(monkeypatch)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    forkserver._warm_triton_interpreter()
+    forkserver._warm_interpreter()
     assert launches == []  # compiled Triton: nothing to set up, and no CUDA call in the fork server
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    forkserver._warm_triton_interpreter()
+    forkserver._warm_interpreter()
     assert launches == [1]
 
 
 def test_after_the_warm_up_triton_is_as_it_was_and_a_candidates_kernel_computes(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     entry, load, exp = interpreter.GridExecutor.__call__, tl.load, tl.exp
-    forkserver._warm_triton_interpreter()
+    forkserver._warm_interpreter()
     assert (interpreter.GridExecutor.__call__, tl.load, tl.exp) == (entry, load, exp)  # what the seal records
     spec = importlib.util.spec_from_file_location("warm_softmax_solution", SOLUTION)
     module = importlib.util.module_from_spec(spec)

@@ -192,12 +192,12 @@ class Evaluation:
         except RunnerViolation as bad:
             return self._reply(verdict.protocol_violation(bad.detail, bad.log))
         except TaskError as exc:
-            return self._reply(verdict.task_failed(exc, _is_out_of_memory(exc)))
+            return self._reply(verdict.runtime_error(f"the task failed: {exc}", _is_out_of_memory(exc)))
         except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
             if not faults.out_of_memory(type(exc).__name__, str(exc)) and "cuMemAlloc failed with error 2" not in \
                     str(exc):
                 raise
-            return self._reply(verdict.too_big(self._too_big(exc)))
+            return self._reply(verdict.runtime_error(self._too_big(exc), out_of_memory=True))
         finally:
             self._release()
 

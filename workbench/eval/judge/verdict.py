@@ -103,14 +103,10 @@ def protocol_violation(detail: str, log: str) -> dict[str, Any]:
             "message": Finding("protocol-violation", detail).line()}
 
 
-def task_failed(exc: BaseException, out_of_memory: bool) -> dict[str, Any]:
-    return {"status": "runtime_error", "message": f"the task failed: {exc}", "log": traceback.format_exc()[-3000:],
-            "out_of_memory": out_of_memory}
-
-
-def too_big(message: str) -> dict[str, Any]:
+def runtime_error(message: str, out_of_memory: bool) -> dict[str, Any]:
+    """The task's or the judge's own failure (not the candidate's), with the traceback being handled."""
     return {"status": "runtime_error", "message": message, "log": traceback.format_exc()[-3000:],
-            "out_of_memory": True}
+            "out_of_memory": out_of_memory}
 
 
 def judge_error(exc: BaseException, pid: int) -> Reply:

@@ -277,21 +277,15 @@ def _warm_triton_key() -> None:
             continue
 
 
-def _warm_torch_dynamo() -> None:
-    """Import `torch._dynamo` (the op record needs it) once here, for CPU runners only (benchmarks/README.md)."""
+def _warm_interpreter() -> None:
+    """For CPU runners only: import `torch._dynamo` (the op record needs it) and run one tiny kernel through Triton's
+    interpreter here, whose first launch in a process sets itself up (benchmarks/README.md)."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
     try:
         import torch._dynamo  # noqa: F401
     except Exception:  # noqa: BLE001 - an optimization: a torch without it starts as before
         pass
-
-
-def _warm_triton_interpreter() -> None:
-    """Run one tiny kernel through Triton's interpreter here, for CPU runners only: the interpreter's first launch in a
-    process sets itself up (~40 ms of every CPU candidate's first call; benchmarks/README.md)."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        return
     try:
         import torch
         import triton
@@ -322,8 +316,7 @@ def main() -> None:
     from workbench.eval.runner import loading  # noqa: F401
 
     _warm_triton_key()
-    _warm_torch_dynamo()
-    _warm_triton_interpreter()
+    _warm_interpreter()
     gc.freeze()  # what every runner inherits stays out of its collector's passes
     probe = sandbox.probe()
     channel.send(messages.encode(messages.Hello(sandbox=probe.kind, reason=probe.reason, pid=os.getpid())))

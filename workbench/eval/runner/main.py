@@ -265,21 +265,16 @@ class Runner:
     def on_time(self, msg: protocol.Time) -> None:
         null = msg.model in (protocol.NULL_MODEL, protocol.NULL_KERNEL)
         model = self._null_model(msg) if null else self.models[msg.model]
-        if msg.pool:
-            sets, slots = self.pools[msg.pool]
-            commits = [slots[k] for k in msg.order] if slots else []
-        else:
-            sets = [[self.arg(v) for v in s] for s in msg.input_sets]
-            commits = [self.mapping.tensor(c) if c is not None else None for c in msg.commit]
+        sets, slots = self.pools[msg.pool]
+        commits = [slots[k] for k in msg.order] if slots else []
 
         def commit(k: int, out: Any) -> None:
-            if k < len(commits) and commits[k] is not None:
+            if k < len(commits):
                 copy_out(commits[k], out[0] if isinstance(out, (tuple, list)) else out)
 
         try:
             stream, device = timing.time_batch(lambda xs: model(*xs), sets, list(msg.order), device=self.device,
-                                               warmup=msg.warmup, flush_l2=msg.flush_l2, after_rep=commit,
-                                               seeds=msg.seeds)
+                                               after_rep=commit, seeds=msg.seeds)
             if self.cuda:
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001
@@ -332,7 +327,7 @@ class Runner:
                 self.send(protocol.Pong(call=msg.call))
                 continue
             if self.cuda and not self.cuda_ready:
-                _mark_cuda_initialized()
+                torch.cuda.init()  # else `manual_seed` only queues its CUDA half (benchmarks/README.md)
                 self.cuda_ready = True
             self.pausable = type(msg) in (protocol.Load, protocol.Build, protocol.Call)
             try:
@@ -351,11 +346,6 @@ def _seal_hooks() -> seal.Seal:
     seal.triton_entry_points(sealed)
     seal.torch_entry_points(sealed)
     return sealed
-
-
-def _mark_cuda_initialized() -> None:
-    """Finish torch's CUDA initialization (else `manual_seed` only queues its CUDA half: benchmarks/README.md)."""
-    torch.cuda.init()
 
 
 def _apply_sizes(module: Any, sizes: dict[str, Any]) -> None:

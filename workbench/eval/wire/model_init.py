@@ -28,10 +28,7 @@ def place_for(device: str) -> str:
 @contextlib.contextmanager
 def building_on(place: str) -> Iterator[None]:
     """Factory calls without an explicit device inside the block make their tensors on `place`."""
-    if place == HOST:
-        yield
-        return
-    with torch.device(place):
+    with contextlib.nullcontext() if place == HOST else torch.device(place):
         yield
 
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from workbench.eval.wire.records import RecordError, from_json, to_json
 
-PROTOCOL = (1, 3)
+PROTOCOL = (1, 4)
 #: Exception names that mean the kernel did not compile (a Fault's stage is then "compile").
 COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct")
 
@@ -111,21 +111,17 @@ class Pool(Message):
 
 @dataclass(frozen=True)
 class Time(Message):
-    """A timed batch: rep k runs set `order[k]` seeded with `seeds[k]`, output 0 copied to `commit[k]` (with `pool`,
-    to set order[k]'s slot); model NULL_MODEL or NULL_KERNEL: the null candidate."""
+    """A timed batch on registered `pool`: rep k runs set `order[k]` seeded with `seeds[k]`, output 0 copied to that
+    set's slot; model NULL_MODEL or NULL_KERNEL: the null candidate."""
 
     kind: ClassVar[str] = "time"
     call: int
     model: int
-    input_sets: tuple[tuple[Arg, ...], ...]
+    pool: int
     order: tuple[int, ...]
-    warmup: int
-    commit: tuple[TensorRef | None, ...] = ()
-    flush_l2: bool = True
     seeds: tuple[int, ...] = ()
     null_shape: tuple[int, ...] = ()
     null_dtype: str = ""
-    pool: int = 0
 
 
 #: `Time.model` of the null candidate, and of the null candidate that launches one tiny kernel per call.

@@ -96,10 +96,7 @@ class Channel:
         if deadline is None:
             return
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ChannelTimeout()
-        ready, _, _ = select.select([self.sock], [], [], remaining)
-        if not ready:
+        if remaining <= 0 or not self.readable(remaining):
             raise ChannelTimeout()
 
     def readable(self, seconds: float) -> bool:

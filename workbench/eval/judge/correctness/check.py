@@ -71,7 +71,6 @@ class CheckReport:
     error_map: dict[str, Any] | None = None
     error_map_round: int | None = None
     error_budget: dict[str, Any] = field(default_factory=dict)
-    reference_cached: bool = False
     phases: dict[str, float] = field(default_factory=dict)
     _worst: dict[str, float] = field(default_factory=dict, repr=False)
 
@@ -141,12 +140,9 @@ def run_correctness(ref: LoadedReference, candidate_cls: Any, *, device: str, si
                     reference: ReferenceRounds | None = None) -> CheckReport:
     """Run the protocol over every size and kept distribution (`reference`: the judge's rounds, else made here);
     CandidateFailure or TaskError for the side that raised. `call_guard()` wraps every local candidate call."""
-    cached = reference is not None and bool(reference._rounds)
     if reference is None:
         reference = ReferenceRounds.create(ref, device, sizes, seed, tolerance, distributions, rounds)
-    report = _Protocol(reference, candidate_cls, call_guard).run()
-    report.reference_cached = cached
-    return report
+    return _Protocol(reference, candidate_cls, call_guard).run()
 
 
 class _Protocol:
@@ -354,11 +350,14 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
             e = e[torch.isfinite(e)]
             if e.numel():
                 floor = max(floor, ERROR_BUDGET_K * float(e.max()))
-    if staged:  # the first call's output kept on the host (`_keep_first`): to the GPU a slice at a time, as it is
-        return _staged_pair_worst(fa, fb, fr, tol, floor)
-    if one_pass:  # both calls' outputs on the GPU: the same bound in one pass
-        return fused.pair_worst(fa, fb, fr if fr is not None else fa, tol.atol, tol.rtol, floor)
     worst = 0.0
+    if one_pass:  # on the GPU in one pass; a first output kept on the host (`_keep_first`) goes there a slice at a time
+        step = CHUNK if staged else max(fa.numel(), 1)
+        for s in range(0, fa.numel(), step):
+            a = fa[s:s + step].to(fb.device)
+            scale = fr[s:s + step] if fr is not None else a
+            worst = max(worst, fused.pair_worst(a, fb[s:s + step], scale, tol.atol, tol.rtol, floor))
+        return worst
     for s in range(0, fa.numel(), CHUNK):
         b64 = fb[s:s + CHUNK].double()
         a64 = fa[s:s + CHUNK].to(b64.device, torch.float64)  # the first call's output may be on the host
@@ -369,17 +368,6 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
         bound = torch.clamp(tol.atol + tol.rtol * torch.nan_to_num(scale), min=floor)
         if diff.numel():
             worst = max(worst, float(torch.where(diff == 0, torch.zeros_like(diff), diff / bound).max()))
-    return worst
-
-
-def _staged_pair_worst(fa: torch.Tensor, fb: torch.Tensor, fr: torch.Tensor | None, tol: Tolerance,
-                       floor: float) -> float:
-    """`fused.pair_worst` of a first output held on the host: slices copied to the GPU in their own dtype."""
-    worst = 0.0
-    for s in range(0, fa.numel(), CHUNK):
-        a = fa[s:s + CHUNK].to(fb.device)
-        scale = fr[s:s + CHUNK] if fr is not None else a
-        worst = max(worst, fused.pair_worst(a, fb[s:s + CHUNK], scale, tol.atol, tol.rtol, floor))
     return worst
 
 

@@ -32,12 +32,7 @@ class RemoteError(Exception):
 
     def __init__(self, fault: protocol.Fault):
         self.fault = fault
-        self.type_name = fault.exc_type
         super().__init__(fault.message)
-
-    @property
-    def traceback_text(self) -> str:
-        return self.fault.log
 
 
 class _ReportedSubclass(torch.Tensor):
@@ -91,7 +86,6 @@ class CandidateSession:
     record_ops: bool = False
     #: GPU kernel time per kernel of every profiled forward, in order.
     profiles: list[dict[str, float]] = field(default_factory=list)
-    kernels: tuple[str, ...] = ()
     load_seconds: float = 0.0
     warmup_seconds: float = 0.0  # the runner's GPU library warm-up before its first request
     init_notes: list[str] = field(default_factory=list)  # why a model was built on the host (`model_init`)
@@ -196,7 +190,7 @@ class CandidateSession:
         """Import the candidate in the runner; `meanwhile()` runs in the judge while the runner imports."""
         reply = self._expect(protocol.Load(source=source, language=language, entry=entry, device=self.device,
                                            precision=precision), "loaded", budget, "load", meanwhile)
-        self.kernels, self.load_seconds, self.warmup_seconds = reply.kernels, reply.seconds, reply.warmup_seconds
+        self.load_seconds, self.warmup_seconds = reply.seconds, reply.warmup_seconds
 
     def model(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None = None) -> RemoteModel:
         message = self._build(ref_model, init, seed, sizes)
@@ -345,8 +339,8 @@ class CandidateSession:
         self._next_call += 1
         null = {} if null_like is None else {"null_shape": tuple(null_like.shape),
                                              "null_dtype": str(null_like.dtype).removeprefix("torch.")}
-        msg = protocol.Time(call=self._next_call, model=model, input_sets=(), order=tuple(order), warmup=0,
-                            seeds=tuple(seeds), pool=pool, **null)
+        msg = protocol.Time(call=self._next_call, model=model, pool=pool, order=tuple(order), seeds=tuple(seeds),
+                            **null)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()  # every copy the judge queued into shared memory has landed
         started = time.perf_counter()
