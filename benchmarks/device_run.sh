@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh audit4|languages4|verify4|memory2|inductor|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
+#   bash benchmarks/device_run.sh audit4|languages4|verify4|memory2|inductor|check-inductor|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +41,14 @@ inductor_journal() {
   KWB_JUDGES=${KWB_JUDGES:-4} timeout ${INDUCTOR_SECONDS:-540} python3 benchmarks/kernelbench_inductor.py --levels 1,2,3 \
     --ids "$INDUCTOR_IDS" --timeout 190 --deadline "$1" --out "$INDUCTOR_JOURNAL"
   cp "$INDUCTOR_JOURNAL" "$OUT/"
+}
+# `monitor`: every 10 s, the host's memory, load and process count and each GPU's memory and use, to $OUT/monitor.log.
+monitor() {
+  while true; do
+    { date +%T; free -g | sed -n 2,3p; cut -d' ' -f1-3 /proc/loadavg; ps -e --no-headers | wc -l
+      nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader; } | tr '\n' ' ' >> "$OUT/monitor.log"
+    echo >> "$OUT/monitor.log"; sleep 10
+  done
 }
 phase=${1:-tests}
 case "$phase" in
@@ -216,8 +224,20 @@ PY
     wait
     ;;
   inductor)
-    # The Inductor journal over every visible GPU (judges per GPU, each candidate on the least busy one).
-    inductor_journal "${INDUCTOR_DEADLINE:-390}" 2>&1 | grep -v '^\[judge\|^\[runner' | tail -60
+    # The Inductor journal over every visible GPU (judges per GPU, each candidate on the least busy one), with the
+    # host's and the GPUs' state every 10 s in $OUT/monitor.log and the whole log in $OUT/inductor.log.
+    monitor & mon=$!
+    inductor_journal "${INDUCTOR_DEADLINE:-390}" > "$OUT/inductor.log" 2>&1
+    kill $mon
+    grep -v '^\[judge\|^\[runner' "$OUT/inductor.log" | tail -60
+    ;;
+  check-inductor)
+    # The fast GPU tests, then the Inductor journal for what is left of the command.
+    timeout ${TESTS_SECONDS:-240} python3 -m pytest tests/gpu -m "gpu and not slow" -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests_fast.log" | tail -15
+    monitor & mon=$!
+    inductor_journal "${INDUCTOR_DEADLINE:-200}" > "$OUT/inductor.log" 2>&1
+    kill $mon
+    grep -v '^\[judge\|^\[runner' "$OUT/inductor.log" | tail -50
     ;;
   memory2)
     # Two workloads at once, one per GPU on its half of the cores: GPU 0 eight KernelBench problems of 4-8 GiB, four

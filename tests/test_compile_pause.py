@@ -2,8 +2,8 @@
 `runner/compile_pause.py`), with a real device lock: another judge's timing runs during the compile, never during the
 candidate's GPU work, and a runner cannot use the pause to break into a measurement.
 
-What the runner does is shown on a real runner on the CPU: its wrapped compile step (`JITFunction._do_compile`)
-announces a compile in a call and at import. On the CPU Triton interprets kernels and never compiles, so those
+What the runner does is shown on a real runner on the CPU: its wrapped compile steps (`JITFunction._do_compile`,
+Dynamo's frame compile) announce a compile in a call and at import. On the CPU Triton interprets kernels and never compiles, so those
 candidates call the step themselves, with a stand-in kernel whose "compile" takes COMPILE_S. What the judge decides
 about the pauses a runner announces (and about pauses that break the protocol) is shown on a scripted runner
 (`tests/fake_runner.py`), whose pauses are `Pause` events.
@@ -67,6 +67,26 @@ class ModelNew(torch.nn.Module):
 
 
 COMPILES = _candidate("        compile_once()")
+
+#: `torch.compile` in the candidate: Dynamo's frame compile, whose backend (a stand-in for Inductor) takes COMPILE_S.
+TORCH_COMPILES = f'''
+import time
+import torch
+
+
+def _slow_backend(graph, example_inputs):
+    time.sleep({COMPILE_S})
+    return graph.forward
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.softmax = torch.compile(lambda x: torch.softmax(x, dim=-1), backend=_slow_backend)
+
+    def forward(self, x):
+        return self.softmax(x)
+'''
 
 
 def _softmax(x: torch.Tensor) -> torch.Tensor:
@@ -160,6 +180,15 @@ def test_a_timing_runs_while_the_candidate_compiles(tmp_path, server, softmax):
     assert pauses.compiling_s >= COMPILE_S * 0.9
 
 
+def test_a_timing_runs_while_torch_compile_compiles(tmp_path, server, softmax):
+    """Dynamo's tracing and the backend's code generation take seconds of CPU in the first call; another judge's
+    timing runs meanwhile, as it does during a Triton compile."""
+    started, returned, other_in, pauses = _call_beside(tmp_path, server, softmax, TORCH_COMPILES)
+    assert other_in is not None and started < other_in < returned - 0.5
+    assert pauses.count >= 1 and pauses.released >= 1
+    assert pauses.compiling_s >= COMPILE_S * 0.9
+
+
 def test_the_hold_stays_through_work_that_is_not_a_compile(tmp_path, softmax):
     started, returned, other_in, pauses = _call_beside(tmp_path, None, softmax, WORKS)
     assert other_in is not None and other_in >= returned
@@ -234,3 +263,20 @@ def test_the_end_of_a_pause_that_never_started_is_a_protocol_violation(softmax):
             remote.call(x, [torch.empty_like(model(*x), device="meta")])
     finally:
         session.close()
+
+
+def test_dynamo_imported_after_the_runner_starts_is_wrapped_on_import():
+    """A GPU runner has not imported Dynamo when it starts; the candidate's `torch.compile` imports it, and its frame
+    compile is wrapped right then."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from workbench.eval.runner import compile_pause\n"
+            "assert 'torch._dynamo.convert_frame' not in sys.modules\n"
+            "compile_pause.install_dynamo()\n"
+            "import torch._dynamo.convert_frame as cf\n"
+            "print(getattr(cf._compile, '_kwb_paused', False))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "True"

@@ -1,4 +1,5 @@
-"""Compiling without holding the device (the judge's side: `judge/device_lock.py`): around each Triton compile or
+"""Compiling without holding the device (the judge's side: `judge/device_lock.py`): around each Triton compile, each
+`torch.compile` frame compile (Dynamo's tracing and Inductor's code generation: seconds to a minute of CPU) and each
 `load_inline` build the runner sends `Compiling(done=False)`, then `Compiling(done=True)`, and waits for `Proceed`,
 so other judges' timings run meanwhile. Nothing here is trusted: the judge bounds the pauses.
 """
@@ -6,6 +7,8 @@ so other judges' timings run meanwhile. Nothing here is trusted: the judge bound
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,3 +59,69 @@ def install_triton() -> bool:
     _do_compile._kwb_paused = True  # type: ignore[attr-defined]
     JITFunction._do_compile = _do_compile
     return True
+
+
+#: The module whose `_compile` compiles one frame for `torch.compile`, and a marker on the wrapper.
+_DYNAMO = "torch._dynamo.convert_frame"
+
+
+def install_dynamo() -> bool:
+    """Wrap Dynamo's frame compile (`convert_frame._compile`) in `paused`: now if it is imported, else as soon as a
+    candidate imports it (GPU runners do not import Dynamo before the candidate does)."""
+    module = sys.modules.get(_DYNAMO)
+    if module is not None:
+        return _wrap_dynamo(module)
+    if not any(isinstance(finder, _WrapDynamoOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _WrapDynamoOnImport())
+    return True
+
+
+def _wrap_dynamo(module: Any) -> bool:
+    original = getattr(module, "_compile", None)
+    if original is None:
+        return False
+    if getattr(original, "_kwb_paused", False):
+        return True
+
+    def _compile(*args, **kwargs):
+        with paused():
+            return original(*args, **kwargs)
+
+    _compile._kwb_paused = True  # type: ignore[attr-defined]
+    module._compile = _compile  # called through the module's globals, so every frame compile meets the wrapper
+    return True
+
+
+class _WrapDynamoOnImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: when Dynamo's frame compiler is imported, it lets the other finders load it and wraps
+    its `_compile` right after."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _DYNAMO:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                loader = spec.loader
+                run = loader.exec_module
+
+                def exec_module(module, run=run):
+                    run(module)
+                    _wrap_dynamo(module)
+
+                spec.loader = _Wrapped(loader, exec_module)
+                return spec
+        return None
+
+
+class _Wrapped(importlib.abc.Loader):
+    def __init__(self, loader: Any, exec_module: Any):
+        self._loader, self._exec = loader, exec_module
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._exec(module)

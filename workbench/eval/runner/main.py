@@ -376,6 +376,7 @@ def serve(sock_fd: int, job: str, nonce: str, device: str, sandbox: str, reason:
     runner = Runner(channel, job, nonce, device)
     compile_pause.bind(runner)
     compile_pause.install_triton()
+    compile_pause.install_dynamo()
     runner.send(protocol.Ready(protocol=protocol.PROTOCOL, pid=os.getpid(), versions=_versions(),
                       device_name=_device_name(device), sandbox=sandbox, sandbox_reason=reason))
     runner.warmup_seconds = library_warmup.warm(device, warm)
