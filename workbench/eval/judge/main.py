@@ -31,6 +31,22 @@ def apply_judge_cores() -> None:
 
 apply_judge_cores()  # before torch starts its threads: a judge of one of several GPUs keeps to that GPU's cores
 
+from workbench.eval.judge.runners.process import ForkServer  # noqa: I001 - imports no torch
+
+
+def _spawn_fork_server() -> ForkServer | None:
+    """The fork server, started before this process imports torch, so both start-ups run at once (`_start` waits
+    for its hello)."""
+    if __name__ != "__main__":
+        return None
+    try:
+        return ForkServer(sys.argv[1] if len(sys.argv) > 1 else "cpu", wait=False)
+    except OSError:  # started again in `_start`, where a failure is reported
+        return None
+
+
+_EARLY_SERVER = _spawn_fork_server()
+
 import torch
 
 from workbench.eval.judge import verdict
@@ -38,7 +54,6 @@ from workbench.eval.judge.context import Context, probe_transport
 from workbench.eval.judge.correctness import compare_fused
 from workbench.eval.judge.device_lock import DeviceLock
 from workbench.eval.judge.evaluation import Evaluation
-from workbench.eval.judge.runners.process import ForkServer
 from workbench.eval.wire import judge_messages as wire
 from workbench.eval.wire.process_env import versions
 from workbench.eval.wire.timed_loop import cpu_timing_threads
@@ -162,7 +177,7 @@ def _start(device: str) -> tuple[ForkServer, Context]:
     else:
         torch.cuda.init()  # else every manual_seed queues its CUDA half (benchmarks/README.md)
     _warm_counting()
-    server = ForkServer(device)
+    server = (_EARLY_SERVER or ForkServer(device, wait=False)).ready()
     ctx = Context(fork_server=server, workdir=tempfile.mkdtemp(prefix="kwb_judge_"), device_lock=DeviceLock(device))
     compare_fused.start_warmup(device, ctx.device_lock)
     ctx.transport, ctx.share_ipc, ctx.transport_note = probe_transport(server, device)

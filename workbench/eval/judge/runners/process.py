@@ -112,7 +112,9 @@ def package_root() -> str:
 class ForkServer:
     """The judge's fork server process (trusted), started with the runner's allow-listed environment."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, wait: bool = True):
+        """Start the server; `wait=False` returns before it says hello (`ready`), so the caller's own start-up runs
+        beside the server's imports."""
         self.device = device
         self.channel, theirs = Channel.pair()
         env = runner_env(device)
@@ -121,10 +123,18 @@ class ForkServer:
         if os.environ.get("KWB_SANDBOX"):  # e.g. "none": a user's explicit choice reaches the server
             env["KWB_SANDBOX"] = os.environ["KWB_SANDBOX"]
         self.proc = subprocess.Popen(module_command("workbench.eval.runner.forkserver", str(theirs.fileno())),
-                                     pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                                     pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=2,
                                      start_new_session=True)
         theirs.close()
         self._lock = threading.Lock()
+        self.sandbox, self.reason, self._hello = "", "", False
+        if wait:
+            self.ready()
+
+    def ready(self) -> ForkServer:
+        """Wait for the server's hello (its sandbox probe); RuntimeError if it does not come."""
+        if self._hello:
+            return self
         try:
             frame, _ = self.channel.recv(time.monotonic() + FORKSERVER_STARTUP_S)
             hello = server_messages.decode(frame, frozenset({"hello"}))
@@ -132,7 +142,8 @@ class ForkServer:
             self.close()
             raise RuntimeError(f"the fork server did not start ({type(exc).__name__}: {exc})") from exc
         assert isinstance(hello, server_messages.Hello)
-        self.sandbox, self.reason = hello.sandbox, hello.reason
+        self.sandbox, self.reason, self._hello = hello.sandbox, hello.reason, True
+        return self
 
     def alive(self) -> bool:
         return self.proc.poll() is None
