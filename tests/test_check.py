@@ -14,6 +14,7 @@ from workbench.errors import TaskError
 from workbench.eval.checks.flags import FLAGS
 from workbench.eval.judge.correctness import check as correctness
 from workbench.eval.judge.correctness import compare
+from workbench.eval.judge.reference.rounds import build_reference
 from workbench.eval.runner import poison
 from workbench.tasks.task import DISTRIBUTIONS
 
@@ -626,7 +627,7 @@ def get_init_inputs():
 '''
 
 
-def test_build_models_loads_the_references_weights_when_created_in_another_order():
+def test_build_candidate_loads_the_references_weights_when_created_in_another_order():
     class Reordered(nn.Module):
         def __init__(self, width):
             super().__init__()
@@ -637,7 +638,9 @@ def test_build_models_loads_the_references_weights_when_created_in_another_order
             return torch.addmm(self.proj.bias, x, self.proj.weight.t()) * self.scale
 
     task = _task(LINEAR)
-    ref_model, cand = correctness.build_models(task.load(), Reordered, {}, DEVICE, seed=3)
+    ref = task.load()
+    ref_model = build_reference(ref, {}, DEVICE, 3)
+    cand = correctness.build_candidate(ref, ref_model, Reordered, {}, DEVICE, 3)
     assert torch.equal(ref_model.scale, cand.scale) and torch.equal(ref_model.proj.weight, cand.proj.weight)
     assert not ref_model.training and not cand.training
     assert _run(task, Reordered).passed

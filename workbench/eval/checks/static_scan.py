@@ -130,12 +130,11 @@ def _collect(mod: _Module) -> None:
             mod.globals.update(t.id for t in targets if isinstance(t, ast.Name))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             mod.globals.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        elif isinstance(node, ast.FunctionDef):
             mod.globals.add(node.name)
-    for node in mod.tree.body:
-        if isinstance(node, ast.FunctionDef):
             mod.functions[node.name] = node
         elif isinstance(node, ast.ClassDef):
+            mod.globals.add(node.name)
             mod.classes[node.name] = node
             for item in node.body:
                 if isinstance(item, ast.FunctionDef):

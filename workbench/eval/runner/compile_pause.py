@@ -46,18 +46,22 @@ def install_triton() -> bool:
         from triton.runtime.jit import JITFunction
     except ImportError:
         return False
-    original = JITFunction.__dict__.get("_do_compile")
+    return _wrap(JITFunction, "_do_compile", JITFunction.__dict__.get("_do_compile"))
+
+
+def _wrap(owner: Any, name: str, original: Any) -> bool:
+    """Set `owner.name` to `original` run in `paused` (once); False where there is no `original`."""
     if original is None:
         return False
     if getattr(original, "_kwb_paused", False):
         return True
 
-    def _do_compile(self, *args, **kwargs):
+    def wrapper(*args, **kwargs):
         with paused():
-            return original(self, *args, **kwargs)
+            return original(*args, **kwargs)
 
-    _do_compile._kwb_paused = True  # type: ignore[attr-defined]
-    JITFunction._do_compile = _do_compile
+    wrapper._kwb_paused = True  # type: ignore[attr-defined]
+    setattr(owner, name, wrapper)
     return True
 
 
@@ -77,19 +81,8 @@ def install_dynamo() -> bool:
 
 
 def _wrap_dynamo(module: Any) -> bool:
-    original = getattr(module, "_compile", None)
-    if original is None:
-        return False
-    if getattr(original, "_kwb_paused", False):
-        return True
-
-    def _compile(*args, **kwargs):
-        with paused():
-            return original(*args, **kwargs)
-
-    _compile._kwb_paused = True  # type: ignore[attr-defined]
-    module._compile = _compile  # called through the module's globals, so every frame compile meets the wrapper
-    return True
+    # Called through the module's globals, so every frame compile meets the wrapper.
+    return _wrap(module, "_compile", getattr(module, "_compile", None))
 
 
 class _WrapDynamoOnImport(importlib.abc.MetaPathFinder):

@@ -25,10 +25,11 @@ from workbench.eval.judge.correctness.compare import (
     compare,
     error_map,
     merge_budgets,
+    native_scale,
 )
 from workbench.eval.judge.correctness.prior_outputs import PriorOutput
 from workbench.eval.judge.reference.float64 import nbytes as _nbytes
-from workbench.eval.judge.reference.rounds import MIN_ROUNDS, ReferenceRounds, RoundData, build_reference
+from workbench.eval.judge.reference.rounds import MIN_ROUNDS, ReferenceRounds, RoundData
 from workbench.eval.runner.poison import Poison
 from workbench.eval.wire import model_init
 from workbench.eval.wire.tensors import (
@@ -45,7 +46,7 @@ from workbench.eval.wire.timed_loop import seed_rng
 from workbench.seeding import seed_all
 from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 
-__all__ = ["MIN_ROUNDS", "CandidateFailure", "CheckReport", "build_models", "run_correctness"]
+__all__ = ["MIN_ROUNDS", "CandidateFailure", "CheckReport", "build_candidate", "run_correctness"]
 
 class CandidateFailure(Exception):
     """The candidate's constructor (`stage="init"`) or forward (`stage="forward"`) raised; kept apart from the
@@ -97,15 +98,10 @@ class CheckReport:
             self.notes.append(text)
 
 
-def build_models(ref: LoadedReference, candidate_cls: Any, size: dict, device: str, seed: int) -> tuple[Any, Any]:
-    """The reference and the candidate, built under the same seed on `device`; the candidate gets the reference's
-    weights where its state_dict has the same layout. `candidate_cls`: a class, or a `CandidateSession`."""
-    ref_model = build_reference(ref, size, device, seed)
-    return ref_model, build_candidate(ref, ref_model, candidate_cls, size, device, seed)
-
-
 def build_candidate(ref: LoadedReference, ref_model: Any, candidate_cls: Any, size: dict, device: str,
                     seed: int) -> Any:
+    """The candidate, built under the reference's seed on `device`, with the reference's weights where its
+    state_dict has the same layout. `candidate_cls`: a class, or a `CandidateSession`."""
     init = ref.init_inputs(size, seed)
     if hasattr(candidate_cls, "model") and hasattr(candidate_cls, "runner"):
         return candidate_cls.model(ref_model, copy.deepcopy(init), seed, {**ref.defaults, **size})
@@ -345,11 +341,9 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
     if one_pass and fr is not None and rn.is_floating_point() and fn.device == fb.device:
         floor = ERROR_BUDGET_K * fused.native_error(fn, fr)
     elif fr is not None and rn.is_floating_point():
-        for s in range(0, fn.numel(), CHUNK):
-            e = (fn[s:s + CHUNK].double() - fr[s:s + CHUNK].to(fn.device, torch.float64)).abs()
-            e = e[torch.isfinite(e)]
-            if e.numel():
-                floor = max(floor, ERROR_BUDGET_K * float(e.max()))
+        scales = (native_scale(fn[s:s + CHUNK].double(), fr[s:s + CHUNK].to(fn.device, torch.float64))
+                  for s in range(0, fn.numel(), CHUNK))
+        floor = ERROR_BUDGET_K * max(scales, default=0.0)
     worst = 0.0
     if one_pass:  # on the GPU in one pass; a first output kept on the host (`_keep_first`) goes there a slice at a time
         step = CHUNK if staged else max(fa.numel(), 1)

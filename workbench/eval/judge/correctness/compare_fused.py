@@ -16,7 +16,7 @@ import triton.language as tl
 from workbench.eval.judge.device_lock import DeviceLock
 from workbench.eval.judge.reference.compiled import beside_the_judge
 from workbench.eval.runner.poison import poison_words
-from workbench.eval.wire.tensors import int_view
+from workbench.eval.wire.tensors import int_view, real_view
 
 #: Elements per program (2.1G elements -> 512K blocks of partials).
 BLOCK = 4096
@@ -222,9 +222,7 @@ def _count_off_kernel(g_ptr, e_ptr, n, atol2, rtol2, floor2, out_ptr, BLOCK: tl.
 
 
 def flat_real(t: torch.Tensor) -> torch.Tensor:
-    if t.is_complex():
-        t = torch.view_as_real(t)
-    return t.contiguous().reshape(-1)
+    return real_view(t).contiguous().reshape(-1)
 
 
 def wide_dtype(dtype: torch.dtype) -> torch.dtype:

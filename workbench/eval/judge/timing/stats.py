@@ -211,12 +211,6 @@ class Stopper:
     def rel_ci_width(self) -> float:
         return _rel_width(self._sorted, self.rule.level)
 
-    def ci_ms(self) -> tuple[float, float]:
-        if not self._sorted:
-            raise ValueError("no samples")
-        lo, hi = median_ci_ranks(self.n, self.rule.level)
-        return self._sorted[lo - 1], self._sorted[hi - 1]
-
     def done(self) -> bool:
         return bool(self.reason)
 
