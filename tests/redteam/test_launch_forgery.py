@@ -14,6 +14,8 @@ stops them.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import workbench as wb
@@ -298,8 +300,19 @@ def test_a_forger_harms_nothing_and_the_next_candidate_is_judged_on_its_own(prel
     forged = wb.evaluate(softmax_task(), decoy(prelude, forward), device="cpu", time_it=False, store=store)
     assert forged.status == "rejected"
     assert [hashlib.sha256(f.read_bytes()).hexdigest() for f in files] == digests
-    runner = Path(f"/proc/{forged.protocol['runner_pid']}/cmdline")  # the runner went with its evaluation
-    assert not runner.exists() or b"workbench" not in runner.read_bytes()
+    # The runner goes with its evaluation: the judge ends it right after the reply (the caller does not wait for it).
+    runner = Path(f"/proc/{forged.protocol['runner_pid']}/cmdline")
+
+    def runner_alive() -> bool:
+        try:
+            return b"workbench" in runner.read_bytes()
+        except OSError:  # gone
+            return False
+
+    deadline = time.monotonic() + 20
+    while runner_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not runner_alive()
     honest = wb.evaluate(softmax_task(), wb.Candidate(source=HONEST, language="triton"), device="cpu",
                          time_it=False, store=store)
     assert honest.status == "ok" and honest.flags == [], honest.message
