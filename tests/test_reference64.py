@@ -105,3 +105,27 @@ def test_a_loss_that_averages_or_sums_its_rows_runs_in_slices_accumulated_in_flo
     largest = LargestError()
     plan = Float64Reference.plan(largest, [a, b], largest(a, b), "cuda", 0)
     assert plan.placement == "host" and "nor returns their mean or sum" in plan.note, plan
+
+
+class RandomInitialState(torch.nn.Module):
+    """KernelBench's RNNs: the initial state drawn with `torch.randn` in forward, in the default dtype."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = torch.nn.GRU(6, 5, batch_first=True)
+
+    def forward(self, x):
+        h0 = torch.randn(1, x.shape[0], 5, device=x.device)
+        return self.rnn(x, h0)[0]
+
+
+def test_a_state_drawn_in_forward_is_drawn_as_the_native_run_draws_it_and_the_reference_stays_float64():
+    torch.manual_seed(0)
+    model, x = RandomInitialState(), torch.randn(3, 4, 6)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        native = model(x)
+    (out,), note = Float64Reference(_as64(model, host=False), "device")(model, [x], native, 7)
+    assert note == "" and out.dtype == torch.float64  # not the native result standing in
+    gap = float((out - native.double()).abs().max())
+    assert 0 < gap < 1e-5  # the same initial state: only float32's rounding apart

@@ -139,9 +139,28 @@ def _native_note(exc: BaseException) -> str:
 
 def _run64(model64: Any, inputs: list[Any], seed: int | None) -> list[Any]:
     seed_rng(seed)
-    with torch.no_grad():
+    with torch.no_grad(), _MadeInForwardAs64():
         out = model64(*to64(clone_inputs(inputs)))
     return [to64(o) for o in as_list(out)]
+
+
+#: Factories whose float result, made without a dtype, takes the default dtype (float32).
+_FACTORIES = frozenset({torch.randn, torch.rand, torch.normal, torch.zeros, torch.ones, torch.empty, torch.full,
+                        torch.eye, torch.arange, torch.linspace, torch.tensor})
+
+
+class _MadeInForwardAs64(torch.overrides.TorchFunctionMode):
+    """A tensor the model makes in forward without a dtype (an initial state drawn with `torch.randn`, as
+    KernelBench's RNNs do) is made as the native run makes it, same seed and same values, then cast to float64: so
+    it meets the float64 inputs instead of failing the float64 run, and the reference stays float64."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if (func in _FACTORIES and kwargs.get("dtype") is None and isinstance(out, torch.Tensor)
+                and out.dtype == torch.float32):
+            return out.double()
+        return out
 
 
 def _slicing(ref_model: Any, inputs: list[Any], native: Any, chunk: int, seed: int | None) -> str | None:
