@@ -86,35 +86,16 @@ def _wrap_dynamo(module: Any) -> bool:
 
 
 class _WrapDynamoOnImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when Dynamo's frame compiler is imported, it lets the other finders load it and wraps
-    its `_compile` right after."""
+    """Finds nothing itself: when Dynamo's frame compiler is imported, it lets the other finders find it and wraps
+    its `_compile` as soon as the module has run."""
 
     def find_spec(self, fullname, path, target=None):
         if fullname != _DYNAMO:
             return None
         for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                loader = spec.loader
-                run = loader.exec_module
-
-                def exec_module(module, run=run):
-                    run(module)
-                    _wrap_dynamo(module)
-
-                spec.loader = _Wrapped(loader, exec_module)
+            spec = None if finder is self else getattr(finder, "find_spec", lambda *_: None)(fullname, path, target)
+            if spec is not None and hasattr(spec.loader, "exec_module"):
+                run = spec.loader.exec_module  # this module's own loader instance: wrapping it touches nothing else
+                spec.loader.exec_module = lambda module, run=run: (run(module), _wrap_dynamo(module))[0]
                 return spec
         return None
-
-
-class _Wrapped(importlib.abc.Loader):
-    def __init__(self, loader: Any, exec_module: Any):
-        self._loader, self._exec = loader, exec_module
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._exec(module)
