@@ -65,7 +65,7 @@ def _wrap(owner: Any, name: str, original: Any) -> bool:
     return True
 
 
-#: The module whose `_compile` compiles one frame for `torch.compile`, and a marker on the wrapper.
+#: The module whose `_compile` compiles one frame for `torch.compile`.
 _DYNAMO = "torch._dynamo.convert_frame"
 
 
@@ -93,9 +93,16 @@ class _WrapDynamoOnImport(importlib.abc.MetaPathFinder):
         if fullname != _DYNAMO:
             return None
         for finder in sys.meta_path:
-            spec = None if finder is self else getattr(finder, "find_spec", lambda *_: None)(fullname, path, target)
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
             if spec is not None and hasattr(spec.loader, "exec_module"):
                 run = spec.loader.exec_module  # this module's own loader instance: wrapping it touches nothing else
-                spec.loader.exec_module = lambda module, run=run: (run(module), _wrap_dynamo(module))[0]
+
+                def exec_module(module: Any, run: Any = run) -> None:
+                    run(module)
+                    _wrap_dynamo(module)
+
+                spec.loader.exec_module = exec_module
                 return spec
         return None

@@ -181,7 +181,8 @@ def spawn(req: Spawn, fds: list[int], kind: str, reason: str) -> messages.Messag
     sock_fd, log_fd = fds
     plan = None
     if kind == "namespaces":
-        plan = sandbox.plan(req.device, _limits(req), runner_env(req.device), req.share_ipc, list(req.extra_binds), list(req.writable_binds))
+        plan = sandbox.plan(req.device, _limits(req), runner_env(req.device), req.share_ipc, list(req.extra_binds),
+                            list(req.writable_binds))
     sync_r, sync_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()
