@@ -16,6 +16,11 @@ How the candidate is made, and the one exemption it needs: the reference class i
 (Inductor's kernels are not the candidate's own source). The runner has Inductor compile in the calling thread and
 tqdm start no monitor thread, so no library thread is left after forward for the thread-deferral check to see.
 
+Random draws: a reference whose forward draws random numbers (KernelBench L3/35 draws its LSTM's initial state) is
+matched only by a candidate drawing the same numbers. Inductor draws its own unless
+`torch._inductor.config.fallback_random` is set, so by default such a problem is `incorrect`, and rightly so;
+`--eager-random` sets it (in the candidate's source) to judge the rest of the problem.
+
 Candidates run `--in-flight` at once (default: every judge slot of every visible GPU), each placed on the least busy
 GPU. `--out` is a journal: one JSON record per problem, rewritten after each; a rerun skips the problems it holds.
 """
@@ -53,24 +58,34 @@ class ModelNew(EagerModel):
 '''
 
 
-def inductor_candidate(task: Any) -> Any:
+_EAGER_RANDOM = '''
+
+import torch._inductor.config
+
+torch._inductor.config.fallback_random = True  # random draws as eager PyTorch makes them
+'''
+
+
+def inductor_candidate(task: Any, eager_random: bool = False) -> Any:
     """The task's reference as `EagerModel`, and `ModelNew` = its forward compiled by Inductor (module doc)."""
     from workbench.candidate import Candidate
 
-    source = re.sub(r"\bModel\b", "EagerModel", task.source) + _WRAPPER
+    source = re.sub(r"\bModel\b", "EagerModel", task.source) + (_EAGER_RANDOM if eager_random else "") + _WRAPPER
     return Candidate(source=source, language="torch", name=f"{task.name}-inductor",
-                     metadata={"role": "inductor-of-reference"})
+                     metadata={"role": "inductor-of-reference", "eager_random": eager_random})
 
 
-def run_problem(level: int, path: Path, device: str, fit: str | None, timeout: float | None) -> dict[str, Any]:
+def run_problem(level: int, path: Path, device: str, fit: str | None, timeout: float | None,
+                eager_random: bool = False) -> dict[str, Any]:
     """Judge one problem's Inductor candidate; a record for the journal ("load_error" when the task cannot load)."""
     import workbench as wb
 
     started = time.perf_counter()
-    record: dict[str, Any] = {"level": level, "problem": path.name, "status": None, "flags": [], "message": ""}
+    record: dict[str, Any] = {"level": level, "problem": path.name, "status": None, "flags": [], "message": "",
+                              "eager_random": eager_random}
     try:
         task = wb.load_kernelbench(path, fit=fit)
-        result = wb.evaluate(task, inductor_candidate(task), device=device, timeout=timeout, compile_reference=False)
+        result = wb.evaluate(task, inductor_candidate(task, eager_random), device=device, timeout=timeout, compile_reference=False)
     except Exception as exc:  # noqa: BLE001 - one broken problem must not end a run of hundreds
         record.update(status="load_error", message=f"{type(exc).__name__}: {exc}"[:400])
     else:
@@ -116,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, help="seconds per evaluation (the engine's default otherwise)")
     parser.add_argument("--in-flight", type=int, help="candidates at once (default: every judge slot of every GPU)")
     parser.add_argument("--deadline", type=float, help="start no new problem after this many seconds")
+    parser.add_argument("--eager-random", action="store_true",
+                        help="Inductor draws random numbers as eager PyTorch does (module doc)")
     parser.add_argument("--out", type=Path, help="JSON journal of records; a rerun skips the problems it holds")
     args = parser.parse_args(argv)
     try:
@@ -141,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     def one(item: tuple[int, Path]) -> None:
         if args.deadline and time.perf_counter() - started > args.deadline:
             return
-        rec = run_problem(*item, args.device, args.fit, args.timeout)
+        rec = run_problem(*item, args.device, args.fit, args.timeout, args.eager_random)
         with lock:
             records.append(rec)
             speed = f" {rec['speedup']:.3f}x" if rec.get("speedup") else ""

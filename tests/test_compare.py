@@ -243,21 +243,42 @@ def test_large_outputs_are_judged_in_slices_with_the_same_verdicts(monkeypatch):
 
 @pytest.mark.parametrize("name", ["TF32", "bfloat16", "float16"])
 def test_a_mismatch_from_reduced_precision_operands_is_named(name):
-    """`precision_hint.diagnose`: an output computed on operands rounded to TF32, bf16 or fp16 is recognised as that
+    """`mismatch_hint.diagnose`: an output computed on operands rounded to TF32, bf16 or fp16 is recognised as that
     precision's (fp16 as TF32's: the same 10-bit mantissa, and both are named); an output wrong in another way is
     not."""
-    from workbench.eval.judge.correctness import precision_hint
+    from workbench.eval.judge.correctness import mismatch_hint
 
     torch.manual_seed(0)
     model = torch.nn.Linear(512, 64)
     x = torch.randn(32, 512)
     ref64 = torch.nn.functional.linear(x.double(), model.weight.double(), model.bias.double())
-    rounding = {**{n: r for n, r, _ in precision_hint.EMULATIONS},
+    rounding = {**{n: r for n, r, _ in mismatch_hint.EMULATIONS},
                 "float16": lambda t: t.to(torch.float16).to(torch.float32)}[name]
     with torch.no_grad():
         out = torch.nn.functional.linear(rounding(x), rounding(model.weight), rounding(model.bias))
-    hint = precision_hint.diagnose(model, [x], 0, out, ref64)
+    hint = mismatch_hint.diagnose(model, [x], 0, out, ref64)
     assert hint.startswith(f"; the errors match {'TF32' if name == 'float16' else name} rounding"), hint
     assert name != "float16" or "float16 operands" in hint
     wrong = ref64.float() * 1.001
-    assert precision_hint.diagnose(model, [x], 0, wrong, ref64) == ""
+    assert mismatch_hint.diagnose(model, [x], 0, wrong, ref64) == ""
+
+
+def test_a_mismatch_of_a_reference_that_draws_random_numbers_says_so():
+    """`mismatch_hint.diagnose`: where the reference's forward draws random numbers (KernelBench's LSTMs draw their
+    initial state), a candidate drawing other numbers (torch.compile by default) is told to draw the same ones; a
+    reference that draws none gets no such words."""
+    from workbench.eval.judge.correctness import mismatch_hint
+    from workbench.eval.wire.timed_loop import seed_rng
+
+    class Noisy(torch.nn.Module):
+        def forward(self, x):
+            return x + torch.randn_like(x)
+
+    x = torch.randn(64, 32)
+    seed_rng(7)
+    ref64 = (x + torch.randn_like(x)).double()
+    seed_rng(8)
+    other_draws = x + torch.randn_like(x)
+    assert mismatch_hint.diagnose(Noisy(), [x], 7, other_draws, ref64) == mismatch_hint.RANDOM_DRAWS
+    assert "fallback_random = True" in mismatch_hint.RANDOM_DRAWS
+    assert mismatch_hint.diagnose(torch.nn.Identity(), [x], 7, x * 1.01, x.double()) == ""

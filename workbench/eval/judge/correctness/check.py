@@ -17,7 +17,7 @@ import torch
 
 from workbench.eval.checks.flags import REJECT, Finding
 from workbench.eval.judge.correctness import compare_fused as fused
-from workbench.eval.judge.correctness import precision_hint
+from workbench.eval.judge.correctness import mismatch_hint
 from workbench.eval.judge.correctness.compare import (
     CHUNK,
     ERROR_BUDGET_K,
@@ -250,7 +250,7 @@ class _Protocol:
         flags."""
         cmp = compare(out, rd.ref64, rd.native, self.tol)
         if self.hint is None and any(f == "mismatch" for f, _ in cmp.flags):
-            self.hint = precision_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out,
+            self.hint = mismatch_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out,
                                                 rd.ref64)
         self._add_mismatch(cmp, where)
         return cmp, [(f, f"{where}: {d}") for f, d in cmp.flags] + self._mutation(given, rd.inputs, where)

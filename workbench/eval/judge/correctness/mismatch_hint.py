@@ -1,6 +1,10 @@
-"""Which reduced precision a mismatch's errors are (docs/anti-cheating.md, cheat 29): the reference recomputed with
-its floating inputs and parameters rounded to TF32 (float16's mantissa too) or bfloat16; an output much closer to
-one of those than to the float64 reference gets a message naming it and both ways out. Only a hint."""
+"""Why a mismatch may have happened, in words added to its message; only a hint, never a verdict.
+
+Reduced precision (docs/anti-cheating.md, cheat 29): the reference recomputed with its floating inputs and parameters
+rounded to TF32 (float16's mantissa too) or bfloat16; an output much closer to one of those than to the float64
+reference gets a message naming it and both ways out. Random draws: a reference whose forward draws random numbers
+is matched only by a candidate that draws the same ones (docs/verdicts.md), which `torch.compile` does not by
+default."""
 
 from __future__ import annotations
 
@@ -36,6 +40,10 @@ EMULATIONS: tuple[tuple[str, Callable[[Any], Any], str], ...] = (
      "load and compute in float32 as the task's dtype asks, or evaluate a bfloat16 size of the task"),
 )
 
+RANDOM_DRAWS = ("; the reference draws random numbers in its forward, and each call is seeded the same on both sides: "
+                "draw the same numbers in the same order from torch's global generator (torch.compile draws its own "
+                "unless torch._inductor.config.fallback_random = True)")
+
 
 def _bytes(model: Any, inputs: list[Any]) -> int:
     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
@@ -45,15 +53,18 @@ def _bytes(model: Any, inputs: list[Any]) -> int:
 
 
 def diagnose(model: Any, inputs: list[Any], call_seed: int, out: Any, ref64: Any) -> str:
-    """The words to add to a mismatch whose errors are a reduced precision's ("" when none explains them)."""
+    """The words to add to a mismatch: the reduced precision its errors are, else that the reference draws random
+    numbers where it does ("" when neither)."""
     outs, refs = as_list(out), as_list(ref64)
     pairs = [(o, r) for o, r in zip(outs, refs, strict=False) if isinstance(o, torch.Tensor) and
              isinstance(r, torch.Tensor) and o.dtype == torch.float32 and o.shape == r.shape and o.numel()]
     if not pairs or _bytes(model, inputs) > MAX_BYTES:
         return ""
+    draws = False
     try:
         for name, rounding, fix in EMULATIONS:
             emulated = as_list(_run_rounded(model, inputs, call_seed, rounding))
+            draws = draws or _draws(inputs, call_seed, _rng_states(inputs))
             explained = True
             for (o, r), e in zip(pairs, emulated, strict=False):
                 o64, r64 = o.detach().double(), r.detach().to(o.device).double()
@@ -64,7 +75,19 @@ def diagnose(model: Any, inputs: list[Any], call_seed: int, out: Any, ref64: Any
                 return f"; the errors match {name} rounding of the inputs: {fix}"
     except Exception:  # noqa: BLE001 - only a hint: a reference that cannot be rerun this way gives none
         return ""
-    return ""
+    return RANDOM_DRAWS if draws else ""
+
+
+def _rng_states(inputs: list[Any]) -> list[torch.Tensor]:
+    """The global generators' states: the host's and, where inputs live on GPUs, theirs."""
+    gpus = sorted({x.device for x in inputs if isinstance(x, torch.Tensor) and x.device.type == "cuda"}, key=str)
+    return [torch.random.get_rng_state()] + [torch.cuda.get_rng_state(d) for d in gpus]
+
+
+def _draws(inputs: list[Any], call_seed: int, after: list[torch.Tensor]) -> bool:
+    """Whether a forward seeded with `call_seed` left the generators at `after`, elsewhere than seeding leaves them."""
+    seed_rng(call_seed)
+    return any(not torch.equal(a, s) for a, s in zip(after, _rng_states(inputs), strict=True))
 
 
 def _run_rounded(model: Any, inputs: list[Any], call_seed: int, rounding: Callable[[Any], Any]) -> Any:
