@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh audit4|languages4|verify4|memory2|inductor|check-inductor|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
+#   bash benchmarks/device_run.sh audit4|languages4|verify4|verify1|memory2|inductor|check-inductor|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -251,6 +251,16 @@ PY
     ;;
   install)
     # Only the preamble: the carried wheels installed and a carried half of CuTe DSL's library kept for the next command.
+    ;;
+  verify1)
+    # Before-and-after on one GPU, one workload at a time: throughput and overhead against .base (carried), the
+    # KernelBench A/A sample, then the fast GPU subset for TESTS_SECONDS.
+    timeout 200 python3 benchmarks/eval_throughput.py --judges 4 --count 8 --before .base 2>&1 | tail -12
+    timeout 90 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --before .base 2>&1 | tail -8
+    timeout 170 python3 benchmarks/kernelbench_aa.py --sample 1:12,2:12,3:6 --seed 0 --timeout 150 --deadline 140 \
+      --out "$OUT/aa_after.json" 2>&1 | grep -v '^\[judge\|^\[runner' | tail -8
+    timeout ${TESTS_SECONDS:-100} python3 -m pytest tests/gpu tests/test_flash_attention.py -m 'gpu and not slow' -q -rfE \
+      -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests_fast.log" | tail -8
     ;;
   verify4)
     # Before-and-after measurements on a host of four GPUs, one workload per GPU on its own quarter of the cores, at once:
