@@ -68,9 +68,7 @@ def judge_batch(fn: Any, pool: InputPool, order: list[int], seeds: Any, scratch:
 
     def copy_out(k: int, out: Any) -> None:
         head = next((t for t in as_list(out) if is_plain(t)), None)
-        if head is None:
-            return
-        if keep is not None and keep(k, head):
+        if head is None or (keep is not None and keep(k, head)):
             return
         if scratch is not None and head.shape == scratch.shape and head.dtype == scratch.dtype:
             scratch.copy_(head)

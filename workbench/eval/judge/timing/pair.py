@@ -1,7 +1,6 @@
 """Timing across the trust boundary (docs/trust-boundary.md, time): candidate and reference (its own runner on a GPU,
-else the judge) in alternating batches on the same inputs, which the judge rewrites between rounds; a few timed
-outputs are re-checked (`result-cache`); samples are held to the judge's clock (`clock_check`). Two uncounted rounds
-warm up and size batches; timing stops at the CI target, a settled verdict or the budget (`stopping_rule`)."""
+else the judge) in alternating batches on inputs the judge rewrites between rounds; a few timed outputs re-checked
+(`result-cache`), samples held to the judge's clock (`clock_check`); stops per `stopping_rule` or a settled verdict."""
 
 from __future__ import annotations
 
@@ -49,14 +48,12 @@ EXTENDED_CAP_S, EXTENDED_MAX_BATCHES = 6.0, 600
 SETTLE_BATCHES = 30
 #: Calls checked per round after the first three (which check every call).
 CHECKS_PER_BATCH = 2
-#: Timed calls on Triton's interpreter: its time decides no verdict (no speedup is reported), and these three
-#: batches are the ones whose every output is re-checked (benchmarks/README.md).
+#: Timed calls on Triton's interpreter (its time decides no verdict), each a batch whose output is re-checked.
 INTERPRETED_CALLS = 3
 
 
 def stopping_rule(device: str, interpreted: bool, calls: int | None) -> StoppingRule:
-    """A fixed number of calls where asked for or on the interpreter; else until both sides' CIs are within target
-    or the time budget (on a GPU also once the speedup's verdict is settled)."""
+    """A fixed count where asked for or on the interpreter; else until both CIs meet their target or the budget."""
     if calls is not None:
         return StoppingRule.fixed(calls)
     if interpreted:
@@ -179,8 +176,7 @@ class PairTimer:
         return timing_outcome.outcome_of(self, reasons)
 
     def _unsettled(self, stopper: JointStopper) -> bool:
-        """Whether both sides reached their CI targets in under SETTLE_BATCHES batches with the verdict still
-        inconclusive (GPU): `_settle` times more rounds."""
+        """GPU: both sides met their CI targets in under SETTLE_BATCHES batches, the verdict still inconclusive."""
         if not self.cuda or self._caught() or any(r != "ci-target" for r in stopper.reasons.values()):
             return False
         return len(self._watched("candidate")) < SETTLE_BATCHES and self._paired_verdict() == "inconclusive"
@@ -197,16 +193,14 @@ class PairTimer:
         return r, ""
 
     def _worth_more(self, stopper: JointStopper) -> bool:
-        """Whether timing goes on past its cap, once, to EXTENDED_CAP_S (GPU): when the cap or the batch bound
-        stopped a side with the speedup inconclusive (noisy launch-bound batches)."""
+        """GPU, once: on to EXTENDED_CAP_S when a bound stopped a side with the speedup inconclusive (noisy batches)."""
         if not self.cuda or self._caught() or stopper.extended or \
                 not any(r in ("time-cap", "max-reps") for r in stopper.reasons.values()):
             return False
         return self._paired_verdict() == "inconclusive" and stopper.extend(EXTENDED_CAP_S, EXTENDED_MAX_BATCHES)
 
     def _speedup_decided(self) -> bool:
-        """Whether the verdict is settled early: MIN_BATCHES batches, each side within DECIDED_REL_CI, and the
-        speedup's CI wholly inside or outside the noise band."""
+        """MIN_BATCHES batches, each side within DECIDED_REL_CI, and the speedup's verdict not inconclusive."""
         ref, cand = self._watched("reference"), self._watched("candidate")
         return min(len(ref), len(cand)) >= MIN_BATCHES and \
             max(_rel_width(sorted(ref), 0.95), _rel_width(sorted(cand), 0.95)) <= DECIDED_REL_CI and \
@@ -369,8 +363,7 @@ class PairTimer:
         def keep(k: int, head: torch.Tensor) -> bool:
             if k in checks:
                 kept[k] = head.detach().clone()
-                return True
-            return False
+            return k in checks
 
         model = self.reference.model
         return judge_batch(lambda xs: model(*xs), self.pool, order, seeds, self.scratch, keep)

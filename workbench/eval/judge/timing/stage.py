@@ -1,6 +1,5 @@
 """The evaluation's timing in two steps around the candidate's import: `prepare` before it (the input pool and the
-harness calibration on a null candidate), `run` after the checks passed (the timed pair, the speedup and its verdict).
-"""
+harness calibration on a null candidate), `run` after the checks passed (the timed pair, the speedup, its verdict)."""
 
 from __future__ import annotations
 
@@ -36,9 +35,6 @@ class TimingPlan:
 
     pool: InputPool
     calibration: Calibration
-    size: dict[str, Any]
-    reference_ms: float
-    seconds: float
     seeded: bool  # the reference draws random numbers: every timed call is seeded, on both sides
     calibration_reused: bool = False
 
@@ -72,9 +68,7 @@ class ReferenceProfile:
     compiled_at: float = 0.0
 
     def recent_compiled(self) -> dict[str, Any] | None:
-        if self.compiled is None or time.monotonic() - self.compiled_at >= CALIBRATION_REUSE_S:
-            return None
-        return self.compiled
+        return self.compiled if time.monotonic() - self.compiled_at < CALIBRATION_REUSE_S else None
 
 
 def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dict, seed: int, device: str,
@@ -83,11 +77,10 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
             kept: InputPool | None = None) -> tuple[TimingPlan, ReferenceProfile]:
     """The input pool (sets for a candidate 4x faster than the reference, as fit) and the null calibration; `known`
     spares the estimate and a recent calibration and lends the `kept` pool. Measurements run inside `measuring()`."""
-    started = time.perf_counter()
     if kept is not None and known is not None:
         try:
             kept.attach(session)
-            return _planned(session, kept, known, size, timeout, started, measuring), known
+            return _planned(session, kept, known, timeout, measuring), known
         except BaseException:
             kept.free()  # its memory is the judge's own: nothing else would give it back
             raise
@@ -106,14 +99,14 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
     del first, out
     release_unused(device)  # the estimate's temporaries: the candidate's runner needs the memory
     try:
-        return _planned(session, pool, known, size, timeout, started, measuring), known
+        return _planned(session, pool, known, timeout, measuring), known
     except BaseException:
         pool.free()
         raise
 
 
-def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile, size: dict, timeout: float,
-             started: float, measuring: Callable[[], AbstractContextManager[Any]] = nullcontext) -> TimingPlan:
+def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile, timeout: float,
+             measuring: Callable[[], AbstractContextManager[Any]]) -> TimingPlan:
     """The plan on `pool`; the calibration measured again unless a recent one was made on a pool of this size."""
     fresh = known.calibration is not None and known.pool_sets == pool.n and \
         time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
@@ -123,8 +116,7 @@ def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile
             known.calibration = calibrate(session, pool, timeout, known.seeded)
         known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
         pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
-    return TimingPlan(pool, known.calibration, size, known.reference_ms, time.perf_counter() - started, known.seeded,
-                      calibration_reused=fresh)
+    return TimingPlan(pool, known.calibration, known.seeded, calibration_reused=fresh)
 
 
 def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:

@@ -37,7 +37,7 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int]:
     return j, n + 1 - j
 
 
-#: Up to this n the ranks come from exact integers alone (< 0.1 ms); above, floats with an exact fallback.
+#: Up to this n the ranks come from exact integers alone; above, floats with an exact fallback.
 _EXACT_RANKS_UP_TO = 1024
 
 
@@ -65,10 +65,8 @@ def _lower_rank_float(n: int, tail: float) -> int | None:
     the bound (the caller then takes the exact path)."""
     k = (n + 1) // 2 - 1
     p = _exp(_lgamma(n + 1) - _lgamma(k + 1) - _lgamma(n - k + 1) - n * _LN2)  # P(B = k)
-    if n % 2:
-        t = 0.5
-    else:
-        t = 0.5 - 0.5 * p * (n - k) / (k + 1)  # P(B = n/2) = P(B = n/2 - 1) (n/2 + 1) / (n/2)
+    # P(B <= k): 1/2 for odd n; for even n, P(B = n/2) = P(B = n/2 - 1) (n/2 + 1) / (n/2)
+    t = 0.5 if n % 2 else 0.5 - 0.5 * p * (n - k) / (k + 1)
     while k >= 0:
         if abs(t - tail) <= 1e-6 * tail:
             return None
@@ -270,8 +268,7 @@ class JointStopper:
     def __init__(self, rule: StoppingRule, names: Iterable[str] = ("reference", "candidate")):
         self.rule = rule
         # The cap applies to the pair's shared time, so the per-callable stoppers run without one.
-        own = replace(rule, time_cap_s=_inf)
-        self.stoppers: dict[str, Stopper] = {name: Stopper(own) for name in names}
+        self.stoppers: dict[str, Stopper] = {name: Stopper(replace(rule, time_cap_s=_inf)) for name in names}
         if not self.stoppers:
             raise ValueError("JointStopper needs at least one name")
         self.elapsed_s = 0.0

@@ -1,7 +1,6 @@
 """NVML telemetry around timed batches (clocks, power, temperature, throttle reasons): like nvbench, a batch timed
 on a throttled GPU is dropped (`judge_batch`), and every sample lands in `Result.telemetry`. Without `pynvml`, a
-driver or the device, everything returns an "unavailable" marker and never raises.
-"""
+driver or the device, everything returns an "unavailable" marker and never raises."""
 
 from __future__ import annotations
 
