@@ -1,6 +1,5 @@
 """Measured roofline ceilings for a reply: the CPU and a GPU missing from the datasheet table need measured ceilings
-(seconds and gigabytes the first time, then cached on disk), so the judge measures or reads them and sends them.
-"""
+(seconds and gigabytes the first time, then cached on disk), so the judge measures or reads them and sends them."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ def measured_ceilings(device: str, device_name: str, clock: str | None,
             return None, ""
         from roofline.ceilings import get_ceilings, load_cached
 
-        gpu = device.startswith("cuda") or clock == "cuda-events"
-        target = device if gpu else "cpu"
+        target = device if device.startswith("cuda") or clock == "cuda-events" else "cpu"
         with _default_threads():
             cached = load_cached(target)
             if cached is not None:

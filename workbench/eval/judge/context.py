@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from workbench.eval.judge.device_lock import DeviceLock
+from workbench.eval.judge.device_lock import SHARED, DeviceLock, held
 from workbench.eval.judge.progress import ProgressHook
 from workbench.eval.judge.reference.rounds import ReferenceCache
 from workbench.eval.judge.runners.process import RunnerDied, RunnerProcess, RunnerViolation
@@ -105,10 +105,7 @@ class Context:
             self.kept_pool = None
 
     def release_idle(self) -> None:
-        """What an idle judge gives back, holding the device shared (CUDA contexts torn down as runners exit must
-        not land in another judge's timed batches)."""
-        from workbench.eval.judge.device_lock import SHARED, held
-
+        """What an idle judge gives back, holding the device shared: runners' CUDA teardown stays out of timings."""
         with held(self.device_lock, SHARED):
             self.release_pool()
             self.release_spare()
@@ -164,12 +161,12 @@ def probe_transport(server: Any, device: str) -> tuple[str, bool, str]:
                 runner.send(protocol.Share(buffers=infos), fds)
                 reply = runner.request(protocol.Ping(call=1), {"pong"}, 60)
                 if isinstance(reply, protocol.Pong):
-                    return "cuda-ipc", share_ipc, "" if not notes else "; ".join(notes)
-                why = reply.message if isinstance(reply, protocol.Fault) else reply.kind
-                notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: {why[:200]}")
+                    return "cuda-ipc", share_ipc, "; ".join(notes)
+                why = (reply.message if isinstance(reply, protocol.Fault) else reply.kind)[:200]
         except (RunnerDied, RunnerViolation, RuntimeError, OSError) as exc:
-            notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: {exc}")
+            why = str(exc)
         finally:
             if arena is not None:
                 arena.close()
+        notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: {why}")
     return "fd", False, "host staging (" + "; ".join(notes) + ")"

@@ -104,11 +104,11 @@ class DeviceLock:
                 self._held.pop()
             return
         self._open()
+        assert self._lock_fd is not None
         started = time.perf_counter()
         if before != NONE:
             # Up from shared: let go first. Two judges converting at once would otherwise deadlock (each holding
             # its shared lock while waiting, behind the other, for the exclusive one).
-            assert self._lock_fd is not None
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         self._take(mode)
         waited = time.perf_counter() - started
@@ -117,9 +117,7 @@ class DeviceLock:
             yield waited
         finally:
             self._held.pop()
-            assert self._lock_fd is not None
-            # Back down without the gate: a writer waiting at it must not wait for this holder, nor this holder
-            # for it.
+            # Back down without the gate: neither a writer waiting at it nor this holder waits for the other.
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN if before == NONE else fcntl.LOCK_SH)
 
     @contextlib.contextmanager

@@ -1,7 +1,6 @@
 """One evaluation inside the judge, as the stages run: scan -> load (calibrate) -> check -> count -> [compile] -> time
 (cover) -> [ran] -> evidence -> verdict, the candidate in a fresh sandboxed runner (`runners/session.py`). Every stage
-returns or ends through `judge/verdict.py`; `run()` turns runner deaths, violations and out-of-memory into verdicts.
-"""
+returns or ends through `judge/verdict.py`; `run()` turns runner deaths, violations and out-of-memory into verdicts."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ from workbench.result import BASELINE_POLICY
 from workbench.tasks import precision
 from workbench.tasks.task import LoadedReference, Task
 
-#: The device lock each stage holds (`device_lock.py`): measurements own the device, every other use shares it
-#: ("calibrate" takes it exclusively only for its two measurements).
+#: The device lock each stage holds (`device_lock.py`); measurements within a stage take it exclusively.
 STAGE_LOCKS = {"calibrate": SHARED, "time": EXCLUSIVE, "check": SHARED, "evidence": SHARED, "count": SHARED,
                "ran": SHARED, "cover": SHARED}
 
@@ -78,6 +76,8 @@ class Evaluation:
     task: Task = field(init=False)
     candidate: CandidateSpec = field(init=False)
     device: str = field(init=False)
+    seed: int = field(init=False)
+    timeout: float = field(init=False)
     policy: str = field(init=False)  # the task's kernel policy, or "baseline" for a declared PyTorch baseline
     precision: precision.PrecisionPolicy = field(init=False)
     time_size: dict[str, Any] = field(init=False)  # bf16 made float32 under the interpreter (`_cpu_safe`)
@@ -105,21 +105,13 @@ class Evaluation:
         self.task = Task.from_spec(self.job.task)
         self.key = task_key(self.task)
         self.candidate = self.job.candidate
-        self.device = self.job.device
+        self.device, self.seed, self.timeout = self.job.device, self.job.seed, self.job.timeout
         self.policy = getattr(self.task, "kernel_policy", "strict") or "strict"
         if self.candidate.baseline and self.candidate.language == "torch":
             self.policy = BASELINE_POLICY  # a declared PyTorch baseline: timed, the kernel policy not applied
         self.precision = self.task.precision
         self.sandbox = self.ctx.fork_server.sandbox
         self.time_size = self._cpu_safe(self.job.size)
-
-    @property
-    def seed(self) -> int:
-        return self.job.seed
-
-    @property
-    def timeout(self) -> float:
-        return self.job.timeout
 
     @property
     def session(self) -> CandidateSession:
@@ -233,8 +225,7 @@ class Evaluation:
         self.plan = None  # its memory, and the judge's cached GPU memory, go back after the reply (`Context.tidy`)
 
     def _stage(self, name: str, fn: Any, *args: Any) -> Any:
-        """Run one stage holding the device lock it needs; its seconds (and the lock's "wait") go to stage_seconds,
-        its peak GPU memory to the diagnostics."""
+        """One stage under its device lock; its seconds (the lock's in "wait") and peak GPU memory are recorded."""
         cuda = self.device.startswith("cuda") and torch.cuda.is_initialized()
         with self.hold_device(STAGE_LOCKS.get(name, NONE)):
             started = time.perf_counter()

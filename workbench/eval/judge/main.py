@@ -1,7 +1,6 @@
 """The judge process (trusted, never imports candidate code): reads `Job`s from the caller as JSON lines on stdin,
 runs each as an `Evaluation`, and answers with `Progress` lines when asked and one `Reply` per job on a private
-duplicate of stdout (its own stdout goes to stderr, so nothing a reference prints can corrupt a message).
-"""
+duplicate of stdout (its own stdout goes to stderr, so nothing a reference prints can corrupt a message)."""
 
 # ruff: noqa: E402 - the judge's cores are set before torch and everything that imports it (`apply_judge_cores`)
 from __future__ import annotations
@@ -138,9 +137,8 @@ def _warm_counting() -> None:
 def _stack_watch() -> tuple[float, IO[str]] | None:
     """KWB_JUDGE_STACKS=SECONDS: while a job runs, every thread's stack every SECONDS to stderr (or the file
     KWB_JUDGE_STACKS_FILE names), so a judge that seems stuck shows where it is."""
-    raw = os.environ.get("KWB_JUDGE_STACKS", "")
     try:
-        seconds = float(raw)
+        seconds = float(os.environ.get("KWB_JUDGE_STACKS", ""))
     except ValueError:
         return None
     if seconds <= 0:

@@ -114,8 +114,7 @@ def judge_error(exc: BaseException, pid: int) -> Reply:
                  log=traceback.format_exc()[-3000:], judge_pid=pid)
 
 
-#: The noise band's floor: a speedup within 3% either way is not claimed (fresh runners timing identical code differ
-#: by up to 2%, an offset of the process the CI does not hold: benchmarks/README.md).
+#: The noise band's floor: a speedup within 3% either way is not claimed (a run-to-run offset the CI does not hold).
 DEFAULT_BAND = 0.03
 #: The widest band a noisy timing widens it to (`noise_band`).
 MAX_BAND = 0.10
@@ -199,10 +198,8 @@ def speedup(reference_ms: Iterable[float], candidate_ms: Iterable[float], *, ban
                   f"seed {seed}")
     low, high = (float(v) for v in np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2]))
     if paired and ref.size == cand.size and ref.size < MIN_AB_SAMPLES:
-        label, low, high, how = _few_rounds(per_round, band)
-        method = f"{how}; noise band {band:.1%}"
-        return Speedup(speedup=point, low=low, high=high, verdict=label, method=method, band=band, level=level)
-    if min(ref.size, cand.size) < MIN_AB_SAMPLES:
+        label, low, high, method = _few_rounds(per_round, band)
+    elif min(ref.size, cand.size) < MIN_AB_SAMPLES:
         label = "inconclusive"
         method += f"; fewer than {MIN_AB_SAMPLES} samples on a side"
     else:

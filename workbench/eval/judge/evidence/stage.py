@@ -10,7 +10,6 @@ from workbench import languages
 from workbench.eval.checks import evidence as ev
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
-from workbench.eval.checks.runtime import own_kernel_names
 
 if TYPE_CHECKING:
     from workbench.eval.judge.evaluation import Evaluation
@@ -95,7 +94,7 @@ def settle(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
     """A pending static finding decided by a profiled forward; its notes go to `result`."""
     kernels = evaluation.session.profiles[-1] if evaluation.session.profiles else _profile(evaluation)
     assert evaluation.ran is not None
-    found = evaluation.ran.after_profile(kernels, own_kernel_names(evaluation.candidate.source))
+    found = evaluation.ran.after_profile(kernels, guards.own_kernel_names(evaluation.candidate.source))
     result.setdefault("details", {}).setdefault("notes", []).extend(evaluation.ran.take_notes())
     return found
 
