@@ -13,18 +13,6 @@ import torch
 DEFAULT_THREADS = torch.get_num_threads()
 
 
-def needs_measured_roof(device: str, device_name: str, clock: str | None) -> bool:
-    """True when a result timed on `clock` is judged against measured ceilings (not a datasheet, not none)."""
-    if clock is None or clock == "interpreter":
-        return False
-    gpu = device.startswith("cuda") or clock == "cuda-events"
-    if not gpu:
-        return True
-    from roofline.specs import match_device_name
-
-    return match_device_name(device_name) is None
-
-
 @contextlib.contextmanager
 def _default_threads() -> Iterator[None]:
     timing_threads = torch.get_num_threads()
@@ -41,11 +29,17 @@ def measured_ceilings(device: str, device_name: str, clock: str | None,
     """(ceilings, "") where a verdict or a SOL needs them, (None, why) when measuring failed, (None, "") when none
     is needed; from the disk cache, else measured inside `measuring()` (an exclusive hold of the device)."""
     try:
-        if not needs_measured_roof(device, device_name, clock):
+        if clock is None or clock == "interpreter":
             return None, ""
+        gpu = device.startswith("cuda") or clock == "cuda-events"
+        if gpu:
+            from roofline.specs import match_device_name
+
+            if match_device_name(device_name) is not None:  # the datasheet's ceilings
+                return None, ""
         from roofline.ceilings import get_ceilings, load_cached
 
-        target = device if device.startswith("cuda") or clock == "cuda-events" else "cpu"
+        target = device if gpu else "cpu"
         with _default_threads():
             cached = load_cached(target)
             if cached is not None:

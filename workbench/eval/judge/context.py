@@ -70,8 +70,7 @@ class Context:
     after_reply: list[Callable[[], Any]] = field(default_factory=list)
 
     def tidy(self) -> None:
-        """Run what the last evaluation left for after its reply, then give cached GPU memory back; called after each
-        reply and before each evaluation. A failure is printed, never raised."""
+        """Run what the last evaluation left for after its reply, then free cached GPU memory; failures only printed."""
         jobs, self.after_reply = self.after_reply, []
         if not jobs:
             return
@@ -118,8 +117,7 @@ class Context:
             self.spare = None
 
     def drop_device_caches(self, task: str = "") -> bool:
-        """Forget every cached round, model and compiled model; True when any belonged to a task other than `task`
-        (only then can a second try of `task` find more memory)."""
+        """Forget cached rounds and models; True when any was another task's (only then may a retry find memory)."""
         keys = [*self.rounds._entries, *self.models, *self.compiled]
         had = any(not (isinstance(k, tuple) and k and k[0] == task) for k in keys)
         self.rounds.clear()

@@ -27,8 +27,7 @@ def lock_folder() -> str:
 
 
 def device_identity(device: str) -> str:
-    """What two judges on the same device agree on: the GPU's UUID (the same whatever CUDA_VISIBLE_DEVICES makes its
-    index), or the host."""
+    """What judges of one device agree on: the GPU's UUID (whatever CUDA_VISIBLE_DEVICES makes its index), or host."""
     if device.startswith("cuda"):
         try:
             import torch
@@ -52,10 +51,10 @@ class DeviceLock:
     """Shared/exclusive, re-entrant within one judge (a nested stage asking for no more than is held passes
     straight through; asking for more lets go, waits for the stronger lock, and goes back afterwards)."""
 
-    def __init__(self, device: str, folder: str | None = None):
+    def __init__(self, device: str, folder: str | None = None, name: str | None = None):
         self.device = device
         self.folder = folder or lock_folder()
-        self.name = device_identity(device).replace(os.sep, "_")
+        self.name = name or device_identity(device).replace(os.sep, "_")
         self._lock_fd: int | None = None
         self._gate_fd: int | None = None
         self._held: list[int] = []
@@ -71,11 +70,7 @@ class DeviceLock:
     def companion(self) -> DeviceLock:
         """A lock on the same device with its own file descriptions, so `flock` treats a background thread of this judge
         (`reference/compiled.py`) as another holder: a timing waits for it like for another judge."""
-        twin = DeviceLock.__new__(DeviceLock)
-        twin.device, twin.folder, twin.name = self.device, self.folder, self.name
-        twin._lock_fd = twin._gate_fd = None
-        twin._held = []
-        return twin
+        return DeviceLock(self.device, self.folder, self.name)
 
     @property
     def mode(self) -> int:

@@ -5,6 +5,7 @@ duplicate of stdout (its own stdout goes to stderr, so nothing a reference print
 # ruff: noqa: E402 - the judge's cores are set before torch and everything that imports it (`apply_judge_cores`)
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import faulthandler
 import gc
@@ -22,10 +23,8 @@ def apply_judge_cores() -> None:
     """Keep to the cores the caller gave this judge (`KWB_JUDGE_CORES`, `dispatch/gpus.cores_for`)."""
     raw = os.environ.get("KWB_JUDGE_CORES", "").strip()
     if raw and hasattr(os, "sched_setaffinity"):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # cores gone or not allowed: run where the judge may
             os.sched_setaffinity(0, {int(c) for c in raw.split(",")})
-        except (OSError, ValueError):  # cores gone or not allowed: run where the judge may
-            pass
 
 
 apply_judge_cores()  # before torch starts its threads: a judge of one of several GPUs keeps to that GPU's cores
@@ -34,8 +33,7 @@ from workbench.eval.judge.runners.process import ForkServer  # noqa: I001 - impo
 
 
 def _spawn_fork_server() -> ForkServer | None:
-    """The fork server, started before this process imports torch, so both start-ups run at once (`_start` waits
-    for its hello)."""
+    """The fork server, started before this process imports torch so both start at once (`_start` waits for it)."""
     if __name__ != "__main__":
         return None
     try:
@@ -124,12 +122,10 @@ def _evaluate(job: wire.Job, ctx: Context) -> dict[str, Any]:
 def _warm_counting() -> None:
     """FlopCounterMode's first use costs seconds: paid in a thread while the judge waits for its first job."""
     def warm() -> None:
-        try:
+        with contextlib.suppress(Exception):  # only a warm-up
             from roofline.counting import count_work
 
             count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
-        except Exception:  # noqa: BLE001 - only a warm-up
-            pass
 
     threading.Thread(target=warm, name="kwb-warm-counting", daemon=True).start()
 
@@ -151,8 +147,7 @@ _STACKS: tuple[float, IO[str]] | None = None
 
 
 def answer(job: wire.Job, job_id: str, ctx: Context) -> wire.Reply:
-    """Run `job` and make its Reply, with the judge's own seconds for the evaluation and the whole job (a caller's
-    wall time beyond them is the queue and the transport)."""
+    """`job`'s Reply with the judge's own seconds (a caller's wall time beyond them is the queue and the transport)."""
     started = time.perf_counter()
     ctx.progress.start((lambda message: _send(message, job_id)) if job.progress else None)
     if _STACKS is not None:
@@ -224,14 +219,12 @@ def main() -> None:
         server.close()
 
 
-#: Seconds a judge without a job keeps its last timing pool and its spare runner: long enough for the next candidate
-#: of a sweep, short enough not to hold GPU memory the user's own work needs.
+#: Seconds an idle judge keeps its timing pool and spare runner (for a sweep's next candidate) before freeing them.
 POOL_IDLE_S = float(os.environ.get("KWB_POOL_IDLE_S") or 10.0)
 
 
 def _job_lines() -> queue.Queue[str | None]:
-    """The caller's job lines read by a thread, so the main thread can wait with a deadline and free what it keeps
-    (None: the caller closed)."""
+    """Job lines read by a thread, so the main thread can time out to free what it keeps (None: the caller closed)."""
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:

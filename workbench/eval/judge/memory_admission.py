@@ -30,8 +30,7 @@ def need_bytes(input_bytes: int, output_bytes: int | None, parameter_bytes: int 
 
 
 def need_for(task: Any, size: dict[str, Any], device: str, reference: Callable[[], Any]) -> int:
-    """`need_bytes` of `task` at `size`, from its footprint found without allocating (`tasks/footprint.py`); 0 when
-    not even its inputs can be built that way (the evaluation is then not booked)."""
+    """`need_bytes` of `task` at `size` from its footprint, found without allocating; 0 (not booked) if it can't be."""
     from workbench.tasks.footprint import estimate_footprint
 
     found = estimate_footprint(task, size, device, reference())
@@ -86,8 +85,7 @@ class Ledger:
 
     @contextlib.contextmanager
     def booked(self, need: int, on_wait: Callable[[], None] = lambda: None) -> Iterator[float]:
-        """Hold a booking of `need` bytes for the block, after waiting for room (first come, first served); yields
-        the seconds waited. A small `need` passes straight through."""
+        """Book `need` bytes for the block once there is room (first come, first served); yields the seconds waited."""
         if not self.large(need):
             yield 0.0
             return

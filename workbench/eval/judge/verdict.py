@@ -35,8 +35,7 @@ class Stop(Exception):
 
 @dataclass(frozen=True)
 class Decision:
-    """What findings decide: `status` None when nothing rejects; `flags` the rejecting checks, `warnings` the
-    others, `message` one line per finding."""
+    """What findings decide: `status` (None: none rejects), the rejecting `flags`, other `warnings`, a line each."""
 
     status: str | None
     flags: list[str]
@@ -134,9 +133,6 @@ class Speedup:
     band: float = DEFAULT_BAND
     level: float = 0.95
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def speedup_label(low: float, high: float, band: float = DEFAULT_BAND) -> str:
     """A speedup CI against the noise band [1 / (1 + band), 1 + band] (the CI covers noise within a run, not between):
@@ -232,8 +228,7 @@ def _few_rounds(per_round: np.ndarray, band: float) -> tuple[str, float, float, 
 
 def physics(task: Task, size: dict[str, Any], device: str, device_name: str, timing: dict[str, Any],
             counted: dict[str, Any] | None, ceilings: dict[str, Any] | None) -> list[Finding]:
-    """`faster-than-physics` when the median time is below the physical floor of the task's minimal work on this
-    device (`roofline.sol.faster_than_physics`: true lower bounds, the most generous rates)."""
+    """`faster-than-physics` below the floor of the task's minimal work at the most generous rates (`roofline.sol`)."""
     from roofline.ceilings import Ceilings
     from roofline.sol import faster_than_physics
     from workbench.result import Result, Timing

@@ -38,8 +38,7 @@ def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]
 
 
 def _interpreted(session: CandidateSession) -> tuple[str, str]:
-    """(level, how) of the CPU launches from the probe pairs (one made now if none), by the runner's CPU time from
-    /proc, else the judge's wall clock."""
+    """(level, how) of the CPU launches by the probe pairs (one made now if none): /proc CPU time, else wall time."""
     if not _pairs(session.reports):
         session.probe_pair()
     records = session.reports

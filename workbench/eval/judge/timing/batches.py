@@ -23,8 +23,7 @@ NULL_REPEATS = 2
 
 @dataclass(frozen=True)
 class Calibration:
-    """The harness cost of a timed batch in the runner and in the judge: what the judge's clock takes off each
-    side's bracket (`clock_check`)."""
+    """The harness cost of a timed batch in the runner and in the judge, off each side's bracket (`clock_check`)."""
 
     runner: NullFit
     judge: NullFit
@@ -61,8 +60,7 @@ def copy_out_mirrored(pool: InputPool) -> bool:
 
 def judge_batch(fn: Any, pool: InputPool, order: list[int], seeds: Any, scratch: torch.Tensor | None,
                 keep: Any = None) -> tuple[list[float], list[float], float]:
-    """One batch of `fn` in the judge on the pool's sets, outputs copied out as the runner's commit does: (stream
-    ms, device ms, the bracket in seconds)."""
+    """One batch of `fn` in the judge, outputs copied out as a runner's commit does: (stream, device ms, bracket s)."""
     if seeds is True:
         seeds = tuple(random.randrange(1 << 62) for _ in order)
 

@@ -87,8 +87,7 @@ class InputPool:
         return self.arena is not None
 
     def attach(self, session: CandidateSession) -> None:
-        """Lend this kept pool to a new runner: zeroed (nothing the earlier runner wrote reaches the next candidate),
-        registered, and marked lent."""
+        """Lend this kept pool to a new runner, zeroed: nothing the earlier runner wrote reaches the next candidate."""
         if self.arena is None:
             raise ValueError("this timing pool lives in its first runner's memory and cannot be lent again")
         started = time.perf_counter()
@@ -138,14 +137,12 @@ class InputPool:
         for inputs in draws:  # (empty when the nested path above filled the sets)
             views, refs = [], []
             for x in inputs:
+                view, ref = x, x
                 if isinstance(x, torch.Tensor):
                     view, ref = next(shared)
                     view.copy_(x.detach())
-                    views.append(view)
-                    refs.append(ref)
-                else:
-                    views.append(x)
-                    refs.append(x)
+                views.append(view)
+                refs.append(ref)
             pool.sets.append(views)
             pool.refs.append(tuple(refs))
         if out_like is not None:

@@ -148,8 +148,7 @@ class PairTimer:
         # The compiled reference is an aside (speedup_vs_compile): it does not hold timing up.
         stopper = self.rule.start_joint(PAIR)
         fixed_left = self.rule.max_samples if self.rule.is_fixed else None
-        r = 2
-        decided = ""
+        r, decided = 2, ""
         while True:
             while not stopper.done() and not self._caught():
                 # On the interpreter each timed call is a batch of its own, so every output is re-checked.
@@ -209,13 +208,10 @@ class PairTimer:
     def _paired_verdict(self) -> str | None:
         """The paired verdict of the rounds so far, or None before MIN_BATCHES."""
         ref, cand = self._watched("reference"), self._watched("candidate")
-        if min(len(ref), len(cand)) < MIN_BATCHES:
-            return None
-        return verdict.speedup(ref, cand, paired=True).verdict
+        return verdict.speedup(ref, cand, paired=True).verdict if min(len(ref), len(cand)) >= MIN_BATCHES else None
 
     def _counted_round(self, stopper: JointStopper, r: int, n: int, per_call: bool = False) -> None:
-        """Round r of n calls per side, counted: each side's batch mean goes to `stopper` (once per call for a fixed
-        count: `per_call`) with the round's seconds."""
+        """Round r, counted: each side's batch mean (once per call if `per_call`) goes to `stopper` with its seconds."""
         started = time.perf_counter()
         got = self._round(r, n, count=True)
         samples = {m: ([got[m]] * (n if per_call else 1) if got else []) for m in PAIR}
@@ -235,8 +231,7 @@ class PairTimer:
         return max(1, min(self.pool.n, math.ceil(target / max(per_call, 1e-6))))
 
     def _round(self, b: int, n: int, count: bool) -> dict[str, float]:
-        """Round b with n calls per side; each side's mean ms per call by the runners' clocks, or {} when the batch
-        was dropped (throttled GPU)."""
+        """Round b, n calls per side: each side's mean ms per call by the runners' clocks; {} if dropped (throttled)."""
         pool = self.pool
         order = list(range(n))
         self.rng.shuffle(order)
@@ -333,8 +328,7 @@ class PairTimer:
 
     def _reference_side(self, b: int, order: list[int], seeds: tuple[int, ...], checks: set[int],
                         kept: dict[int, Any]) -> tuple[list[float], list[float], float, Any]:
-        """The reference's batch, the compiled aside in the rounds that time it, then the judge's cached memory
-        given back if it runs short."""
+        """The reference's batch, the compiled aside where timed, then the judge's cached memory freed if short."""
         ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept)
         comp = None
         if self.reference.compiled is not None and (b < 2 or b % 2 == 0 or self.rule.is_fixed):
@@ -343,8 +337,7 @@ class PairTimer:
         return ref_stream, ref_dev, ref_bracket, comp
 
     def _side_stream(self, name: str) -> bool:
-        _, runs = timed_loop._pick_samples(self.stream[name], self.device_ms[name])
-        return runs > 0
+        return timed_loop._pick_samples(self.stream[name], self.device_ms[name])[1] > 0
 
     def _time_reference(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
                         kept: dict[int, Any]) -> tuple[list[float], list[float], float]:

@@ -150,8 +150,7 @@ def _telemetry(device: str) -> Telemetry | None:
 def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: ReferenceSide, device: str,
         candidate_language: str, reps: int | None, result: dict[str, Any], diagnostics: Diagnostics,
         known: ReferenceProfile | None = None) -> list[Finding]:
-    """Time the pair, fill `result` (timings, speedup CI and verdict, telemetry) and `diagnostics`; the findings.
-    `known` lends a recent compiled-reference timing and keeps a new one."""
+    """Time the pair into `result` and `diagnostics`; the findings. `known` lends and keeps the compiled timing."""
     reused = known.recent_compiled() if known is not None and side.compiled is not None else None
     if reused is not None:
         side = dataclasses.replace(side, compiled=None)

@@ -42,8 +42,7 @@ _EXACT_RANKS_UP_TO = 1024
 
 
 def _lower_rank_exact(n: int, num: int, den: int) -> int:
-    """The largest k with P(B <= k) <= (1 - num/den) / 2, B ~ Binomial(n, 1/2) (-1 if none), in exact integers,
-    walking down from n/2 (~sqrt(n) steps)."""
+    """The largest k with P(B <= k) <= (1 - num/den) / 2, B ~ Binomial(n, 1/2) (-1 if none), in exact integers."""
     limit = (den - num) << n
     k = (n + 1) // 2 - 1
     if n % 2:
@@ -277,8 +276,7 @@ class JointStopper:
         self.extended = False
 
     def extend(self, time_cap_s: float, max_samples: int) -> bool:
-        """Raise the time cap and each side's sample bound, once (a "max-reps" side runs again); False when already
-        extended or nothing would change."""
+        """Raise the time cap and each side's sample bound once (a "max-reps" side runs again); False if no change."""
         if self.extended or (time_cap_s <= self.time_cap_s and
                              all(s.rule.max_samples >= max_samples for s in self.stoppers.values())):
             return False
