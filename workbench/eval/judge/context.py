@@ -1,6 +1,5 @@
-"""What the judge process keeps between evaluations (references, models, rounds, counts, compiled references, the
-kept timing pool, the spare runner), each bounded so a study over hundreds of tasks cannot fill the GPU, and how its
-runners reach shared memory (`probe_transport`)."""
+"""What the judge keeps between evaluations (references, models, rounds, counts, compiled references, timing pool,
+spare runner), each bounded so hundreds of tasks cannot fill the GPU; how runners reach shared memory."""
 
 from __future__ import annotations
 
@@ -78,8 +77,7 @@ class Context:
             try:
                 job()
             except Exception as exc:  # noqa: BLE001 - the docstring
-                print(f"[judge] tidying after a reply failed: {type(exc).__name__}: {exc}", file=sys.stderr,
-                      flush=True)
+                print(f"[judge] tidying after a reply failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         gc.collect()
         if torch.cuda.is_initialized():
             torch.cuda.empty_cache()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,8 +172,7 @@ class Evaluation:
             return self._reply({**stop.reply, "warnings": self.warnings})
         except CandidateFailure as exc:
             if self.ran is not None and self.ran.pending:
-                # A static torch-compute finding waited for a GPU profile, and the candidate raised later: no
-                # profile will clear the finding now, so it stands.
+                # A static torch-compute finding awaited a GPU profile that will not come now: it stands.
                 return self._reply({"warnings": self.warnings, **verdict.rejected([self.ran.after_failure(
                     f"the candidate raised in the {exc.stage} stage ({str(exc)[:300]}) before a GPU profile could "
                     "show what ran")])})
@@ -261,15 +260,13 @@ class Evaluation:
     def _too_big(self, exc: BaseException) -> str:
         """The judge's own out-of-memory: the task at this size does not fit beside the protocol's copies."""
         need = ""
-        try:
+        with suppress(Exception):  # the estimate only adds detail
             from workbench.tasks.footprint import estimate_footprint
 
             fp = estimate_footprint(self.task, self.job.size, self.device, self.reference())
             if fp is not None:
                 out = f", one output {fp.output_bytes / 2**30:.2f} GiB" if fp.output_bytes else ""
                 need = f" (one input set {fp.input_bytes / 2**30:.2f} GiB{out})"
-        except Exception:  # noqa: BLE001 - the estimate only adds detail
-            pass
         where = "GPU" if self.device.startswith("cuda") else "host"
         return (f"the task does not fit in {where} memory at this size{need}: the judge keeps the inputs, a float64 "
                 f"reference and the candidate's outputs, and ran out ({type(exc).__name__}: {str(exc)[:200]}). "

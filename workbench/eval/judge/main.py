@@ -131,8 +131,7 @@ def _warm_counting() -> None:
 
 
 def _stack_watch() -> tuple[float, IO[str]] | None:
-    """KWB_JUDGE_STACKS=SECONDS: while a job runs, every thread's stack every SECONDS to stderr (or the file
-    KWB_JUDGE_STACKS_FILE names), so a judge that seems stuck shows where it is."""
+    """KWB_JUDGE_STACKS=SECONDS: every thread's stack every SECONDS of a job, to stderr or KWB_JUDGE_STACKS_FILE."""
     try:
         seconds = float(os.environ.get("KWB_JUDGE_STACKS", ""))
     except ValueError:

@@ -1,7 +1,6 @@
-"""Memory admission on a GPU: a large evaluation books what it will hold in a ledger every judge of the device shares
-(a file beside the device lock, `device_lock.py`) and waits, holding nothing, while the bookings of others leave no
-room. So no verdict comes from another evaluation's memory, and no neighbour pushes a float64 reference to the host
-(docs/verdicts.md, "Memory"). Small evaluations are not booked; the first in line always goes when nothing runs."""
+"""Memory admission on a GPU: a large evaluation books what it will hold in a ledger the device's judges share and
+waits, holding nothing, for room, so neither a verdict nor a float64 reference's placement depends on a neighbour's
+memory (docs/verdicts.md, "Memory"). Small ones are not booked; the first in line always goes when nothing runs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The one place a verdict is decided (docs/verdicts.md): findings become a status at each checkpoint
-(`stop_if_rejected`), faults that are not findings get theirs (`compile_error`, `runner_died`, ...), the speedup's
-label comes from its CI against a noise band, and a time below the physical floor is `faster-than-physics`. The caller
-never changes the status."""
+"""The one place a verdict is decided (docs/verdicts.md): findings become a status at each `stop_if_rejected`, other
+faults get theirs (`compile_error`, `runner_died`, ...), the speedup's label is its CI against a noise band, and a time
+below the physical floor is `faster-than-physics`. The caller never changes the status."""
 
 from __future__ import annotations
 
@@ -158,13 +157,8 @@ def _relative_mad(values: np.ndarray) -> float:
 def noise_band(reference_ms: Sequence[float], candidate_ms: Sequence[float], paired: bool) -> float:
     """DEFAULT_BAND widened to the rounds' relative spread, at most MAX_BAND: paired, the per-round ratios' spread but
     never the reference's own (erratic batches cannot widen it); unpaired, the smaller of the two sides'."""
-    ref = np.asarray(reference_ms, dtype=np.float64)
-    cand = np.asarray(candidate_ms, dtype=np.float64)
-    noise = _relative_mad(ref)
-    if paired and ref.size == cand.size:
-        noise = min(noise, _relative_mad(ref / cand))
-    else:
-        noise = min(noise, _relative_mad(cand))
+    ref, cand = np.asarray(reference_ms, dtype=np.float64), np.asarray(candidate_ms, dtype=np.float64)
+    noise = min(_relative_mad(ref), _relative_mad(ref / cand if paired and ref.size == cand.size else cand))
     return min(MAX_BAND, max(DEFAULT_BAND, noise))
 
 

@@ -1,6 +1,5 @@
-"""The judge corroborates the runner's launch reports (`checks/evidence.py`): after the correctness calls, replaced
-hook points and on the CPU the probe calls (`after_check`); before the verdict, the timing basis and on a GPU the
-profiled forward (`before_verdict`)."""
+"""The judge corroborates the runner's launch reports (`checks/evidence.py`): after the checks, replaced hook points
+and on the CPU the probe calls (`after_check`); before the verdict, the timing basis and a GPU's profiled forward."""
 
 from __future__ import annotations
 
@@ -73,17 +72,14 @@ def before_verdict(evaluation: Evaluation, result: dict[str, Any]) -> list[Findi
 
 def _profiled(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
     """GPU: the timing stage's profiled forward (or one made here, its coverage judged) as launch evidence."""
-    session, found = evaluation.session, []
+    session, found, own = evaluation.session, [], guards.own_kernel_names(evaluation.candidate.source)
     if session.profiled is None:
-        kernels = _profile(evaluation)
-        coverage, found = guards.judge_coverage(kernels, guards.own_kernel_names(evaluation.candidate.source),
-                                                evaluation.policy)
-        result["coverage"] = coverage
+        result["coverage"], found = guards.judge_coverage(_profile(evaluation), own, evaluation.policy)
     kernels, tampered = session.profiled
     # The call's cost: the larger of the judge's clock and the timing the verdict uses.
     timed = [t.get("median_ms") for t in (result.get("judge_clock_timing"), result.get("timing")) if t]
     call_ms = max((v for v in timed if v is not None), default=None)
-    level, how = ev.profiled_launches(kernels, guards.own_kernel_names(evaluation.candidate.source), tampered, call_ms)
+    level, how = ev.profiled_launches(kernels, own, tampered, call_ms)
     evaluation.evidence.set("launches", level, how)
     evaluation.evidence.set("coverage", level, how)
     return found + guards.judge_tamper(tampered)

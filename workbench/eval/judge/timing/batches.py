@@ -83,5 +83,4 @@ def _null_batch(session: CandidateSession, pool: InputPool, model: int, n: int, 
     order = list(range(n))
     like = pool.out_like if pool.out_like is not None else torch.empty(0, device="meta")
     seeds = tuple(random.randrange(1 << 62) for _ in order) if seeded else ()
-    _, bracket = session.time(model, pool.pool_id, order, timeout, seeds, null_like=like)
-    return bracket
+    return session.time(model, pool.pool_id, order, timeout, seeds, null_like=like)[1]

@@ -1,7 +1,6 @@
-"""The judge's clock is the measurement (docs/anti-cheating.md, cheats 23 and 24): it brackets every timed batch and
-charges the candidate with everything inside, less the harness fitted on null batches before the import (`NullFit`):
-J = (bracket - fixed - per_call * calls) / calls. The runner's mean E may fall below J only by the launch overhead
-plus noise; a larger deficit puts both sides on the judge's clock, a gross one (GROSS_SHORTFALL) is `timer-patch`."""
+"""The judge's clock is the measurement (docs/anti-cheating.md, cheats 23, 24): J = (bracket - fixed - per_call * calls)
+/ calls, the harness fitted on null batches before the import (`NullFit`). The runner's mean E may fall below J only by
+launch overhead plus noise; more puts both sides on the judge's clock, a gross shortfall is `timer-patch`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The timing inputs: input sets and output slots shared with the runner (docs/anti-cheating.md, cheats 10, 24, 25).
-Every call of a batch gets a set of its own, and between batches the judge writes new contents into every set, in
-place, from seeds the runner cannot predict, so a result cached by address, shape or sampled values is stale and its
-re-check catches it. The judge keeps a pool for the next candidate of the task, size and seed (`attach`)."""
+"""Timing inputs: sets and output slots shared with the runner (docs/anti-cheating.md, cheats 10, 24, 25). Each call of
+a batch gets its own set; between batches the judge rewrites every set in place from seeds the runner cannot predict,
+so a result cached by address, shape or sampled values is stale and its re-check catches it."""
 
 from __future__ import annotations
 

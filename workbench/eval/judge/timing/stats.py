@@ -1,7 +1,6 @@
-"""Statistics of timing samples, pure so they are tested on synthetic samples: `summarize` (median, spread and a
-distribution-free 95% CI of the median), `StoppingRule` -> `Stopper` / `JointStopper` (nvbench's stdrel criterion on
-the relative width of the CI of the median: timings are skewed), `bootstrap_medians` (for the speedup's CI).
-Builtins are bound at import, so patching `sorted` or `math` later cannot move a stop."""
+"""Pure statistics of timing samples: `summarize` (median, spread, a distribution-free 95% CI of the median), stopping
+rules on that CI's relative width (nvbench's stdrel, on the median: timings are skewed), `bootstrap_medians` for the
+speedup's CI. Builtins are bound at import, so patching `sorted` or `math` later cannot move a stop."""
 from __future__ import annotations
 
 import bisect as _bisect
@@ -60,8 +59,7 @@ def _lower_rank_exact(n: int, num: int, den: int) -> int:
 
 
 def _lower_rank_float(n: int, tail: float) -> int | None:
-    """`_lower_rank_exact` in floats (log-gamma for the central term); None when a comparison falls within 1e-6 of
-    the bound (the caller then takes the exact path)."""
+    """`_lower_rank_exact` in floats; None when a comparison falls within 1e-6 of the bound (the exact one decides)."""
     k = (n + 1) // 2 - 1
     p = _exp(_lgamma(n + 1) - _lgamma(k + 1) - _lgamma(n - k + 1) - n * _LN2)  # P(B = k)
     # P(B <= k): 1/2 for odd n; for even n, P(B = n/2) = P(B = n/2 - 1) (n/2 + 1) / (n/2)
