@@ -156,8 +156,7 @@ class Evaluation:
         try:
             self._stage("scan", self.scan)
             self._stage("load", self.load)
-            report = self._stage("check", self.check)
-            result = self.assess(report)
+            result = self.assess(self._stage("check", self.check))
             self._stage("count", self.count, result)
             if self.job.time_it:
                 compiled_ref = self._stage("compile", compiled.take_for_timing, self) if self.wants_compiled() \

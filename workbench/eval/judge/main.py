@@ -205,8 +205,7 @@ def main() -> None:
                 continue
             try:
                 if not server.alive():
-                    server = ForkServer(device)
-                    ctx.fork_server = server
+                    server = ctx.fork_server = ForkServer(device)
                 reply = answer(job, job_id, ctx)
             except BaseException as exc:  # a reply must always come back
                 reply = verdict.judge_error(exc, os.getpid())

@@ -83,7 +83,7 @@ class Ledger:
         return (running == 0 and ahead == 0) or running + ahead + need <= BUDGET_SHARE * self.total
 
     @contextlib.contextmanager
-    def booked(self, need: int, on_wait: Callable[[], None] = lambda: None) -> Iterator[float]:
+    def booked(self, need: int) -> Iterator[float]:
         """Book `need` bytes for the block once there is room (first come, first served); yields the seconds waited."""
         if not self.large(need):
             yield 0.0
@@ -96,7 +96,6 @@ class Ledger:
                     entries[ticket] = {"bytes": need, "since": since, "running": admitted}
                 if admitted:
                     break
-                on_wait()
                 time.sleep(POLL_S)
             yield time.time() - since
         finally:

@@ -230,8 +230,7 @@ def physics(task: Task, size: dict[str, Any], device: str, device_name: str, tim
     result = Result(task=task.name, candidate_id="", candidate_name="", language="", status="ok", size=dict(size),
                     dtype=str(size.get("dtype", task.dtypes[0] if task.dtypes else "")), device=device,
                     device_name=device_name, timing=Timing(**timing))
-    roof = Ceilings.from_dict(ceilings) if ceilings is not None else None
-    detail = faster_than_physics(result, task, counted, roof)
+    detail = faster_than_physics(result, task, counted, Ceilings.from_dict(ceilings) if ceilings is not None else None)
     return [Finding("faster-than-physics", detail)] if detail else []
 
 

@@ -120,7 +120,8 @@ class InputPool:
         per_set = nbytes(first) + (nbytes([head]) if head is not None else 0)
         pool = cls(session, reference, size, device, sets_that_fit(per_set, free_bytes(device), wanted), out_like)
         started = time.perf_counter()
-        draws = [first] + [pool._draw(rng) for _ in range(1, pool.n)]
+        draws = [first] + [reference.make_inputs(size, rng.randrange(1 << 62), device, "default")
+                           for _ in range(1, pool.n)]
         drawn = time.perf_counter()
         pool.fixed_inputs = pool.n > 1 and _same_contents(draws[0], draws[1])
         if any(isinstance(x, (list, tuple)) for x in first):  # nested arguments: shared one tensor at a time
@@ -160,11 +161,7 @@ class InputPool:
     def set_bytes(self) -> int:
         return nbytes(self.sets[0]) if self.sets else 0
 
-    def _draw(self, rng: random.Random) -> list[Any]:
-        return self.reference.make_inputs(self.size, rng.randrange(1 << 62), self.device, "default")
-
-    def refresh(self, rng: random.Random | None, count: int | None = None,
-                seeds: list[int] | None = None) -> list[int]:
+    def refresh(self, rng: random.Random | None, count: int | None = None, seeds: list[int] | None = None) -> list[int]:
         """New contents in the first `count` sets, in place, from seeds drawn from `rng` (or `seeds` again); the seeds.
         Drawn straight into the sets: a freed temporary would have the driver clear memory while the runner times."""
         if seeds is None:

@@ -32,8 +32,7 @@ class TimingOutcome:
 
 
 def outcome_of(timer: PairTimer, reasons: dict[str, str]) -> TimingOutcome:
-    gross = clock_check.GROSS_SHORTFALL["cuda" if timer.cuda else "cpu"]
-    verdict = clock_check.judge(timer.batches, timer.null, gross)
+    verdict = clock_check.judge(timer.batches, timer.null, clock_check.GROSS_SHORTFALL["cuda" if timer.cuda else "cpu"])
     timings: dict[str, Timing] = {}
     calls = sum(b.calls for b in timer.batches)
     for name in timer.names:

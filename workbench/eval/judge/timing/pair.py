@@ -218,8 +218,7 @@ class PairTimer:
         stopper.add(samples, time.perf_counter() - started)
 
     def _watched(self, name: str) -> list[float]:
-        d = self.device_ms[name]
-        return d if self.cuda and self._side_stream(name) else self.stream[name]
+        return self.device_ms[name] if self.cuda and self._side_stream(name) else self.stream[name]
 
     def _caught(self) -> bool:
         return any(f.flag == "result-cache" for f in self.findings)

@@ -78,12 +78,7 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
     """The input pool (sets for a candidate 4x faster than the reference, as fit) and the null calibration; `known`
     spares the estimate and a recent calibration and lends the `kept` pool. Measurements run inside `measuring()`."""
     if kept is not None and known is not None:
-        try:
-            kept.attach(session)
-            return _planned(session, kept, known, timeout, measuring), known
-        except BaseException:
-            kept.free()  # its memory is the judge's own: nothing else would give it back
-            raise
+        return _planned(session, kept, known, timeout, measuring, attach=True), known
     if kept is not None:
         kept.free()
     first = reference.make_inputs(size, seed + 101, device, "default")
@@ -98,25 +93,28 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
     pool = InputPool.create(session, reference, size, device, first, out, wanted, random.SystemRandom())
     del first, out
     release_unused(device)  # the estimate's temporaries: the candidate's runner needs the memory
-    try:
-        return _planned(session, pool, known, timeout, measuring), known
-    except BaseException:
-        pool.free()
-        raise
+    return _planned(session, pool, known, timeout, measuring), known
 
 
 def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile, timeout: float,
-             measuring: Callable[[], AbstractContextManager[Any]]) -> TimingPlan:
-    """The plan on `pool`; the calibration measured again unless a recent one was made on a pool of this size."""
-    fresh = known.calibration is not None and known.pool_sets == pool.n and \
-        time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
-    if not fresh:
-        measured = time.perf_counter()
-        with measuring():
-            known.calibration = calibrate(session, pool, timeout, known.seeded)
-        known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
-        pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
-    return TimingPlan(pool, known.calibration, known.seeded, calibration_reused=fresh)
+             measuring: Callable[[], AbstractContextManager[Any]], attach: bool = False) -> TimingPlan:
+    """The plan on `pool` (a kept one `attach`ed to the session first); the calibration measured again unless a recent
+    one was made on a pool of this size. On failure the pool is freed: its memory is the judge's own."""
+    try:
+        if attach:
+            pool.attach(session)
+        fresh = known.calibration is not None and known.pool_sets == pool.n and \
+            time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
+        if not fresh:
+            measured = time.perf_counter()
+            with measuring():
+                known.calibration = calibrate(session, pool, timeout, known.seeded)
+            known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
+            pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
+        return TimingPlan(pool, known.calibration, known.seeded, calibration_reused=fresh)
+    except BaseException:
+        pool.free()
+        raise
 
 
 def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:
@@ -172,8 +170,7 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
         result.update(speedup=ab.speedup, speedup_ci=[ab.low, ab.high], speedup_verdict=ab.verdict,
                       speedup_basis="gpu-only" if clock == "cuda-events" else "wall",
                       reference_timing=outcome.reference.to_dict())
-        outcome.protocol["speedup_ci_method"] = ab.method
-        outcome.protocol["speedup_band"] = round(ab.band, 4)
+        outcome.protocol.update(speedup_ci_method=ab.method, speedup_band=round(ab.band, 4))
     result["timing"] = outcome.candidate.to_dict()
     if outcome.compiled is not None:
         result["compiled_reference_timing"] = outcome.compiled.to_dict()

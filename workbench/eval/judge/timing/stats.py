@@ -263,7 +263,6 @@ class JointStopper:
     the cap ("time-cap" for those not done). Done sides go on, so drift hits all alike."""
 
     def __init__(self, rule: StoppingRule, names: Iterable[str] = ("reference", "candidate")):
-        self.rule = rule
         # The cap applies to the pair's shared time, so the per-callable stoppers run without one.
         self.stoppers: dict[str, Stopper] = {name: Stopper(replace(rule, time_cap_s=_inf)) for name in names}
         if not self.stoppers:

@@ -183,12 +183,9 @@ class Telemetry:
         self.power_limit_w = limit_mw / 1000.0 if limit_mw is not None else None
 
     def _call(self, name: str, *args: Any) -> Any:
-        fn = getattr(self._nvml, name, None)
-        if fn is None:
-            return None
         try:
-            return fn(*args)
-        except Exception:  # NVMLError_NotSupported and friends: the field is absent, the sample is not
+            return getattr(self._nvml, name)(*args)
+        except Exception:  # not in this binding, or NVMLError_NotSupported and friends: the field is absent
             return None
 
     def sample(self) -> dict[str, Any]:
