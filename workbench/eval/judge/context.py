@@ -64,8 +64,7 @@ class Context:
     device_lock: DeviceLock | None = None
     #: (timing key, pool): the last timing pool, kept for the next candidate of the same task, size and seed.
     kept_pool: tuple[Any, Any] | None = None
-    #: The next candidate's runner (`runners/spare.py`).
-    spare: Any = None
+    spare: Any = None  # the next candidate's runner (`runners/spare.py`)
     after_reply: list[Callable[[], Any]] = field(default_factory=list)
 
     def tidy(self) -> None:
@@ -118,9 +117,8 @@ class Context:
         """Forget cached rounds and models; True when any was another task's (only then may a retry find memory)."""
         keys = [*self.rounds._entries, *self.models, *self.compiled]
         had = any(not (isinstance(k, tuple) and k and k[0] == task) for k in keys)
-        self.rounds.clear()
-        self.models.clear()
-        self.compiled.clear()
+        for cache in (self.rounds, self.models, self.compiled):
+            cache.clear()
         if self.kept_pool is not None:
             had = had or self.kept_pool[0][0] != task
             self.release_pool()
@@ -139,8 +137,7 @@ class Context:
 
 
 def probe_transport(server: Any, device: str) -> tuple[str, bool, str]:
-    """(transport, share the IPC namespace?, note) for GPU runners: CUDA IPC with a private IPC namespace, else
-    with the judge's shared, else host staging."""
+    """(transport, share the IPC namespace?, note) for GPU runners: CUDA IPC (own namespace, else shared), else fd."""
     if not device.startswith("cuda"):
         return "fd", False, ""
     from workbench.eval.wire import runner_messages as protocol

@@ -1,6 +1,6 @@
 """The device lock all judges of a machine share (a per-device `flock`): timing exclusive, other uses shared, a waiting
-writer gating new readers; runners never see it. A compile pause (`runner/compile_pause.py`) lets go of a shared hold,
-never an exclusive one, past `GRACE_S`, at most `MAX_PAUSES` a request; anything out of order is a violation."""
+writer gating new readers; runners never see it. A compile pause (`reply_through_pauses`) lets go of a shared hold,
+never an exclusive one, past `GRACE_S`: `MAX_PAUSES` a request, in its deadline; anything else is a violation."""
 
 from __future__ import annotations
 
@@ -62,8 +62,7 @@ class DeviceLock:
         self._gate_fd = os.open(os.path.join(self.folder, self.name + ".gate"), flags, 0o600)
 
     def companion(self) -> DeviceLock:
-        """A lock on the same device with its own file descriptions, so `flock` treats a background thread of this judge
-        (`reference/compiled.py`) as another holder: a timing waits for it like for another judge."""
+        """A lock of this device with its own file descriptions: `flock` treats a background thread as another judge."""
         return DeviceLock(self.device, self.folder, self.name)
 
     @property
@@ -104,14 +103,12 @@ class DeviceLock:
 
     @contextlib.contextmanager
     def released(self) -> Iterator[Released]:
-        """Let go of a shared hold for the block (a compiling candidate needs no device) and take it back behind any
-        waiting writer; an exclusive hold is kept. The yielded record's `waited`: seconds to get the hold back."""
-        got = Released()
+        """A shared hold let go for the block (compiling needs no device), retaken behind waiting writers (`waited`)."""
         if self.mode != SHARED or self._lock_fd is None:
-            yield got
+            yield Released()
             return
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-        got.let_go = True
+        got = Released(let_go=True)
         try:
             yield got
         finally:
@@ -156,8 +153,7 @@ class PauseLog:
 
 def reply_through_pauses(runner: RunnerProcess, kind: str, timeout: float, release: Callable[[], Any] | None,
           log: PauseLog) -> protocol.Message:
-    """The runner's reply of `kind` (or a Fault) to the request just sent, answering its compile pauses on the way with
-    `release()` (as `DeviceLock.released`; None: no lock to let go of)."""
+    """The runner's reply of `kind` (or a Fault), answering its compile pauses with `release()` (None: no lock)."""
     deadline = time.monotonic() + timeout
     pauses = 0
     while True:

@@ -184,8 +184,7 @@ class Evaluation:
         except TaskError as exc:
             return self._reply(verdict.runtime_error(f"the task failed: {exc}", _is_out_of_memory(exc)))
         except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
-            if not faults.out_of_memory(type(exc).__name__, str(exc)) and "cuMemAlloc failed with error 2" not in \
-                    str(exc):
+            if not (faults.out_of_memory(type(exc).__name__, str(exc)) or "cuMemAlloc failed with error 2" in str(exc)):
                 raise
             return self._reply(verdict.runtime_error(self._too_big(exc), out_of_memory=True))
         finally:

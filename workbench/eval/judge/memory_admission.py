@@ -47,8 +47,7 @@ def _alive(pid: int) -> bool:
 
 
 class Ledger:
-    """The bookings of one device: ticket -> {"bytes", "since", "running"}, in `<device>.memory` (JSON) under an
-    exclusive `flock` of `<device>.memory.lock`. Entries of dead processes are dropped on every read."""
+    """A device's bookings (ticket -> bytes, since, running) in `<device>.memory` under `flock`; dead ones dropped."""
 
     def __init__(self, folder: str, name: str, total_bytes: int):
         self.path = os.path.join(folder, name + ".memory")

@@ -19,9 +19,7 @@ class ProgressHook:
     def __init__(self, min_interval: float = MIN_INTERVAL):
         self.min_interval = min_interval
         self._send: Callable[[Progress], None] | None = None
-        self._started = 0.0
-        self._stage = ""
-        self._last = 0.0
+        self._started, self._stage, self._last = 0.0, "", 0.0
 
     def start(self, send: Callable[[Progress], None] | None) -> None:
         """Begin a job; `send` None makes every call a no-op."""

@@ -46,9 +46,8 @@ def decide(findings: list[Finding]) -> Decision:
     """The first finding of each flag counts: "rejected" if a rejecting flag is a cheat, else "incorrect"."""
     findings = first_per_flag(findings)
     rejecting = [f for f in findings if f.severity == REJECT]
-    status = None
-    if rejecting:
-        status = "rejected" if any(f.info.status == "rejected" for f in rejecting) else "incorrect"
+    cheat = any(f.info.status == "rejected" for f in rejecting)
+    status = ("rejected" if cheat else "incorrect") if rejecting else None
     return Decision(status, list(dict.fromkeys(f.flag for f in rejecting)),
                     list(dict.fromkeys(f.flag for f in findings if f.severity != REJECT)),
                     "\n".join(f.line() for f in findings))
@@ -222,7 +221,7 @@ def _few_rounds(per_round: np.ndarray, band: float) -> tuple[str, float, float, 
 
 def physics(task: Task, size: dict[str, Any], device: str, device_name: str, timing: dict[str, Any],
             counted: dict[str, Any] | None, ceilings: dict[str, Any] | None) -> list[Finding]:
-    """`faster-than-physics` below the floor of the task's minimal work at the most generous rates (`roofline.sol`)."""
+    """`faster-than-physics`: a median under the floor of the task's minimal work at the best rates (`roofline.sol`)."""
     from roofline.ceilings import Ceilings
     from roofline.sol import faster_than_physics
     from workbench.result import Result, Timing
@@ -237,8 +236,6 @@ def physics(task: Task, size: dict[str, Any], device: str, device_name: str, tim
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, torch.dtype):
         return str(obj).removeprefix("torch.")
-    if isinstance(obj, tuple):
-        return list(obj)
     if hasattr(obj, "__dataclass_fields__"):
         return asdict(obj)
     return str(obj)

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
 def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]:
     """Findings from the correctness calls' launch reports; `rejected`: no call is added to probe a rejected one."""
-    session, evidence = evaluation.session, evaluation.evidence
-    language = evaluation.candidate.language
+    session, evidence, language = evaluation.session, evaluation.evidence, evaluation.candidate.language
     records = session.reports
     evidence.set("outputs", ev.JUDGE, "read from shared memory by the judge and compared with its reference")
     found = guards.judge_tamper(name for r in records for name in r.launch.tampered)

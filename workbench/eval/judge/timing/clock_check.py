@@ -1,6 +1,7 @@
-"""The judge's clock is the measurement (docs/anti-cheating.md, cheats 23, 24): J = (bracket - fixed - per_call * calls)
-/ calls, the harness fitted on null batches before the import (`NullFit`). The runner's mean E may fall below J only by
-launch overhead plus noise; more puts both sides on the judge's clock, a gross shortfall is `timer-patch`."""
+"""The judge's clock is the measurement (docs/anti-cheating.md, cheats 23 and 24): it brackets every timed batch and
+charges the candidate with everything inside, less the harness fitted on null batches before the import (`NullFit`):
+J = (bracket - fixed - per_call * calls) / calls. The runner's mean E may fall below J only by the launch overhead
+plus noise; a larger deficit puts both sides on the judge's clock, a gross one (GROSS_SHORTFALL) is `timer-patch`."""
 
 from __future__ import annotations
 
@@ -84,8 +85,7 @@ class ClockVerdict:
     judge: float
     reported: float
     standard_error: float
-    #: The reports fell further below J than the slack allows, where that is not flagged (CPU).
-    disagreed: bool = False
+    disagreed: bool = False  # the reports fell further below J than the slack allows, where that is not flagged (CPU)
 
     def to_dict(self) -> dict[str, float | bool]:
         return {"verified": self.verified, "judge_ms": self.judge * 1e3, "reported_ms": self.reported * 1e3,

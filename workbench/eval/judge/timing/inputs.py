@@ -60,8 +60,7 @@ def sets_that_fit(set_bytes: int, free: int | None, wanted: int) -> int:
 
 @dataclass
 class InputPool:
-    """`n` input sets (`sets[k]` the judge's views, `refs[k]` the runner's references) and output slots
-    (`slots[k]` / `slot_refs[k]`, shaped like `out_like`) shared with one runner."""
+    """`n` input sets (`sets[k]` the judge's views, `refs[k]` the runner's) and output slots (`slots`, `slot_refs`)."""
 
     session: CandidateSession
     reference: LoadedReference

@@ -62,8 +62,7 @@ def stopping_rule(device: str, interpreted: bool, calls: int | None) -> Stopping
         return StoppingRule(target_rel_ci=0.01, min_samples=MIN_BATCHES, max_samples=200, time_cap_s=2.0,
                             plateau_batches=6)
     # The CPU wall clock is advisory (a shared host moves it by percents): a cheap, bounded budget.
-    return StoppingRule(target_rel_ci=0.05, min_samples=MIN_BATCHES, max_samples=20, time_cap_s=1.5,
-                        plateau_batches=0)
+    return StoppingRule(target_rel_ci=0.05, min_samples=MIN_BATCHES, max_samples=20, time_cap_s=1.5, plateau_batches=0)
 
 
 @dataclass
@@ -118,9 +117,8 @@ class PairTimer:
         self.cpu_batches: list[CpuBatch] = []
         self.cpu_span: tuple[Any, Any] | None = None
         self.findings: list[Finding] = []
-        self.checked = self.dropped = 0
+        self.checked = self.dropped = self.compiled_calls = 0
         self.released = 0  # rounds in which the judge gave its cached GPU memory back (tight memory)
-        self.compiled_calls = 0
         self.null = self.calibration.runner
         #: Per counted batch, each side's ms per call by the judge's clock.
         self.judged: dict[str, list[float]] = {n: [] for n in PAIR}
@@ -199,7 +197,7 @@ class PairTimer:
         return self._paired_verdict() == "inconclusive" and stopper.extend(EXTENDED_CAP_S, EXTENDED_MAX_BATCHES)
 
     def _speedup_decided(self) -> bool:
-        """MIN_BATCHES batches, each side within DECIDED_REL_CI, and the speedup's verdict not inconclusive."""
+        """Settled early: MIN_BATCHES batches, each side within DECIDED_REL_CI, a verdict other than inconclusive."""
         ref, cand = self._watched("reference"), self._watched("candidate")
         return min(len(ref), len(cand)) >= MIN_BATCHES and \
             max(_rel_width(sorted(ref), 0.95), _rel_width(sorted(cand), 0.95)) <= DECIDED_REL_CI and \
@@ -355,7 +353,8 @@ class PairTimer:
         def keep(k: int, head: torch.Tensor) -> bool:
             if k in checks:
                 kept[k] = head.detach().clone()
-            return k in checks
+                return True
+            return False
 
         model = self.reference.model
         return judge_batch(lambda xs: model(*xs), self.pool, order, seeds, self.scratch, keep)

@@ -19,9 +19,8 @@ class Frozen:
     def __enter__(self) -> None:
         self.session.runner.freeze()
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         self.session.runner.thaw()
-        return False
 
 
 def pin_gpu_timing() -> bool:
@@ -55,11 +54,10 @@ class OneCore:
                 for tid in os.listdir(f"/proc/{pid}/task"):
                     os.sched_setaffinity(int(tid), core)
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         if self.saved is not None:
             with suppress(OSError):
                 os.sched_setaffinity(0, self.saved)
-        return False
 
     def escaped(self) -> list[str]:
         """Threads of the candidate's runner the candidate moved off the timing core, each put back."""

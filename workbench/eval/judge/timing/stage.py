@@ -98,8 +98,7 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
 
 def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile, timeout: float,
              measuring: Callable[[], AbstractContextManager[Any]], attach: bool = False) -> TimingPlan:
-    """The plan on `pool` (a kept one `attach`ed to the session first); the calibration measured again unless a recent
-    one was made on a pool of this size. On failure the pool is freed: its memory is the judge's own."""
+    """The plan on `pool` (a kept one `attach`ed first), calibrated again unless recently on as many sets."""
     try:
         if attach:
             pool.attach(session)
@@ -113,7 +112,7 @@ def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile
             pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
         return TimingPlan(pool, known.calibration, known.seeded, calibration_reused=fresh)
     except BaseException:
-        pool.free()
+        pool.free()  # its memory is the judge's own: nothing else would give it back
         raise
 
 
@@ -124,10 +123,8 @@ def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:
     gpu_state = torch.cuda.get_rng_state(torch.device(device)) if cuda else None
     with torch.no_grad():
         model(*clone_inputs(inputs))
-    moved = not torch.equal(cpu_state, torch.random.get_rng_state())
-    if cuda:
-        moved = moved or not torch.equal(gpu_state, torch.cuda.get_rng_state(torch.device(device)))
-    return moved
+    return not torch.equal(cpu_state, torch.random.get_rng_state()) or \
+        (cuda and not torch.equal(gpu_state, torch.cuda.get_rng_state(torch.device(device))))
 
 
 def _telemetry(device: str) -> Telemetry | None:

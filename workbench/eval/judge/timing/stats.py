@@ -139,8 +139,7 @@ class StoppingRule:
     min_samples: int = 50  # no "ci-target" or "plateau" stop before
     max_samples: int = 10_000
     time_cap_s: float = 10.0
-    #: Batches over which the CI width must have changed by less than `plateau_tol` (0: no plateau rule).
-    plateau_batches: int = 10
+    plateau_batches: int = 10  # batches over which the CI width changed by less than `plateau_tol` (0: no plateau rule)
     plateau_tol: float = 0.02
     level: float = 0.95
 
@@ -181,8 +180,7 @@ def _rel_width(s: list[float], level: float) -> float:
 
 
 class Stopper:
-    """One callable under a `StoppingRule`: `add` each batch, stop when `done()`. Once done it keeps its reason, and
-    later batches still add samples (beside a slower side in `JointStopper`)."""
+    """One callable under a `StoppingRule`: `add` batches until `done()`; then its reason stays, samples still add."""
 
     def __init__(self, rule: StoppingRule):
         self.rule = rule
@@ -268,9 +266,8 @@ class JointStopper:
         if not self.stoppers:
             raise ValueError("JointStopper needs at least one name")
         self.elapsed_s = 0.0
-        self.capped = False
+        self.capped = self.extended = False
         self.time_cap_s = rule.time_cap_s
-        self.extended = False
 
     def extend(self, time_cap_s: float, max_samples: int) -> bool:
         """Raise the time cap and each side's sample bound once (a "max-reps" side runs again); False if no change."""
@@ -288,8 +285,7 @@ class JointStopper:
 
     def add(self, batches: Mapping[str, Iterable[float]], elapsed_s: float | None = None) -> bool:
         """Add one interleaved batch (samples per name) and its whole cost, counted once; returns `done()`."""
-        unknown = set(batches) - set(self.stoppers)
-        if unknown:
+        if unknown := set(batches) - set(self.stoppers):
             raise ValueError(f"unknown names {sorted(unknown)}; known: {sorted(self.stoppers)}")
         total = 0.0
         for name, samples in batches.items():

@@ -1,6 +1,5 @@
-"""NVML telemetry around timed batches (clocks, power, temperature, throttle reasons): like nvbench, a batch timed
-on a throttled GPU is dropped (`judge_batch`), and every sample lands in `Result.telemetry`. Without `pynvml`, a
-driver or the device, everything returns an "unavailable" marker and never raises."""
+"""NVML telemetry around timed batches: like nvbench, a batch timed on a throttled GPU is dropped (`judge_batch`);
+samples go to `Result.telemetry`. Without `pynvml`, a driver or the device: an "unavailable" marker, never a raise."""
 
 from __future__ import annotations
 
