@@ -1,6 +1,5 @@
 """Measured roofline ceilings for a reply: the CPU and a GPU missing from the datasheet table need measured ceilings
-(seconds and gigabytes the first time, then cached on disk), so the judge measures or reads them and sends them.
-"""
+(seconds and gigabytes the first time, then cached on disk), so the judge measures or reads them and sends them."""
 
 from __future__ import annotations
 
@@ -12,18 +11,6 @@ import torch
 
 #: torch's thread count before the judge lowered it for timing: CPU ceilings are measured with the default.
 DEFAULT_THREADS = torch.get_num_threads()
-
-
-def needs_measured_roof(device: str, device_name: str, clock: str | None) -> bool:
-    """True when a result timed on `clock` is judged against measured ceilings (not a datasheet, not none)."""
-    if clock is None or clock == "interpreter":
-        return False
-    gpu = device.startswith("cuda") or clock == "cuda-events"
-    if not gpu:
-        return True
-    from roofline.specs import match_device_name
-
-    return match_device_name(device_name) is None
 
 
 @contextlib.contextmanager
@@ -42,11 +29,16 @@ def measured_ceilings(device: str, device_name: str, clock: str | None,
     """(ceilings, "") where a verdict or a SOL needs them, (None, why) when measuring failed, (None, "") when none
     is needed; from the disk cache, else measured inside `measuring()` (an exclusive hold of the device)."""
     try:
-        if not needs_measured_roof(device, device_name, clock):
+        if clock is None or clock == "interpreter":
             return None, ""
+        gpu = device.startswith("cuda") or clock == "cuda-events"
+        if gpu:
+            from roofline.specs import match_device_name
+
+            if match_device_name(device_name) is not None:  # the datasheet's ceilings
+                return None, ""
         from roofline.ceilings import get_ceilings, load_cached
 
-        gpu = device.startswith("cuda") or clock == "cuda-events"
         target = device if gpu else "cpu"
         with _default_threads():
             cached = load_cached(target)

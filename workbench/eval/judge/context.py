@@ -1,6 +1,5 @@
-"""What the judge process keeps between evaluations (references, models, rounds, counts, compiled references, the
-kept timing pool, the spare runner), each bounded so a study over hundreds of tasks cannot fill the GPU, and how its
-runners reach shared memory (`probe_transport`)."""
+"""What the judge keeps between evaluations (references, models, rounds, counts, compiled references, timing pool,
+spare runner), each bounded so hundreds of tasks cannot fill the GPU; how runners reach shared memory."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from typing import Any
 
 import torch
 
-from workbench.eval.judge.device_lock import DeviceLock
+from workbench.eval.judge.device_lock import SHARED, DeviceLock, held
 from workbench.eval.judge.progress import ProgressHook
 from workbench.eval.judge.reference.rounds import ReferenceCache
 from workbench.eval.judge.runners.process import RunnerDied, RunnerProcess, RunnerViolation
@@ -65,13 +64,11 @@ class Context:
     device_lock: DeviceLock | None = None
     #: (timing key, pool): the last timing pool, kept for the next candidate of the same task, size and seed.
     kept_pool: tuple[Any, Any] | None = None
-    #: The next candidate's runner (`runners/spare.py`).
-    spare: Any = None
+    spare: Any = None  # the next candidate's runner (`runners/spare.py`)
     after_reply: list[Callable[[], Any]] = field(default_factory=list)
 
     def tidy(self) -> None:
-        """Run what the last evaluation left for after its reply, then give cached GPU memory back; called after each
-        reply and before each evaluation. A failure is printed, never raised."""
+        """Run what the last evaluation left for after its reply, then free cached GPU memory; failures only printed."""
         jobs, self.after_reply = self.after_reply, []
         if not jobs:
             return
@@ -79,8 +76,7 @@ class Context:
             try:
                 job()
             except Exception as exc:  # noqa: BLE001 - the docstring
-                print(f"[judge] tidying after a reply failed: {type(exc).__name__}: {exc}", file=sys.stderr,
-                      flush=True)
+                print(f"[judge] tidying after a reply failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         gc.collect()
         if torch.cuda.is_initialized():
             torch.cuda.empty_cache()
@@ -105,10 +101,7 @@ class Context:
             self.kept_pool = None
 
     def release_idle(self) -> None:
-        """What an idle judge gives back, holding the device shared (CUDA contexts torn down as runners exit must
-        not land in another judge's timed batches)."""
-        from workbench.eval.judge.device_lock import SHARED, held
-
+        """What an idle judge gives back, holding the device shared: runners' CUDA teardown stays out of timings."""
         with held(self.device_lock, SHARED):
             self.release_pool()
             self.release_spare()
@@ -121,13 +114,11 @@ class Context:
             self.spare = None
 
     def drop_device_caches(self, task: str = "") -> bool:
-        """Forget every cached round, model and compiled model; True when any belonged to a task other than `task`
-        (only then can a second try of `task` find more memory)."""
+        """Forget cached rounds and models; True when any was another task's (only then may a retry find memory)."""
         keys = [*self.rounds._entries, *self.models, *self.compiled]
         had = any(not (isinstance(k, tuple) and k and k[0] == task) for k in keys)
-        self.rounds.clear()
-        self.models.clear()
-        self.compiled.clear()
+        for cache in (self.rounds, self.models, self.compiled):
+            cache.clear()
         if self.kept_pool is not None:
             had = had or self.kept_pool[0][0] != task
             self.release_pool()
@@ -146,8 +137,7 @@ class Context:
 
 
 def probe_transport(server: Any, device: str) -> tuple[str, bool, str]:
-    """(transport, share the IPC namespace?, note) for GPU runners: CUDA IPC with a private IPC namespace, else
-    with the judge's shared, else host staging."""
+    """(transport, share the IPC namespace?, note) for GPU runners: CUDA IPC (own namespace, else shared), else fd."""
     if not device.startswith("cuda"):
         return "fd", False, ""
     from workbench.eval.wire import runner_messages as protocol
@@ -164,12 +154,12 @@ def probe_transport(server: Any, device: str) -> tuple[str, bool, str]:
                 runner.send(protocol.Share(buffers=infos), fds)
                 reply = runner.request(protocol.Ping(call=1), {"pong"}, 60)
                 if isinstance(reply, protocol.Pong):
-                    return "cuda-ipc", share_ipc, "" if not notes else "; ".join(notes)
-                why = reply.message if isinstance(reply, protocol.Fault) else reply.kind
-                notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: {why[:200]}")
+                    return "cuda-ipc", share_ipc, "; ".join(notes)
+                why = (reply.message if isinstance(reply, protocol.Fault) else reply.kind)[:200]
         except (RunnerDied, RunnerViolation, RuntimeError, OSError) as exc:
-            notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: {exc}")
+            why = str(exc)
         finally:
             if arena is not None:
                 arena.close()
+        notes.append(f"CUDA IPC {'with' if share_ipc else 'without'} a shared IPC namespace: {why}")
     return "fd", False, "host staging (" + "; ".join(notes) + ")"

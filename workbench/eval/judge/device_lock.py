@@ -1,7 +1,6 @@
-"""The device lock every judge on a machine shares (a per-device `flock`): timing exclusive, every other use shared,
-a waiting writer gating new readers. Runners never see it. The compile pause (`reply_through_pauses`, the judge's side
-of `runner/compile_pause.py`) lets go of a shared hold, never an exclusive one, while a kernel compiles past `GRACE_S`:
-at most `MAX_PAUSES` per request, inside its deadline; anything out of order is a violation."""
+"""The device lock all judges of a machine share (a per-device `flock`): timing exclusive, other uses shared, a waiting
+writer gating new readers; runners never see it. A compile pause (`reply_through_pauses`) lets go of a shared hold,
+never an exclusive one, past `GRACE_S`: `MAX_PAUSES` a request, in its deadline; anything else is a violation."""
 
 from __future__ import annotations
 
@@ -22,13 +21,8 @@ from workbench.eval.wire import runner_messages as protocol
 NONE, SHARED, EXCLUSIVE = 0, 1, 2
 
 
-def lock_folder() -> str:
-    return os.path.join(tempfile.gettempdir(), f"kwb-device-locks-{os.getuid()}")
-
-
 def device_identity(device: str) -> str:
-    """What two judges on the same device agree on: the GPU's UUID (the same whatever CUDA_VISIBLE_DEVICES makes its
-    index), or the host."""
+    """What judges of one device agree on: the GPU's UUID (whatever CUDA_VISIBLE_DEVICES makes its index), or host."""
     if device.startswith("cuda"):
         try:
             import torch
@@ -49,13 +43,12 @@ class Released:
 
 
 class DeviceLock:
-    """Shared/exclusive, re-entrant within one judge (a nested stage asking for no more than is held passes
-    straight through; asking for more lets go, waits for the stronger lock, and goes back afterwards)."""
+    """Shared/exclusive, re-entrant in one judge: asking for more than is held lets go, waits, and goes back after."""
 
-    def __init__(self, device: str, folder: str | None = None):
+    def __init__(self, device: str, folder: str | None = None, name: str | None = None):
         self.device = device
-        self.folder = folder or lock_folder()
-        self.name = device_identity(device).replace(os.sep, "_")
+        self.folder = folder or os.path.join(tempfile.gettempdir(), f"kwb-device-locks-{os.getuid()}")
+        self.name = name or device_identity(device).replace(os.sep, "_")
         self._lock_fd: int | None = None
         self._gate_fd: int | None = None
         self._held: list[int] = []
@@ -69,13 +62,8 @@ class DeviceLock:
         self._gate_fd = os.open(os.path.join(self.folder, self.name + ".gate"), flags, 0o600)
 
     def companion(self) -> DeviceLock:
-        """A lock on the same device with its own file descriptions, so `flock` treats a background thread of this judge
-        (`reference/compiled.py`) as another holder: a timing waits for it like for another judge."""
-        twin = DeviceLock.__new__(DeviceLock)
-        twin.device, twin.folder, twin.name = self.device, self.folder, self.name
-        twin._lock_fd = twin._gate_fd = None
-        twin._held = []
-        return twin
+        """A lock of this device with its own file descriptions: `flock` treats a background thread as another judge."""
+        return DeviceLock(self.device, self.folder, self.name)
 
     @property
     def mode(self) -> int:
@@ -84,54 +72,43 @@ class DeviceLock:
     def _take(self, mode: int) -> None:
         assert self._lock_fd is not None and self._gate_fd is not None
         fcntl.flock(self._gate_fd, fcntl.LOCK_EX)  # behind any writer already waiting
-        try:
-            if mode == EXCLUSIVE:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)  # holding the gate: no new reader gets past meanwhile
-            else:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+        try:  # a writer waits here holding the gate: no new reader gets past meanwhile
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX if mode == EXCLUSIVE else fcntl.LOCK_SH)
         finally:
             fcntl.flock(self._gate_fd, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def hold(self, mode: int) -> Iterator[float]:
         """Hold the lock in `mode` (NONE: not at all) for the block; yields the seconds spent waiting for it."""
-        before = self.mode
-        if mode <= before:
-            self._held.append(mode)
-            try:
-                yield 0.0
-            finally:
-                self._held.pop()
-            return
-        self._open()
-        started = time.perf_counter()
-        if before != NONE:
-            # Up from shared: let go first. Two judges converting at once would otherwise deadlock (each holding
-            # its shared lock while waiting, behind the other, for the exclusive one).
+        before, waited = self.mode, 0.0
+        if mode > before:  # else a nested hold asking for no more than is held: straight through
+            self._open()
             assert self._lock_fd is not None
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-        self._take(mode)
-        waited = time.perf_counter() - started
+            started = time.perf_counter()
+            if before != NONE:
+                # Up from shared: let go first. Two judges converting at once would otherwise deadlock (each holding
+                # its shared lock while waiting, behind the other, for the exclusive one).
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            self._take(mode)
+            waited = time.perf_counter() - started
         self._held.append(mode)
         try:
             yield waited
         finally:
             self._held.pop()
-            assert self._lock_fd is not None
-            # Back down without the gate: a writer waiting at it must not wait for this holder, nor this holder
-            # for it.
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN if before == NONE else fcntl.LOCK_SH)
+            if mode > before:
+                assert self._lock_fd is not None
+                # Back down without the gate: neither a writer waiting at it nor this holder waits for the other.
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN if before == NONE else fcntl.LOCK_SH)
 
     @contextlib.contextmanager
     def released(self) -> Iterator[Released]:
-        """Let go of a shared hold for the block (a compiling candidate needs no device) and take it back behind any
-        waiting writer; an exclusive hold is kept. The yielded record's `waited`: seconds to get the hold back."""
-        got = Released()
+        """A shared hold let go for the block (compiling needs no device), retaken behind waiting writers (`waited`)."""
         if self.mode != SHARED or self._lock_fd is None:
-            yield got
+            yield Released()
             return
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-        got.let_go = True
+        got = Released(let_go=True)
         try:
             yield got
         finally:
@@ -176,8 +153,7 @@ class PauseLog:
 
 def reply_through_pauses(runner: RunnerProcess, kind: str, timeout: float, release: Callable[[], Any] | None,
           log: PauseLog) -> protocol.Message:
-    """The runner's reply of `kind` (or a Fault) to the request just sent, answering its compile pauses on the way with
-    `release()` (as `DeviceLock.released`; None: no lock to let go of)."""
+    """The runner's reply of `kind` (or a Fault), answering its compile pauses with `release()` (None: no lock)."""
     deadline = time.monotonic() + timeout
     pauses = 0
     while True:

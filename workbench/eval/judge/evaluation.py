@@ -1,14 +1,13 @@
 """One evaluation inside the judge, as the stages run: scan -> load (calibrate) -> check -> count -> [compile] -> time
 (cover) -> [ran] -> evidence -> verdict, the candidate in a fresh sandboxed runner (`runners/session.py`). Every stage
-returns or ends through `judge/verdict.py`; `run()` turns runner deaths, violations and out-of-memory into verdicts.
-"""
+returns or ends through `judge/verdict.py`; `run()` turns runner deaths, violations and out-of-memory into verdicts."""
 
 from __future__ import annotations
 
 import os
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,8 +45,7 @@ from workbench.result import BASELINE_POLICY
 from workbench.tasks import precision
 from workbench.tasks.task import LoadedReference, Task
 
-#: The device lock each stage holds (`device_lock.py`): measurements own the device, every other use shares it
-#: ("calibrate" takes it exclusively only for its two measurements).
+#: The device lock each stage holds (`device_lock.py`); measurements within a stage take it exclusively.
 STAGE_LOCKS = {"calibrate": SHARED, "time": EXCLUSIVE, "check": SHARED, "evidence": SHARED, "count": SHARED,
                "ran": SHARED, "cover": SHARED}
 
@@ -78,6 +76,8 @@ class Evaluation:
     task: Task = field(init=False)
     candidate: CandidateSpec = field(init=False)
     device: str = field(init=False)
+    seed: int = field(init=False)
+    timeout: float = field(init=False)
     policy: str = field(init=False)  # the task's kernel policy, or "baseline" for a declared PyTorch baseline
     precision: precision.PrecisionPolicy = field(init=False)
     time_size: dict[str, Any] = field(init=False)  # bf16 made float32 under the interpreter (`_cpu_safe`)
@@ -105,21 +105,13 @@ class Evaluation:
         self.task = Task.from_spec(self.job.task)
         self.key = task_key(self.task)
         self.candidate = self.job.candidate
-        self.device = self.job.device
+        self.device, self.seed, self.timeout = self.job.device, self.job.seed, self.job.timeout
         self.policy = getattr(self.task, "kernel_policy", "strict") or "strict"
         if self.candidate.baseline and self.candidate.language == "torch":
             self.policy = BASELINE_POLICY  # a declared PyTorch baseline: timed, the kernel policy not applied
         self.precision = self.task.precision
         self.sandbox = self.ctx.fork_server.sandbox
         self.time_size = self._cpu_safe(self.job.size)
-
-    @property
-    def seed(self) -> int:
-        return self.job.seed
-
-    @property
-    def timeout(self) -> float:
-        return self.job.timeout
 
     @property
     def session(self) -> CandidateSession:
@@ -164,8 +156,7 @@ class Evaluation:
         try:
             self._stage("scan", self.scan)
             self._stage("load", self.load)
-            report = self._stage("check", self.check)
-            result = self.assess(report)
+            result = self.assess(self._stage("check", self.check))
             self._stage("count", self.count, result)
             if self.job.time_it:
                 compiled_ref = self._stage("compile", compiled.take_for_timing, self) if self.wants_compiled() \
@@ -180,8 +171,7 @@ class Evaluation:
             return self._reply({**stop.reply, "warnings": self.warnings})
         except CandidateFailure as exc:
             if self.ran is not None and self.ran.pending:
-                # A static torch-compute finding waited for a GPU profile, and the candidate raised later: no
-                # profile will clear the finding now, so it stands.
+                # A static torch-compute finding awaited a GPU profile that will not come now: it stands.
                 return self._reply({"warnings": self.warnings, **verdict.rejected([self.ran.after_failure(
                     f"the candidate raised in the {exc.stage} stage ({str(exc)[:300]}) before a GPU profile could "
                     "show what ran")])})
@@ -194,8 +184,7 @@ class Evaluation:
         except TaskError as exc:
             return self._reply(verdict.runtime_error(f"the task failed: {exc}", _is_out_of_memory(exc)))
         except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
-            if not faults.out_of_memory(type(exc).__name__, str(exc)) and "cuMemAlloc failed with error 2" not in \
-                    str(exc):
+            if not (faults.out_of_memory(type(exc).__name__, str(exc)) or "cuMemAlloc failed with error 2" in str(exc)):
                 raise
             return self._reply(verdict.runtime_error(self._too_big(exc), out_of_memory=True))
         finally:
@@ -233,8 +222,7 @@ class Evaluation:
         self.plan = None  # its memory, and the judge's cached GPU memory, go back after the reply (`Context.tidy`)
 
     def _stage(self, name: str, fn: Any, *args: Any) -> Any:
-        """Run one stage holding the device lock it needs; its seconds (and the lock's "wait") go to stage_seconds,
-        its peak GPU memory to the diagnostics."""
+        """One stage under its device lock; its seconds (the lock's in "wait") and peak GPU memory are recorded."""
         cuda = self.device.startswith("cuda") and torch.cuda.is_initialized()
         with self.hold_device(STAGE_LOCKS.get(name, NONE)):
             started = time.perf_counter()
@@ -270,15 +258,13 @@ class Evaluation:
     def _too_big(self, exc: BaseException) -> str:
         """The judge's own out-of-memory: the task at this size does not fit beside the protocol's copies."""
         need = ""
-        try:
+        with suppress(Exception):  # the estimate only adds detail
             from workbench.tasks.footprint import estimate_footprint
 
             fp = estimate_footprint(self.task, self.job.size, self.device, self.reference())
             if fp is not None:
                 out = f", one output {fp.output_bytes / 2**30:.2f} GiB" if fp.output_bytes else ""
                 need = f" (one input set {fp.input_bytes / 2**30:.2f} GiB{out})"
-        except Exception:  # noqa: BLE001 - the estimate only adds detail
-            pass
         where = "GPU" if self.device.startswith("cuda") else "host"
         return (f"the task does not fit in {where} memory at this size{need}: the judge keeps the inputs, a float64 "
                 f"reference and the candidate's outputs, and ran out ({type(exc).__name__}: {str(exc)[:200]}). "

@@ -1,11 +1,11 @@
 """The judge process (trusted, never imports candidate code): reads `Job`s from the caller as JSON lines on stdin,
 runs each as an `Evaluation`, and answers with `Progress` lines when asked and one `Reply` per job on a private
-duplicate of stdout (its own stdout goes to stderr, so nothing a reference prints can corrupt a message).
-"""
+duplicate of stdout (its own stdout goes to stderr, so nothing a reference prints can corrupt a message)."""
 
 # ruff: noqa: E402 - the judge's cores are set before torch and everything that imports it (`apply_judge_cores`)
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import faulthandler
 import gc
@@ -23,10 +23,8 @@ def apply_judge_cores() -> None:
     """Keep to the cores the caller gave this judge (`KWB_JUDGE_CORES`, `dispatch/gpus.cores_for`)."""
     raw = os.environ.get("KWB_JUDGE_CORES", "").strip()
     if raw and hasattr(os, "sched_setaffinity"):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # cores gone or not allowed: run where the judge may
             os.sched_setaffinity(0, {int(c) for c in raw.split(",")})
-        except (OSError, ValueError):  # cores gone or not allowed: run where the judge may
-            pass
 
 
 apply_judge_cores()  # before torch starts its threads: a judge of one of several GPUs keeps to that GPU's cores
@@ -35,8 +33,7 @@ from workbench.eval.judge.runners.process import ForkServer  # noqa: I001 - impo
 
 
 def _spawn_fork_server() -> ForkServer | None:
-    """The fork server, started before this process imports torch, so both start-ups run at once (`_start` waits
-    for its hello)."""
+    """The fork server, started before this process imports torch so both start at once (`_start` waits for it)."""
     if __name__ != "__main__":
         return None
     try:
@@ -125,22 +122,18 @@ def _evaluate(job: wire.Job, ctx: Context) -> dict[str, Any]:
 def _warm_counting() -> None:
     """FlopCounterMode's first use costs seconds: paid in a thread while the judge waits for its first job."""
     def warm() -> None:
-        try:
+        with contextlib.suppress(Exception):  # only a warm-up
             from roofline.counting import count_work
 
             count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
-        except Exception:  # noqa: BLE001 - only a warm-up
-            pass
 
     threading.Thread(target=warm, name="kwb-warm-counting", daemon=True).start()
 
 
 def _stack_watch() -> tuple[float, IO[str]] | None:
-    """KWB_JUDGE_STACKS=SECONDS: while a job runs, every thread's stack every SECONDS to stderr (or the file
-    KWB_JUDGE_STACKS_FILE names), so a judge that seems stuck shows where it is."""
-    raw = os.environ.get("KWB_JUDGE_STACKS", "")
+    """KWB_JUDGE_STACKS=SECONDS: every thread's stack every SECONDS of a job, to stderr or KWB_JUDGE_STACKS_FILE."""
     try:
-        seconds = float(raw)
+        seconds = float(os.environ.get("KWB_JUDGE_STACKS", ""))
     except ValueError:
         return None
     if seconds <= 0:
@@ -153,8 +146,7 @@ _STACKS: tuple[float, IO[str]] | None = None
 
 
 def answer(job: wire.Job, job_id: str, ctx: Context) -> wire.Reply:
-    """Run `job` and make its Reply, with the judge's own seconds for the evaluation and the whole job (a caller's
-    wall time beyond them is the queue and the transport)."""
+    """`job`'s Reply with the judge's own seconds (a caller's wall time beyond them is the queue and the transport)."""
     started = time.perf_counter()
     ctx.progress.start((lambda message: _send(message, job_id)) if job.progress else None)
     if _STACKS is not None:
@@ -213,8 +205,7 @@ def main() -> None:
                 continue
             try:
                 if not server.alive():
-                    server = ForkServer(device)
-                    ctx.fork_server = server
+                    server = ctx.fork_server = ForkServer(device)
                 reply = answer(job, job_id, ctx)
             except BaseException as exc:  # a reply must always come back
                 reply = verdict.judge_error(exc, os.getpid())
@@ -226,14 +217,12 @@ def main() -> None:
         server.close()
 
 
-#: Seconds a judge without a job keeps its last timing pool and its spare runner: long enough for the next candidate
-#: of a sweep, short enough not to hold GPU memory the user's own work needs.
+#: Seconds an idle judge keeps its timing pool and spare runner (for a sweep's next candidate) before freeing them.
 POOL_IDLE_S = float(os.environ.get("KWB_POOL_IDLE_S") or 10.0)
 
 
 def _job_lines() -> queue.Queue[str | None]:
-    """The caller's job lines read by a thread, so the main thread can wait with a deadline and free what it keeps
-    (None: the caller closed)."""
+    """Job lines read by a thread, so the main thread can time out to free what it keeps (None: the caller closed)."""
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:

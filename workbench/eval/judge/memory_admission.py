@@ -1,7 +1,6 @@
-"""Memory admission on a GPU: a large evaluation books what it will hold in a ledger every judge of the device shares
-(a file beside the device lock, `device_lock.py`) and waits, holding nothing, while the bookings of others leave no
-room. So no verdict comes from another evaluation's memory, and no neighbour pushes a float64 reference to the host
-(docs/verdicts.md, "Memory"). Small evaluations are not booked; the first in line always goes when nothing runs."""
+"""Memory admission on a GPU: a large evaluation books what it will hold in a ledger the device's judges share and
+waits, holding nothing, for room, so neither a verdict nor a float64 reference's placement depends on a neighbour's
+memory (docs/verdicts.md, "Memory"). Small ones are not booked; the first in line always goes when nothing runs."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ def need_bytes(input_bytes: int, output_bytes: int | None, parameter_bytes: int 
 
 
 def need_for(task: Any, size: dict[str, Any], device: str, reference: Callable[[], Any]) -> int:
-    """`need_bytes` of `task` at `size`, from its footprint found without allocating (`tasks/footprint.py`); 0 when
-    not even its inputs can be built that way (the evaluation is then not booked)."""
+    """`need_bytes` of `task` at `size` from its footprint, found without allocating; 0 (not booked) if it can't be."""
     from workbench.tasks.footprint import estimate_footprint
 
     found = estimate_footprint(task, size, device, reference())
@@ -43,14 +41,13 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, another user's
+        pass
     return True
 
 
 class Ledger:
-    """The bookings of one device: ticket -> {"bytes", "since", "running"}, in `<device>.memory` (JSON) under an
-    exclusive `flock` of `<device>.memory.lock`. Entries of dead processes are dropped on every read."""
+    """A device's bookings (ticket -> bytes, since, running) in `<device>.memory` under `flock`; dead ones dropped."""
 
     def __init__(self, folder: str, name: str, total_bytes: int):
         self.path = os.path.join(folder, name + ".memory")
@@ -85,9 +82,8 @@ class Ledger:
         return (running == 0 and ahead == 0) or running + ahead + need <= BUDGET_SHARE * self.total
 
     @contextlib.contextmanager
-    def booked(self, need: int, on_wait: Callable[[], None] = lambda: None) -> Iterator[float]:
-        """Hold a booking of `need` bytes for the block, after waiting for room (first come, first served); yields
-        the seconds waited. A small `need` passes straight through."""
+    def booked(self, need: int) -> Iterator[float]:
+        """Book `need` bytes for the block once there is room (first come, first served); yields the seconds waited."""
         if not self.large(need):
             yield 0.0
             return
@@ -99,7 +95,6 @@ class Ledger:
                     entries[ticket] = {"bytes": need, "since": since, "running": admitted}
                 if admitted:
                     break
-                on_wait()
                 time.sleep(POLL_S)
             yield time.time() - since
         finally:

@@ -1,6 +1,5 @@
 """Live progress: `ctx.progress(stage, **fields)` from anywhere in an evaluation, cheap and never raising; a new stage
-is sent at once, further calls within a stage at most every `min_interval` seconds. Never inside a timed bracket.
-"""
+is sent at once, further calls within a stage at most every `min_interval` seconds. Never inside a timed bracket."""
 
 from __future__ import annotations
 
@@ -20,13 +19,7 @@ class ProgressHook:
     def __init__(self, min_interval: float = MIN_INTERVAL):
         self.min_interval = min_interval
         self._send: Callable[[Progress], None] | None = None
-        self._started = 0.0
-        self._stage = ""
-        self._last = 0.0
-
-    @property
-    def active(self) -> bool:
-        return self._send is not None
+        self._started, self._stage, self._last = 0.0, "", 0.0
 
     def start(self, send: Callable[[Progress], None] | None) -> None:
         """Begin a job; `send` None makes every call a no-op."""

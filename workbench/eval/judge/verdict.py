@@ -1,7 +1,6 @@
-"""The one place a verdict is decided (docs/verdicts.md): findings become a status at each checkpoint
-(`stop_if_rejected`), faults that are not findings get theirs (`compile_error`, `runner_died`, ...), the speedup's
-label comes from its CI against a noise band, and a time below the physical floor is `faster-than-physics`. The caller
-never changes the status."""
+"""The one place a verdict is decided (docs/verdicts.md): findings become a status at each `stop_if_rejected`, other
+faults get theirs (`compile_error`, `runner_died`, ...), the speedup's label is its CI against a noise band, and a time
+below the physical floor is `faster-than-physics`. The caller never changes the status."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ class Stop(Exception):
 
 @dataclass(frozen=True)
 class Decision:
-    """What findings decide: `status` None when nothing rejects; `flags` the rejecting checks, `warnings` the
-    others, `message` one line per finding."""
+    """What findings decide: `status` (None: none rejects), the rejecting `flags`, other `warnings`, a line each."""
 
     status: str | None
     flags: list[str]
@@ -48,9 +46,8 @@ def decide(findings: list[Finding]) -> Decision:
     """The first finding of each flag counts: "rejected" if a rejecting flag is a cheat, else "incorrect"."""
     findings = first_per_flag(findings)
     rejecting = [f for f in findings if f.severity == REJECT]
-    status = None
-    if rejecting:
-        status = "rejected" if any(f.info.status == "rejected" for f in rejecting) else "incorrect"
+    cheat = any(f.info.status == "rejected" for f in rejecting)
+    status = ("rejected" if cheat else "incorrect") if rejecting else None
     return Decision(status, list(dict.fromkeys(f.flag for f in rejecting)),
                     list(dict.fromkeys(f.flag for f in findings if f.severity != REJECT)),
                     "\n".join(f.line() for f in findings))
@@ -114,8 +111,7 @@ def judge_error(exc: BaseException, pid: int) -> Reply:
                  log=traceback.format_exc()[-3000:], judge_pid=pid)
 
 
-#: The noise band's floor: a speedup within 3% either way is not claimed (fresh runners timing identical code differ
-#: by up to 2%, an offset of the process the CI does not hold: benchmarks/README.md).
+#: The noise band's floor: a speedup within 3% either way is not claimed (a run-to-run offset the CI does not hold).
 DEFAULT_BAND = 0.03
 #: The widest band a noisy timing widens it to (`noise_band`).
 MAX_BAND = 0.10
@@ -134,9 +130,6 @@ class Speedup:
     method: str
     band: float = DEFAULT_BAND
     level: float = 0.95
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def speedup_label(low: float, high: float, band: float = DEFAULT_BAND) -> str:
@@ -163,13 +156,8 @@ def _relative_mad(values: np.ndarray) -> float:
 def noise_band(reference_ms: Sequence[float], candidate_ms: Sequence[float], paired: bool) -> float:
     """DEFAULT_BAND widened to the rounds' relative spread, at most MAX_BAND: paired, the per-round ratios' spread but
     never the reference's own (erratic batches cannot widen it); unpaired, the smaller of the two sides'."""
-    ref = np.asarray(reference_ms, dtype=np.float64)
-    cand = np.asarray(candidate_ms, dtype=np.float64)
-    noise = _relative_mad(ref)
-    if paired and ref.size == cand.size:
-        noise = min(noise, _relative_mad(ref / cand))
-    else:
-        noise = min(noise, _relative_mad(cand))
+    ref, cand = np.asarray(reference_ms, dtype=np.float64), np.asarray(candidate_ms, dtype=np.float64)
+    noise = min(_relative_mad(ref), _relative_mad(ref / cand if paired and ref.size == cand.size else cand))
     return min(MAX_BAND, max(DEFAULT_BAND, noise))
 
 
@@ -199,10 +187,8 @@ def speedup(reference_ms: Iterable[float], candidate_ms: Iterable[float], *, ban
                   f"seed {seed}")
     low, high = (float(v) for v in np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2]))
     if paired and ref.size == cand.size and ref.size < MIN_AB_SAMPLES:
-        label, low, high, how = _few_rounds(per_round, band)
-        method = f"{how}; noise band {band:.1%}"
-        return Speedup(speedup=point, low=low, high=high, verdict=label, method=method, band=band, level=level)
-    if min(ref.size, cand.size) < MIN_AB_SAMPLES:
+        label, low, high, method = _few_rounds(per_round, band)
+    elif min(ref.size, cand.size) < MIN_AB_SAMPLES:
         label = "inconclusive"
         method += f"; fewer than {MIN_AB_SAMPLES} samples on a side"
     else:
@@ -235,8 +221,7 @@ def _few_rounds(per_round: np.ndarray, band: float) -> tuple[str, float, float, 
 
 def physics(task: Task, size: dict[str, Any], device: str, device_name: str, timing: dict[str, Any],
             counted: dict[str, Any] | None, ceilings: dict[str, Any] | None) -> list[Finding]:
-    """`faster-than-physics` when the median time is below the physical floor of the task's minimal work on this
-    device (`roofline.sol.faster_than_physics`: true lower bounds, the most generous rates)."""
+    """`faster-than-physics`: a median under the floor of the task's minimal work at the best rates (`roofline.sol`)."""
     from roofline.ceilings import Ceilings
     from roofline.sol import faster_than_physics
     from workbench.result import Result, Timing
@@ -244,16 +229,13 @@ def physics(task: Task, size: dict[str, Any], device: str, device_name: str, tim
     result = Result(task=task.name, candidate_id="", candidate_name="", language="", status="ok", size=dict(size),
                     dtype=str(size.get("dtype", task.dtypes[0] if task.dtypes else "")), device=device,
                     device_name=device_name, timing=Timing(**timing))
-    roof = Ceilings.from_dict(ceilings) if ceilings is not None else None
-    detail = faster_than_physics(result, task, counted, roof)
+    detail = faster_than_physics(result, task, counted, Ceilings.from_dict(ceilings) if ceilings is not None else None)
     return [Finding("faster-than-physics", detail)] if detail else []
 
 
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, torch.dtype):
         return str(obj).removeprefix("torch.")
-    if isinstance(obj, tuple):
-        return list(obj)
     if hasattr(obj, "__dataclass_fields__"):
         return asdict(obj)
     return str(obj)

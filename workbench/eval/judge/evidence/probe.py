@@ -1,6 +1,5 @@
-"""Probe calls (CPU, Triton): the second of two back-to-back calls of one model on the same inputs, in which the
-runner burns a CPU budget per interpreted launch; the two calls' CPU time from /proc tells how many launches really
-went through Triton's interpreter (`checks/evidence.py`)."""
+"""Probe calls (CPU, Triton): the second of two back-to-back calls of one model on the same inputs burns a CPU budget
+per interpreted launch in the runner; the calls' /proc CPU times tell how many launches really ran interpreted."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The judge corroborates the runner's launch reports (`checks/evidence.py`): after the correctness calls, replaced
-hook points and on the CPU the probe calls (`after_check`); before the verdict, the timing basis and on a GPU the
-profiled forward (`before_verdict`)."""
+"""The judge corroborates the runner's launch reports (`checks/evidence.py`): after the checks, replaced hook points
+and on the CPU the probe calls (`after_check`); before the verdict, the timing basis and a GPU's profiled forward."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from workbench import languages
 from workbench.eval.checks import evidence as ev
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
-from workbench.eval.checks.runtime import own_kernel_names
 
 if TYPE_CHECKING:
     from workbench.eval.judge.evaluation import Evaluation
@@ -19,8 +17,7 @@ if TYPE_CHECKING:
 
 def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]:
     """Findings from the correctness calls' launch reports; `rejected`: no call is added to probe a rejected one."""
-    session, evidence = evaluation.session, evaluation.evidence
-    language = evaluation.candidate.language
+    session, evidence, language = evaluation.session, evaluation.evidence, evaluation.candidate.language
     records = session.reports
     evidence.set("outputs", ev.JUDGE, "read from shared memory by the judge and compared with its reference")
     found = guards.judge_tamper(name for r in records for name in r.launch.tampered)
@@ -39,8 +36,7 @@ def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]
 
 
 def _interpreted(session: CandidateSession) -> tuple[str, str]:
-    """(level, how) of the CPU launches from the probe pairs (one made now if none), by the runner's CPU time from
-    /proc, else the judge's wall clock."""
+    """(level, how) of the CPU launches by the probe pairs (one made now if none): /proc CPU time, else wall time."""
     if not _pairs(session.reports):
         session.probe_pair()
     records = session.reports
@@ -75,17 +71,14 @@ def before_verdict(evaluation: Evaluation, result: dict[str, Any]) -> list[Findi
 
 def _profiled(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
     """GPU: the timing stage's profiled forward (or one made here, its coverage judged) as launch evidence."""
-    session, found = evaluation.session, []
+    session, found, own = evaluation.session, [], guards.own_kernel_names(evaluation.candidate.source)
     if session.profiled is None:
-        kernels = _profile(evaluation)
-        coverage, found = guards.judge_coverage(kernels, guards.own_kernel_names(evaluation.candidate.source),
-                                                evaluation.policy)
-        result["coverage"] = coverage
+        result["coverage"], found = guards.judge_coverage(_profile(evaluation), own, evaluation.policy)
     kernels, tampered = session.profiled
     # The call's cost: the larger of the judge's clock and the timing the verdict uses.
     timed = [t.get("median_ms") for t in (result.get("judge_clock_timing"), result.get("timing")) if t]
     call_ms = max((v for v in timed if v is not None), default=None)
-    level, how = ev.profiled_launches(kernels, guards.own_kernel_names(evaluation.candidate.source), tampered, call_ms)
+    level, how = ev.profiled_launches(kernels, own, tampered, call_ms)
     evaluation.evidence.set("launches", level, how)
     evaluation.evidence.set("coverage", level, how)
     return found + guards.judge_tamper(tampered)
@@ -95,7 +88,7 @@ def settle(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:
     """A pending static finding decided by a profiled forward; its notes go to `result`."""
     kernels = evaluation.session.profiles[-1] if evaluation.session.profiles else _profile(evaluation)
     assert evaluation.ran is not None
-    found = evaluation.ran.after_profile(kernels, own_kernel_names(evaluation.candidate.source))
+    found = evaluation.ran.after_profile(kernels, guards.own_kernel_names(evaluation.candidate.source))
     result.setdefault("details", {}).setdefault("notes", []).extend(evaluation.ran.take_notes())
     return found
 

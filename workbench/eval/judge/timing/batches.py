@@ -23,8 +23,7 @@ NULL_REPEATS = 2
 
 @dataclass(frozen=True)
 class Calibration:
-    """The harness cost of a timed batch in the runner and in the judge: what the judge's clock takes off each
-    side's bracket (`clock_check`)."""
+    """The harness cost of a timed batch in the runner and in the judge, off each side's bracket (`clock_check`)."""
 
     runner: NullFit
     judge: NullFit
@@ -61,16 +60,13 @@ def copy_out_mirrored(pool: InputPool) -> bool:
 
 def judge_batch(fn: Any, pool: InputPool, order: list[int], seeds: Any, scratch: torch.Tensor | None,
                 keep: Any = None) -> tuple[list[float], list[float], float]:
-    """One batch of `fn` in the judge on the pool's sets, outputs copied out as the runner's commit does: (stream
-    ms, device ms, the bracket in seconds)."""
+    """One batch of `fn` in the judge, outputs copied out as a runner's commit does: (stream, device ms, bracket s)."""
     if seeds is True:
         seeds = tuple(random.randrange(1 << 62) for _ in order)
 
     def copy_out(k: int, out: Any) -> None:
         head = next((t for t in as_list(out) if is_plain(t)), None)
-        if head is None:
-            return
-        if keep is not None and keep(k, head):
+        if head is None or (keep is not None and keep(k, head)):
             return
         if scratch is not None and head.shape == scratch.shape and head.dtype == scratch.dtype:
             scratch.copy_(head)
@@ -87,5 +83,4 @@ def _null_batch(session: CandidateSession, pool: InputPool, model: int, n: int, 
     order = list(range(n))
     like = pool.out_like if pool.out_like is not None else torch.empty(0, device="meta")
     seeds = tuple(random.randrange(1 << 62) for _ in order) if seeded else ()
-    _, bracket = session.time(model, pool.pool_id, order, timeout, seeds, null_like=like)
-    return bracket
+    return session.time(model, pool.pool_id, order, timeout, seeds, null_like=like)[1]

@@ -85,8 +85,7 @@ class ClockVerdict:
     judge: float
     reported: float
     standard_error: float
-    #: The reports fell further below J than the slack allows, where that is not flagged (CPU).
-    disagreed: bool = False
+    disagreed: bool = False  # the reports fell further below J than the slack allows, where that is not flagged (CPU)
 
     def to_dict(self) -> dict[str, float | bool]:
         return {"verified": self.verified, "judge_ms": self.judge * 1e3, "reported_ms": self.reported * 1e3,

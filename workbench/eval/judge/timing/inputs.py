@@ -1,7 +1,6 @@
-"""The timing inputs: input sets and output slots shared with the runner (docs/anti-cheating.md, cheats 10, 24, 25).
-Every call of a batch gets a set of its own, and between batches the judge writes new contents into every set, in
-place, from seeds the runner cannot predict, so a result cached by address, shape or sampled values is stale and its
-re-check catches it. The judge keeps a pool for the next candidate of the task, size and seed (`attach`)."""
+"""Timing inputs: sets and output slots shared with the runner (docs/anti-cheating.md, cheats 10, 24, 25). Each call of
+a batch gets its own set; between batches the judge rewrites every set in place from seeds the runner cannot predict,
+so a result cached by address, shape or sampled values is stale and its re-check catches it."""
 
 from __future__ import annotations
 
@@ -61,8 +60,7 @@ def sets_that_fit(set_bytes: int, free: int | None, wanted: int) -> int:
 
 @dataclass
 class InputPool:
-    """`n` input sets (`sets[k]` the judge's views, `refs[k]` the runner's references) and output slots
-    (`slots[k]` / `slot_refs[k]`, shaped like `out_like`) shared with one runner."""
+    """`n` input sets (`sets[k]` the judge's views, `refs[k]` the runner's) and output slots (`slots`, `slot_refs`)."""
 
     session: CandidateSession
     reference: LoadedReference
@@ -87,8 +85,7 @@ class InputPool:
         return self.arena is not None
 
     def attach(self, session: CandidateSession) -> None:
-        """Lend this kept pool to a new runner: zeroed (nothing the earlier runner wrote reaches the next candidate),
-        registered, and marked lent."""
+        """Lend this kept pool to a new runner, zeroed: nothing the earlier runner wrote reaches the next candidate."""
         if self.arena is None:
             raise ValueError("this timing pool lives in its first runner's memory and cannot be lent again")
         started = time.perf_counter()
@@ -122,7 +119,8 @@ class InputPool:
         per_set = nbytes(first) + (nbytes([head]) if head is not None else 0)
         pool = cls(session, reference, size, device, sets_that_fit(per_set, free_bytes(device), wanted), out_like)
         started = time.perf_counter()
-        draws = [first] + [pool._draw(rng) for _ in range(1, pool.n)]
+        draws = [first] + [reference.make_inputs(size, rng.randrange(1 << 62), device, "default")
+                           for _ in range(1, pool.n)]
         drawn = time.perf_counter()
         pool.fixed_inputs = pool.n > 1 and _same_contents(draws[0], draws[1])
         if any(isinstance(x, (list, tuple)) for x in first):  # nested arguments: shared one tensor at a time
@@ -138,14 +136,12 @@ class InputPool:
         for inputs in draws:  # (empty when the nested path above filled the sets)
             views, refs = [], []
             for x in inputs:
+                view, ref = x, x
                 if isinstance(x, torch.Tensor):
                     view, ref = next(shared)
                     view.copy_(x.detach())
-                    views.append(view)
-                    refs.append(ref)
-                else:
-                    views.append(x)
-                    refs.append(x)
+                views.append(view)
+                refs.append(ref)
             pool.sets.append(views)
             pool.refs.append(tuple(refs))
         if out_like is not None:
@@ -164,11 +160,7 @@ class InputPool:
     def set_bytes(self) -> int:
         return nbytes(self.sets[0]) if self.sets else 0
 
-    def _draw(self, rng: random.Random) -> list[Any]:
-        return self.reference.make_inputs(self.size, rng.randrange(1 << 62), self.device, "default")
-
-    def refresh(self, rng: random.Random | None, count: int | None = None,
-                seeds: list[int] | None = None) -> list[int]:
+    def refresh(self, rng: random.Random | None, count: int | None = None, seeds: list[int] | None = None) -> list[int]:
         """New contents in the first `count` sets, in place, from seeds drawn from `rng` (or `seeds` again); the seeds.
         Drawn straight into the sets: a freed temporary would have the driver clear memory while the runner times."""
         if seeds is None:

@@ -32,8 +32,7 @@ class TimingOutcome:
 
 
 def outcome_of(timer: PairTimer, reasons: dict[str, str]) -> TimingOutcome:
-    gross = clock_check.GROSS_SHORTFALL["cuda" if timer.cuda else "cpu"]
-    verdict = clock_check.judge(timer.batches, timer.null, gross)
+    verdict = clock_check.judge(timer.batches, timer.null, clock_check.GROSS_SHORTFALL["cuda" if timer.cuda else "cpu"])
     timings: dict[str, Timing] = {}
     calls = sum(b.calls for b in timer.batches)
     for name in timer.names:
@@ -56,23 +55,19 @@ def outcome_of(timer: PairTimer, reasons: dict[str, str]) -> TimingOutcome:
         raise RuntimeError("every timed batch was dropped (the GPU was throttled throughout)")
     timer.findings += verdict.findings + judge_cpu_share(timer.cpu_batches, timer.whole_cpu())
     judge = [clock_check.judge_time(b, timer.null) * 1e3 for b in timer.batches]
-    outcome = TimingOutcome(candidate=timings["candidate"], reference=timings["reference"],
-                            compiled=timings.get("compiled"),
+    outcome = TimingOutcome(timings["candidate"], timings["reference"], compiled=timings.get("compiled"),
                             judge_clock=stats.summarize(judge, "judge-clock", stop_reason="") if judge else None,
                             findings=list(timer.findings))
     if outcome.candidate.side_stream_runs:
         outcome.findings.append(Finding("side-stream", "work ran on another stream; the candidate was timed to "
                                                        "the device synchronize"))
+    basis = "runner clock, bounded by the judge's clock" if verdict.verified else "the judge's clock"
     outcome.protocol.update(timing_input_sets=timer.pool.n, checked_timed_calls=timer.checked,
                             dropped_batches=timer.dropped, timed_batches=len(timer.batches),
-                            candidate_first_batches=timer.candidate_first,
-                            memory_released_rounds=timer.released,
+                            candidate_first_batches=timer.candidate_first, memory_released_rounds=timer.released,
                             calls_per_batch=timer.batches[-1].calls if timer.batches else 0,
                             harness=timer.null.to_dict(), judge_harness=timer.calibration.judge.to_dict(),
-                            clock_check=verdict.to_dict(),
-                            timing_basis="runner clock, bounded by the judge's clock" if verdict.verified
-                            else "the judge's clock",
-                            warmup_rounds=2,
+                            clock_check=verdict.to_dict(), timing_basis=basis, warmup_rounds=2,
                             timing_phases={k: round(v, 3) for k, v in timer.phases.items()})
     if timer.reference_fallback:
         outcome.protocol["reference_timed_in"] = f"judge: {timer.reference_fallback}"

@@ -1,7 +1,6 @@
 """Timing across the trust boundary (docs/trust-boundary.md, time): candidate and reference (its own runner on a GPU,
-else the judge) in alternating batches on the same inputs, which the judge rewrites between rounds; a few timed
-outputs are re-checked (`result-cache`); samples are held to the judge's clock (`clock_check`). Two uncounted rounds
-warm up and size batches; timing stops at the CI target, a settled verdict or the budget (`stopping_rule`)."""
+else the judge) in alternating batches on inputs the judge rewrites between rounds; a few timed outputs re-checked
+(`result-cache`), samples held to the judge's clock (`clock_check`); stops per `stopping_rule` or a settled verdict."""
 
 from __future__ import annotations
 
@@ -49,14 +48,12 @@ EXTENDED_CAP_S, EXTENDED_MAX_BATCHES = 6.0, 600
 SETTLE_BATCHES = 30
 #: Calls checked per round after the first three (which check every call).
 CHECKS_PER_BATCH = 2
-#: Timed calls on Triton's interpreter: its time decides no verdict (no speedup is reported), and these three
-#: batches are the ones whose every output is re-checked (benchmarks/README.md).
+#: Timed calls on Triton's interpreter (its time decides no verdict), each a batch whose output is re-checked.
 INTERPRETED_CALLS = 3
 
 
 def stopping_rule(device: str, interpreted: bool, calls: int | None) -> StoppingRule:
-    """A fixed number of calls where asked for or on the interpreter; else until both sides' CIs are within target
-    or the time budget (on a GPU also once the speedup's verdict is settled)."""
+    """A fixed count where asked for or on the interpreter; else until both CIs meet their target or the budget."""
     if calls is not None:
         return StoppingRule.fixed(calls)
     if interpreted:
@@ -65,8 +62,7 @@ def stopping_rule(device: str, interpreted: bool, calls: int | None) -> Stopping
         return StoppingRule(target_rel_ci=0.01, min_samples=MIN_BATCHES, max_samples=200, time_cap_s=2.0,
                             plateau_batches=6)
     # The CPU wall clock is advisory (a shared host moves it by percents): a cheap, bounded budget.
-    return StoppingRule(target_rel_ci=0.05, min_samples=MIN_BATCHES, max_samples=20, time_cap_s=1.5,
-                        plateau_batches=0)
+    return StoppingRule(target_rel_ci=0.05, min_samples=MIN_BATCHES, max_samples=20, time_cap_s=1.5, plateau_batches=0)
 
 
 @dataclass
@@ -121,9 +117,8 @@ class PairTimer:
         self.cpu_batches: list[CpuBatch] = []
         self.cpu_span: tuple[Any, Any] | None = None
         self.findings: list[Finding] = []
-        self.checked = self.dropped = 0
+        self.checked = self.dropped = self.compiled_calls = 0
         self.released = 0  # rounds in which the judge gave its cached GPU memory back (tight memory)
-        self.compiled_calls = 0
         self.null = self.calibration.runner
         #: Per counted batch, each side's ms per call by the judge's clock.
         self.judged: dict[str, list[float]] = {n: [] for n in PAIR}
@@ -151,8 +146,7 @@ class PairTimer:
         # The compiled reference is an aside (speedup_vs_compile): it does not hold timing up.
         stopper = self.rule.start_joint(PAIR)
         fixed_left = self.rule.max_samples if self.rule.is_fixed else None
-        r = 2
-        decided = ""
+        r, decided = 2, ""
         while True:
             while not stopper.done() and not self._caught():
                 # On the interpreter each timed call is a batch of its own, so every output is re-checked.
@@ -179,8 +173,7 @@ class PairTimer:
         return timing_outcome.outcome_of(self, reasons)
 
     def _unsettled(self, stopper: JointStopper) -> bool:
-        """Whether both sides reached their CI targets in under SETTLE_BATCHES batches with the verdict still
-        inconclusive (GPU): `_settle` times more rounds."""
+        """GPU: both sides met their CI targets in under SETTLE_BATCHES batches, the verdict still inconclusive."""
         if not self.cuda or self._caught() or any(r != "ci-target" for r in stopper.reasons.values()):
             return False
         return len(self._watched("candidate")) < SETTLE_BATCHES and self._paired_verdict() == "inconclusive"
@@ -197,16 +190,14 @@ class PairTimer:
         return r, ""
 
     def _worth_more(self, stopper: JointStopper) -> bool:
-        """Whether timing goes on past its cap, once, to EXTENDED_CAP_S (GPU): when the cap or the batch bound
-        stopped a side with the speedup inconclusive (noisy launch-bound batches)."""
+        """GPU, once: on to EXTENDED_CAP_S when a bound stopped a side with the speedup inconclusive (noisy batches)."""
         if not self.cuda or self._caught() or stopper.extended or \
                 not any(r in ("time-cap", "max-reps") for r in stopper.reasons.values()):
             return False
         return self._paired_verdict() == "inconclusive" and stopper.extend(EXTENDED_CAP_S, EXTENDED_MAX_BATCHES)
 
     def _speedup_decided(self) -> bool:
-        """Whether the verdict is settled early: MIN_BATCHES batches, each side within DECIDED_REL_CI, and the
-        speedup's CI wholly inside or outside the noise band."""
+        """Settled early: MIN_BATCHES batches, each side within DECIDED_REL_CI, a verdict other than inconclusive."""
         ref, cand = self._watched("reference"), self._watched("candidate")
         return min(len(ref), len(cand)) >= MIN_BATCHES and \
             max(_rel_width(sorted(ref), 0.95), _rel_width(sorted(cand), 0.95)) <= DECIDED_REL_CI and \
@@ -215,21 +206,17 @@ class PairTimer:
     def _paired_verdict(self) -> str | None:
         """The paired verdict of the rounds so far, or None before MIN_BATCHES."""
         ref, cand = self._watched("reference"), self._watched("candidate")
-        if min(len(ref), len(cand)) < MIN_BATCHES:
-            return None
-        return verdict.speedup(ref, cand, paired=True).verdict
+        return verdict.speedup(ref, cand, paired=True).verdict if min(len(ref), len(cand)) >= MIN_BATCHES else None
 
     def _counted_round(self, stopper: JointStopper, r: int, n: int, per_call: bool = False) -> None:
-        """Round r of n calls per side, counted: each side's batch mean goes to `stopper` (once per call for a fixed
-        count: `per_call`) with the round's seconds."""
+        """Round r, counted: each side's batch mean (once per call if `per_call`) goes to `stopper` with its seconds."""
         started = time.perf_counter()
         got = self._round(r, n, count=True)
         samples = {m: ([got[m]] * (n if per_call else 1) if got else []) for m in PAIR}
         stopper.add(samples, time.perf_counter() - started)
 
     def _watched(self, name: str) -> list[float]:
-        d = self.device_ms[name]
-        return d if self.cuda and self._side_stream(name) else self.stream[name]
+        return self.device_ms[name] if self.cuda and self._side_stream(name) else self.stream[name]
 
     def _caught(self) -> bool:
         return any(f.flag == "result-cache" for f in self.findings)
@@ -241,8 +228,7 @@ class PairTimer:
         return max(1, min(self.pool.n, math.ceil(target / max(per_call, 1e-6))))
 
     def _round(self, b: int, n: int, count: bool) -> dict[str, float]:
-        """Round b with n calls per side; each side's mean ms per call by the runners' clocks, or {} when the batch
-        was dropped (throttled GPU)."""
+        """Round b, n calls per side: each side's mean ms per call by the runners' clocks; {} if dropped (throttled)."""
         pool = self.pool
         order = list(range(n))
         self.rng.shuffle(order)
@@ -339,8 +325,7 @@ class PairTimer:
 
     def _reference_side(self, b: int, order: list[int], seeds: tuple[int, ...], checks: set[int],
                         kept: dict[int, Any]) -> tuple[list[float], list[float], float, Any]:
-        """The reference's batch, the compiled aside in the rounds that time it, then the judge's cached memory
-        given back if it runs short."""
+        """The reference's batch, the compiled aside where timed, then the judge's cached memory freed if short."""
         ref_stream, ref_dev, ref_bracket = self._time_reference(order, seeds, checks, kept)
         comp = None
         if self.reference.compiled is not None and (b < 2 or b % 2 == 0 or self.rule.is_fixed):
@@ -349,8 +334,7 @@ class PairTimer:
         return ref_stream, ref_dev, ref_bracket, comp
 
     def _side_stream(self, name: str) -> bool:
-        _, runs = timed_loop._pick_samples(self.stream[name], self.device_ms[name])
-        return runs > 0
+        return timed_loop._pick_samples(self.stream[name], self.device_ms[name])[1] > 0
 
     def _time_reference(self, order: list[int], seeds: tuple[int, ...], checks: set[int],
                         kept: dict[int, Any]) -> tuple[list[float], list[float], float]:

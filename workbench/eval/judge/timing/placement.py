@@ -4,6 +4,7 @@ and the judge's timing thread and both runners on one core for the whole timing 
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from typing import Any
 
 from workbench.eval.judge.runners.session import CandidateSession
@@ -18,9 +19,8 @@ class Frozen:
     def __enter__(self) -> None:
         self.session.runner.freeze()
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         self.session.runner.thaw()
-        return False
 
 
 def pin_gpu_timing() -> bool:
@@ -42,7 +42,7 @@ class OneCore:
     def __enter__(self) -> None:
         if not self.active:
             return
-        try:
+        with suppress(OSError):  # not permitted here: time unpinned
             self.saved = os.sched_getaffinity(0)
             # On a GPU the last core: the first one takes more of the machine's interrupts.
             core = self.core = {max(self.saved) if self.cuda else min(self.saved)}
@@ -53,16 +53,11 @@ class OneCore:
             for pid in members:
                 for tid in os.listdir(f"/proc/{pid}/task"):
                     os.sched_setaffinity(int(tid), core)
-        except OSError:  # not permitted here: time unpinned
-            pass
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         if self.saved is not None:
-            try:
+            with suppress(OSError):
                 os.sched_setaffinity(0, self.saved)
-            except OSError:
-                pass
-        return False
 
     def escaped(self) -> list[str]:
         """Threads of the candidate's runner the candidate moved off the timing core, each put back."""
@@ -75,10 +70,8 @@ class OneCore:
             except OSError:
                 continue
             for tid in tids:
-                try:
+                with suppress(OSError):  # the thread ended meanwhile
                     if os.sched_getaffinity(int(tid)) != self.core:
                         moved.append(tid)
                         os.sched_setaffinity(int(tid), self.core)
-                except OSError:  # the thread ended meanwhile
-                    pass
         return moved

@@ -1,6 +1,5 @@
 """The evaluation's timing in two steps around the candidate's import: `prepare` before it (the input pool and the
-harness calibration on a null candidate), `run` after the checks passed (the timed pair, the speedup and its verdict).
-"""
+harness calibration on a null candidate), `run` after the checks passed (the timed pair, the speedup, its verdict)."""
 
 from __future__ import annotations
 
@@ -36,9 +35,6 @@ class TimingPlan:
 
     pool: InputPool
     calibration: Calibration
-    size: dict[str, Any]
-    reference_ms: float
-    seconds: float
     seeded: bool  # the reference draws random numbers: every timed call is seeded, on both sides
     calibration_reused: bool = False
 
@@ -72,9 +68,7 @@ class ReferenceProfile:
     compiled_at: float = 0.0
 
     def recent_compiled(self) -> dict[str, Any] | None:
-        if self.compiled is None or time.monotonic() - self.compiled_at >= CALIBRATION_REUSE_S:
-            return None
-        return self.compiled
+        return self.compiled if time.monotonic() - self.compiled_at < CALIBRATION_REUSE_S else None
 
 
 def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dict, seed: int, device: str,
@@ -83,14 +77,8 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
             kept: InputPool | None = None) -> tuple[TimingPlan, ReferenceProfile]:
     """The input pool (sets for a candidate 4x faster than the reference, as fit) and the null calibration; `known`
     spares the estimate and a recent calibration and lends the `kept` pool. Measurements run inside `measuring()`."""
-    started = time.perf_counter()
     if kept is not None and known is not None:
-        try:
-            kept.attach(session)
-            return _planned(session, kept, known, size, timeout, started, measuring), known
-        except BaseException:
-            kept.free()  # its memory is the judge's own: nothing else would give it back
-            raise
+        return _planned(session, kept, known, timeout, measuring, attach=True), known
     if kept is not None:
         kept.free()
     first = reference.make_inputs(size, seed + 101, device, "default")
@@ -105,26 +93,27 @@ def prepare(session: CandidateSession, reference: Any, ref_model: Any, size: dic
     pool = InputPool.create(session, reference, size, device, first, out, wanted, random.SystemRandom())
     del first, out
     release_unused(device)  # the estimate's temporaries: the candidate's runner needs the memory
+    return _planned(session, pool, known, timeout, measuring), known
+
+
+def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile, timeout: float,
+             measuring: Callable[[], AbstractContextManager[Any]], attach: bool = False) -> TimingPlan:
+    """The plan on `pool` (a kept one `attach`ed first), calibrated again unless recently on as many sets."""
     try:
-        return _planned(session, pool, known, size, timeout, started, measuring), known
+        if attach:
+            pool.attach(session)
+        fresh = known.calibration is not None and known.pool_sets == pool.n and \
+            time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
+        if not fresh:
+            measured = time.perf_counter()
+            with measuring():
+                known.calibration = calibrate(session, pool, timeout, known.seeded)
+            known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
+            pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
+        return TimingPlan(pool, known.calibration, known.seeded, calibration_reused=fresh)
     except BaseException:
-        pool.free()
+        pool.free()  # its memory is the judge's own: nothing else would give it back
         raise
-
-
-def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile, size: dict, timeout: float,
-             started: float, measuring: Callable[[], AbstractContextManager[Any]] = nullcontext) -> TimingPlan:
-    """The plan on `pool`; the calibration measured again unless a recent one was made on a pool of this size."""
-    fresh = known.calibration is not None and known.pool_sets == pool.n and \
-        time.monotonic() - known.calibrated_at < CALIBRATION_REUSE_S
-    if not fresh:
-        measured = time.perf_counter()
-        with measuring():
-            known.calibration = calibrate(session, pool, timeout, known.seeded)
-        known.calibrated_at, known.pool_sets = time.monotonic(), pool.n
-        pool.phases["calibration"] = round(time.perf_counter() - measured, 4)
-    return TimingPlan(pool, known.calibration, size, known.reference_ms, time.perf_counter() - started, known.seeded,
-                      calibration_reused=fresh)
 
 
 def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:
@@ -134,10 +123,8 @@ def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:
     gpu_state = torch.cuda.get_rng_state(torch.device(device)) if cuda else None
     with torch.no_grad():
         model(*clone_inputs(inputs))
-    moved = not torch.equal(cpu_state, torch.random.get_rng_state())
-    if cuda:
-        moved = moved or not torch.equal(gpu_state, torch.cuda.get_rng_state(torch.device(device)))
-    return moved
+    return not torch.equal(cpu_state, torch.random.get_rng_state()) or \
+        (cuda and not torch.equal(gpu_state, torch.cuda.get_rng_state(torch.device(device))))
 
 
 def _telemetry(device: str) -> Telemetry | None:
@@ -158,8 +145,7 @@ def _telemetry(device: str) -> Telemetry | None:
 def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: ReferenceSide, device: str,
         candidate_language: str, reps: int | None, result: dict[str, Any], diagnostics: Diagnostics,
         known: ReferenceProfile | None = None) -> list[Finding]:
-    """Time the pair, fill `result` (timings, speedup CI and verdict, telemetry) and `diagnostics`; the findings.
-    `known` lends a recent compiled-reference timing and keeps a new one."""
+    """Time the pair into `result` and `diagnostics`; the findings. `known` lends and keeps the compiled timing."""
     reused = known.recent_compiled() if known is not None and side.compiled is not None else None
     if reused is not None:
         side = dataclasses.replace(side, compiled=None)
@@ -181,8 +167,7 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
         result.update(speedup=ab.speedup, speedup_ci=[ab.low, ab.high], speedup_verdict=ab.verdict,
                       speedup_basis="gpu-only" if clock == "cuda-events" else "wall",
                       reference_timing=outcome.reference.to_dict())
-        outcome.protocol["speedup_ci_method"] = ab.method
-        outcome.protocol["speedup_band"] = round(ab.band, 4)
+        outcome.protocol.update(speedup_ci_method=ab.method, speedup_band=round(ab.band, 4))
     result["timing"] = outcome.candidate.to_dict()
     if outcome.compiled is not None:
         result["compiled_reference_timing"] = outcome.compiled.to_dict()

@@ -1,7 +1,6 @@
-"""Statistics of timing samples, pure so they are tested on synthetic samples: `summarize` (median, spread and a
-distribution-free 95% CI of the median), `StoppingRule` -> `Stopper` / `JointStopper` (nvbench's stdrel criterion on
-the relative width of the CI of the median: timings are skewed), `bootstrap_medians` (for the speedup's CI).
-Builtins are bound at import, so patching `sorted` or `math` later cannot move a stop."""
+"""Pure statistics of timing samples: `summarize` (median, spread, a distribution-free 95% CI of the median), stopping
+rules on that CI's relative width (nvbench's stdrel, on the median: timings are skewed), `bootstrap_medians` for the
+speedup's CI. Builtins are bound at import, so patching `sorted` or `math` later cannot move a stop."""
 from __future__ import annotations
 
 import bisect as _bisect
@@ -37,13 +36,12 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int]:
     return j, n + 1 - j
 
 
-#: Up to this n the ranks come from exact integers alone (< 0.1 ms); above, floats with an exact fallback.
+#: Up to this n the ranks come from exact integers alone; above, floats with an exact fallback.
 _EXACT_RANKS_UP_TO = 1024
 
 
 def _lower_rank_exact(n: int, num: int, den: int) -> int:
-    """The largest k with P(B <= k) <= (1 - num/den) / 2, B ~ Binomial(n, 1/2) (-1 if none), in exact integers,
-    walking down from n/2 (~sqrt(n) steps)."""
+    """The largest k with P(B <= k) <= (1 - num/den) / 2, B ~ Binomial(n, 1/2) (-1 if none), in exact integers."""
     limit = (den - num) << n
     k = (n + 1) // 2 - 1
     if n % 2:
@@ -61,14 +59,11 @@ def _lower_rank_exact(n: int, num: int, den: int) -> int:
 
 
 def _lower_rank_float(n: int, tail: float) -> int | None:
-    """`_lower_rank_exact` in floats (log-gamma for the central term); None when a comparison falls within 1e-6 of
-    the bound (the caller then takes the exact path)."""
+    """`_lower_rank_exact` in floats; None when a comparison falls within 1e-6 of the bound (the exact one decides)."""
     k = (n + 1) // 2 - 1
     p = _exp(_lgamma(n + 1) - _lgamma(k + 1) - _lgamma(n - k + 1) - n * _LN2)  # P(B = k)
-    if n % 2:
-        t = 0.5
-    else:
-        t = 0.5 - 0.5 * p * (n - k) / (k + 1)  # P(B = n/2) = P(B = n/2 - 1) (n/2 + 1) / (n/2)
+    # P(B <= k): 1/2 for odd n; for even n, P(B = n/2) = P(B = n/2 - 1) (n/2 + 1) / (n/2)
+    t = 0.5 if n % 2 else 0.5 - 0.5 * p * (n - k) / (k + 1)
     while k >= 0:
         if abs(t - tail) <= 1e-6 * tail:
             return None
@@ -144,8 +139,7 @@ class StoppingRule:
     min_samples: int = 50  # no "ci-target" or "plateau" stop before
     max_samples: int = 10_000
     time_cap_s: float = 10.0
-    #: Batches over which the CI width must have changed by less than `plateau_tol` (0: no plateau rule).
-    plateau_batches: int = 10
+    plateau_batches: int = 10  # batches over which the CI width changed by less than `plateau_tol` (0: no plateau rule)
     plateau_tol: float = 0.02
     level: float = 0.95
 
@@ -186,8 +180,7 @@ def _rel_width(s: list[float], level: float) -> float:
 
 
 class Stopper:
-    """One callable under a `StoppingRule`: `add` each batch, stop when `done()`. Once done it keeps its reason, and
-    later batches still add samples (beside a slower side in `JointStopper`)."""
+    """One callable under a `StoppingRule`: `add` batches until `done()`; then its reason stays, samples still add."""
 
     def __init__(self, rule: StoppingRule):
         self.rule = rule
@@ -268,20 +261,16 @@ class JointStopper:
     the cap ("time-cap" for those not done). Done sides go on, so drift hits all alike."""
 
     def __init__(self, rule: StoppingRule, names: Iterable[str] = ("reference", "candidate")):
-        self.rule = rule
         # The cap applies to the pair's shared time, so the per-callable stoppers run without one.
-        own = replace(rule, time_cap_s=_inf)
-        self.stoppers: dict[str, Stopper] = {name: Stopper(own) for name in names}
+        self.stoppers: dict[str, Stopper] = {name: Stopper(replace(rule, time_cap_s=_inf)) for name in names}
         if not self.stoppers:
             raise ValueError("JointStopper needs at least one name")
         self.elapsed_s = 0.0
-        self.capped = False
+        self.capped = self.extended = False
         self.time_cap_s = rule.time_cap_s
-        self.extended = False
 
     def extend(self, time_cap_s: float, max_samples: int) -> bool:
-        """Raise the time cap and each side's sample bound, once (a "max-reps" side runs again); False when already
-        extended or nothing would change."""
+        """Raise the time cap and each side's sample bound once (a "max-reps" side runs again); False if no change."""
         if self.extended or (time_cap_s <= self.time_cap_s and
                              all(s.rule.max_samples >= max_samples for s in self.stoppers.values())):
             return False
@@ -296,8 +285,7 @@ class JointStopper:
 
     def add(self, batches: Mapping[str, Iterable[float]], elapsed_s: float | None = None) -> bool:
         """Add one interleaved batch (samples per name) and its whole cost, counted once; returns `done()`."""
-        unknown = set(batches) - set(self.stoppers)
-        if unknown:
+        if unknown := set(batches) - set(self.stoppers):
             raise ValueError(f"unknown names {sorted(unknown)}; known: {sorted(self.stoppers)}")
         total = 0.0
         for name, samples in batches.items():

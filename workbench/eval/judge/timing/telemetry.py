@@ -1,7 +1,5 @@
-"""NVML telemetry around timed batches (clocks, power, temperature, throttle reasons): like nvbench, a batch timed
-on a throttled GPU is dropped (`judge_batch`), and every sample lands in `Result.telemetry`. Without `pynvml`, a
-driver or the device, everything returns an "unavailable" marker and never raises.
-"""
+"""NVML telemetry around timed batches: like nvbench, a batch timed on a throttled GPU is dropped (`judge_batch`);
+samples go to `Result.telemetry`. Without `pynvml`, a driver or the device: an "unavailable" marker, never a raise."""
 
 from __future__ import annotations
 
@@ -88,9 +86,7 @@ def judge_batch(before: dict[str, Any], after: dict[str, Any], default_sm_clock:
     samples = [s for s in (before, after) if is_available(s)]
     if not samples:
         return True, ("telemetry-unavailable",)
-    mask = 0
-    for s in samples:
-        mask |= _mask(s)
+    mask = _mask(samples[0]) | _mask(samples[-1])  # before | after (one of them where the other is unavailable)
     reasons = [name for name in decode_throttle_reasons(mask) if name not in BENIGN_REASONS]
     ok = not any(name in SLOWDOWN_REASONS for name in reasons)
     busy = [s for s in samples if s.get("sm_clock_mhz") is not None and not _idle(s)]
@@ -110,8 +106,7 @@ def _stats(values: Sequence[float], *keys: str) -> dict[str, float] | None:
 
 def summarize_batches(batches: Iterable[BatchTelemetry], default_sm_clock: float | None, *, device: str = "",
                       threshold: float = THROTTLE_THRESHOLD, **extra: Any) -> dict[str, Any]:
-    """The dict for `Result.telemetry`: every batch, the dropped and flagged counts, and the busy GPU's clocks,
-    temperature and power, with `extra` alongside."""
+    """The dict for `Result.telemetry`: every batch, the dropped and flagged counts, the busy GPU's clocks and power."""
     batches = list(batches)
     samples = [s for b in batches for s in (b.before, b.after) if is_available(s)]
     if not samples:
@@ -187,12 +182,9 @@ class Telemetry:
         self.power_limit_w = limit_mw / 1000.0 if limit_mw is not None else None
 
     def _call(self, name: str, *args: Any) -> Any:
-        fn = getattr(self._nvml, name, None)
-        if fn is None:
-            return None
         try:
-            return fn(*args)
-        except Exception:  # NVMLError_NotSupported and friends: the field is absent, the sample is not
+            return getattr(self._nvml, name)(*args)
+        except Exception:  # not in this binding, or NVMLError_NotSupported and friends: the field is absent
             return None
 
     def sample(self) -> dict[str, Any]:
