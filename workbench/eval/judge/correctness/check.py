@@ -110,19 +110,13 @@ def build_candidate(ref: LoadedReference, ref_model: Any, candidate_cls: Any, si
                                             lambda: seed_all(seed),
                                             model_init.built_on(ref_model, model_init.place_for(device)))
         if isinstance(cand_model, torch.nn.Module):
-            _copy_weights(ref_model, cand_model)
+            weights = ref_model.state_dict() if isinstance(ref_model, torch.nn.Module) else None
+            if weights is not None and model_init.same_layout(cand_model.state_dict(), weights):
+                cand_model.load_state_dict(weights)
             cand_model = cand_model.to(device).eval()
     except Exception as exc:
         raise CandidateFailure("init", exc) from exc
     return cand_model
-
-
-def _copy_weights(ref_model: Any, cand_model: torch.nn.Module) -> None:
-    if not isinstance(ref_model, torch.nn.Module):
-        return
-    rs = ref_model.state_dict()
-    if model_init.same_layout(cand_model.state_dict(), rs):
-        cand_model.load_state_dict(rs)
 
 
 def _to_host(t: Any) -> Any:
@@ -279,9 +273,7 @@ class _Protocol:
 
     def _mutation(self, given: list[Any], inputs: list[Any], where: str) -> list[tuple[str, str]]:
         changed = [k for k, (a, b) in enumerate(zip(given, inputs, strict=False)) if not same_bits(a, b)]
-        if changed:
-            return [("input-mutation", f"{where}: input(s) {changed} changed during forward")]
-        return []
+        return [("input-mutation", f"{where}: input(s) {changed} changed during forward")] if changed else []
 
     def _stale_or_racy(self, rd: RoundData, out1: Any, out2: Any, cmp1: Comparison, cmp2: Comparison,
                        where: str) -> list[tuple[str, str]]:
@@ -366,9 +358,5 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
 
 
 def _matches_prior(out: Any, cmp: Comparison, prior: list[PriorOutput]) -> bool:
-    for o, bad in zip(as_list(out), cmp.bad, strict=False):
-        if bad is None or not bool(bad.any()):
-            continue
-        if any(old.matches(o, bad) for old in prior):
-            return True
-    return False
+    return any(bad is not None and bool(bad.any()) and any(old.matches(o, bad) for old in prior)
+               for o, bad in zip(as_list(out), cmp.bad, strict=False))

@@ -207,10 +207,8 @@ class _Tally:
                     self.first[name] = (s + j, float(o64[j]), float(exp[j]))
         self.all_finite = self.all_finite and bool(expect_finite.all()) and bool(torch.isfinite(o64).all())
         if self.all_finite and o64.numel():
-            self.sums[0] += float(o64.sum())
-            self.sums[1] += float((o64 * o64).sum())
-            self.sums[2] += float(exp.sum())
-            self.sums[3] += float((exp * exp).sum())
+            for j, total in enumerate((o64.sum(), (o64 * o64).sum(), exp.sum(), (exp * exp).sum())):
+                self.sums[j] += float(total)
             self.max_exp = max(self.max_exp, float(exp.abs().max()))
             self.max_o = max(self.max_o, float(o64.abs().max()))
         return ratio
@@ -243,12 +241,11 @@ def _compare_floats(cmp: Comparison, i: int, o: torch.Tensor, r64: Any, rn: torc
                 t.ratio = ratio
         return t, error
 
+    tally: _Tally | None = None
     if (n > CHUNK or FUSED == "always") and not o.is_complex() and FUSED != "never" and \
             fused.usable(flat_o, flat_n, flat_e, interpreter=FUSED == "always"):
         tally, native_error = _one_pass(flat_o, flat_n, flat_e, fallback, tol, k, judge_slice, dev)
-        if tally is None:  # the two paths disagree on an element: the slices' word stands
-            tally, native_error = sliced()
-    else:
+    if tally is None:  # no one pass, or the two paths disagree on an element: the slices' word stands
         tally, native_error = sliced()
     cmp.bad[i] = tally.bad.view(real_view(o).shape)
     if tally.bad.numel():

@@ -1,7 +1,6 @@
-"""One large floating output judged in one pass on the GPU (docs/verdicts.md, scale): Triton kernels read each array
-once for the budget's E, `compare._Tally.add`'s per-block counts and extremes, two calls' difference and the timed
-re-check, where `compare`'s float64 slices make dozens of passes. The first bad element of each kind is found by
-judging its block again with torch, so the messages are the slices' word for word."""
+"""One large floating output judged in one pass on the GPU (docs/verdicts.md, scale): Triton kernels for the budget's
+E, `compare._Tally.add`'s per-block counts and extremes, two calls' difference and the timed re-check. The first bad
+element of each kind is found by judging its block again with torch, so the messages are the slices' word for word."""
 
 from __future__ import annotations
 
@@ -132,22 +131,12 @@ def usable(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, interpreter: bool 
     """Whether the kernels can judge these: real floats on one GPU (with `interpreter`, under Triton's interpreter
     too); waits for a background compile of the kernels rather than compiling them again."""
     tensors = (o, n, e)
-    if any(t.is_complex() or not t.is_floating_point() for t in tensors):
-        return False
-    if len({t.device for t in tensors}) != 1:
+    if not all(t.is_floating_point() for t in tensors) or len({t.device for t in tensors}) != 1:
         return False
     fits = o.is_cuda or (interpreter and os.environ.get("TRITON_INTERPRET") == "1")
     if fits and not WARMED.is_set():
         WARMED.wait(WARM_WAIT_S)
     return fits
-
-
-def _poison_patterns(o: torch.Tensor) -> tuple[torch.Tensor | None, int, int]:
-    """The output's bits and the two integer values its poison reads as."""
-    bits = int_view(o)
-    if bits is None:
-        return None, 0, 0
-    return (bits.reshape(-1), *poison_words(bits.dtype))
 
 
 def _float64s(device: torch.device, *values: float) -> torch.Tensor:
@@ -187,10 +176,11 @@ def tally(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, atol: float, rtol: 
     bad = torch.empty(count, dtype=torch.int8, device=of.device)
     fpart = torch.empty((blocks, len(F64_FIELDS)), dtype=torch.float64, device=of.device)
     ipart = torch.empty((blocks, len(I32_FIELDS)), dtype=torch.int32, device=of.device)
-    bits, p1, p2 = _poison_patterns(o)
+    view = int_view(o)  # the output's bits, and the two integer values its poison reads as
+    bits, (p1, p2) = (view.reshape(-1), poison_words(view.dtype)) if view is not None else (of, (0, 0))
     consts = _float64s(of.device, atol, rtol, floor, max(float(atol), 1e-300))
-    _tally_kernel[(blocks,)](of, nf, ef, bits if bits is not None else of, bad, fpart, ipart, consts, count, p1, p2,
-                             HAS_POISON=bits is not None, NF=len(F64_FIELDS), NI=len(I32_FIELDS), BLOCK_SIZE=BLOCK)
+    _tally_kernel[(blocks,)](of, nf, ef, bits, bad, fpart, ipart, consts, count, p1, p2,
+                             HAS_POISON=view is not None, NF=len(F64_FIELDS), NI=len(I32_FIELDS), BLOCK_SIZE=BLOCK)
     fmax, fsum = fpart.max(dim=0).values.tolist(), fpart.sum(dim=0).tolist()
     per_block = ipart.to(torch.int64)
     counts = per_block[:, :3].sum(dim=0).tolist()

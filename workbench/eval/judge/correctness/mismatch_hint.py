@@ -1,10 +1,7 @@
-"""Why a mismatch may have happened, in words added to its message; only a hint, never a verdict.
-
-Reduced precision (docs/anti-cheating.md, cheat 29): the reference recomputed with its floating inputs and parameters
-rounded to TF32 (float16's mantissa too) or bfloat16; an output much closer to one of those than to the float64
-reference gets a message naming it and both ways out. Random draws: a reference whose forward draws random numbers
-is matched only by a candidate that draws the same ones (docs/verdicts.md), which `torch.compile` does not by
-default."""
+"""Why a mismatch may have happened, in words added to its message; only a hint, never a verdict. Reduced precision
+(docs/anti-cheating.md, cheat 29): an output much closer to the reference recomputed with its inputs and parameters
+rounded to TF32 (float16's mantissa too) or bfloat16 than to the float64 one. Random draws: a reference that draws
+random numbers is matched only by a candidate drawing the same ones (docs/verdicts.md; not `torch.compile` by default)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Which `ReferenceRounds` an evaluation's check uses, and making them ahead of their use: while the runner imports
 the candidate, and on a GPU while it runs each correctness call, when the judge would only wait on it. A round is
-made only until the runner answers: one made later would delay the reply (benchmarks/README.md has the figures).
-"""
+made only until the runner answers: one made later would delay the reply (benchmarks/README.md has the figures)."""
 
 from __future__ import annotations
 

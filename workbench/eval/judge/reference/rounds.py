@@ -1,7 +1,6 @@
 """The reference's half of the correctness protocol: per round its inputs, native output and float64 reference, plus the
 task flaws the rounds show (`weak-task`). Nothing here depends on the candidate, so the judge keeps it per task, size,
-seed and device within `ReferenceCache`'s byte budget; a task too large makes each round when needed.
-"""
+seed and device within `ReferenceCache`'s byte budget; a task too large makes each round when needed."""
 
 from __future__ import annotations
 
@@ -150,12 +149,10 @@ class ReferenceRounds:
     def round(self, r: int) -> RoundData:
         if not self._screened:
             self._screen_distributions()
+        found = self._rounds.get(r)
         if self._ahead is not None and self._ahead.number == r:
             found, self._ahead = self._ahead, None
-            self._last = r
-            return found
-        found = self._rounds.get(r)
-        if found is None:
+        elif found is None:
             found = self._compute(r)
             self._round_bytes = found.nbytes
             if self.keep and found.nbytes * self.n > self.budget:
@@ -175,9 +172,7 @@ class ReferenceRounds:
         if self.keep:
             return next((r for r in range(self.n) if r not in self._rounds), None)
         nxt = self._last + 1
-        if self._ahead is not None or not self._two_fit(self._round_bytes) or nxt >= self.n:
-            return None
-        return nxt
+        return nxt if self._ahead is None and self._two_fit(self._round_bytes) and nxt < self.n else None
 
     def _two_fit(self, round_bytes: int) -> bool:
         return 0 < 2 * round_bytes <= self.budget
@@ -252,10 +247,6 @@ class ReferenceRounds:
             return r % len(self.sizes)
         return min(range(len(self.sizes)), key=lambda i: (self._input_numel[i], i))
 
-    def _dist(self, r: int) -> str:
-        kept = self.kept
-        return kept[r % len(kept)]
-
     def _screen_distributions(self) -> None:
         """Skip, with a note, each distribution that repeats the task's own inputs or on which the reference is not
         finite while it is on its own; judged on probe inputs, before any candidate call."""
@@ -290,7 +281,8 @@ class ReferenceRounds:
         i = self.size_index(r)
         size, model = self.sizes[i], self.model(i)
         round_seed, call_seed = round_seeds(self.seed, r)
-        dist = self._dist(r)
+        kept = self.kept
+        dist = kept[r % len(kept)]
         inputs = self._inputs(size, round_seed, dist)
         native = self.run(model, inputs, size, dist, call_seed)
         if i not in self._f64:

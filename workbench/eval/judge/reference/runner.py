@@ -1,7 +1,6 @@
 """The reference timed in a runner of its own, started like the candidate's and mapping the same timing pool, so the two
 sides of a speedup differ only in their code. Launched with the pool (replies read when timing starts) and kept with
-it; when it cannot start, load or time, the judge times the reference and says why (`reference_timed_in`).
-"""
+it; when it cannot start, load or time, the judge times the reference and says why (`reference_timed_in`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Which GPU libraries a fresh runner loads right after Ready (`runner/library_warmup.py`), read from the sources it
-will run by a text search (a miss is loaded by the first call); both sides of a speedup are told alike.
-"""
+will run by a text search (a miss is loaded by the first call); both sides of a speedup are told alike."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The judge's handle on runners: the fork server it owns, and one `RunnerProcess` per candidate (spawned through
 the server, spoken to in framed messages, killed with everything it started). A runner that dies, falls silent or
-breaks the protocol raises `RunnerDied` or `RunnerViolation` here.
-"""
+breaks the protocol raises `RunnerDied` or `RunnerViolation` here."""
 
 from __future__ import annotations
 
@@ -76,19 +75,14 @@ class RunnerViolation(Exception):
         super().__init__(detail)
 
 
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
-
-
 def describe_status(status: int) -> str:
     if status < 0:
         return "ended (status unknown)"
-    if os.WIFSIGNALED(status):
-        return f"killed by {_signal_name(os.WTERMSIG(status))}"
-    return f"exited with code {os.WEXITSTATUS(status)}"
+    if not os.WIFSIGNALED(status):
+        return f"exited with code {os.WEXITSTATUS(status)}"
+    with suppress(ValueError):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"killed by signal {os.WTERMSIG(status)}"
 
 
 def _pids_where(match: Callable[[int], bool]) -> list[int]:

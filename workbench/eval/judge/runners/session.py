@@ -1,7 +1,6 @@
 """The judge's side of one candidate: its runner, the shared buffers it may touch, and remote models the correctness
 protocol calls as if local. Inputs and output slots are shared memory the judge owns; the runner's reports are kept
-in `reports`; its exception arrives as a `Fault` (a type name and a text) raised as `CandidateFailure`.
-"""
+in `reports`; its exception arrives as a `Fault` (a type name and a text) raised as `CandidateFailure`."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from workbench.eval.wire import model_init
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire.runner_messages import OutputForm, TensorRef
 from workbench.eval.wire.shared_memory import Arena, dtype_from_name
-from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list
+from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list, bytes_per_element
 from workbench.eval.wire.transport import MAX_FDS
 
 if TYPE_CHECKING:
@@ -50,8 +49,7 @@ def _standin(form: OutputForm, device: str) -> Any:
     dtype = dtype_from_name(form.dtype) if form.dtype else torch.float32
     if not form.dense:
         return torch.empty(form.shape, dtype=dtype, device="meta")
-    on_judge_device = torch.device(form.device).type == torch.device(device).type
-    target = device if on_judge_device else form.device if form.device in ("cpu",) else "cpu"
+    target = device if torch.device(form.device).type == torch.device(device).type else "cpu"
     return torch.empty(1, dtype=dtype, device=target).expand(form.shape) if form.shape else \
         torch.empty((), dtype=dtype, device=target)
 
@@ -138,8 +136,7 @@ class CandidateSession:
     def _expect(self, message: protocol.Message, kind: str, timeout: float | None = None, stage: str = "forward",
                 meanwhile: Callable[[], None] | None = None):
         """Send `message` and wait for its reply of `kind`; `meanwhile()`, the judge's own work, runs in between."""
-        self._announce()
-        self.runner.send(message)
+        self.post(message)
         if meanwhile is not None:
             meanwhile()
         reply = device_lock.reply_through_pauses(self.runner, kind, timeout or self.timeout, self.release_device,
@@ -364,8 +361,6 @@ class CandidateSession:
 
 def _equals_an_input(outputs: list[torch.Tensor], inputs: list[Any]) -> bool:
     """Whether some output holds exactly the bytes of an input of the same shape and dtype."""
-    from workbench.eval.wire.tensors import bytes_per_element
-
     flat = [x for x in as_list(inputs) if isinstance(x, torch.Tensor)]
     return any(x.shape == out.shape and x.dtype == out.dtype and
                torch.equal(bytes_per_element(out), bytes_per_element(x.to(out.device)))

@@ -1,7 +1,6 @@
-"""Starting a candidate's runner (a spare where one serves) and importing the candidate within its compile budget. The
-judge's caches reach a runner keyed by source (docs/anti-cheating.md, cheats 20, 27): CUDA builds (`build_cache`,
-read-only), Triton's kernel cache and a language's own JIT cache (CuTe DSL's; writable in that source's runners only).
-"""
+"""Starting a candidate's runner (a spare where one serves) and importing it within its compile budget. The judge's
+caches reach a runner keyed by source (docs/anti-cheating.md, cheats 20, 27): CUDA builds (`build_cache`, read-only),
+Triton's kernel cache and a language's own JIT cache (CuTe DSL's), writable in that source's runners only."""
 
 from __future__ import annotations
 
