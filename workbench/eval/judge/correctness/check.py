@@ -185,8 +185,7 @@ class _Protocol:
 
     def _candidate(self, model: Any, inputs: list[Any], like: list[Any], out_like: list[Any],
                    seed: int | None = None) -> tuple[Any, list[Any]]:
-        """One candidate call on fresh copies in poisoned memory, seeded: (output, the copies it was given). A remote
-        model's runner poisons and seeds itself."""
+        """A seeded call on fresh copies in poisoned memory (a remote runner does both): (output, the copies)."""
         if getattr(model, "remote", False):
             return model.call(inputs, out_like, seed)
         given = clone_inputs(inputs)
@@ -240,8 +239,7 @@ class _Protocol:
 
     def _judge_call(self, rd: RoundData, out: Any, given: list[Any],
                     where: str) -> tuple[Comparison, list[tuple[str, str]]]:
-        """One call's output against the reference and its inputs against their copies: the comparison and its
-        flags."""
+        """One call's output against the reference and its inputs against their copies: the comparison, its flags."""
         cmp = compare(out, rd.ref64, rd.native, self.tol)
         if self.hint is None and any(f == "mismatch" for f, _ in cmp.flags):
             self.hint = mismatch_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out,
@@ -277,8 +275,7 @@ class _Protocol:
 
     def _stale_or_racy(self, rd: RoundData, out1: Any, out2: Any, cmp1: Comparison, cmp2: Comparison,
                        where: str) -> list[tuple[str, str]]:
-        """What two calls on the same inputs reveal: an earlier round's result (stale-memory), or two different
-        answers (nondeterministic)."""
+        """Two calls on the same inputs: an earlier round's result (stale-memory), or two answers (nondeterministic)."""
         found: list[tuple[str, str]] = []
         prior = self.refs.prior(rd.number)
         for call, out, cmp in ((1, out1, cmp1), (2, out2, cmp2)):
@@ -311,8 +308,7 @@ class _Protocol:
                 self.report.add(flag, f"{where}: {detail}{self.hint or ''}", worst=cmp.worst)
 
     def _error_map(self, cmp1: Comparison, cmp2: Comparison, ok: bool, asked_size: bool) -> None:
-        """Keep the map of the worst failing round, preferring the size the evaluation was asked for (the one the
-        user reads the map against) over the extra check sizes."""
+        """Keep the worst failing round's map, preferring the size asked for (the user reads the map against it)."""
         cmp = cmp2 if cmp2.ratio is not None and cmp2.worst > cmp1.worst else cmp1
         if cmp.ratio is None:
             return

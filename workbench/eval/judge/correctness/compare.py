@@ -262,8 +262,7 @@ def _compare_floats(cmp: Comparison, i: int, o: torch.Tensor, r64: Any, rn: torc
 
 def _one_pass(flat_o: torch.Tensor, flat_n: torch.Tensor, flat_e: torch.Tensor, fallback: bool, tol: Tolerance,
               k: float, judge_slice: Callable[..., Any], dev: torch.device) -> tuple[_Tally | None, float]:
-    """The one-pass tally, the first element of each kind found by judging its block again with torch; (None, E)
-    when the two disagree."""
+    """The one-pass tally, each kind's first bad element found by torch on its block; (None, E) if they disagree."""
     native_error = 0.0 if fallback else fused.native_error(flat_n, flat_e)
     got = fused.tally(flat_o, flat_n, flat_e, tol.atol, tol.rtol, k * native_error)
     tally = _Tally.from_fused(got, tol.atol)
@@ -332,8 +331,7 @@ def _degenerate(tally: _Tally, n: int, dtype: torch.dtype) -> str:
 
 def constant_passes(ref64: list[Any], natives: list[Any], tol_for: Callable[[str], Tolerance],
                     asked: list[bool] | None = None) -> list[bool | None]:
-    """Per output: would a constant (the midrange, or zero) pass the tolerance? None for scalars, non-floats and
-    outputs `asked` leaves out."""
+    """Per output: does a constant (midrange or zero) pass the tolerance? None: scalars, non-floats, not `asked`."""
     verdicts: list[bool | None] = []
     for j, (r64, rn) in enumerate(zip(ref64, natives, strict=False)):
         left_out = asked is not None and j < len(asked) and not asked[j]

@@ -229,10 +229,6 @@ def count_off_kernel(got: torch.Tensor, expected: torch.Tensor, atol: float, rto
     return int(out.item())
 
 
-#: The output dtypes compiled ahead (each one delays a cold judge's first job).
-DTYPES = (torch.float32,)
-
-
 def warm_for(device: str, dtype: torch.dtype) -> None:
     """Launch the four kernels once on a few blocks of `dtype`, a length divisible by 16 as most outputs' are."""
     o = torch.linspace(-2, 2, 3 * BLOCK, device=device).to(dtype)
@@ -246,7 +242,7 @@ def warm_for(device: str, dtype: torch.dtype) -> None:
 
 
 def start_warmup(device: str, lock: DeviceLock | None) -> threading.Thread | None:
-    """Compile the kernels in a daemon thread (GPU only)."""
+    """Compile the kernels for float32 in a daemon thread (GPU only; each dtype delays a cold judge's first job)."""
     if not device.startswith("cuda"):
         return None
     WARMED.clear()
@@ -254,8 +250,7 @@ def start_warmup(device: str, lock: DeviceLock | None) -> threading.Thread | Non
     def work() -> None:
         try:
             with beside_the_judge(device, lock):
-                for dtype in DTYPES:
-                    warm_for(device, dtype)
+                warm_for(device, torch.float32)
         except Exception:  # noqa: BLE001 - only a warm-up: a comparison compiles what it needs itself
             pass
         finally:

@@ -1,7 +1,7 @@
 """Why a mismatch may have happened, in words added to its message; only a hint, never a verdict. Reduced precision
-(docs/anti-cheating.md, cheat 29): an output much closer to the reference recomputed with its inputs and parameters
-rounded to TF32 (float16's mantissa too) or bfloat16 than to the float64 one. Random draws: a reference that draws
-random numbers is matched only by a candidate drawing the same ones (docs/verdicts.md; not `torch.compile` by default)."""
+(docs/anti-cheating.md, cheat 29): an output much closer to the reference recomputed with inputs and parameters
+rounded to TF32 (float16's mantissa too) or bfloat16 than to the float64 one. Random draws: a reference drawing random
+numbers is matched only by a candidate drawing the same ones (docs/verdicts.md; by default not torch.compile)."""
 
 from __future__ import annotations
 
@@ -50,8 +50,7 @@ def _bytes(model: Any, inputs: list[Any]) -> int:
 
 
 def diagnose(model: Any, inputs: list[Any], call_seed: int, out: Any, ref64: Any) -> str:
-    """The words to add to a mismatch: the reduced precision its errors are, else that the reference draws random
-    numbers where it does ("" when neither)."""
+    """Words for a mismatch: the reduced precision its errors match, else that the reference draws random numbers."""
     outs, refs = as_list(out), as_list(ref64)
     pairs = [(o, r) for o, r in zip(outs, refs, strict=False) if isinstance(o, torch.Tensor) and
              isinstance(r, torch.Tensor) and o.dtype == torch.float32 and o.shape == r.shape and o.numel()]

@@ -30,9 +30,7 @@ def _param_bytes(model: Any) -> int:
 
 
 def _free_bytes(device: str) -> int:
-    if not device.startswith("cuda"):
-        return 1 << 62
-    return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    return int(torch.cuda.mem_get_info(torch.device(device))[0]) if device.startswith("cuda") else 1 << 62
 
 
 def _as64(model: Any, host: bool) -> Any:

@@ -167,8 +167,7 @@ class ReferenceRounds:
         return found
 
     def pending(self) -> int | None:
-        """The round to make ahead (`prepare`), or None: the first not made while rounds are kept, else the one after
-        the round in use where two rounds fit the budget."""
+        """The round to make ahead (`prepare`), or None: the first not made, or the one after the round in use."""
         if self.keep:
             return next((r for r in range(self.n) if r not in self._rounds), None)
         nxt = self._last + 1
@@ -178,8 +177,7 @@ class ReferenceRounds:
         return 0 < 2 * round_bytes <= self.budget
 
     def hold_ahead(self, rd: RoundData) -> bool:
-        """Hold `rd`, made ahead before the rounds proved too large to keep, so the check does not make it again;
-        only where two rounds fit the budget (benchmarks/README.md). Whether it is held."""
+        """Hold `rd`, made ahead before the rounds proved too large to keep, so the check does not make it again."""
         if self.keep or self._ahead is not None or not self._two_fit(rd.nbytes):
             return False
         self._ahead, self._last = rd, rd.number - 1
@@ -335,8 +333,7 @@ class ReferenceRounds:
             self.note(f"the ignored-input probe was skipped ({type(exc).__name__}: {exc})")
 
     def _ignored_inputs(self) -> None:
-        """Replace one input at a time by a fresh draw (smallest size): an output that stays within tolerance means
-        a candidate could ignore that input and pass."""
+        """One input at a time replaced by a fresh draw: an output still within tolerance means it may be ignored."""
         i = min(self._input_numel, key=self._input_numel.get) if self._input_numel else 0
         size, model = self.sizes[i], self.model(i)
         base_seed = _derived_seed(self.seed, 104_729)
@@ -392,8 +389,7 @@ class ReferenceCache:
         return sum(e.nbytes for e in self._entries.values())
 
     def get(self, key: Any, make: Callable[[int], ReferenceRounds], device: str) -> tuple[ReferenceRounds, bool]:
-        """(the rounds for `key`, whether they were there). `make(budget)` builds new ones after older entries made
-        room."""
+        """(the rounds for `key`, whether they were there); new ones from `make(budget)` once older ones made room."""
         found = self._entries.get(key)
         if found is not None and found.keep:
             self._entries.move_to_end(key)

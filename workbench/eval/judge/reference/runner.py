@@ -147,8 +147,7 @@ class ReferenceRunner:
 
 
 def launch_for(ev: Evaluation) -> None:
-    """Before the candidate is imported: reuse the runner kept with `ev`'s pool, or launch one;
-    `reference_timed_in` says which, or why the judge will time the reference itself."""
+    """Before the candidate's import: reuse the runner kept with the pool or launch one (`reference_timed_in`)."""
     pool = ev.plan.pool if ev.plan is not None else None
     if pool is None or not wanted(ev.device):
         return
@@ -199,8 +198,7 @@ def tight(pool: InputPool, device: str) -> str:
 
 
 def take_for_timing(ev: Evaluation) -> ReferenceRunner | None:
-    """When timing starts: the pool's reference runner, ready, or None (none, failed, or memory too tight) and the
-    judge times the reference, saying why."""
+    """When timing starts: the pool's reference runner, ready; None (none, failed, memory tight): the judge times it."""
     pool = ev.plan.pool if ev.plan is not None else None
     runner = pool.reference_runner if pool is not None else None
     if runner is None:

@@ -107,8 +107,7 @@ class ForkServer:
     """The judge's fork server process (trusted), started with the runner's allow-listed environment."""
 
     def __init__(self, device: str, wait: bool = True):
-        """Start the server; `wait=False` returns before it says hello (`ready`), so the caller's own start-up runs
-        beside the server's imports."""
+        """Start the server; `wait=False` returns before its hello (`ready`) so the caller starts beside its imports."""
         self.device = device
         self.channel, theirs = Channel.pair()
         env = runner_env(device)
@@ -324,11 +323,9 @@ class RunnerProcess:
         return _pids_where(lambda pid: os.readlink(f"/proc/{pid}/ns/pid") == target) or [self.inner_pid]
 
     def cpu_ns(self) -> int | None:
-        """CPU nanoseconds the runner's process has used so far (`cpu_ns`)."""
         return cpu_ns(self.inner_pid)
 
     def cpu_use(self) -> CpuUse:
-        """Threads alive and CPU seconds (dead threads and reaped children included) of the runner's processes."""
         threads, ticks, main, others = 0, 0, 0, 0
         for pid in self.members():
             with suppress(OSError, ValueError, IndexError):

@@ -80,10 +80,8 @@ class CandidateSession:
     transport: str = "auto"
     arena: Arena = field(init=False)
     reports: list[CallRecord] = field(default_factory=list)
-    #: Ask for a record of what torch executed in every correctness call (`checks/what_ran.py`).
-    record_ops: bool = False
-    #: GPU kernel time per kernel of every profiled forward, in order.
-    profiles: list[dict[str, float]] = field(default_factory=list)
+    record_ops: bool = False  # ask for a record of what torch ran in every correctness call (`checks/what_ran.py`)
+    profiles: list[dict[str, float]] = field(default_factory=list)  # kernel times of each profiled forward, in order
     load_seconds: float = 0.0
     warmup_seconds: float = 0.0  # the runner's GPU library warm-up before its first request
     init_notes: list[str] = field(default_factory=list)  # why a model was built on the host (`model_init`)
@@ -92,8 +90,7 @@ class CandidateSession:
     _next_pool: int = 0
     _free: dict[Any, list[Any]] = field(default_factory=dict)
     _lent: list[Any] = field(default_factory=list)
-    #: Probe calls among the correctness calls (CPU only).
-    probes: ProbePlanner | None = None
+    probes: ProbePlanner | None = None  # probe calls among the correctness calls (CPU only)
     #: The last profiled forward: (kernel microseconds by name, the runner's hook points found replaced).
     profiled: tuple[dict[str, float], tuple[str, ...]] | None = None
     kernel_tracer: str = ""
@@ -102,11 +99,9 @@ class CandidateSession:
     pauses: device_lock.PauseLog = field(default_factory=device_lock.PauseLog)
     #: The judge's own work while the runner runs a correctness call (`reference.ahead.ahead_of_calls`).
     between_calls: Callable[[], None] | None = None
-    #: Seconds a call on inputs of a new shape may take where the language tunes its kernels then (Helion: the
-    #: compile budget); 0: every call has the call timeout.
+    #: Seconds a first call on a new shape may take where the language tunes its kernels then; 0: the call timeout.
     tune_budget: float = 0.0
-    #: What the candidate's autotuner chose, as the last call reported it.
-    tuned: str = ""
+    tuned: str = ""  # what the candidate's autotuner chose, as the last call reported it
     _shapes_seen: set[tuple[Any, ...]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -115,8 +110,7 @@ class CandidateSession:
             self.probes = ProbePlanner()
 
     def _announce(self) -> None:
-        """Before any request: the judge's queued copies into shared memory have landed, new buffers are announced
-        (at most MAX_FDS descriptors a frame)."""
+        """Before a request: queued copies into shared memory landed, new buffers announced (MAX_FDS a frame)."""
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
         infos, fds = self.arena.pending()
@@ -299,8 +293,7 @@ class CandidateSession:
         return reply, (after - before if before is not None and after is not None else None), wall
 
     def probe_pair(self) -> None:
-        """Repeat the last call twice, an ordinary and a probe call (`evidence/probe.py`), where the correctness
-        calls made no usable pair."""
+        """Repeat the last call as an ordinary and a probe call (`evidence/probe.py`) where the calls made no pair."""
         planner = self.probes
         if planner is None or planner.last_inputs is None or planner.last_model is None:
             return

@@ -116,7 +116,6 @@ def settle(spare: Spare, timeout: float = SETTLE_TIMEOUT_S) -> bool:
 
 
 def discard(spare: Spare | None) -> None:
-    """Close the spare's runner and remove its directory."""
     if spare is None:
         return
     with suppress(Exception):  # it is being thrown away
@@ -133,8 +132,7 @@ def _entries(path: Path) -> set[str]:
 
 
 def _copy_entries(src: Path, dest: Path, names: set[str]) -> int:
-    """Copy each `src`/name to `dest`/name through `build_cache.copy_out` (no link followed), atomically; refused or
-    failed ones are skipped. How many were copied."""
+    """Copy each `src`/name to `dest`/name atomically by `build_cache.copy_out`, skipping refused ones; how many."""
     copied = 0
     for name in sorted(names):
         if name.startswith((".", "tmp.")):  # this copy's own temporaries, a killed compile's leftovers
