@@ -1,5 +1,4 @@
-"""The correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12): at least five rounds on fresh inputs,
-every size once (then the smallest) and every distribution, the reference's side from `ReferenceRounds`. Each round
+"""The correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12) over the rounds of `ReferenceRounds`: each
 calls the candidate twice from one seed on fresh copies in poisoned memory (unwritten elements show the poison, an
 earlier result is `stale-memory`), each call held to the float64 reference and the two to each other."""
 
@@ -49,8 +48,7 @@ from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 __all__ = ["MIN_ROUNDS", "CandidateFailure", "CheckReport", "build_candidate", "run_correctness"]
 
 class CandidateFailure(Exception):
-    """The candidate's constructor (`stage="init"`) or forward (`stage="forward"`) raised; kept apart from the
-    reference's failures (TaskError), since a broken task is not the candidate's fault."""
+    """The candidate raised at `stage` ("init", "forward", ...); not a TaskError: a broken task is not its fault."""
 
     def __init__(self, stage: str, original: BaseException):
         self.stage = stage
@@ -224,7 +222,7 @@ class _Protocol:
         self._lap("compare")
         self.report.error_budget = merge_budgets(self.report.error_budget, cmp1.budget, cmp2.budget)
         for flag, detail in flags:
-            if flag != "mismatch":  # added by `_add_mismatch`, from the worst comparison
+            if flag != "mismatch":  # added by `_judge_call`, from the worst comparison
                 self.report.add(flag, detail)
         names = list(dict.fromkeys(f for f, _ in flags))
         record: dict[str, Any] = {"size": rd.size, "dist": rd.dist, "seed": rd.seed}
@@ -244,8 +242,14 @@ class _Protocol:
         if self.hint is None and any(f == "mismatch" for f, _ in cmp.flags):
             self.hint = mismatch_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out,
                                                 rd.ref64)
-        self._add_mismatch(cmp, where)
-        return cmp, [(f, f"{where}: {d}") for f, d in cmp.flags] + self._mutation(given, rd.inputs, where)
+        for flag, detail in cmp.flags:
+            if flag == "mismatch":
+                self.report.add(flag, f"{where}: {detail}{self.hint or ''}", worst=cmp.worst)
+        flags = [(f, f"{where}: {d}") for f, d in cmp.flags]
+        changed = [k for k, (a, b) in enumerate(zip(given, rd.inputs, strict=False)) if not same_bits(a, b)]
+        if changed:
+            flags.append(("input-mutation", f"{where}: input(s) {changed} changed during forward"))
+        return cmp, flags
 
     def _keep_first(self, out1: Any) -> Any:
         """The first call's output kept where the second call cannot overwrite it: a large one is copied on the
@@ -268,10 +272,6 @@ class _Protocol:
             except RuntimeError:  # page-locked memory refused: pageable, slower
                 return _to_host(t)
         return self.pinned[key].copy_(t)
-
-    def _mutation(self, given: list[Any], inputs: list[Any], where: str) -> list[tuple[str, str]]:
-        changed = [k for k, (a, b) in enumerate(zip(given, inputs, strict=False)) if not same_bits(a, b)]
-        return [("input-mutation", f"{where}: input(s) {changed} changed during forward")] if changed else []
 
     def _stale_or_racy(self, rd: RoundData, out1: Any, out2: Any, cmp1: Comparison, cmp2: Comparison,
                        where: str) -> list[tuple[str, str]]:
@@ -301,11 +301,6 @@ class _Protocol:
                 continue
             worst = max(worst, _pair_ratio(a, b, rn, r64, self.tol(dtype_name(rn.dtype))))
         return worst
-
-    def _add_mismatch(self, cmp: Comparison, where: str) -> None:
-        for flag, detail in cmp.flags:
-            if flag == "mismatch":
-                self.report.add(flag, f"{where}: {detail}{self.hint or ''}", worst=cmp.worst)
 
     def _error_map(self, cmp1: Comparison, cmp2: Comparison, ok: bool, asked_size: bool) -> None:
         """Keep the worst failing round's map, preferring the size asked for (the user reads the map against it)."""

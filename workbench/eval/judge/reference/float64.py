@@ -95,39 +95,34 @@ class Float64Reference:
 
     def __call__(self, ref_model: Any, inputs: list[Any], native: Any, seed: int | None) -> tuple[list[Any], str]:
         """(float64 outputs, note): the note is set when float64 failed and the native result stood in."""
-        if self.model64 is None:
-            return [to64(o) for o in as_list(native)], self.note
-        try:
-            if self.placement == "host":
-                args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
-                return _run64(self.model64, args, seed), ""
-            if self.placement == "device-chunked":
-                return self._chunked(inputs, seed), ""
-            return _run64(self.model64, inputs, seed), ""
-        except Exception as exc:  # noqa: BLE001
-            self.model64 = None
-            self.note = _native_note(exc)
-            return [to64(o) for o in as_list(native)], self.note
+        if self.model64 is not None:
+            try:
+                if self.placement == "host":
+                    args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
+                    return _run64(self.model64, args, seed), ""
+                if self.placement == "device-chunked":
+                    return self._chunked(inputs, seed), ""
+                return _run64(self.model64, inputs, seed), ""
+            except Exception as exc:  # noqa: BLE001
+                self.model64, self.note = None, _native_note(exc)
+        return [to64(o) for o in as_list(native)], self.note
 
     def _chunked(self, inputs: list[Any], seed: int | None) -> list[Any]:
-        """The float64 model a slice of rows at a time, written into outputs allocated once (the whole output is held
-        once, not as parts plus their concatenation)."""
+        """The float64 model a slice of rows at a time, into outputs allocated once (no parts plus concatenation)."""
         rows = _batch_rows(inputs)
         outs: list[torch.Tensor] = []
-        if self.combine != "rows":
-            for s in range(0, rows, self.rows_per_chunk):
-                part = _run64(self.model64, _slices(inputs, s, s + self.rows_per_chunk), seed)
-                weight = min(self.rows_per_chunk, rows - s) if self.combine == "mean" else 1
-                outs = [p * weight for p in part] if not outs else [o + p * weight for o, p in zip(outs, part, strict=True)]
-            return [o / rows for o in outs] if self.combine == "mean" else outs
         for s in range(0, rows, self.rows_per_chunk):
             part = _run64(self.model64, _slices(inputs, s, s + self.rows_per_chunk), seed)
+            if self.combine != "rows":
+                weight = min(self.rows_per_chunk, rows - s) if self.combine == "mean" else 1
+                outs = [p * weight for p in part] if not outs else [o + p * weight for o, p in zip(outs, part, strict=True)]
+                continue
             if not outs:
                 outs = [torch.empty((rows, *p.shape[1:]), dtype=p.dtype, device=p.device) for p in part]
             for out, p in zip(outs, part, strict=True):
                 out[s:s + p.shape[0]] = p
             del part
-        return outs
+        return [o / rows for o in outs] if self.combine == "mean" else outs
 
 
 def _native_note(exc: BaseException) -> str:

@@ -203,19 +203,17 @@ def take_for_timing(ev: Evaluation) -> ReferenceRunner | None:
     runner = pool.reference_runner if pool is not None else None
     if runner is None:
         return None
-    short = tight(pool, ev.device)
-    if short:
+    why = tight(pool, ev.device)
+    if why:
         pool.drop_reference_runner()  # its weights and context: the candidate needs the memory
-        ev.diagnostics.reference_timed_in = f"judge: {short}"
-        return None
-    try:
-        waited = runner.ready()
-    except ReferenceRunnerFailed as exc:
-        pool.reference_runner = None
-        ev.diagnostics.reference_timed_in = f"judge: {exc}"
-        return None
-    ev.diagnostics.reference_runner_wait_s = round(waited, 3)
-    return runner
+    else:
+        try:
+            ev.diagnostics.reference_runner_wait_s = round(runner.ready(), 3)
+            return runner
+        except ReferenceRunnerFailed as exc:
+            pool.reference_runner, why = None, str(exc)
+    ev.diagnostics.reference_timed_in = f"judge: {why}"
+    return None
 
 
 def after_timing(ev: Evaluation) -> None:

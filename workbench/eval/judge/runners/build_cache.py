@@ -191,8 +191,7 @@ def store(entry_key: str, root: str | Path, relative: str = ".") -> Path | None:
             raise RefusedCopy("no files")
         (tmp / "index.json").write_text(json.dumps({"files": files, "toolchain": toolchain()}, indent=1))
         final = root_dir / entry_key
-        if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
+        shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         return final / "build"
     except (OSError, RefusedCopy):

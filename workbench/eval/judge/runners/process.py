@@ -250,26 +250,21 @@ class RunnerProcess:
         """The next message, which must be one of `kinds` (or a Fault)."""
         try:
             frame, fds = self.channel.recv(deadline)
+            for fd in fds:  # a runner never sends descriptors
+                os.close(fd)
+            self.seq_in += 1
+            message = protocol.decode(frame, job=self.job, nonce=self.nonce, seq=self.seq_in,
+                                      allowed=frozenset(kinds | {"fault"}))
+            if fds:
+                raise protocol.ProtocolError("the runner sent file descriptors")
         except ChannelTimeout:
             self.kill()
             raise RunnerDied("timeout", "no answer before the deadline", self.log_tail()) from None
         except ChannelClosed:
             raise self._died() from None
-        except FrameError as exc:
+        except (FrameError, protocol.ProtocolError) as exc:
             self.kill()
             raise RunnerViolation(str(exc), self.log_tail()) from None
-        for fd in fds:  # a runner never sends descriptors
-            os.close(fd)
-        self.seq_in += 1
-        try:
-            message = protocol.decode(frame, job=self.job, nonce=self.nonce, seq=self.seq_in,
-                                      allowed=frozenset(kinds | {"fault"}))
-        except protocol.ProtocolError as exc:
-            self.kill()
-            raise RunnerViolation(str(exc), self.log_tail()) from None
-        if fds:
-            self.kill()
-            raise RunnerViolation("the runner sent file descriptors", self.log_tail())
         return message
 
     def answers_within(self, seconds: float) -> bool:

@@ -148,11 +148,6 @@ class CandidateSession:
             self._lent.append((key, item))
         return item
 
-    def _give_back(self) -> None:
-        for key, item in self._lent:
-            self._free.setdefault(key, []).append(item)
-        self._lent.clear()
-
     def lend_pool(self, pool: InputPool) -> None:
         """Let correctness calls use the timing pool's first input set and slot as shared buffers (one shared copy
         of large inputs, not two); timing then refills every set before its first batch (`pool.lent`)."""
@@ -242,7 +237,9 @@ class CandidateSession:
         """One call on shared copies of `inputs` (the runner seeds the global RNG with `seed` first): (outputs as
         judge tensors or stand-ins, the shared inputs as the call left them)."""
         self._next_call += 1
-        self._give_back()  # the previous call's buffers: its outputs were cloned, its inputs compared already
+        for key, item in self._lent:  # the previous call's buffers: its outputs were cloned, its inputs compared
+            self._free.setdefault(key, []).append(item)
+        self._lent.clear()
         pairs = [self.share_arg(x, pooled=True) for x in inputs]
         buffers = [self._buffer(tuple(like.shape), like.dtype, pooled=True) for like in out_like]
         slots, slot_refs = [t for t, _ in buffers], [ref for _, ref in buffers]

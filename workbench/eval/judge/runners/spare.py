@@ -1,7 +1,6 @@
-"""A spare runner: the next candidate's runner, started and warmed while the current one is checked, so an evaluation
-does not wait for a fork, a sandbox and a CUDA context (benchmarks/README.md). No candidate has run in it; its Triton
-cache is filled from the source's entries when taken and copied back once it is dead (`build_cache.copy_out`). Started
-under a shared device hold. `KWB_SPARE_RUNNER=0` turns spares off, `=1` on for the CPU too."""
+"""The next candidate's runner, started and warmed under a shared device hold while the current one is checked. No
+candidate has run in it; its Triton cache is filled from the source's entries when taken and copied back once it is
+dead (`build_cache.copy_out`). `KWB_SPARE_RUNNER=0` turns spares off, `=1` on for the CPU too."""
 
 from __future__ import annotations
 
