@@ -55,9 +55,7 @@ def native_scale(n64: torch.Tensor, e64: torch.Tensor) -> float:
     if n64 is e64 or not n64.numel():
         return 0.0
     finite = torch.isfinite(n64) & torch.isfinite(e64)
-    if not bool(finite.any()):
-        return 0.0
-    return float((n64 - e64).abs()[finite].max())
+    return float((n64 - e64).abs()[finite].max()) if bool(finite.any()) else 0.0
 
 
 def budget_entry(tol: Tolerance, k: float, native_error: float, worst: float, max_tol_bound: float,
@@ -82,11 +80,6 @@ def merge_budgets(*budgets: dict[str, Any]) -> dict[str, Any]:
     merged = {k: v for k, v in worst.items() if k not in ("outputs", "merged")}
     merged["merged"] = sum(b.get("merged", 1) for b in found)
     return merged
-
-
-def budget_words(k: float, native_error: float) -> str:
-    return f", or {k:g} x the native error {native_error:.3g} = {k * native_error:.3g}" if native_error > 0 and k > 0 \
-        else ""
 
 
 def _form_problem(o: Any, rn: torch.Tensor, where: str) -> tuple[str, str] | None:
@@ -306,10 +299,11 @@ def _flag(cmp: Comparison, tally: _Tally, shape: torch.Size, dtype: torch.dtype,
                                         f"{_index(first['nonfinite'][0], shape)}"))
     if counts["rest"]:
         flat, got, expected = first["rest"]
+        budget = f", or {k:g} x the native error {native_error:.3g} = {k * native_error:.3g}" \
+            if native_error > 0 and k > 0 else ""
         cmp.flags.append(("mismatch", f"{where}{counts['rest']} of {n} elements beyond atol={tol.atol:g}, "
-                                      f"rtol={tol.rtol:g}{budget_words(k, native_error)}; max abs error "
-                                      f"{tally.max_abs:.3g}; at index {_index(flat, shape)} got {got:.6g}, expected "
-                                      f"{expected:.6g}"))
+                                      f"rtol={tol.rtol:g}{budget}; max abs error {tally.max_abs:.3g}; at index "
+                                      f"{_index(flat, shape)} got {got:.6g}, expected {expected:.6g}"))
     degenerate = _degenerate(tally, n, dtype)
     if degenerate:
         cmp.flags.append(("degenerate-output", f"{where}{degenerate}"))
@@ -366,8 +360,7 @@ def _finite_parts(flat: torch.Tensor) -> Iterator[torch.Tensor]:
 
 
 def error_map(ratio: torch.Tensor, limit: int = MAP_CELLS) -> dict[str, Any]:
-    """A 2-D |err| / bound map: `cells` max-pooled to at most `limit` per side, the true extent (`rows`, `cols`)
-    and the block each cell is the worst of (`pool`)."""
+    """A 2-D |err| / bound map: `cells` max-pooled to at most `limit` a side, the extent (`rows`, `cols`), `pool`."""
     r = torch.nan_to_num(ratio.detach().to(torch.float32).cpu(), nan=_MAP_CAP, posinf=_MAP_CAP).clamp(0, _MAP_CAP)
     h, w = r.shape
     if not h or not w:

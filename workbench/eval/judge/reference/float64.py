@@ -54,8 +54,7 @@ def _slices(inputs: list[Any], start: int, stop: int) -> list[Any]:
 
 @dataclass
 class Float64Reference:
-    """The float64 model of one reference at one size, and where it runs ("device", "device-chunked", "host", or
-    "native" when float64 is unavailable)."""
+    """The float64 model at one size and where it runs: "device", "device-chunked", "host" or "native" (no float64)."""
 
     model64: Any
     placement: str

@@ -51,8 +51,7 @@ def _why(exc: BaseException) -> str:
 
 
 def _scratch_slots(session: CandidateSession, pool: InputPool) -> list[Any]:
-    """One output buffer of the session's own as every set's slot; none where the candidate's output is not copied
-    out either (`timing.batches.copy_out_mirrored`)."""
+    """One buffer of the session's own as every set's slot; none where the candidate's output is not copied out."""
     from workbench.eval.judge.timing.batches import copy_out_mirrored
 
     if not copy_out_mirrored(pool):

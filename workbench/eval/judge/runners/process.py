@@ -88,11 +88,10 @@ def describe_status(status: int) -> str:
 def _pids_where(match: Callable[[int], bool]) -> list[int]:
     """Every PID in /proc for which `match` holds (a process that ends meanwhile is left out)."""
     found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with suppress(OSError):
-                if match(int(name)):
-                    found.append(int(name))
+    for pid in (int(name) for name in os.listdir("/proc") if name.isdigit()):
+        with suppress(OSError):
+            if match(pid):
+                found.append(pid)
     return found
 
 

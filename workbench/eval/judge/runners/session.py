@@ -244,10 +244,14 @@ class CandidateSession:
         buffers = [self._buffer(tuple(like.shape), like.dtype, pooled=True) for like in out_like]
         slots, slot_refs = [t for t, _ in buffers], [ref for _, ref in buffers]
         probe = self.probes.plan(model, inputs, out_like) if self.probes is not None else 0
-        reply, cpu, wall = self._measured(protocol.Call(call=self._next_call, model=model,
-                                                        inputs=tuple(p[0] for p in pairs), slots=tuple(slot_refs),
-                                                        seed=seed, record=self.record_ops, probe_ns=probe),
-                                          self.between_calls, self._tuning_timeout(inputs))
+        message = protocol.Call(call=self._next_call, model=model, inputs=tuple(p[0] for p in pairs),
+                                slots=tuple(slot_refs), seed=seed, record=self.record_ops, probe_ns=probe)
+        timeout = self._tuning_timeout(inputs)
+        self._announce()  # the runner's CPU time and the judge's clock are read around the request only
+        before, started = self.runner.cpu_ns(), time.perf_counter()
+        reply = self._expect(message, "output", timeout, meanwhile=self.between_calls)
+        wall, after = time.perf_counter() - started, self.runner.cpu_ns()
+        cpu = after - before if before is not None and after is not None else None
         self.tuned = reply.tuned or self.tuned
         if self.probes is not None:
             self.probes.reported(reply.launch.launches, cpu)
@@ -279,15 +283,6 @@ class CandidateSession:
             return None
         self._shapes_seen.add(shapes)
         return max(self.tune_budget, self.timeout)
-
-    def _measured(self, message: protocol.Call, meanwhile: Callable[[], None] | None = None,
-                  timeout: float | None = None) -> tuple[Any, int | None, float]:
-        """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it)."""
-        self._announce()
-        before, started = self.runner.cpu_ns(), time.perf_counter()
-        reply = self._expect(message, "output", timeout, meanwhile=meanwhile)
-        wall, after = time.perf_counter() - started, self.runner.cpu_ns()
-        return reply, (after - before if before is not None and after is not None else None), wall
 
     def probe_pair(self) -> None:
         """Repeat the last call as an ordinary and a probe call (`evidence/probe.py`) where the calls made no pair."""
