@@ -104,8 +104,7 @@ def build_candidate(ref: LoadedReference, ref_model: Any, candidate_cls: Any, si
     if hasattr(candidate_cls, "model") and hasattr(candidate_cls, "runner"):
         return candidate_cls.model(ref_model, copy.deepcopy(init), seed, {**ref.defaults, **size})
     try:
-        cand_model, _, _ = model_init.build(lambda: candidate_cls(*copy.deepcopy(init)), device,
-                                            lambda: seed_all(seed),
+        cand_model, _, _ = model_init.build(lambda: candidate_cls(*copy.deepcopy(init)), device, lambda: seed_all(seed),
                                             model_init.built_on(ref_model, model_init.place_for(device)))
         if isinstance(cand_model, torch.nn.Module):
             weights = ref_model.state_dict() if isinstance(ref_model, torch.nn.Module) else None
@@ -240,8 +239,7 @@ class _Protocol:
         """One call's output against the reference and its inputs against their copies: the comparison, its flags."""
         cmp = compare(out, rd.ref64, rd.native, self.tol)
         if self.hint is None and any(f == "mismatch" for f, _ in cmp.flags):
-            self.hint = mismatch_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out,
-                                                rd.ref64)
+            self.hint = mismatch_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out, rd.ref64)
         for flag, detail in cmp.flags:
             if flag == "mismatch":
                 self.report.add(flag, f"{where}: {detail}{self.hint or ''}", worst=cmp.worst)

@@ -273,11 +273,7 @@ def _one_pass(flat_o: torch.Tensor, flat_n: torch.Tensor, flat_e: torch.Tensor, 
 
 
 def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
-    idx = []
-    for size in reversed(shape):
-        idx.append(flat % size)
-        flat //= size
-    return tuple(reversed(idx))
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
 
 
 def _flag(cmp: Comparison, tally: _Tally, shape: torch.Size, dtype: torch.dtype, tol: Tolerance, where: str,
@@ -368,5 +364,4 @@ def error_map(ratio: torch.Tensor, limit: int = MAP_CELLS) -> dict[str, Any]:
     kh, kw = -(-h // limit), -(-w // limit)
     if kh > 1 or kw > 1:
         r = torch.nn.functional.max_pool2d(r[None, None], (kh, kw), ceil_mode=True)[0, 0]
-    return {"cells": [[float(f"{v:.4g}") for v in row] for row in r.tolist()], "rows": h, "cols": w,
-            "pool": [kh, kw]}
+    return {"cells": [[float(f"{v:.4g}") for v in row] for row in r.tolist()], "rows": h, "cols": w, "pool": [kh, kw]}

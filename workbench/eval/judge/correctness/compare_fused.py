@@ -20,8 +20,7 @@ from workbench.eval.wire.tensors import int_view, real_view
 #: Elements per program (2.1G elements -> 512K blocks of partials).
 BLOCK = 4096
 #: Per-block partials of the tally, in this order.
-F64_FIELDS = ("max_abs", "max_rel", "worst", "max_tol_bound", "sum_o", "sum_o2", "sum_e", "sum_e2", "max_exp",
-              "max_o")
+F64_FIELDS = ("max_abs", "max_rel", "worst", "max_tol_bound", "sum_o", "sum_o2", "sum_e", "sum_e2", "max_exp", "max_o")
 I32_FIELDS = ("unwritten", "nonfinite", "rest", "all_finite")
 
 
@@ -187,8 +186,7 @@ def tally(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, atol: float, rtol: 
     first_block = {name: int(torch.nonzero(per_block[:, j])[0]) for j, name in enumerate(I32_FIELDS[:3]) if counts[j]}
     out: dict[str, Any] = {"bad": bad.view(torch.bool).view(o.shape),
                            "counts": dict(zip(I32_FIELDS[:3], (int(c) for c in counts), strict=True)),
-                           "first_block": first_block,
-                           "all_finite": bool(per_block[:, 3].min() == 1)}
+                           "first_block": first_block, "all_finite": bool(per_block[:, 3].min() == 1)}
     for j, name in enumerate(F64_FIELDS):
         out[name] = fsum[j] if name.startswith("sum_") else fmax[j]
     return out

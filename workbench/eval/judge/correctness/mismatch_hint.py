@@ -51,8 +51,7 @@ def _bytes(model: Any, inputs: list[Any]) -> int:
 
 def diagnose(model: Any, inputs: list[Any], call_seed: int, out: Any, ref64: Any) -> str:
     """Words for a mismatch: the reduced precision its errors match, else that the reference draws random numbers."""
-    outs, refs = as_list(out), as_list(ref64)
-    pairs = [(o, r) for o, r in zip(outs, refs, strict=False) if isinstance(o, torch.Tensor) and
+    pairs = [(o, r) for o, r in zip(as_list(out), as_list(ref64), strict=False) if isinstance(o, torch.Tensor) and
              isinstance(r, torch.Tensor) and o.dtype == torch.float32 and o.shape == r.shape and o.numel()]
     if not pairs or _bytes(model, inputs) > MAX_BYTES:
         return ""

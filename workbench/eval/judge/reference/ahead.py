@@ -28,8 +28,7 @@ def rounds_for(ev: Evaluation) -> tuple[ReferenceRounds, bool]:
     """The rounds for `ev`, and whether an earlier evaluation made them (not this one, ahead)."""
     sizes, rounds = plan(ev)
     reference, cached = ev.ctx.rounds.get(rounds_key(ev), lambda budget: ReferenceRounds.create(
-        ev.reference(), ev.device, sizes, ev.seed, ev.task.tolerance, ev.task.distributions, rounds, budget),
-        ev.device)
+        ev.reference(), ev.device, sizes, ev.seed, ev.task.tolerance, ev.task.distributions, rounds, budget), ev.device)
     ev.rounds_made_here = ev.rounds_made_here or not cached
     return reference, cached and not ev.rounds_made_here
 

@@ -80,9 +80,8 @@ class Float64Reference:
             if combine is not None:
                 how = ("the model treats its rows independently" if combine == "rows" else
                        f"the model returns the {combine} over its rows, accumulated in float64 slice by slice")
-                return cls(_as64(ref_model, host=False), "device-chunked", chunk,
-                           f"the float64 reference ran on the GPU in slices of {chunk} of {rows} rows (it does not "
-                           f"fit whole; {how})", combine)
+                return cls(_as64(ref_model, host=False), "device-chunked", chunk, f"the float64 reference ran on the "
+                           f"GPU in slices of {chunk} of {rows} rows (it does not fit whole; {how})", combine)
             why = ("the model neither treats its batch rows independently nor returns their mean or sum"
                    if rows >= 2 and chunk >= 1 else
                    "one row alone does not fit" if rows >= 2 else "its inputs have no common batch dimension")
@@ -125,8 +124,7 @@ class Float64Reference:
 
 
 def _native_note(exc: BaseException) -> str:
-    return (f"the reference ran in its native precision: float64 failed ({type(exc).__name__}: "
-            f"{str(exc)[:120]})")
+    return f"the reference ran in its native precision: float64 failed ({type(exc).__name__}: {str(exc)[:120]})"
 
 
 def _run64(model64: Any, inputs: list[Any], seed: int | None) -> list[Any]:

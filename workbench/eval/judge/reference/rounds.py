@@ -266,8 +266,7 @@ class ReferenceRounds:
                     not_random.append(dist)
                 continue
             if not finite:
-                finite.append(all_finite(self.run(model, self._inputs(size, probe_seed, "default"), size,
-                                                  "default")))
+                finite.append(all_finite(self.run(model, self._inputs(size, probe_seed, "default"), size, "default")))
             if finite[0] and not all_finite(self.run(model, inputs, size, dist)):
                 self.skipped.add(dist)
                 self.note(f"skipped {dist} inputs: the reference is not finite on them")

@@ -165,10 +165,9 @@ def launch_for(ev: Evaluation) -> None:
     ref = ev.reference()
     try:
         pool.reference_runner = ReferenceRunner.launch(
-            ev.ctx, ev.device, Limits(memory_bytes=ev.job.memory_bytes), ev.timeout, pool,
-            ev.reference_model(), reference_as_candidate(ev.task).source, ev.precision.to_spec(),
-            ref.init_inputs(ev.time_size, ev.seed), ev.seed, {**ref.defaults, **ev.time_size},
-            warm=not ev.plan.seeded and warm_first_call(pool, ev.device))
+            ev.ctx, ev.device, Limits(memory_bytes=ev.job.memory_bytes), ev.timeout, pool, ev.reference_model(),
+            reference_as_candidate(ev.task).source, ev.precision.to_spec(), ref.init_inputs(ev.time_size, ev.seed),
+            ev.seed, {**ref.defaults, **ev.time_size}, warm=not ev.plan.seeded and warm_first_call(pool, ev.device))
         diag.reference_timed_in = "runner"
     except ReferenceRunnerFailed as exc:
         diag.reference_timed_in = f"judge: {exc}"

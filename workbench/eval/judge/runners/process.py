@@ -187,11 +187,10 @@ class RunnerProcess:
         self.log = BoundedLog(log_r)
         self.workdir = tempfile.mkdtemp(prefix="kwb_runner_") if server.sandbox != "namespaces" else None
         request = server_messages.Spawn(
-            job=self.job, nonce=self.nonce, device=device, address_space=limits.memory_bytes,
-            cpu_seconds=limits.cpu_seconds, scratch_bytes=limits.scratch_bytes, share_ipc=share_ipc,
-            extra_binds=tuple((str(a), str(b)) for a, b in extra_binds),
-            writable_binds=tuple((str(a), str(b)) for a, b in writable_binds or []), workdir=self.workdir or "",
-            warm=tuple(warm))
+            job=self.job, nonce=self.nonce, device=device, address_space=limits.memory_bytes, share_ipc=share_ipc,
+            cpu_seconds=limits.cpu_seconds, scratch_bytes=limits.scratch_bytes, warm=tuple(warm),
+            extra_binds=tuple((str(a), str(b)) for a, b in extra_binds), workdir=self.workdir or "",
+            writable_binds=tuple((str(a), str(b)) for a, b in writable_binds or []))
         try:
             reply = server.call(request, "spawned", (theirs.fileno(), log_w))
         finally:

@@ -201,8 +201,7 @@ class CandidateSession:
         self.runner.send(message)
 
     def post_load(self, source: str, language: str, entry: str, precision: dict[str, Any]) -> None:
-        self.post(protocol.Load(source=source, language=language, entry=entry, device=self.device,
-                                precision=precision))
+        self.post(protocol.Load(source=source, language=language, entry=entry, device=self.device, precision=precision))
 
     def post_model(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None = None) -> int:
         message = self._build(ref_model, init, seed, sizes)

@@ -61,11 +61,10 @@ def start_runner(ev: Evaluation) -> CandidateSession:
     ready = runner.ready
     ev.versions, ev.device_name, ev.sandbox = dict(ready.versions), ready.device_name, ready.sandbox
     ev.sandbox_reason = ready.sandbox_reason or ev.sandbox_reason
-    diag.set(runner_start_s=round(time.perf_counter() - started, 3),
-             runner="spare" if state.spare is not None else "started", runner_pid=runner.inner_pid,
-             transport=session.arena.transport, ipc_namespace="shared" if ev.ctx.share_ipc else "private",
-             triton_cache="per-source" if triton_dir is not None else "private",
-             transport_note=ev.ctx.transport_note or None)
+    diag.set(runner_start_s=round(time.perf_counter() - started, 3), runner_pid=runner.inner_pid,
+             runner="spare" if state.spare is not None else "started", transport=session.arena.transport,
+             ipc_namespace="shared" if ev.ctx.share_ipc else "private", transport_note=ev.ctx.transport_note or None,
+             triton_cache="per-source" if triton_dir is not None else "private")
     return session
 
 
