@@ -250,8 +250,7 @@ class _Protocol:
         return cmp, flags
 
     def _keep_first(self, out1: Any) -> Any:
-        """The first call's output kept where the second call cannot overwrite it: a large one is copied on the
-        device while 3x its size is free there, else to page-locked host memory."""
+        """A large first output copied (on the device if 3x its size is free, else host): call 2 cannot overwrite it."""
         size = _nbytes(as_list(out1))
         if size <= LARGE_OUTPUT_BYTES:
             return out1
@@ -282,23 +281,18 @@ class _Protocol:
                                               "result (memory the candidate never wrote)"))
         if found or cmp1.malformed or cmp2.malformed or cmp1.poisoned or cmp2.poisoned:
             return found
-        worst = self._mutual_ratio(out1, out2, rd.native, rd.ref64)
-        if worst > 1:
-            found.append(("nondeterministic", f"{where}: two calls on the same inputs differ by up to {worst:.3g}x the "
-                                              "tolerance"))
-        return found
-
-    def _mutual_ratio(self, out1: Any, out2: Any, native: Any, ref64: Any) -> float:
-        """How far two calls on the same inputs differ, in units of the error budget's bound."""
-        worst = 0.0
-        for a, b, rn, r64 in zip(as_list(out1), as_list(out2), as_list(native), as_list(ref64), strict=False):
+        worst = 0.0  # how far the two calls differ, in units of the error budget's bound
+        for a, b, rn, r64 in zip(as_list(out1), as_list(out2), as_list(rd.native), as_list(rd.ref64), strict=False):
             if not (is_plain(a) and is_plain(b) and isinstance(rn, torch.Tensor)):
                 continue
             if not (a.is_floating_point() or a.is_complex()):
                 worst = max(worst, 0.0 if torch.equal(a, b) else float("inf"))
                 continue
             worst = max(worst, _pair_ratio(a, b, rn, r64, self.tol(dtype_name(rn.dtype))))
-        return worst
+        if worst > 1:
+            found.append(("nondeterministic", f"{where}: two calls on the same inputs differ by up to {worst:.3g}x the "
+                                              "tolerance"))
+        return found
 
     def _error_map(self, cmp1: Comparison, cmp2: Comparison, ok: bool, asked_size: bool) -> None:
         """Keep the worst failing round's map, preferring the size asked for (the user reads the map against it)."""
@@ -313,9 +307,8 @@ class _Protocol:
 
 def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, tol: Tolerance) -> float:
     """Largest |a - b| over the error budget's bound; in one pass on a GPU (`compare_fused.pair_worst`)."""
-    fa, fb = real_view(a.detach()).reshape(-1), real_view(b.detach()).reshape(-1)
+    fa, fb, fn = (real_view(t.detach()).reshape(-1) for t in (a, b, rn))
     fr = real_view(r64.detach()).reshape(-1) if isinstance(r64, torch.Tensor) else None
-    fn = real_view(rn.detach()).reshape(-1)
     floor = 0.0
     staged = fa.device != fb.device and fused.usable(fb, fb, fr if fr is not None else fb)
     one_pass = staged or fused.usable(fa, fb, fr if fr is not None else fa)  # on a GPU (never the interpreter)

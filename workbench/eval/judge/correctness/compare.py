@@ -185,10 +185,8 @@ class _Tally:
             rel = err / exp.abs().clamp_min(max(tol.atol, 1e-300))
             self.max_rel = max(self.max_rel, float(torch.where(torch.isnan(rel), 0.0, rel).max()))
             self.worst = max(self.worst, float(ratio.max()))
-        poison = poison_mask(raw)
-        if poison is not None and poison.shape != bad.shape:  # complex views: element sizes differ
-            poison = None
-        unwritten = bad & poison if poison is not None else torch.zeros_like(bad)
+        poison = poison_mask(raw)  # not used where its shape differs: complex views, whose element sizes differ
+        unwritten = bad & poison if poison is not None and poison.shape == bad.shape else torch.zeros_like(bad)
         nonfinite = expect_finite & ~torch.isfinite(o64) & ~unwritten
         rest = bad & ~unwritten & ~(expect_finite & ~torch.isfinite(o64))
         for name, mask in (("unwritten", unwritten), ("nonfinite", nonfinite), ("rest", rest)):

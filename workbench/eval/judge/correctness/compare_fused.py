@@ -45,8 +45,7 @@ def _load64(ptr, offs, m):
 @triton.jit
 def _native_error_kernel(n_ptr, e_ptr, part_ptr, N, BLOCK_SIZE: tl.constexpr):
     pid, offs, m = _block(N, BLOCK_SIZE)
-    n = _load64(n_ptr, offs, m)
-    e = _load64(e_ptr, offs, m)
+    n, e = _load64(n_ptr, offs, m), _load64(e_ptr, offs, m)
     both = m & _finite(n) & _finite(e)
     d = tl.where(both, tl.abs(n - e), 0.0)
     tl.store(part_ptr + pid, tl.max(d, axis=0))
@@ -58,12 +57,9 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
     # The bounds come in float64 from memory: a float argument would be passed as float32.
     atol, rtol, floor, rel_floor = tl.load(k_ptr), tl.load(k_ptr + 1), tl.load(k_ptr + 2), tl.load(k_ptr + 3)
     pid, offs, m = _block(N, BLOCK_SIZE)
-    o = _load64(o_ptr, offs, m)
-    n = _load64(n_ptr, offs, m)
-    e = _load64(e_ptr, offs, m)
+    o, n, e = _load64(o_ptr, offs, m), _load64(n_ptr, offs, m), _load64(e_ptr, offs, m)
     inf = float("inf")
-    expect_finite = _finite(n)
-    o_finite = _finite(o)
+    expect_finite, o_finite = _finite(n), _finite(o)
     exp = tl.where(_finite(e), e, n)
     same_special = ((o != o) & (n != n)) | (o == n)
     d = tl.abs(o - exp)
@@ -82,19 +78,18 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
     nonfinite = m & expect_finite & ~o_finite & ~unwritten
     rest = bad & ~unwritten & ~(expect_finite & ~o_finite)
     rel = tl.where(exp == exp, err / tl.maximum(tl.abs(exp), rel_floor), 0.0)
-    zero = 0.0
     base = pid.to(tl.int64) * NF
-    tl.store(f_ptr + base + 0, tl.max(tl.where(m, err, zero), axis=0))
-    tl.store(f_ptr + base + 1, tl.max(tl.where(m, rel, zero), axis=0))
-    tl.store(f_ptr + base + 2, tl.max(tl.where(m, ratio, zero), axis=0))
-    tl.store(f_ptr + base + 3, tl.max(tl.where(m & expect_finite, tol_bound, zero), axis=0))
+    tl.store(f_ptr + base + 0, tl.max(tl.where(m, err, 0.0), axis=0))
+    tl.store(f_ptr + base + 1, tl.max(tl.where(m, rel, 0.0), axis=0))
+    tl.store(f_ptr + base + 2, tl.max(tl.where(m, ratio, 0.0), axis=0))
+    tl.store(f_ptr + base + 3, tl.max(tl.where(m & expect_finite, tol_bound, 0.0), axis=0))
     ok = m & expect_finite & o_finite
-    tl.store(f_ptr + base + 4, tl.sum(tl.where(ok, o, zero), axis=0))
-    tl.store(f_ptr + base + 5, tl.sum(tl.where(ok, o * o, zero), axis=0))
-    tl.store(f_ptr + base + 6, tl.sum(tl.where(ok, exp, zero), axis=0))
-    tl.store(f_ptr + base + 7, tl.sum(tl.where(ok, exp * exp, zero), axis=0))
-    tl.store(f_ptr + base + 8, tl.max(tl.where(ok, tl.abs(exp), zero), axis=0))
-    tl.store(f_ptr + base + 9, tl.max(tl.where(ok, tl.abs(o), zero), axis=0))
+    tl.store(f_ptr + base + 4, tl.sum(tl.where(ok, o, 0.0), axis=0))
+    tl.store(f_ptr + base + 5, tl.sum(tl.where(ok, o * o, 0.0), axis=0))
+    tl.store(f_ptr + base + 6, tl.sum(tl.where(ok, exp, 0.0), axis=0))
+    tl.store(f_ptr + base + 7, tl.sum(tl.where(ok, exp * exp, 0.0), axis=0))
+    tl.store(f_ptr + base + 8, tl.max(tl.where(ok, tl.abs(exp), 0.0), axis=0))
+    tl.store(f_ptr + base + 9, tl.max(tl.where(ok, tl.abs(o), 0.0), axis=0))
     ibase = pid.to(tl.int64) * NI
     tl.store(i_ptr + ibase + 0, tl.sum(unwritten.to(tl.int32), axis=0))
     tl.store(i_ptr + ibase + 1, tl.sum(nonfinite.to(tl.int32), axis=0))
@@ -106,8 +101,7 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
 def _pair_kernel(a_ptr, b_ptr, s_ptr, part_ptr, k_ptr, N, BLOCK_SIZE: tl.constexpr):
     atol, rtol, floor, big = tl.load(k_ptr), tl.load(k_ptr + 1), tl.load(k_ptr + 2), tl.load(k_ptr + 3)
     pid, offs, m = _block(N, BLOCK_SIZE)
-    a = _load64(a_ptr, offs, m)
-    b = _load64(b_ptr, offs, m)
+    a, b = _load64(a_ptr, offs, m), _load64(b_ptr, offs, m)
     scale = tl.abs(_load64(s_ptr, offs, m))
     inf = float("inf")
     same = ((a != a) & (b != b)) | (a == b)

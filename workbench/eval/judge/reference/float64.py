@@ -60,8 +60,7 @@ class Float64Reference:
     placement: str
     rows_per_chunk: int = 0
     note: str = ""
-    #: How slices combine: "rows" (each slice's rows are the output's rows), "mean" or "sum" (scalar outputs).
-    combine: str = "rows"
+    combine: str = "rows"  # how slices combine: "rows" (they are the output's rows), "mean" or "sum" (scalar outputs)
 
     @classmethod
     def plan(cls, ref_model: Any, inputs: list[Any], native: Any, device: str, seed: int | None) -> Float64Reference:

@@ -167,18 +167,15 @@ class ReferenceRounds:
         return found
 
     def pending(self) -> int | None:
-        """The round to make ahead (`prepare`), or None: the first not made, or the one after the round in use."""
+        """The round to make ahead (`prepare`), or None: the first not made, or the next where two rounds fit."""
         if self.keep:
             return next((r for r in range(self.n) if r not in self._rounds), None)
         nxt = self._last + 1
-        return nxt if self._ahead is None and self._two_fit(self._round_bytes) and nxt < self.n else None
-
-    def _two_fit(self, round_bytes: int) -> bool:
-        return 0 < 2 * round_bytes <= self.budget
+        return nxt if self._ahead is None and 0 < 2 * self._round_bytes <= self.budget and nxt < self.n else None
 
     def hold_ahead(self, rd: RoundData) -> bool:
-        """Hold `rd`, made ahead before the rounds proved too large to keep, so the check does not make it again."""
-        if self.keep or self._ahead is not None or not self._two_fit(rd.nbytes):
+        """Hold `rd`, made ahead before the rounds proved too large to keep (where two fit), for the check to use."""
+        if self.keep or self._ahead is not None or not 0 < 2 * rd.nbytes <= self.budget:
             return False
         self._ahead, self._last = rd, rd.number - 1
         return True

@@ -30,9 +30,7 @@ def wanted(device: str) -> bool:
     """On a GPU by default (on the CPU both sides share one pinned core and the judge's clock, so a second runner
     costs more than it gains); `KWB_REFERENCE_RUNNER=1`/`=0` forces it."""
     forced = os.environ.get("KWB_REFERENCE_RUNNER", "").strip()
-    if forced in ("0", "1"):
-        return forced == "1"
-    return device.startswith("cuda")
+    return forced == "1" if forced in ("0", "1") else device.startswith("cuda")
 
 
 class ReferenceRunnerFailed(Exception):
@@ -151,8 +149,7 @@ def launch_for(ev: Evaluation) -> None:
     if pool is None or not wanted(ev.device):
         return
     diag = ev.diagnostics
-    kept = pool.reference_runner
-    if kept is not None and kept.answers():
+    if pool.reference_runner is not None and pool.reference_runner.answers():
         diag.reference_timed_in = "runner (kept)"
         return
     pool.reference_runner = None

@@ -19,9 +19,4 @@ def libraries_for(device: str, *sources: str) -> tuple[str, ...]:
     if not device.startswith("cuda"):
         return ()
     text = "\n".join(sources)
-    found = ["cuda"]
-    if _CUBLAS.search(text):
-        found.append("cublas")
-    if _CUDNN.search(text):
-        found.append("cudnn")
-    return tuple(found)
+    return ("cuda", *(name for name, uses in (("cublas", _CUBLAS), ("cudnn", _CUDNN)) if uses.search(text)))

@@ -110,8 +110,7 @@ class ForkServer:
         self.device = device
         self.channel, theirs = Channel.pair()
         env = runner_env(device)
-        env["PYTHONPATH"] = package_root()
-        env["HOME"] = tempfile.gettempdir()
+        env.update(PYTHONPATH=package_root(), HOME=tempfile.gettempdir())
         if os.environ.get("KWB_SANDBOX"):  # e.g. "none": a user's explicit choice reaches the server
             env["KWB_SANDBOX"] = os.environ["KWB_SANDBOX"]
         self.proc = subprocess.Popen(module_command("workbench.eval.runner.forkserver", str(theirs.fileno())),
@@ -202,8 +201,7 @@ class RunnerProcess:
         self.ready: protocol.Ready | None = None
         self.closed = self.frozen = False
         self._status: int | None = None
-        #: Whose runner this is: the candidate's ("runner"), the reference's or a spare.
-        self.role = "runner"
+        self.role = "runner"  # whose runner this is: the candidate's ("runner"), the reference's or a spare
 
     @classmethod
     def start(cls, server: ForkServer, device: str, limits: Limits | None = None,

@@ -36,14 +36,11 @@ def start_runner(ev: Evaluation) -> CandidateSession:
         state.build_entry = build_cache.lookup(state.build_key)
         if state.build_entry is not None:
             binds.append((str(state.build_entry), build_cache.MOUNT_POINT))
-    writable = []
     triton_dir = build_cache.triton_dir(cand.source, ev.device)
-    if triton_dir is not None:
-        writable.append((str(triton_dir), build_cache.TRITON_MOUNT))
     language = languages.get(cand.language)
     jit_dir = build_cache.language_cache_dir(language.name, cand.source, ev.device) if language.cache_mount else None
-    if jit_dir is not None and language.cache_mount:
-        writable.append((str(jit_dir), language.cache_mount))
+    writable = [(str(path), mount) for path, mount in ((triton_dir, build_cache.TRITON_MOUNT),
+                                                       (jit_dir, language.cache_mount)) if path is not None]
     started = time.perf_counter()
     warm = libraries_for(ev.device, ev.task.source, cand.source)
     state.spare_key = spare_runner.SpareKey(ev.device, ev.job.memory_bytes, ev.ctx.share_ipc, warm)
