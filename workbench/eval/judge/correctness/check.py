@@ -1,5 +1,4 @@
-"""The correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12): at least five rounds on fresh inputs,
-every size once (then the smallest) and every distribution, the reference's side from `ReferenceRounds`. Each round
+"""The correctness protocol (docs/anti-cheating.md, cheats 1, 2, 3, 11, 12) over the rounds of `ReferenceRounds`: each
 calls the candidate twice from one seed on fresh copies in poisoned memory (unwritten elements show the poison, an
 earlier result is `stale-memory`), each call held to the float64 reference and the two to each other."""
 
@@ -49,8 +48,7 @@ from workbench.tasks.task import DISTRIBUTIONS, LoadedReference, Tolerance
 __all__ = ["MIN_ROUNDS", "CandidateFailure", "CheckReport", "build_candidate", "run_correctness"]
 
 class CandidateFailure(Exception):
-    """The candidate's constructor (`stage="init"`) or forward (`stage="forward"`) raised; kept apart from the
-    reference's failures (TaskError), since a broken task is not the candidate's fault."""
+    """The candidate raised at `stage` ("init", "forward", ...); not a TaskError: a broken task is not its fault."""
 
     def __init__(self, stage: str, original: BaseException):
         self.stage = stage
@@ -106,23 +104,16 @@ def build_candidate(ref: LoadedReference, ref_model: Any, candidate_cls: Any, si
     if hasattr(candidate_cls, "model") and hasattr(candidate_cls, "runner"):
         return candidate_cls.model(ref_model, copy.deepcopy(init), seed, {**ref.defaults, **size})
     try:
-        cand_model, _, _ = model_init.build(lambda: candidate_cls(*copy.deepcopy(init)), device,
-                                            lambda: seed_all(seed),
+        cand_model, _, _ = model_init.build(lambda: candidate_cls(*copy.deepcopy(init)), device, lambda: seed_all(seed),
                                             model_init.built_on(ref_model, model_init.place_for(device)))
         if isinstance(cand_model, torch.nn.Module):
-            _copy_weights(ref_model, cand_model)
+            weights = ref_model.state_dict() if isinstance(ref_model, torch.nn.Module) else None
+            if weights is not None and model_init.same_layout(cand_model.state_dict(), weights):
+                cand_model.load_state_dict(weights)
             cand_model = cand_model.to(device).eval()
     except Exception as exc:
         raise CandidateFailure("init", exc) from exc
     return cand_model
-
-
-def _copy_weights(ref_model: Any, cand_model: torch.nn.Module) -> None:
-    if not isinstance(ref_model, torch.nn.Module):
-        return
-    rs = ref_model.state_dict()
-    if model_init.same_layout(cand_model.state_dict(), rs):
-        cand_model.load_state_dict(rs)
 
 
 def _to_host(t: Any) -> Any:
@@ -191,8 +182,7 @@ class _Protocol:
 
     def _candidate(self, model: Any, inputs: list[Any], like: list[Any], out_like: list[Any],
                    seed: int | None = None) -> tuple[Any, list[Any]]:
-        """One candidate call on fresh copies in poisoned memory, seeded: (output, the copies it was given). A remote
-        model's runner poisons and seeds itself."""
+        """A seeded call on fresh copies in poisoned memory (a remote runner does both): (output, the copies)."""
         if getattr(model, "remote", False):
             return model.call(inputs, out_like, seed)
         given = clone_inputs(inputs)
@@ -231,7 +221,7 @@ class _Protocol:
         self._lap("compare")
         self.report.error_budget = merge_budgets(self.report.error_budget, cmp1.budget, cmp2.budget)
         for flag, detail in flags:
-            if flag != "mismatch":  # added by `_add_mismatch`, from the worst comparison
+            if flag != "mismatch":  # added by `_judge_call`, from the worst comparison
                 self.report.add(flag, detail)
         names = list(dict.fromkeys(f for f, _ in flags))
         record: dict[str, Any] = {"size": rd.size, "dist": rd.dist, "seed": rd.seed}
@@ -246,18 +236,21 @@ class _Protocol:
 
     def _judge_call(self, rd: RoundData, out: Any, given: list[Any],
                     where: str) -> tuple[Comparison, list[tuple[str, str]]]:
-        """One call's output against the reference and its inputs against their copies: the comparison and its
-        flags."""
+        """One call's output against the reference and its inputs against their copies: the comparison, its flags."""
         cmp = compare(out, rd.ref64, rd.native, self.tol)
         if self.hint is None and any(f == "mismatch" for f, _ in cmp.flags):
-            self.hint = mismatch_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out,
-                                                rd.ref64)
-        self._add_mismatch(cmp, where)
-        return cmp, [(f, f"{where}: {d}") for f, d in cmp.flags] + self._mutation(given, rd.inputs, where)
+            self.hint = mismatch_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out, rd.ref64)
+        for flag, detail in cmp.flags:
+            if flag == "mismatch":
+                self.report.add(flag, f"{where}: {detail}{self.hint or ''}", worst=cmp.worst)
+        flags = [(f, f"{where}: {d}") for f, d in cmp.flags]
+        changed = [k for k, (a, b) in enumerate(zip(given, rd.inputs, strict=False)) if not same_bits(a, b)]
+        if changed:
+            flags.append(("input-mutation", f"{where}: input(s) {changed} changed during forward"))
+        return cmp, flags
 
     def _keep_first(self, out1: Any) -> Any:
-        """The first call's output kept where the second call cannot overwrite it: a large one is copied on the
-        device while 3x its size is free there, else to page-locked host memory."""
+        """A large first output copied (on the device if 3x its size is free, else host): call 2 cannot overwrite it."""
         size = _nbytes(as_list(out1))
         if size <= LARGE_OUTPUT_BYTES:
             return out1
@@ -277,16 +270,9 @@ class _Protocol:
                 return _to_host(t)
         return self.pinned[key].copy_(t)
 
-    def _mutation(self, given: list[Any], inputs: list[Any], where: str) -> list[tuple[str, str]]:
-        changed = [k for k, (a, b) in enumerate(zip(given, inputs, strict=False)) if not same_bits(a, b)]
-        if changed:
-            return [("input-mutation", f"{where}: input(s) {changed} changed during forward")]
-        return []
-
     def _stale_or_racy(self, rd: RoundData, out1: Any, out2: Any, cmp1: Comparison, cmp2: Comparison,
                        where: str) -> list[tuple[str, str]]:
-        """What two calls on the same inputs reveal: an earlier round's result (stale-memory), or two different
-        answers (nondeterministic)."""
+        """Two calls on the same inputs: an earlier round's result (stale-memory), or two answers (nondeterministic)."""
         found: list[tuple[str, str]] = []
         prior = self.refs.prior(rd.number)
         for call, out, cmp in ((1, out1, cmp1), (2, out2, cmp2)):
@@ -295,32 +281,21 @@ class _Protocol:
                                               "result (memory the candidate never wrote)"))
         if found or cmp1.malformed or cmp2.malformed or cmp1.poisoned or cmp2.poisoned:
             return found
-        worst = self._mutual_ratio(out1, out2, rd.native, rd.ref64)
-        if worst > 1:
-            found.append(("nondeterministic", f"{where}: two calls on the same inputs differ by up to {worst:.3g}x the "
-                                              "tolerance"))
-        return found
-
-    def _mutual_ratio(self, out1: Any, out2: Any, native: Any, ref64: Any) -> float:
-        """How far two calls on the same inputs differ, in units of the error budget's bound."""
-        worst = 0.0
-        for a, b, rn, r64 in zip(as_list(out1), as_list(out2), as_list(native), as_list(ref64), strict=False):
+        worst = 0.0  # how far the two calls differ, in units of the error budget's bound
+        for a, b, rn, r64 in zip(as_list(out1), as_list(out2), as_list(rd.native), as_list(rd.ref64), strict=False):
             if not (is_plain(a) and is_plain(b) and isinstance(rn, torch.Tensor)):
                 continue
             if not (a.is_floating_point() or a.is_complex()):
                 worst = max(worst, 0.0 if torch.equal(a, b) else float("inf"))
                 continue
             worst = max(worst, _pair_ratio(a, b, rn, r64, self.tol(dtype_name(rn.dtype))))
-        return worst
-
-    def _add_mismatch(self, cmp: Comparison, where: str) -> None:
-        for flag, detail in cmp.flags:
-            if flag == "mismatch":
-                self.report.add(flag, f"{where}: {detail}{self.hint or ''}", worst=cmp.worst)
+        if worst > 1:
+            found.append(("nondeterministic", f"{where}: two calls on the same inputs differ by up to {worst:.3g}x the "
+                                              "tolerance"))
+        return found
 
     def _error_map(self, cmp1: Comparison, cmp2: Comparison, ok: bool, asked_size: bool) -> None:
-        """Keep the map of the worst failing round, preferring the size the evaluation was asked for (the one the
-        user reads the map against) over the extra check sizes."""
+        """Keep the worst failing round's map, preferring the size asked for (the user reads the map against it)."""
         cmp = cmp2 if cmp2.ratio is not None and cmp2.worst > cmp1.worst else cmp1
         if cmp.ratio is None:
             return
@@ -332,9 +307,8 @@ class _Protocol:
 
 def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, tol: Tolerance) -> float:
     """Largest |a - b| over the error budget's bound; in one pass on a GPU (`compare_fused.pair_worst`)."""
-    fa, fb = real_view(a.detach()).reshape(-1), real_view(b.detach()).reshape(-1)
+    fa, fb, fn = (real_view(t.detach()).reshape(-1) for t in (a, b, rn))
     fr = real_view(r64.detach()).reshape(-1) if isinstance(r64, torch.Tensor) else None
-    fn = real_view(rn.detach()).reshape(-1)
     floor = 0.0
     staged = fa.device != fb.device and fused.usable(fb, fb, fr if fr is not None else fb)
     one_pass = staged or fused.usable(fa, fb, fr if fr is not None else fa)  # on a GPU (never the interpreter)
@@ -366,9 +340,5 @@ def _pair_ratio(a: torch.Tensor, b: torch.Tensor, rn: torch.Tensor, r64: Any, to
 
 
 def _matches_prior(out: Any, cmp: Comparison, prior: list[PriorOutput]) -> bool:
-    for o, bad in zip(as_list(out), cmp.bad, strict=False):
-        if bad is None or not bool(bad.any()):
-            continue
-        if any(old.matches(o, bad) for old in prior):
-            return True
-    return False
+    return any(bad is not None and bool(bad.any()) and any(old.matches(o, bad) for old in prior)
+               for o, bad in zip(as_list(out), cmp.bad, strict=False))

@@ -55,9 +55,7 @@ def native_scale(n64: torch.Tensor, e64: torch.Tensor) -> float:
     if n64 is e64 or not n64.numel():
         return 0.0
     finite = torch.isfinite(n64) & torch.isfinite(e64)
-    if not bool(finite.any()):
-        return 0.0
-    return float((n64 - e64).abs()[finite].max())
+    return float((n64 - e64).abs()[finite].max()) if bool(finite.any()) else 0.0
 
 
 def budget_entry(tol: Tolerance, k: float, native_error: float, worst: float, max_tol_bound: float,
@@ -82,11 +80,6 @@ def merge_budgets(*budgets: dict[str, Any]) -> dict[str, Any]:
     merged = {k: v for k, v in worst.items() if k not in ("outputs", "merged")}
     merged["merged"] = sum(b.get("merged", 1) for b in found)
     return merged
-
-
-def budget_words(k: float, native_error: float) -> str:
-    return f", or {k:g} x the native error {native_error:.3g} = {k * native_error:.3g}" if native_error > 0 and k > 0 \
-        else ""
 
 
 def _form_problem(o: Any, rn: torch.Tensor, where: str) -> tuple[str, str] | None:
@@ -192,10 +185,8 @@ class _Tally:
             rel = err / exp.abs().clamp_min(max(tol.atol, 1e-300))
             self.max_rel = max(self.max_rel, float(torch.where(torch.isnan(rel), 0.0, rel).max()))
             self.worst = max(self.worst, float(ratio.max()))
-        poison = poison_mask(raw)
-        if poison is not None and poison.shape != bad.shape:  # complex views: element sizes differ
-            poison = None
-        unwritten = bad & poison if poison is not None else torch.zeros_like(bad)
+        poison = poison_mask(raw)  # not used where its shape differs: complex views, whose element sizes differ
+        unwritten = bad & poison if poison is not None and poison.shape == bad.shape else torch.zeros_like(bad)
         nonfinite = expect_finite & ~torch.isfinite(o64) & ~unwritten
         rest = bad & ~unwritten & ~(expect_finite & ~torch.isfinite(o64))
         for name, mask in (("unwritten", unwritten), ("nonfinite", nonfinite), ("rest", rest)):
@@ -207,10 +198,8 @@ class _Tally:
                     self.first[name] = (s + j, float(o64[j]), float(exp[j]))
         self.all_finite = self.all_finite and bool(expect_finite.all()) and bool(torch.isfinite(o64).all())
         if self.all_finite and o64.numel():
-            self.sums[0] += float(o64.sum())
-            self.sums[1] += float((o64 * o64).sum())
-            self.sums[2] += float(exp.sum())
-            self.sums[3] += float((exp * exp).sum())
+            for j, total in enumerate((o64.sum(), (o64 * o64).sum(), exp.sum(), (exp * exp).sum())):
+                self.sums[j] += float(total)
             self.max_exp = max(self.max_exp, float(exp.abs().max()))
             self.max_o = max(self.max_o, float(o64.abs().max()))
         return ratio
@@ -243,12 +232,11 @@ def _compare_floats(cmp: Comparison, i: int, o: torch.Tensor, r64: Any, rn: torc
                 t.ratio = ratio
         return t, error
 
+    tally: _Tally | None = None
     if (n > CHUNK or FUSED == "always") and not o.is_complex() and FUSED != "never" and \
             fused.usable(flat_o, flat_n, flat_e, interpreter=FUSED == "always"):
         tally, native_error = _one_pass(flat_o, flat_n, flat_e, fallback, tol, k, judge_slice, dev)
-        if tally is None:  # the two paths disagree on an element: the slices' word stands
-            tally, native_error = sliced()
-    else:
+    if tally is None:  # no one pass, or the two paths disagree on an element: the slices' word stands
         tally, native_error = sliced()
     cmp.bad[i] = tally.bad.view(real_view(o).shape)
     if tally.bad.numel():
@@ -265,8 +253,7 @@ def _compare_floats(cmp: Comparison, i: int, o: torch.Tensor, r64: Any, rn: torc
 
 def _one_pass(flat_o: torch.Tensor, flat_n: torch.Tensor, flat_e: torch.Tensor, fallback: bool, tol: Tolerance,
               k: float, judge_slice: Callable[..., Any], dev: torch.device) -> tuple[_Tally | None, float]:
-    """The one-pass tally, the first element of each kind found by judging its block again with torch; (None, E)
-    when the two disagree."""
+    """The one-pass tally, each kind's first bad element found by torch on its block; (None, E) if they disagree."""
     native_error = 0.0 if fallback else fused.native_error(flat_n, flat_e)
     got = fused.tally(flat_o, flat_n, flat_e, tol.atol, tol.rtol, k * native_error)
     tally = _Tally.from_fused(got, tol.atol)
@@ -284,11 +271,7 @@ def _one_pass(flat_o: torch.Tensor, flat_n: torch.Tensor, flat_e: torch.Tensor, 
 
 
 def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
-    idx = []
-    for size in reversed(shape):
-        idx.append(flat % size)
-        flat //= size
-    return tuple(reversed(idx))
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
 
 
 def _flag(cmp: Comparison, tally: _Tally, shape: torch.Size, dtype: torch.dtype, tol: Tolerance, where: str,
@@ -310,10 +293,11 @@ def _flag(cmp: Comparison, tally: _Tally, shape: torch.Size, dtype: torch.dtype,
                                         f"{_index(first['nonfinite'][0], shape)}"))
     if counts["rest"]:
         flat, got, expected = first["rest"]
+        budget = f", or {k:g} x the native error {native_error:.3g} = {k * native_error:.3g}" \
+            if native_error > 0 and k > 0 else ""
         cmp.flags.append(("mismatch", f"{where}{counts['rest']} of {n} elements beyond atol={tol.atol:g}, "
-                                      f"rtol={tol.rtol:g}{budget_words(k, native_error)}; max abs error "
-                                      f"{tally.max_abs:.3g}; at index {_index(flat, shape)} got {got:.6g}, expected "
-                                      f"{expected:.6g}"))
+                                      f"rtol={tol.rtol:g}{budget}; max abs error {tally.max_abs:.3g}; at index "
+                                      f"{_index(flat, shape)} got {got:.6g}, expected {expected:.6g}"))
     degenerate = _degenerate(tally, n, dtype)
     if degenerate:
         cmp.flags.append(("degenerate-output", f"{where}{degenerate}"))
@@ -335,8 +319,7 @@ def _degenerate(tally: _Tally, n: int, dtype: torch.dtype) -> str:
 
 def constant_passes(ref64: list[Any], natives: list[Any], tol_for: Callable[[str], Tolerance],
                     asked: list[bool] | None = None) -> list[bool | None]:
-    """Per output: would a constant (the midrange, or zero) pass the tolerance? None for scalars, non-floats and
-    outputs `asked` leaves out."""
+    """Per output: does a constant (midrange or zero) pass the tolerance? None: scalars, non-floats, not `asked`."""
     verdicts: list[bool | None] = []
     for j, (r64, rn) in enumerate(zip(ref64, natives, strict=False)):
         left_out = asked is not None and j < len(asked) and not asked[j]
@@ -371,8 +354,7 @@ def _finite_parts(flat: torch.Tensor) -> Iterator[torch.Tensor]:
 
 
 def error_map(ratio: torch.Tensor, limit: int = MAP_CELLS) -> dict[str, Any]:
-    """A 2-D |err| / bound map: `cells` max-pooled to at most `limit` per side, the true extent (`rows`, `cols`)
-    and the block each cell is the worst of (`pool`)."""
+    """A 2-D |err| / bound map: `cells` max-pooled to at most `limit` a side, the extent (`rows`, `cols`), `pool`."""
     r = torch.nan_to_num(ratio.detach().to(torch.float32).cpu(), nan=_MAP_CAP, posinf=_MAP_CAP).clamp(0, _MAP_CAP)
     h, w = r.shape
     if not h or not w:
@@ -380,5 +362,4 @@ def error_map(ratio: torch.Tensor, limit: int = MAP_CELLS) -> dict[str, Any]:
     kh, kw = -(-h // limit), -(-w // limit)
     if kh > 1 or kw > 1:
         r = torch.nn.functional.max_pool2d(r[None, None], (kh, kw), ceil_mode=True)[0, 0]
-    return {"cells": [[float(f"{v:.4g}") for v in row] for row in r.tolist()], "rows": h, "cols": w,
-            "pool": [kh, kw]}
+    return {"cells": [[float(f"{v:.4g}") for v in row] for row in r.tolist()], "rows": h, "cols": w, "pool": [kh, kw]}

@@ -1,7 +1,6 @@
-"""One large floating output judged in one pass on the GPU (docs/verdicts.md, scale): Triton kernels read each array
-once for the budget's E, `compare._Tally.add`'s per-block counts and extremes, two calls' difference and the timed
-re-check, where `compare`'s float64 slices make dozens of passes. The first bad element of each kind is found by
-judging its block again with torch, so the messages are the slices' word for word."""
+"""One large floating output judged in one pass on the GPU (docs/verdicts.md, scale): Triton kernels for the budget's
+E, `compare._Tally.add`'s per-block counts and extremes, two calls' difference and the timed re-check. The first bad
+element of each kind is found by judging its block again with torch, so the messages are the slices' word for word."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ from workbench.eval.wire.tensors import int_view, real_view
 #: Elements per program (2.1G elements -> 512K blocks of partials).
 BLOCK = 4096
 #: Per-block partials of the tally, in this order.
-F64_FIELDS = ("max_abs", "max_rel", "worst", "max_tol_bound", "sum_o", "sum_o2", "sum_e", "sum_e2", "max_exp",
-              "max_o")
+F64_FIELDS = ("max_abs", "max_rel", "worst", "max_tol_bound", "sum_o", "sum_o2", "sum_e", "sum_e2", "max_exp", "max_o")
 I32_FIELDS = ("unwritten", "nonfinite", "rest", "all_finite")
 
 
@@ -47,8 +45,7 @@ def _load64(ptr, offs, m):
 @triton.jit
 def _native_error_kernel(n_ptr, e_ptr, part_ptr, N, BLOCK_SIZE: tl.constexpr):
     pid, offs, m = _block(N, BLOCK_SIZE)
-    n = _load64(n_ptr, offs, m)
-    e = _load64(e_ptr, offs, m)
+    n, e = _load64(n_ptr, offs, m), _load64(e_ptr, offs, m)
     both = m & _finite(n) & _finite(e)
     d = tl.where(both, tl.abs(n - e), 0.0)
     tl.store(part_ptr + pid, tl.max(d, axis=0))
@@ -60,12 +57,9 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
     # The bounds come in float64 from memory: a float argument would be passed as float32.
     atol, rtol, floor, rel_floor = tl.load(k_ptr), tl.load(k_ptr + 1), tl.load(k_ptr + 2), tl.load(k_ptr + 3)
     pid, offs, m = _block(N, BLOCK_SIZE)
-    o = _load64(o_ptr, offs, m)
-    n = _load64(n_ptr, offs, m)
-    e = _load64(e_ptr, offs, m)
+    o, n, e = _load64(o_ptr, offs, m), _load64(n_ptr, offs, m), _load64(e_ptr, offs, m)
     inf = float("inf")
-    expect_finite = _finite(n)
-    o_finite = _finite(o)
+    expect_finite, o_finite = _finite(n), _finite(o)
     exp = tl.where(_finite(e), e, n)
     same_special = ((o != o) & (n != n)) | (o == n)
     d = tl.abs(o - exp)
@@ -84,19 +78,18 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
     nonfinite = m & expect_finite & ~o_finite & ~unwritten
     rest = bad & ~unwritten & ~(expect_finite & ~o_finite)
     rel = tl.where(exp == exp, err / tl.maximum(tl.abs(exp), rel_floor), 0.0)
-    zero = 0.0
     base = pid.to(tl.int64) * NF
-    tl.store(f_ptr + base + 0, tl.max(tl.where(m, err, zero), axis=0))
-    tl.store(f_ptr + base + 1, tl.max(tl.where(m, rel, zero), axis=0))
-    tl.store(f_ptr + base + 2, tl.max(tl.where(m, ratio, zero), axis=0))
-    tl.store(f_ptr + base + 3, tl.max(tl.where(m & expect_finite, tol_bound, zero), axis=0))
+    tl.store(f_ptr + base + 0, tl.max(tl.where(m, err, 0.0), axis=0))
+    tl.store(f_ptr + base + 1, tl.max(tl.where(m, rel, 0.0), axis=0))
+    tl.store(f_ptr + base + 2, tl.max(tl.where(m, ratio, 0.0), axis=0))
+    tl.store(f_ptr + base + 3, tl.max(tl.where(m & expect_finite, tol_bound, 0.0), axis=0))
     ok = m & expect_finite & o_finite
-    tl.store(f_ptr + base + 4, tl.sum(tl.where(ok, o, zero), axis=0))
-    tl.store(f_ptr + base + 5, tl.sum(tl.where(ok, o * o, zero), axis=0))
-    tl.store(f_ptr + base + 6, tl.sum(tl.where(ok, exp, zero), axis=0))
-    tl.store(f_ptr + base + 7, tl.sum(tl.where(ok, exp * exp, zero), axis=0))
-    tl.store(f_ptr + base + 8, tl.max(tl.where(ok, tl.abs(exp), zero), axis=0))
-    tl.store(f_ptr + base + 9, tl.max(tl.where(ok, tl.abs(o), zero), axis=0))
+    tl.store(f_ptr + base + 4, tl.sum(tl.where(ok, o, 0.0), axis=0))
+    tl.store(f_ptr + base + 5, tl.sum(tl.where(ok, o * o, 0.0), axis=0))
+    tl.store(f_ptr + base + 6, tl.sum(tl.where(ok, exp, 0.0), axis=0))
+    tl.store(f_ptr + base + 7, tl.sum(tl.where(ok, exp * exp, 0.0), axis=0))
+    tl.store(f_ptr + base + 8, tl.max(tl.where(ok, tl.abs(exp), 0.0), axis=0))
+    tl.store(f_ptr + base + 9, tl.max(tl.where(ok, tl.abs(o), 0.0), axis=0))
     ibase = pid.to(tl.int64) * NI
     tl.store(i_ptr + ibase + 0, tl.sum(unwritten.to(tl.int32), axis=0))
     tl.store(i_ptr + ibase + 1, tl.sum(nonfinite.to(tl.int32), axis=0))
@@ -108,8 +101,7 @@ def _tally_kernel(o_ptr, n_ptr, e_ptr, bits_ptr, bad_ptr, f_ptr, i_ptr, k_ptr, N
 def _pair_kernel(a_ptr, b_ptr, s_ptr, part_ptr, k_ptr, N, BLOCK_SIZE: tl.constexpr):
     atol, rtol, floor, big = tl.load(k_ptr), tl.load(k_ptr + 1), tl.load(k_ptr + 2), tl.load(k_ptr + 3)
     pid, offs, m = _block(N, BLOCK_SIZE)
-    a = _load64(a_ptr, offs, m)
-    b = _load64(b_ptr, offs, m)
+    a, b = _load64(a_ptr, offs, m), _load64(b_ptr, offs, m)
     scale = tl.abs(_load64(s_ptr, offs, m))
     inf = float("inf")
     same = ((a != a) & (b != b)) | (a == b)
@@ -132,22 +124,12 @@ def usable(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, interpreter: bool 
     """Whether the kernels can judge these: real floats on one GPU (with `interpreter`, under Triton's interpreter
     too); waits for a background compile of the kernels rather than compiling them again."""
     tensors = (o, n, e)
-    if any(t.is_complex() or not t.is_floating_point() for t in tensors):
-        return False
-    if len({t.device for t in tensors}) != 1:
+    if not all(t.is_floating_point() for t in tensors) or len({t.device for t in tensors}) != 1:
         return False
     fits = o.is_cuda or (interpreter and os.environ.get("TRITON_INTERPRET") == "1")
     if fits and not WARMED.is_set():
         WARMED.wait(WARM_WAIT_S)
     return fits
-
-
-def _poison_patterns(o: torch.Tensor) -> tuple[torch.Tensor | None, int, int]:
-    """The output's bits and the two integer values its poison reads as."""
-    bits = int_view(o)
-    if bits is None:
-        return None, 0, 0
-    return (bits.reshape(-1), *poison_words(bits.dtype))
 
 
 def _float64s(device: torch.device, *values: float) -> torch.Tensor:
@@ -187,18 +169,18 @@ def tally(o: torch.Tensor, n: torch.Tensor, e: torch.Tensor, atol: float, rtol: 
     bad = torch.empty(count, dtype=torch.int8, device=of.device)
     fpart = torch.empty((blocks, len(F64_FIELDS)), dtype=torch.float64, device=of.device)
     ipart = torch.empty((blocks, len(I32_FIELDS)), dtype=torch.int32, device=of.device)
-    bits, p1, p2 = _poison_patterns(o)
+    view = int_view(o)  # the output's bits, and the two integer values its poison reads as
+    bits, (p1, p2) = (view.reshape(-1), poison_words(view.dtype)) if view is not None else (of, (0, 0))
     consts = _float64s(of.device, atol, rtol, floor, max(float(atol), 1e-300))
-    _tally_kernel[(blocks,)](of, nf, ef, bits if bits is not None else of, bad, fpart, ipart, consts, count, p1, p2,
-                             HAS_POISON=bits is not None, NF=len(F64_FIELDS), NI=len(I32_FIELDS), BLOCK_SIZE=BLOCK)
+    _tally_kernel[(blocks,)](of, nf, ef, bits, bad, fpart, ipart, consts, count, p1, p2,
+                             HAS_POISON=view is not None, NF=len(F64_FIELDS), NI=len(I32_FIELDS), BLOCK_SIZE=BLOCK)
     fmax, fsum = fpart.max(dim=0).values.tolist(), fpart.sum(dim=0).tolist()
     per_block = ipart.to(torch.int64)
     counts = per_block[:, :3].sum(dim=0).tolist()
     first_block = {name: int(torch.nonzero(per_block[:, j])[0]) for j, name in enumerate(I32_FIELDS[:3]) if counts[j]}
     out: dict[str, Any] = {"bad": bad.view(torch.bool).view(o.shape),
                            "counts": dict(zip(I32_FIELDS[:3], (int(c) for c in counts), strict=True)),
-                           "first_block": first_block,
-                           "all_finite": bool(per_block[:, 3].min() == 1)}
+                           "first_block": first_block, "all_finite": bool(per_block[:, 3].min() == 1)}
     for j, name in enumerate(F64_FIELDS):
         out[name] = fsum[j] if name.startswith("sum_") else fmax[j]
     return out
@@ -239,10 +221,6 @@ def count_off_kernel(got: torch.Tensor, expected: torch.Tensor, atol: float, rto
     return int(out.item())
 
 
-#: The output dtypes compiled ahead (each one delays a cold judge's first job).
-DTYPES = (torch.float32,)
-
-
 def warm_for(device: str, dtype: torch.dtype) -> None:
     """Launch the four kernels once on a few blocks of `dtype`, a length divisible by 16 as most outputs' are."""
     o = torch.linspace(-2, 2, 3 * BLOCK, device=device).to(dtype)
@@ -256,7 +234,7 @@ def warm_for(device: str, dtype: torch.dtype) -> None:
 
 
 def start_warmup(device: str, lock: DeviceLock | None) -> threading.Thread | None:
-    """Compile the kernels in a daemon thread (GPU only)."""
+    """Compile the kernels for float32 in a daemon thread (GPU only; each dtype delays a cold judge's first job)."""
     if not device.startswith("cuda"):
         return None
     WARMED.clear()
@@ -264,8 +242,7 @@ def start_warmup(device: str, lock: DeviceLock | None) -> threading.Thread | Non
     def work() -> None:
         try:
             with beside_the_judge(device, lock):
-                for dtype in DTYPES:
-                    warm_for(device, dtype)
+                warm_for(device, torch.float32)
         except Exception:  # noqa: BLE001 - only a warm-up: a comparison compiles what it needs itself
             pass
         finally:

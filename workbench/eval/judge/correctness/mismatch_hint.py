@@ -1,10 +1,7 @@
-"""Why a mismatch may have happened, in words added to its message; only a hint, never a verdict.
-
-Reduced precision (docs/anti-cheating.md, cheat 29): the reference recomputed with its floating inputs and parameters
-rounded to TF32 (float16's mantissa too) or bfloat16; an output much closer to one of those than to the float64
-reference gets a message naming it and both ways out. Random draws: a reference whose forward draws random numbers
-is matched only by a candidate that draws the same ones (docs/verdicts.md), which `torch.compile` does not by
-default."""
+"""Why a mismatch may have happened, in words added to its message; only a hint, never a verdict. Reduced precision
+(docs/anti-cheating.md, cheat 29): an output much closer to the reference recomputed with inputs and parameters
+rounded to TF32 (float16's mantissa too) or bfloat16 than to the float64 one. Random draws: a reference drawing random
+numbers is matched only by a candidate drawing the same ones (docs/verdicts.md; by default not torch.compile)."""
 
 from __future__ import annotations
 
@@ -53,10 +50,8 @@ def _bytes(model: Any, inputs: list[Any]) -> int:
 
 
 def diagnose(model: Any, inputs: list[Any], call_seed: int, out: Any, ref64: Any) -> str:
-    """The words to add to a mismatch: the reduced precision its errors are, else that the reference draws random
-    numbers where it does ("" when neither)."""
-    outs, refs = as_list(out), as_list(ref64)
-    pairs = [(o, r) for o, r in zip(outs, refs, strict=False) if isinstance(o, torch.Tensor) and
+    """Words for a mismatch: the reduced precision its errors match, else that the reference draws random numbers."""
+    pairs = [(o, r) for o, r in zip(as_list(out), as_list(ref64), strict=False) if isinstance(o, torch.Tensor) and
              isinstance(r, torch.Tensor) and o.dtype == torch.float32 and o.shape == r.shape and o.numel()]
     if not pairs or _bytes(model, inputs) > MAX_BYTES:
         return ""

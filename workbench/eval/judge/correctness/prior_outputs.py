@@ -39,8 +39,7 @@ class PriorOutput:
         return cls(t.shape, t.dtype, index=index, values=t.reshape(-1)[index].clone())
 
     def matches(self, out: torch.Tensor, bad: torch.Tensor) -> bool:
-        """Whether at least STALE_SHARE of the positions where `out` is wrong hold this output's nonzero value, bit
-        for bit."""
+        """Whether at least STALE_SHARE of the positions where `out` is wrong hold this output's nonzero bits."""
         if tuple(out.shape) != tuple(self.shape) or out.dtype != self.dtype:
             return False
         if self.whole is not None:

@@ -1,7 +1,6 @@
 """The re-check of a timed call's output (`PairTimer._recheck`): element i is off unless |got_i - expected_i| <=
 max(2 atol + 2 rtol |expected_i|, 2 k E) with expected_i finite, or got_i equals expected_i, or both are NaN. On a GPU
-one pass of `compare_fused.count_off_kernel` (no output-sized temporary while timing); elsewhere torch, in slices.
-"""
+one pass of `compare_fused.count_off_kernel` (no output-sized temporary while timing); elsewhere torch, in slices."""
 
 from __future__ import annotations
 

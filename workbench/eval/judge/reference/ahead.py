@@ -1,7 +1,6 @@
 """Which `ReferenceRounds` an evaluation's check uses, and making them ahead of their use: while the runner imports
 the candidate, and on a GPU while it runs each correctness call, when the judge would only wait on it. A round is
-made only until the runner answers: one made later would delay the reply (benchmarks/README.md has the figures).
-"""
+made only until the runner answers: one made later would delay the reply (benchmarks/README.md has the figures)."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ def rounds_for(ev: Evaluation) -> tuple[ReferenceRounds, bool]:
     """The rounds for `ev`, and whether an earlier evaluation made them (not this one, ahead)."""
     sizes, rounds = plan(ev)
     reference, cached = ev.ctx.rounds.get(rounds_key(ev), lambda budget: ReferenceRounds.create(
-        ev.reference(), ev.device, sizes, ev.seed, ev.task.tolerance, ev.task.distributions, rounds, budget),
-        ev.device)
+        ev.reference(), ev.device, sizes, ev.seed, ev.task.tolerance, ev.task.distributions, rounds, budget), ev.device)
     ev.rounds_made_here = ev.rounds_made_here or not cached
     return reference, cached and not ev.rounds_made_here
 

@@ -1,7 +1,6 @@
 """`torch.compile` of the reference (the timing's compiled line, an aside no verdict uses), made in a background thread
 while the candidate loads and is checked, holding the device shared through its own lock (`DeviceLock.companion`)
-and keeping the switch interval short (`main_thread_first`) so the main thread still answers the runner promptly.
-"""
+and keeping the switch interval short (`main_thread_first`) so the main thread still answers the runner promptly."""
 
 from __future__ import annotations
 

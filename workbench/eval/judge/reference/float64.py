@@ -30,9 +30,7 @@ def _param_bytes(model: Any) -> int:
 
 
 def _free_bytes(device: str) -> int:
-    if not device.startswith("cuda"):
-        return 1 << 62
-    return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    return int(torch.cuda.mem_get_info(torch.device(device))[0]) if device.startswith("cuda") else 1 << 62
 
 
 def _as64(model: Any, host: bool) -> Any:
@@ -56,15 +54,13 @@ def _slices(inputs: list[Any], start: int, stop: int) -> list[Any]:
 
 @dataclass
 class Float64Reference:
-    """The float64 model of one reference at one size, and where it runs ("device", "device-chunked", "host", or
-    "native" when float64 is unavailable)."""
+    """The float64 model at one size and where it runs: "device", "device-chunked", "host" or "native" (no float64)."""
 
     model64: Any
     placement: str
     rows_per_chunk: int = 0
     note: str = ""
-    #: How slices combine: "rows" (each slice's rows are the output's rows), "mean" or "sum" (scalar outputs).
-    combine: str = "rows"
+    combine: str = "rows"  # how slices combine: "rows" (they are the output's rows), "mean" or "sum" (scalar outputs)
 
     @classmethod
     def plan(cls, ref_model: Any, inputs: list[Any], native: Any, device: str, seed: int | None) -> Float64Reference:
@@ -83,9 +79,8 @@ class Float64Reference:
             if combine is not None:
                 how = ("the model treats its rows independently" if combine == "rows" else
                        f"the model returns the {combine} over its rows, accumulated in float64 slice by slice")
-                return cls(_as64(ref_model, host=False), "device-chunked", chunk,
-                           f"the float64 reference ran on the GPU in slices of {chunk} of {rows} rows (it does not "
-                           f"fit whole; {how})", combine)
+                return cls(_as64(ref_model, host=False), "device-chunked", chunk, f"the float64 reference ran on the "
+                           f"GPU in slices of {chunk} of {rows} rows (it does not fit whole; {how})", combine)
             why = ("the model neither treats its batch rows independently nor returns their mean or sum"
                    if rows >= 2 and chunk >= 1 else
                    "one row alone does not fit" if rows >= 2 else "its inputs have no common batch dimension")
@@ -97,44 +92,38 @@ class Float64Reference:
 
     def __call__(self, ref_model: Any, inputs: list[Any], native: Any, seed: int | None) -> tuple[list[Any], str]:
         """(float64 outputs, note): the note is set when float64 failed and the native result stood in."""
-        if self.model64 is None:
-            return [to64(o) for o in as_list(native)], self.note
-        try:
-            if self.placement == "host":
-                args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
-                return _run64(self.model64, args, seed), ""
-            if self.placement == "device-chunked":
-                return self._chunked(inputs, seed), ""
-            return _run64(self.model64, inputs, seed), ""
-        except Exception as exc:  # noqa: BLE001
-            self.model64 = None
-            self.note = _native_note(exc)
-            return [to64(o) for o in as_list(native)], self.note
+        if self.model64 is not None:
+            try:
+                if self.placement == "host":
+                    args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
+                    return _run64(self.model64, args, seed), ""
+                if self.placement == "device-chunked":
+                    return self._chunked(inputs, seed), ""
+                return _run64(self.model64, inputs, seed), ""
+            except Exception as exc:  # noqa: BLE001
+                self.model64, self.note = None, _native_note(exc)
+        return [to64(o) for o in as_list(native)], self.note
 
     def _chunked(self, inputs: list[Any], seed: int | None) -> list[Any]:
-        """The float64 model a slice of rows at a time, written into outputs allocated once (the whole output is held
-        once, not as parts plus their concatenation)."""
+        """The float64 model a slice of rows at a time, into outputs allocated once (no parts plus concatenation)."""
         rows = _batch_rows(inputs)
         outs: list[torch.Tensor] = []
-        if self.combine != "rows":
-            for s in range(0, rows, self.rows_per_chunk):
-                part = _run64(self.model64, _slices(inputs, s, s + self.rows_per_chunk), seed)
-                weight = min(self.rows_per_chunk, rows - s) if self.combine == "mean" else 1
-                outs = [p * weight for p in part] if not outs else [o + p * weight for o, p in zip(outs, part, strict=True)]
-            return [o / rows for o in outs] if self.combine == "mean" else outs
         for s in range(0, rows, self.rows_per_chunk):
             part = _run64(self.model64, _slices(inputs, s, s + self.rows_per_chunk), seed)
+            if self.combine != "rows":
+                weight = min(self.rows_per_chunk, rows - s) if self.combine == "mean" else 1
+                outs = [p * weight for p in part] if not outs else [o + p * weight for o, p in zip(outs, part, strict=True)]
+                continue
             if not outs:
                 outs = [torch.empty((rows, *p.shape[1:]), dtype=p.dtype, device=p.device) for p in part]
             for out, p in zip(outs, part, strict=True):
                 out[s:s + p.shape[0]] = p
             del part
-        return outs
+        return [o / rows for o in outs] if self.combine == "mean" else outs
 
 
 def _native_note(exc: BaseException) -> str:
-    return (f"the reference ran in its native precision: float64 failed ({type(exc).__name__}: "
-            f"{str(exc)[:120]})")
+    return f"the reference ran in its native precision: float64 failed ({type(exc).__name__}: {str(exc)[:120]})"
 
 
 def _run64(model64: Any, inputs: list[Any], seed: int | None) -> list[Any]:

@@ -1,7 +1,6 @@
 """The reference's half of the correctness protocol: per round its inputs, native output and float64 reference, plus the
 task flaws the rounds show (`weak-task`). Nothing here depends on the candidate, so the judge keeps it per task, size,
-seed and device within `ReferenceCache`'s byte budget; a task too large makes each round when needed.
-"""
+seed and device within `ReferenceCache`'s byte budget; a task too large makes each round when needed."""
 
 from __future__ import annotations
 
@@ -150,12 +149,10 @@ class ReferenceRounds:
     def round(self, r: int) -> RoundData:
         if not self._screened:
             self._screen_distributions()
+        found = self._rounds.get(r)
         if self._ahead is not None and self._ahead.number == r:
             found, self._ahead = self._ahead, None
-            self._last = r
-            return found
-        found = self._rounds.get(r)
-        if found is None:
+        elif found is None:
             found = self._compute(r)
             self._round_bytes = found.nbytes
             if self.keep and found.nbytes * self.n > self.budget:
@@ -170,22 +167,15 @@ class ReferenceRounds:
         return found
 
     def pending(self) -> int | None:
-        """The round to make ahead (`prepare`), or None: the first not made while rounds are kept, else the one after
-        the round in use where two rounds fit the budget."""
+        """The round to make ahead (`prepare`), or None: the first not made, or the next where two rounds fit."""
         if self.keep:
             return next((r for r in range(self.n) if r not in self._rounds), None)
         nxt = self._last + 1
-        if self._ahead is not None or not self._two_fit(self._round_bytes) or nxt >= self.n:
-            return None
-        return nxt
-
-    def _two_fit(self, round_bytes: int) -> bool:
-        return 0 < 2 * round_bytes <= self.budget
+        return nxt if self._ahead is None and 0 < 2 * self._round_bytes <= self.budget and nxt < self.n else None
 
     def hold_ahead(self, rd: RoundData) -> bool:
-        """Hold `rd`, made ahead before the rounds proved too large to keep, so the check does not make it again;
-        only where two rounds fit the budget (benchmarks/README.md). Whether it is held."""
-        if self.keep or self._ahead is not None or not self._two_fit(rd.nbytes):
+        """Hold `rd`, made ahead before the rounds proved too large to keep (where two fit), for the check to use."""
+        if self.keep or self._ahead is not None or not 0 < 2 * rd.nbytes <= self.budget:
             return False
         self._ahead, self._last = rd, rd.number - 1
         return True
@@ -252,10 +242,6 @@ class ReferenceRounds:
             return r % len(self.sizes)
         return min(range(len(self.sizes)), key=lambda i: (self._input_numel[i], i))
 
-    def _dist(self, r: int) -> str:
-        kept = self.kept
-        return kept[r % len(kept)]
-
     def _screen_distributions(self) -> None:
         """Skip, with a note, each distribution that repeats the task's own inputs or on which the reference is not
         finite while it is on its own; judged on probe inputs, before any candidate call."""
@@ -277,8 +263,7 @@ class ReferenceRounds:
                     not_random.append(dist)
                 continue
             if not finite:
-                finite.append(all_finite(self.run(model, self._inputs(size, probe_seed, "default"), size,
-                                                  "default")))
+                finite.append(all_finite(self.run(model, self._inputs(size, probe_seed, "default"), size, "default")))
             if finite[0] and not all_finite(self.run(model, inputs, size, dist)):
                 self.skipped.add(dist)
                 self.note(f"skipped {dist} inputs: the reference is not finite on them")
@@ -290,7 +275,8 @@ class ReferenceRounds:
         i = self.size_index(r)
         size, model = self.sizes[i], self.model(i)
         round_seed, call_seed = round_seeds(self.seed, r)
-        dist = self._dist(r)
+        kept = self.kept
+        dist = kept[r % len(kept)]
         inputs = self._inputs(size, round_seed, dist)
         native = self.run(model, inputs, size, dist, call_seed)
         if i not in self._f64:
@@ -343,8 +329,7 @@ class ReferenceRounds:
             self.note(f"the ignored-input probe was skipped ({type(exc).__name__}: {exc})")
 
     def _ignored_inputs(self) -> None:
-        """Replace one input at a time by a fresh draw (smallest size): an output that stays within tolerance means
-        a candidate could ignore that input and pass."""
+        """One input at a time replaced by a fresh draw: an output still within tolerance means it may be ignored."""
         i = min(self._input_numel, key=self._input_numel.get) if self._input_numel else 0
         size, model = self.sizes[i], self.model(i)
         base_seed = _derived_seed(self.seed, 104_729)
@@ -400,8 +385,7 @@ class ReferenceCache:
         return sum(e.nbytes for e in self._entries.values())
 
     def get(self, key: Any, make: Callable[[int], ReferenceRounds], device: str) -> tuple[ReferenceRounds, bool]:
-        """(the rounds for `key`, whether they were there). `make(budget)` builds new ones after older entries made
-        room."""
+        """(the rounds for `key`, whether they were there); new ones from `make(budget)` once older ones made room."""
         found = self._entries.get(key)
         if found is not None and found.keep:
             self._entries.move_to_end(key)

@@ -1,7 +1,6 @@
 """The reference timed in a runner of its own, started like the candidate's and mapping the same timing pool, so the two
 sides of a speedup differ only in their code. Launched with the pool (replies read when timing starts) and kept with
-it; when it cannot start, load or time, the judge times the reference and says why (`reference_timed_in`).
-"""
+it; when it cannot start, load or time, the judge times the reference and says why (`reference_timed_in`)."""
 
 from __future__ import annotations
 
@@ -31,9 +30,7 @@ def wanted(device: str) -> bool:
     """On a GPU by default (on the CPU both sides share one pinned core and the judge's clock, so a second runner
     costs more than it gains); `KWB_REFERENCE_RUNNER=1`/`=0` forces it."""
     forced = os.environ.get("KWB_REFERENCE_RUNNER", "").strip()
-    if forced in ("0", "1"):
-        return forced == "1"
-    return device.startswith("cuda")
+    return forced == "1" if forced in ("0", "1") else device.startswith("cuda")
 
 
 class ReferenceRunnerFailed(Exception):
@@ -52,8 +49,7 @@ def _why(exc: BaseException) -> str:
 
 
 def _scratch_slots(session: CandidateSession, pool: InputPool) -> list[Any]:
-    """One output buffer of the session's own as every set's slot; none where the candidate's output is not copied
-    out either (`timing.batches.copy_out_mirrored`)."""
+    """One buffer of the session's own as every set's slot; none where the candidate's output is not copied out."""
     from workbench.eval.judge.timing.batches import copy_out_mirrored
 
     if not copy_out_mirrored(pool):
@@ -148,14 +144,12 @@ class ReferenceRunner:
 
 
 def launch_for(ev: Evaluation) -> None:
-    """Before the candidate is imported: reuse the runner kept with `ev`'s pool, or launch one;
-    `reference_timed_in` says which, or why the judge will time the reference itself."""
+    """Before the candidate's import: reuse the runner kept with the pool or launch one (`reference_timed_in`)."""
     pool = ev.plan.pool if ev.plan is not None else None
     if pool is None or not wanted(ev.device):
         return
     diag = ev.diagnostics
-    kept = pool.reference_runner
-    if kept is not None and kept.answers():
+    if pool.reference_runner is not None and pool.reference_runner.answers():
         diag.reference_timed_in = "runner (kept)"
         return
     pool.reference_runner = None
@@ -168,10 +162,9 @@ def launch_for(ev: Evaluation) -> None:
     ref = ev.reference()
     try:
         pool.reference_runner = ReferenceRunner.launch(
-            ev.ctx, ev.device, Limits(memory_bytes=ev.job.memory_bytes), ev.timeout, pool,
-            ev.reference_model(), reference_as_candidate(ev.task).source, ev.precision.to_spec(),
-            ref.init_inputs(ev.time_size, ev.seed), ev.seed, {**ref.defaults, **ev.time_size},
-            warm=not ev.plan.seeded and warm_first_call(pool, ev.device))
+            ev.ctx, ev.device, Limits(memory_bytes=ev.job.memory_bytes), ev.timeout, pool, ev.reference_model(),
+            reference_as_candidate(ev.task).source, ev.precision.to_spec(), ref.init_inputs(ev.time_size, ev.seed),
+            ev.seed, {**ref.defaults, **ev.time_size}, warm=not ev.plan.seeded and warm_first_call(pool, ev.device))
         diag.reference_timed_in = "runner"
     except ReferenceRunnerFailed as exc:
         diag.reference_timed_in = f"judge: {exc}"
@@ -200,25 +193,22 @@ def tight(pool: InputPool, device: str) -> str:
 
 
 def take_for_timing(ev: Evaluation) -> ReferenceRunner | None:
-    """When timing starts: the pool's reference runner, ready, or None (none, failed, or memory too tight) and the
-    judge times the reference, saying why."""
+    """When timing starts: the pool's reference runner, ready; None (none, failed, memory tight): the judge times it."""
     pool = ev.plan.pool if ev.plan is not None else None
     runner = pool.reference_runner if pool is not None else None
     if runner is None:
         return None
-    short = tight(pool, ev.device)
-    if short:
+    why = tight(pool, ev.device)
+    if why:
         pool.drop_reference_runner()  # its weights and context: the candidate needs the memory
-        ev.diagnostics.reference_timed_in = f"judge: {short}"
-        return None
-    try:
-        waited = runner.ready()
-    except ReferenceRunnerFailed as exc:
-        pool.reference_runner = None
-        ev.diagnostics.reference_timed_in = f"judge: {exc}"
-        return None
-    ev.diagnostics.reference_runner_wait_s = round(waited, 3)
-    return runner
+    else:
+        try:
+            ev.diagnostics.reference_runner_wait_s = round(runner.ready(), 3)
+            return runner
+        except ReferenceRunnerFailed as exc:
+            pool.reference_runner, why = None, str(exc)
+    ev.diagnostics.reference_timed_in = f"judge: {why}"
+    return None
 
 
 def after_timing(ev: Evaluation) -> None:

@@ -1,7 +1,6 @@
 """A persistent cache of CUDA candidates' builds keyed by source and toolchain, so an entry only serves its own source.
 Only the judge writes it (docs/anti-cheating.md, cheats 20, 27), indexed by SHA-256 and checked on every read; runners
-get entries read-only, and the copy out of a runner follows no link and refuses devices, FIFOs and sockets.
-"""
+get entries read-only, and the copy out of a runner follows no link and refuses devices, FIFOs and sockets."""
 
 from __future__ import annotations
 
@@ -56,12 +55,9 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
-
-
 def _index(build: Path) -> dict[str, str]:
-    return {str(p.relative_to(build)): _digest(p) for p in _files(build)}
+    files = sorted(p for p in build.rglob("*") if p.is_file() and not p.is_symlink())
+    return {str(p.relative_to(build)): _digest(p) for p in files}
 
 
 def lookup(entry_key: str) -> Path | None:
@@ -195,8 +191,7 @@ def store(entry_key: str, root: str | Path, relative: str = ".") -> Path | None:
             raise RefusedCopy("no files")
         (tmp / "index.json").write_text(json.dumps({"files": files, "toolchain": toolchain()}, indent=1))
         final = root_dir / entry_key
-        if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
+        shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         return final / "build"
     except (OSError, RefusedCopy):

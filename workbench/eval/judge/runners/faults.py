@@ -7,12 +7,6 @@ import re
 
 from workbench.eval.wire.runner_messages import COMPILE_ERRORS
 
-_FIX_HINTS = {
-    "timeout": "the candidate did not finish in time: look for an infinite loop or a grid far larger than the "
-               "problem, or raise the limit with evaluate(..., timeout=seconds)",
-    "crashed": "the runner process died (segfault, abort or out-of-memory kill): look for out-of-bounds pointers, "
-               "ctypes calls or huge allocations",
-}
 _SIGNAL_CAUSES = {
     "SIGSEGV": "segmentation fault: the candidate touched memory it does not own",
     "SIGBUS": "bus error: a misaligned or unmapped memory access",
@@ -56,7 +50,9 @@ def failure_message(type_name: str, text: str, stage: str, where: str) -> tuple[
 def died_message(kind: str, detail: str, log: str, source: str, language: str, device: str, limit: float) -> str:
     """A dead runner's message: the signal's cause, the candidate line from the fault handler, the last output."""
     if kind == "timeout":
-        message = f"timeout: no result within {limit:g} s (the runner was killed). Fix: {_FIX_HINTS['timeout']}."
+        message = (f"timeout: no result within {limit:g} s (the runner was killed). Fix: the candidate did not finish "
+                   "in time: look for an infinite loop or a grid far larger than the problem, or raise the limit with "
+                   "evaluate(..., timeout=seconds).")
     else:
         signame = next((name for name in _SIGNAL_CAUSES if name in detail), None)
         cause = f" ({_SIGNAL_CAUSES[signame]})" if signame else ""
@@ -67,7 +63,8 @@ def died_message(kind: str, detail: str, log: str, source: str, language: str, d
             number = int(frame.group(1))
             code = lines[number - 1].strip() if 0 < number <= len(lines) else ""
             message += f", at candidate line {number} in {frame.group(2)}" + (f": {code}" if code else "")
-        message += f". Fix: {_FIX_HINTS['crashed']}."
+        message += (". Fix: the runner process died (segfault, abort or out-of-memory kill): look for out-of-bounds "
+                    "pointers, ctypes calls or huge allocations.")
         if signame == "SIGSEGV" and language == "triton" and device == "cpu":
             message += (" Under Triton's CPU interpreter an unmasked out-of-bounds tl.load/tl.store reads or writes "
                         "host memory directly: check the masks and offsets of every load and store.")

@@ -1,6 +1,5 @@
 """Which GPU libraries a fresh runner loads right after Ready (`runner/library_warmup.py`), read from the sources it
-will run by a text search (a miss is loaded by the first call); both sides of a speedup are told alike.
-"""
+will run by a text search (a miss is loaded by the first call); both sides of a speedup are told alike."""
 
 from __future__ import annotations
 
@@ -20,9 +19,4 @@ def libraries_for(device: str, *sources: str) -> tuple[str, ...]:
     if not device.startswith("cuda"):
         return ()
     text = "\n".join(sources)
-    found = ["cuda"]
-    if _CUBLAS.search(text):
-        found.append("cublas")
-    if _CUDNN.search(text):
-        found.append("cudnn")
-    return tuple(found)
+    return ("cuda", *(name for name, uses in (("cublas", _CUBLAS), ("cudnn", _CUDNN)) if uses.search(text)))

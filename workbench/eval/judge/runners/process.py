@@ -1,7 +1,6 @@
 """The judge's handle on runners: the fork server it owns, and one `RunnerProcess` per candidate (spawned through
 the server, spoken to in framed messages, killed with everything it started). A runner that dies, falls silent or
-breaks the protocol raises `RunnerDied` or `RunnerViolation` here.
-"""
+breaks the protocol raises `RunnerDied` or `RunnerViolation` here."""
 
 from __future__ import annotations
 
@@ -76,29 +75,23 @@ class RunnerViolation(Exception):
         super().__init__(detail)
 
 
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
-
-
 def describe_status(status: int) -> str:
     if status < 0:
         return "ended (status unknown)"
-    if os.WIFSIGNALED(status):
-        return f"killed by {_signal_name(os.WTERMSIG(status))}"
-    return f"exited with code {os.WEXITSTATUS(status)}"
+    if not os.WIFSIGNALED(status):
+        return f"exited with code {os.WEXITSTATUS(status)}"
+    with suppress(ValueError):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"killed by signal {os.WTERMSIG(status)}"
 
 
 def _pids_where(match: Callable[[int], bool]) -> list[int]:
     """Every PID in /proc for which `match` holds (a process that ends meanwhile is left out)."""
     found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with suppress(OSError):
-                if match(int(name)):
-                    found.append(int(name))
+    for pid in (int(name) for name in os.listdir("/proc") if name.isdigit()):
+        with suppress(OSError):
+            if match(pid):
+                found.append(pid)
     return found
 
 
@@ -113,13 +106,11 @@ class ForkServer:
     """The judge's fork server process (trusted), started with the runner's allow-listed environment."""
 
     def __init__(self, device: str, wait: bool = True):
-        """Start the server; `wait=False` returns before it says hello (`ready`), so the caller's own start-up runs
-        beside the server's imports."""
+        """Start the server; `wait=False` returns before its hello (`ready`) so the caller starts beside its imports."""
         self.device = device
         self.channel, theirs = Channel.pair()
         env = runner_env(device)
-        env["PYTHONPATH"] = package_root()
-        env["HOME"] = tempfile.gettempdir()
+        env.update(PYTHONPATH=package_root(), HOME=tempfile.gettempdir())
         if os.environ.get("KWB_SANDBOX"):  # e.g. "none": a user's explicit choice reaches the server
             env["KWB_SANDBOX"] = os.environ["KWB_SANDBOX"]
         self.proc = subprocess.Popen(module_command("workbench.eval.runner.forkserver", str(theirs.fileno())),
@@ -195,11 +186,10 @@ class RunnerProcess:
         self.log = BoundedLog(log_r)
         self.workdir = tempfile.mkdtemp(prefix="kwb_runner_") if server.sandbox != "namespaces" else None
         request = server_messages.Spawn(
-            job=self.job, nonce=self.nonce, device=device, address_space=limits.memory_bytes,
-            cpu_seconds=limits.cpu_seconds, scratch_bytes=limits.scratch_bytes, share_ipc=share_ipc,
-            extra_binds=tuple((str(a), str(b)) for a, b in extra_binds),
-            writable_binds=tuple((str(a), str(b)) for a, b in writable_binds or []), workdir=self.workdir or "",
-            warm=tuple(warm))
+            job=self.job, nonce=self.nonce, device=device, address_space=limits.memory_bytes, share_ipc=share_ipc,
+            cpu_seconds=limits.cpu_seconds, scratch_bytes=limits.scratch_bytes, warm=tuple(warm),
+            extra_binds=tuple((str(a), str(b)) for a, b in extra_binds), workdir=self.workdir or "",
+            writable_binds=tuple((str(a), str(b)) for a, b in writable_binds or []))
         try:
             reply = server.call(request, "spawned", (theirs.fileno(), log_w))
         finally:
@@ -211,8 +201,7 @@ class RunnerProcess:
         self.ready: protocol.Ready | None = None
         self.closed = self.frozen = False
         self._status: int | None = None
-        #: Whose runner this is: the candidate's ("runner"), the reference's or a spare.
-        self.role = "runner"
+        self.role = "runner"  # whose runner this is: the candidate's ("runner"), the reference's or a spare
 
     @classmethod
     def start(cls, server: ForkServer, device: str, limits: Limits | None = None,
@@ -257,26 +246,21 @@ class RunnerProcess:
         """The next message, which must be one of `kinds` (or a Fault)."""
         try:
             frame, fds = self.channel.recv(deadline)
+            for fd in fds:  # a runner never sends descriptors
+                os.close(fd)
+            self.seq_in += 1
+            message = protocol.decode(frame, job=self.job, nonce=self.nonce, seq=self.seq_in,
+                                      allowed=frozenset(kinds | {"fault"}))
+            if fds:
+                raise protocol.ProtocolError("the runner sent file descriptors")
         except ChannelTimeout:
             self.kill()
             raise RunnerDied("timeout", "no answer before the deadline", self.log_tail()) from None
         except ChannelClosed:
             raise self._died() from None
-        except FrameError as exc:
+        except (FrameError, protocol.ProtocolError) as exc:
             self.kill()
             raise RunnerViolation(str(exc), self.log_tail()) from None
-        for fd in fds:  # a runner never sends descriptors
-            os.close(fd)
-        self.seq_in += 1
-        try:
-            message = protocol.decode(frame, job=self.job, nonce=self.nonce, seq=self.seq_in,
-                                      allowed=frozenset(kinds | {"fault"}))
-        except protocol.ProtocolError as exc:
-            self.kill()
-            raise RunnerViolation(str(exc), self.log_tail()) from None
-        if fds:
-            self.kill()
-            raise RunnerViolation("the runner sent file descriptors", self.log_tail())
         return message
 
     def answers_within(self, seconds: float) -> bool:
@@ -330,11 +314,9 @@ class RunnerProcess:
         return _pids_where(lambda pid: os.readlink(f"/proc/{pid}/ns/pid") == target) or [self.inner_pid]
 
     def cpu_ns(self) -> int | None:
-        """CPU nanoseconds the runner's process has used so far (`cpu_ns`)."""
         return cpu_ns(self.inner_pid)
 
     def cpu_use(self) -> CpuUse:
-        """Threads alive and CPU seconds (dead threads and reaped children included) of the runner's processes."""
         threads, ticks, main, others = 0, 0, 0, 0
         for pid in self.members():
             with suppress(OSError, ValueError, IndexError):

@@ -1,7 +1,6 @@
 """The judge's side of one candidate: its runner, the shared buffers it may touch, and remote models the correctness
 protocol calls as if local. Inputs and output slots are shared memory the judge owns; the runner's reports are kept
-in `reports`; its exception arrives as a `Fault` (a type name and a text) raised as `CandidateFailure`.
-"""
+in `reports`; its exception arrives as a `Fault` (a type name and a text) raised as `CandidateFailure`."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from workbench.eval.wire import model_init
 from workbench.eval.wire import runner_messages as protocol
 from workbench.eval.wire.runner_messages import OutputForm, TensorRef
 from workbench.eval.wire.shared_memory import Arena, dtype_from_name
-from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list
+from workbench.eval.wire.tensors import LARGE_OUTPUT_BYTES, as_list, bytes_per_element
 from workbench.eval.wire.transport import MAX_FDS
 
 if TYPE_CHECKING:
@@ -50,8 +49,7 @@ def _standin(form: OutputForm, device: str) -> Any:
     dtype = dtype_from_name(form.dtype) if form.dtype else torch.float32
     if not form.dense:
         return torch.empty(form.shape, dtype=dtype, device="meta")
-    on_judge_device = torch.device(form.device).type == torch.device(device).type
-    target = device if on_judge_device else form.device if form.device in ("cpu",) else "cpu"
+    target = device if torch.device(form.device).type == torch.device(device).type else "cpu"
     return torch.empty(1, dtype=dtype, device=target).expand(form.shape) if form.shape else \
         torch.empty((), dtype=dtype, device=target)
 
@@ -82,10 +80,8 @@ class CandidateSession:
     transport: str = "auto"
     arena: Arena = field(init=False)
     reports: list[CallRecord] = field(default_factory=list)
-    #: Ask for a record of what torch executed in every correctness call (`checks/what_ran.py`).
-    record_ops: bool = False
-    #: GPU kernel time per kernel of every profiled forward, in order.
-    profiles: list[dict[str, float]] = field(default_factory=list)
+    record_ops: bool = False  # ask for a record of what torch ran in every correctness call (`checks/what_ran.py`)
+    profiles: list[dict[str, float]] = field(default_factory=list)  # kernel times of each profiled forward, in order
     load_seconds: float = 0.0
     warmup_seconds: float = 0.0  # the runner's GPU library warm-up before its first request
     init_notes: list[str] = field(default_factory=list)  # why a model was built on the host (`model_init`)
@@ -94,8 +90,7 @@ class CandidateSession:
     _next_pool: int = 0
     _free: dict[Any, list[Any]] = field(default_factory=dict)
     _lent: list[Any] = field(default_factory=list)
-    #: Probe calls among the correctness calls (CPU only).
-    probes: ProbePlanner | None = None
+    probes: ProbePlanner | None = None  # probe calls among the correctness calls (CPU only)
     #: The last profiled forward: (kernel microseconds by name, the runner's hook points found replaced).
     profiled: tuple[dict[str, float], tuple[str, ...]] | None = None
     kernel_tracer: str = ""
@@ -104,11 +99,9 @@ class CandidateSession:
     pauses: device_lock.PauseLog = field(default_factory=device_lock.PauseLog)
     #: The judge's own work while the runner runs a correctness call (`reference.ahead.ahead_of_calls`).
     between_calls: Callable[[], None] | None = None
-    #: Seconds a call on inputs of a new shape may take where the language tunes its kernels then (Helion: the
-    #: compile budget); 0: every call has the call timeout.
+    #: Seconds a first call on a new shape may take where the language tunes its kernels then; 0: the call timeout.
     tune_budget: float = 0.0
-    #: What the candidate's autotuner chose, as the last call reported it.
-    tuned: str = ""
+    tuned: str = ""  # what the candidate's autotuner chose, as the last call reported it
     _shapes_seen: set[tuple[Any, ...]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -117,8 +110,7 @@ class CandidateSession:
             self.probes = ProbePlanner()
 
     def _announce(self) -> None:
-        """Before any request: the judge's queued copies into shared memory have landed, new buffers are announced
-        (at most MAX_FDS descriptors a frame)."""
+        """Before a request: queued copies into shared memory landed, new buffers announced (MAX_FDS a frame)."""
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
         infos, fds = self.arena.pending()
@@ -138,8 +130,7 @@ class CandidateSession:
     def _expect(self, message: protocol.Message, kind: str, timeout: float | None = None, stage: str = "forward",
                 meanwhile: Callable[[], None] | None = None):
         """Send `message` and wait for its reply of `kind`; `meanwhile()`, the judge's own work, runs in between."""
-        self._announce()
-        self.runner.send(message)
+        self.post(message)
         if meanwhile is not None:
             meanwhile()
         reply = device_lock.reply_through_pauses(self.runner, kind, timeout or self.timeout, self.release_device,
@@ -156,11 +147,6 @@ class CandidateSession:
         if pooled:
             self._lent.append((key, item))
         return item
-
-    def _give_back(self) -> None:
-        for key, item in self._lent:
-            self._free.setdefault(key, []).append(item)
-        self._lent.clear()
 
     def lend_pool(self, pool: InputPool) -> None:
         """Let correctness calls use the timing pool's first input set and slot as shared buffers (one shared copy
@@ -215,8 +201,7 @@ class CandidateSession:
         self.runner.send(message)
 
     def post_load(self, source: str, language: str, entry: str, precision: dict[str, Any]) -> None:
-        self.post(protocol.Load(source=source, language=language, entry=entry, device=self.device,
-                                precision=precision))
+        self.post(protocol.Load(source=source, language=language, entry=entry, device=self.device, precision=precision))
 
     def post_model(self, ref_model: Any, init: list[Any], seed: int, sizes: dict[str, Any] | None = None) -> int:
         message = self._build(ref_model, init, seed, sizes)
@@ -251,15 +236,21 @@ class CandidateSession:
         """One call on shared copies of `inputs` (the runner seeds the global RNG with `seed` first): (outputs as
         judge tensors or stand-ins, the shared inputs as the call left them)."""
         self._next_call += 1
-        self._give_back()  # the previous call's buffers: its outputs were cloned, its inputs compared already
+        for key, item in self._lent:  # the previous call's buffers: its outputs were cloned, its inputs compared
+            self._free.setdefault(key, []).append(item)
+        self._lent.clear()
         pairs = [self.share_arg(x, pooled=True) for x in inputs]
         buffers = [self._buffer(tuple(like.shape), like.dtype, pooled=True) for like in out_like]
         slots, slot_refs = [t for t, _ in buffers], [ref for _, ref in buffers]
         probe = self.probes.plan(model, inputs, out_like) if self.probes is not None else 0
-        reply, cpu, wall = self._measured(protocol.Call(call=self._next_call, model=model,
-                                                        inputs=tuple(p[0] for p in pairs), slots=tuple(slot_refs),
-                                                        seed=seed, record=self.record_ops, probe_ns=probe),
-                                          self.between_calls, self._tuning_timeout(inputs))
+        message = protocol.Call(call=self._next_call, model=model, inputs=tuple(p[0] for p in pairs),
+                                slots=tuple(slot_refs), seed=seed, record=self.record_ops, probe_ns=probe)
+        timeout = self._tuning_timeout(inputs)
+        self._announce()  # the runner's CPU time and the judge's clock are read around the request only
+        before, started = self.runner.cpu_ns(), time.perf_counter()
+        reply = self._expect(message, "output", timeout, meanwhile=self.between_calls)
+        wall, after = time.perf_counter() - started, self.runner.cpu_ns()
+        cpu = after - before if before is not None and after is not None else None
         self.tuned = reply.tuned or self.tuned
         if self.probes is not None:
             self.probes.reported(reply.launch.launches, cpu)
@@ -292,18 +283,8 @@ class CandidateSession:
         self._shapes_seen.add(shapes)
         return max(self.tune_budget, self.timeout)
 
-    def _measured(self, message: protocol.Call, meanwhile: Callable[[], None] | None = None,
-                  timeout: float | None = None) -> tuple[Any, int | None, float]:
-        """(reply, the runner's CPU nanoseconds during the request, the judge's wall-clock seconds around it)."""
-        self._announce()
-        before, started = self.runner.cpu_ns(), time.perf_counter()
-        reply = self._expect(message, "output", timeout, meanwhile=meanwhile)
-        wall, after = time.perf_counter() - started, self.runner.cpu_ns()
-        return reply, (after - before if before is not None and after is not None else None), wall
-
     def probe_pair(self) -> None:
-        """Repeat the last call twice, an ordinary and a probe call (`evidence/probe.py`), where the correctness
-        calls made no usable pair."""
+        """Repeat the last call as an ordinary and a probe call (`evidence/probe.py`) where the calls made no pair."""
         planner = self.probes
         if planner is None or planner.last_inputs is None or planner.last_model is None:
             return
@@ -364,8 +345,6 @@ class CandidateSession:
 
 def _equals_an_input(outputs: list[torch.Tensor], inputs: list[Any]) -> bool:
     """Whether some output holds exactly the bytes of an input of the same shape and dtype."""
-    from workbench.eval.wire.tensors import bytes_per_element
-
     flat = [x for x in as_list(inputs) if isinstance(x, torch.Tensor)]
     return any(x.shape == out.shape and x.dtype == out.dtype and
                torch.equal(bytes_per_element(out), bytes_per_element(x.to(out.device)))

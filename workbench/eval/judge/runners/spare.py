@@ -1,7 +1,6 @@
-"""A spare runner: the next candidate's runner, started and warmed while the current one is checked, so an evaluation
-does not wait for a fork, a sandbox and a CUDA context (benchmarks/README.md). No candidate has run in it; its Triton
-cache is filled from the source's entries when taken and copied back once it is dead (`build_cache.copy_out`). Started
-under a shared device hold. `KWB_SPARE_RUNNER=0` turns spares off, `=1` on for the CPU too."""
+"""The next candidate's runner, started and warmed under a shared device hold while the current one is checked. No
+candidate has run in it; its Triton cache is filled from the source's entries when taken and copied back once it is
+dead (`build_cache.copy_out`). `KWB_SPARE_RUNNER=0` turns spares off, `=1` on for the CPU too."""
 
 from __future__ import annotations
 
@@ -116,7 +115,6 @@ def settle(spare: Spare, timeout: float = SETTLE_TIMEOUT_S) -> bool:
 
 
 def discard(spare: Spare | None) -> None:
-    """Close the spare's runner and remove its directory."""
     if spare is None:
         return
     with suppress(Exception):  # it is being thrown away
@@ -133,8 +131,7 @@ def _entries(path: Path) -> set[str]:
 
 
 def _copy_entries(src: Path, dest: Path, names: set[str]) -> int:
-    """Copy each `src`/name to `dest`/name through `build_cache.copy_out` (no link followed), atomically; refused or
-    failed ones are skipped. How many were copied."""
+    """Copy each `src`/name to `dest`/name atomically by `build_cache.copy_out`, skipping refused ones; how many."""
     copied = 0
     for name in sorted(names):
         if name.startswith((".", "tmp.")):  # this copy's own temporaries, a killed compile's leftovers

@@ -1,7 +1,6 @@
-"""Starting a candidate's runner (a spare where one serves) and importing the candidate within its compile budget. The
-judge's caches reach a runner keyed by source (docs/anti-cheating.md, cheats 20, 27): CUDA builds (`build_cache`,
-read-only), Triton's kernel cache and a language's own JIT cache (CuTe DSL's; writable in that source's runners only).
-"""
+"""Starting a candidate's runner (a spare where one serves) and importing it within its compile budget. The judge's
+caches reach a runner keyed by source (docs/anti-cheating.md, cheats 20, 27): CUDA builds (`build_cache`, read-only),
+Triton's kernel cache and a language's own JIT cache (CuTe DSL's), writable in that source's runners only."""
 
 from __future__ import annotations
 
@@ -37,14 +36,11 @@ def start_runner(ev: Evaluation) -> CandidateSession:
         state.build_entry = build_cache.lookup(state.build_key)
         if state.build_entry is not None:
             binds.append((str(state.build_entry), build_cache.MOUNT_POINT))
-    writable = []
     triton_dir = build_cache.triton_dir(cand.source, ev.device)
-    if triton_dir is not None:
-        writable.append((str(triton_dir), build_cache.TRITON_MOUNT))
     language = languages.get(cand.language)
     jit_dir = build_cache.language_cache_dir(language.name, cand.source, ev.device) if language.cache_mount else None
-    if jit_dir is not None and language.cache_mount:
-        writable.append((str(jit_dir), language.cache_mount))
+    writable = [(str(path), mount) for path, mount in ((triton_dir, build_cache.TRITON_MOUNT),
+                                                       (jit_dir, language.cache_mount)) if path is not None]
     started = time.perf_counter()
     warm = libraries_for(ev.device, ev.task.source, cand.source)
     state.spare_key = spare_runner.SpareKey(ev.device, ev.job.memory_bytes, ev.ctx.share_ipc, warm)
@@ -62,11 +58,10 @@ def start_runner(ev: Evaluation) -> CandidateSession:
     ready = runner.ready
     ev.versions, ev.device_name, ev.sandbox = dict(ready.versions), ready.device_name, ready.sandbox
     ev.sandbox_reason = ready.sandbox_reason or ev.sandbox_reason
-    diag.set(runner_start_s=round(time.perf_counter() - started, 3),
-             runner="spare" if state.spare is not None else "started", runner_pid=runner.inner_pid,
-             transport=session.arena.transport, ipc_namespace="shared" if ev.ctx.share_ipc else "private",
-             triton_cache="per-source" if triton_dir is not None else "private",
-             transport_note=ev.ctx.transport_note or None)
+    diag.set(runner_start_s=round(time.perf_counter() - started, 3), runner_pid=runner.inner_pid,
+             runner="spare" if state.spare is not None else "started", transport=session.arena.transport,
+             ipc_namespace="shared" if ev.ctx.share_ipc else "private", transport_note=ev.ctx.transport_note or None,
+             triton_cache="per-source" if triton_dir is not None else "private")
     return session
 
 
