@@ -5,9 +5,8 @@ reference, under the same seed, so equal init orders draw equal values.
 
 from __future__ import annotations
 
-import contextlib
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -25,13 +24,6 @@ def place_for(device: str) -> str:
     return device if device.startswith("cuda") else HOST
 
 
-@contextlib.contextmanager
-def building_on(place: str) -> Iterator[None]:
-    """Factory calls without an explicit device inside the block make their tensors on `place`."""
-    with contextlib.nullcontext() if place == HOST else torch.device(place):
-        yield
-
-
 def build(make: Callable[[], Any], device: str, reseed: Callable[[], None], place: str | None = None
           ) -> tuple[Any, str, BaseException | None]:
     """(model, where built, what the device build raised): `make()` on `place`, else on the host, `reseed()` before
@@ -41,7 +33,7 @@ def build(make: Callable[[], Any], device: str, reseed: Callable[[], None], plac
     if place != HOST:
         reseed()
         try:
-            with building_on(place):
+            with torch.device(place):  # factory calls without an explicit device make their tensors there
                 return make(), place, None
         except Exception as exc:  # noqa: BLE001 - e.g. a host generator handed to a factory: built on the host
             failure = exc
