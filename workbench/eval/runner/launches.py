@@ -20,20 +20,11 @@ from workbench import languages as _languages
 from workbench.eval.wire.runner_messages import LaunchReport
 
 # Bound at import, before any candidate (module doc).
-_Tensor = torch.Tensor
-_equal = torch.equal
-_clone = torch.Tensor.clone
-_detach = torch.Tensor.detach
-_view = torch.Tensor.view
-_reshape = torch.Tensor.reshape
-_all = torch.Tensor.all
-_untyped_storage = torch.Tensor.untyped_storage
-_storage_ptr = torch.UntypedStorage.data_ptr
-_tensor_ptr = torch.Tensor.data_ptr
-_numel = torch.Tensor.numel
-_element_size = torch.Tensor.element_size
-_threads = threading.enumerate
-_thread_time_ns = time.thread_time_ns
+_Tensor, _equal, _clone, _detach = torch.Tensor, torch.equal, torch.Tensor.clone, torch.Tensor.detach
+_view, _reshape, _all = torch.Tensor.view, torch.Tensor.reshape, torch.Tensor.all
+_untyped_storage, _storage_ptr = torch.Tensor.untyped_storage, torch.UntypedStorage.data_ptr
+_tensor_ptr, _numel, _element_size = torch.Tensor.data_ptr, torch.Tensor.numel, torch.Tensor.element_size
+_threads, _thread_time_ns = threading.enumerate, time.thread_time_ns
 _isinstance, _type, _list, _len, _bool, _tuple, _getattr = isinstance, type, list, len, bool, tuple, getattr
 _INT_OF_SIZE = MappingProxyType({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64})
 
