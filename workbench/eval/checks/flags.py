@@ -132,10 +132,7 @@ def flag_table_markdown() -> str:
 
 def first_per_flag(findings: list[Finding]) -> list[Finding]:
     """The first finding of each flag, in order: one message line per failed check."""
-    seen: set[str] = set()
-    out = []
+    first: dict[str, Finding] = {}
     for f in findings:
-        if f.flag not in seen:
-            seen.add(f.flag)
-            out.append(f)
-    return out
+        first.setdefault(f.flag, f)
+    return list(first.values())

@@ -30,10 +30,6 @@ def own_kernel_names(source: str) -> set[str]:
     return names
 
 
-def _base_name(kernel: str) -> str:
-    return languages.base_name(kernel)
-
-
 def is_own(kernel: str, names: Iterable[str]) -> bool:
     """Whether a profiled kernel is one of the candidate's, as any language names its kernels."""
     own = set(names)
@@ -91,7 +87,7 @@ def judge_coverage(kernels: dict[str, float], own: set[str], policy: str) -> tup
     share = mine / total
     minimum = PARTIAL_MIN_COVERAGE if policy == "partial" else STRICT_MIN_COVERAGE
     if share < minimum:
-        others = ", ".join(sorted({_base_name(k)[:40] for k in kernels if not is_own(k, own)})[:4])
+        others = ", ".join(sorted({languages.base_name(k)[:40] for k in kernels if not is_own(k, own)})[:4])
         return share, [Finding("low-coverage", f"the candidate's kernels took {100 * share:.1f}% of GPU kernel time "
                                                f"(the {policy} policy needs >= {100 * minimum:.0f}%); other kernels: "
                                                f"{others}")]

@@ -12,7 +12,6 @@ from typing import Any, Protocol
 
 from workbench import languages
 from workbench.eval.checks.flags import REJECT, Finding
-from workbench.eval.checks.runtime import _base_name as base_name
 from workbench.eval.checks.runtime import is_own
 
 DEFERRED = "torch-compute-in-forward"
@@ -192,7 +191,7 @@ _WRAPPERS = {"vectorized_elementwise_kernel", "elementwise_kernel", "unrolled_el
 
 def _short(kernel: str) -> str:
     """A library kernel's telling name (ATen's templates named by their functor)."""
-    base = base_name(kernel)
+    base = languages.base_name(kernel)
     if base in _WRAPPERS:
         inner = [n for n in re.findall(r"at::native::(?:\(anonymous namespace\)::)?(\w+)", kernel)
                  if n not in _WRAPPERS]
