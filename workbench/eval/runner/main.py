@@ -83,8 +83,7 @@ class Runner:
         self.cuda = device.startswith("cuda")
         self.cuda_ready = False
         self.tracer: Any = None
-        self.seq_out = 0
-        self.seq_in = 0
+        self.seq_out = self.seq_in = 0
         self.mapping = Mapping(device)
         self.module: Any = None
         self.cls: Any = None
@@ -194,11 +193,9 @@ class Runner:
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         forms = []
         for i, o in enumerate(outs):
-            if not isinstance(o, torch.Tensor):
-                forms.append(protocol.OutputForm(type_name=type(o).__name__, plain=False))
-                continue
-            if type(o) is not torch.Tensor:
-                forms.append(protocol.OutputForm(type_name=f"{type(o).__module__}.{type(o).__name__}", plain=False))
+            if type(o) is not torch.Tensor:  # a subclass is named with its module
+                name = f"{type(o).__module__}.{type(o).__name__}" if isinstance(o, torch.Tensor) else type(o).__name__
+                forms.append(protocol.OutputForm(type_name=name, plain=False))
                 continue
             dense = o.layout == torch.strided and not o.is_nested and o.device.type != "meta"
             form = protocol.OutputForm(type_name="Tensor", plain=True, dtype=dtype_name(o.dtype), shape=tuple(o.shape),
@@ -356,10 +353,8 @@ def _apply_sizes(module: Any, sizes: dict[str, Any]) -> None:
             continue
         if key == "dtype" and isinstance(value, str):
             value = getattr(torch, value, current)
-        elif isinstance(current, tuple) and isinstance(value, (list, tuple)):
-            value = tuple(value)
-        elif isinstance(current, list) and isinstance(value, (list, tuple)):
-            value = list(value)
+        elif isinstance(current, (tuple, list)) and isinstance(value, (list, tuple)):
+            value = tuple(value) if isinstance(current, tuple) else list(value)
         setattr(module, key, value)
 
 
