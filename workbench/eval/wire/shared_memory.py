@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import mmap
 import os
 import tempfile
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -87,26 +89,15 @@ class _Driver:
         self.lib.cuIpcCloseMemHandle(ptr)
 
 
-_DRIVER: _Driver | None = None
-
-
+@functools.cache
 def driver() -> _Driver:
-    global _DRIVER
-    if _DRIVER is None:
-        _DRIVER = _Driver()
-    return _DRIVER
-
-
-class _CudaBytes:
-    """A device pointer presented to torch through __cuda_array_interface__."""
-
-    def __init__(self, ptr: int, nbytes: int):
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
-                                         "strides": None}
+    return _Driver()
 
 
 def _cuda_bytes(ptr: int, nbytes: int, device: int) -> torch.Tensor:
-    return torch.as_tensor(_CudaBytes(ptr, nbytes), device=f"cuda:{device}")
+    """A device pointer presented to torch through __cuda_array_interface__."""
+    interface = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3, "strides": None}
+    return torch.as_tensor(SimpleNamespace(__cuda_array_interface__=interface), device=f"cuda:{device}")
 
 
 def _memfd(nbytes: int) -> int:
