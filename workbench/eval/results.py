@@ -1,6 +1,5 @@
-"""The judge's `Reply` made into the public `Result` (or a cancelled evaluation's): identity from what the caller
-asked, verdict and evidence from what the judge decided.
-"""
+"""The judge's `Reply` made into the public `Result` (or a cancelled evaluation's): identity from what the caller asked,
+verdict and evidence from what the judge decided."""
 
 from __future__ import annotations
 
@@ -22,10 +21,9 @@ _DICTS = ("versions", "details", "error_budget", "telemetry", "stage_seconds", "
 def _identity(task: Task, cand: Candidate, job: Job) -> dict[str, Any]:
     """The Result's fields that say what was evaluated, from the caller's own request."""
     size = dict(job.size)
-    return dict(task=task.name, candidate_id=cand.id, candidate_name=cand.name or cand.id[:8],
-                language=cand.language or "", size=size,
-                dtype=str(size.get("dtype", task.dtypes[0] if task.dtypes else "")), device=job.device,
-                source_hash=cand.id, task_hash=task.source_hash, source=cand.source, seed=job.seed)
+    return dict(task=task.name, candidate_id=cand.id, candidate_name=cand.name or cand.id[:8], size=size,
+                language=cand.language or "", dtype=str(size.get("dtype", task.dtypes[0] if task.dtypes else "")),
+                device=job.device, source_hash=cand.id, task_hash=task.source_hash, source=cand.source, seed=job.seed)
 
 
 def _metadata(cand: Candidate, judge_pid: int) -> dict[str, Any]:

@@ -85,15 +85,9 @@ def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "str
         return []
     mod = _Module(tree, source, language, entry)
     _collect(mod)
-    findings: list[Finding] = []
-    findings += _no_custom_kernel(mod, policy)
-    findings += _reference_use(mod)
-    findings += harness_tamper(mod.tree, mod.imports)
-    findings += timer_patch(mod.tree, mod.imports)
-    findings += _mode_tamper(mod)
-    findings += _threads(mod)
-    findings += _streams(mod)
-    findings += _module_cache(mod)
+    findings = [*_no_custom_kernel(mod, policy), *_reference_use(mod), *harness_tamper(mod.tree, mod.imports),
+                *timer_patch(mod.tree, mod.imports), *_mode_tamper(mod), *_threads(mod), *_streams(mod),
+                *_module_cache(mod)]
     if languages.get(language).compiled or policy != BASELINE_POLICY:
         if policy == "strict":
             findings += _torch_compute(mod)

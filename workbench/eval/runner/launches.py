@@ -210,9 +210,8 @@ def report(log: LaunchLog, baseline_threads: set[int], tampered: tuple[str, ...]
                 changed_after = True
     threads = _tuple(t.name for t in _threads() if t.ident not in baseline_threads)
     return LaunchReport(launches=_len(log.launches), kernels=_tuple(log.kernels_found), outputs_launched=launched,
-                        outputs_prefilled_unchanged=foreign, threads_left=threads,
-                        outputs_changed_after_launch=changed_after,
-                        tampered=_tuple(dict.fromkeys([*tampered, *log.tampered])))
+                        outputs_prefilled_unchanged=foreign, outputs_changed_after_launch=changed_after,
+                        threads_left=threads, tampered=_tuple(dict.fromkeys([*tampered, *log.tampered])))
 
 
 def no_probe(ns: int) -> contextlib.AbstractContextManager:
