@@ -1,6 +1,5 @@
-"""Named check outcomes: every failed check has a flag (stored, counted by studies), a severity and a fix. `FLAGS`
-is the single catalog that check code, messages and docs use.
-"""
+"""Named check outcomes: every failed check has a flag (stored, counted by studies), a severity and a fix. `FLAGS` is
+the single catalog that check code, messages and docs use."""
 
 from __future__ import annotations
 

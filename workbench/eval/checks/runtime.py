@@ -1,6 +1,5 @@
 """The judge's reading of what a runner reported (docs/anti-cheating.md, cheats 4, 5, 8, 17): launches of the
-candidate's own kernels (names parsed from its source, never the runner's), threads left running, coverage.
-"""
+candidate's own kernels (names parsed from its source, never the runner's), threads left running, coverage."""
 
 from __future__ import annotations
 

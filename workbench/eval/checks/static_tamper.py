@@ -1,7 +1,6 @@
 """Static checks for reaching into the harness (`harness-tamper`: trace hooks, frames, the collector's graph,
 code-object swaps, workbench's modules; none has a use in a kernel) or computing elsewhere (`foreign-compute`, a
-warning: coverage decides). docs/anti-cheating.md, cheats 9, 15, 16, 17.
-"""
+warning: coverage decides). docs/anti-cheating.md, cheats 9, 15, 16, 17."""
 
 from __future__ import annotations
 

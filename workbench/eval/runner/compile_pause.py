@@ -1,8 +1,7 @@
 """Compiling without holding the device (the judge's side: `judge/device_lock.py`): around each Triton compile, each
 `torch.compile` frame compile (Dynamo's tracing and Inductor's code generation: seconds to a minute of CPU) and each
-`load_inline` build the runner sends `Compiling(done=False)`, then `Compiling(done=True)`, and waits for `Proceed`,
-so other judges' timings run meanwhile. Nothing here is trusted: the judge bounds the pauses.
-"""
+`load_inline` build the runner sends `Compiling(done=False)`, then `Compiling(done=True)`, and waits for `Proceed`, so
+other judges' timings run meanwhile. Nothing here is trusted: the judge bounds the pauses."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The fork server: a trusted process with torch, triton and the runner imported (CUDA untouched) that forks one
 sandboxed runner per candidate in milliseconds. A runner dies with its parent; with namespaces it is PID 1 of its own
-PID namespace, and its first child ends the way it ended, so the judge's wait status says what happened.
-"""
+PID namespace, and its first child ends the way it ended, so the judge's wait status says what happened."""
 
 from __future__ import annotations
 

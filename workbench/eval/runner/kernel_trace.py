@@ -1,7 +1,6 @@
 """Which GPU kernels one call ran and for how long, from CUPTI's activity API called directly (the torch profiler's
 first session costs seconds). Only a kernel record's leading fields are read (kind, start, end, name); anything
-unexpected raises `TraceUnavailable` and the runner falls back to the torch profiler.
-"""
+unexpected raises `TraceUnavailable` and the runner falls back to the torch profiler."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The runner: the untrusted, sandboxed process forked for one candidate, running exactly the calls the judge asks
-for. It holds no reference and no checking code; everything it says beside the shared-memory outputs is data the
-judge cross-checks, so a candidate that rewrites this code can only falsify its own reports.
-"""
+"""The runner: the untrusted, sandboxed process forked for one candidate, running exactly the calls the judge asks for.
+It holds no reference and no checking code; everything it says beside the shared-memory outputs is data the judge
+cross-checks, so a candidate that rewrites this code can only falsify its own reports."""
 
 from __future__ import annotations
 

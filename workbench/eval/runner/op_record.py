@@ -1,7 +1,6 @@
 """What torch executed in one forward outside the candidate's launches: every ATen operator (a `TorchDispatchMode`) and
-every export of tensor data to another library (a `TorchFunctionMode`). The judge (`checks/what_ran.py`) lets it
-clear a suspicion only when `complete` (both modes innermost through forward) and agreeing with the launch tracker.
-"""
+every export of tensor data to another library (a `TorchFunctionMode`). The judge (`checks/what_ran.py`) lets it clear a
+suspicion only when `complete` (both modes innermost through forward) and agreeing with the launch tracker."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Poisoning (docs/anti-cheating.md, cheat 1): memory a candidate allocates but never writes holds a pattern the
-judge reads back (`poison_mask`). On a GPU the caching allocator is refilled with poisoned blocks before a call; on
-the CPU c10's "junk fill" is on during the call.
-"""
+"""Poisoning (docs/anti-cheating.md, cheat 1): memory a candidate allocates but never writes holds a pattern the judge
+reads back (`poison_mask`). On a GPU the caching allocator is refilled with poisoned blocks before a call; on the CPU
+c10's "junk fill" is on during the call."""
 
 from __future__ import annotations
 

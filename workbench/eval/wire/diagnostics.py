@@ -1,7 +1,6 @@
-"""How the judge evaluated, beside the verdict: the runner, the reference, timing, seconds and memory. A typed
-record on the caller/judge channel that becomes `Result.protocol`; it decides nothing (docs/architecture.md lists
-where each field is measured).
-"""
+"""How the judge evaluated, beside the verdict: the runner, the reference, timing, seconds and memory. A typed record on
+the caller/judge channel that becomes `Result.protocol`; it decides nothing (docs/architecture.md lists where each field
+is measured)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The judge/fork-server protocol: `{"v", "kind", "body"}` frames in the strict record codec (`records.py`); the
-server answers what it cannot read with `Refused`.
-"""
+"""The judge/fork-server protocol: `{"v", "kind", "body"}` frames in the strict record codec (`records.py`); the server
+answers what it cannot read with `Refused`."""
 
 from __future__ import annotations
 

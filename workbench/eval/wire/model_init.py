@@ -1,7 +1,6 @@
-"""Where a task's models are built: under `torch.device(device)` on a GPU (a host build draws large models'
-parameters slowly), on the host where the constructor fails there. The runner builds where the judge built the
-reference, under the same seed, so equal init orders draw equal values.
-"""
+"""Where a task's models are built: under `torch.device(device)` on a GPU (a host build draws large models' parameters
+slowly), on the host where the constructor fails there. The runner builds where the judge built the reference, under the
+same seed, so equal init orders draw equal values."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The judge/runner protocol (docs/trust-boundary.md): `{"v", "kind", "job", "nonce", "seq", "body"}` frames; the
-runner echoes the job id and nonce it got at spawn and numbers its messages 1, 2, 3, ...; anything else is a
-ProtocolError (from a runner: `protocol-violation`). Runner messages carry data only.
-"""
+"""The judge/runner protocol (docs/trust-boundary.md): `{"v", "kind", "job", "nonce", "seq", "body"}` frames; the runner
+echoes the job id and nonce it got at spawn and numbers its messages 1, 2, 3, ...; anything else is a ProtocolError
+(from a runner: `protocol-violation`). Runner messages carry data only."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Shared memory between the judge and a runner, the only way data crosses the trust boundary: on the CPU a memfd;
-on a GPU a driver allocation (cuMemAlloc, never torch's caching allocator, since a handle opens the whole allocation)
-exported as a CUDA IPC handle, else host memfds staged by the runner (`Result.protocol["transport"]`).
-"""
+"""Shared memory between the judge and a runner, the only way data crosses the trust boundary: on the CPU a memfd; on a
+GPU a driver allocation (cuMemAlloc, never torch's caching allocator, since a handle opens the whole allocation)
+exported as a CUDA IPC handle, else host memfds staged by the runner (`Result.protocol["transport"]`)."""
 
 from __future__ import annotations
 

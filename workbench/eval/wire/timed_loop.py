@@ -1,7 +1,6 @@
 """The timing loop of both sides: one call per input set, L2 flushed before each, side-stream work caught
 (docs/anti-cheating.md, cheats 7, 9, 10). Its functions are bound at import, before any candidate; in the runner its
-clock only refines the judge's (`judge/timing/clock_check.py`).
-"""
+clock only refines the judge's (`judge/timing/clock_check.py`)."""
 
 from __future__ import annotations
 

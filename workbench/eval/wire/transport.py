@@ -1,7 +1,6 @@
-"""Frames between the judge and a runner or the fork server (an 8-byte header, JSON, descriptors by SCM_RIGHTS on a
-Unix socket), capped in size and in nesting (checked before parsing) so a hostile frame is a FrameError; and a
-bounded reader for the runner's output.
-"""
+"""Frames between the judge and a runner or the fork server (an 8-byte header, JSON, descriptors by SCM_RIGHTS on a Unix
+socket), capped in size and in nesting (checked before parsing) so a hostile frame is a FrameError; and a bounded reader
+for the runner's output."""
 
 from __future__ import annotations
 
