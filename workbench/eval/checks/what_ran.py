@@ -6,6 +6,7 @@ tracker. On the CPU under "strict" the record also finds unnamed torch compute a
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -80,12 +81,11 @@ def record_gap(calls: Sequence[CallRecordLike]) -> str:
 
 def _summary(per_call: list[dict[str, int]]) -> str:
     """'aten.tanh x20, aten.mul x40 in 10 of 10 calls (first in call 1)' for the calls that ran compute."""
-    totals: dict[str, int] = {}
+    totals: Counter[str] = Counter()
     for ops in per_call:
-        for op, n in ops.items():
-            totals[op] = totals.get(op, 0) + n
+        totals.update(ops)
     ran = [k for k, ops in enumerate(per_call, 1) if ops]
-    names = ", ".join(f"{op} x{n}" for op, n in sorted(totals.items(), key=lambda kv: -kv[1])[:4])
+    names = ", ".join(f"{op} x{n}" for op, n in totals.most_common(4))
     more = f" and {len(totals) - 4} more" if len(totals) > 4 else ""
     return f"{names}{more} in {len(ran)} of {len(per_call)} calls (first in call {ran[0]})"
 

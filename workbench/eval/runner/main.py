@@ -118,10 +118,9 @@ class Runner:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         where = candidate_line(tb, getattr(self.module, "__file__", None))
         kind = type(exc).__name__
-        if kind in protocol.COMPILE_ERRORS:
-            stage = "compile"
-        self.send(protocol.Fault(stage=stage, exc_type=kind, message=str(exc)[:2000], candidate_line=where,
-                        log="\n".join(tb.strip().splitlines()[-25:]), call=call))
+        self.send(protocol.Fault(stage="compile" if kind in protocol.COMPILE_ERRORS else stage, exc_type=kind,
+                                 message=str(exc)[:2000], candidate_line=where,
+                                 log="\n".join(tb.strip().splitlines()[-25:]), call=call))
 
     def arg(self, value: Any, stage_inputs: bool = True) -> Any:
         if isinstance(value, protocol.TensorRef):
@@ -175,8 +174,7 @@ class Runner:
             loaded = False
             if isinstance(model, torch.nn.Module):
                 state = {k: self.arg(v) for k, v in msg.state.items()}
-                own = model.state_dict()
-                if model_init.same_layout(own, state):
+                if model_init.same_layout(model.state_dict(), state):
                     model.load_state_dict({k: v.detach() for k, v in state.items()})
                     loaded = True
                 model = model.to(self.device).eval()
@@ -243,8 +241,7 @@ class Runner:
                          seconds=time.perf_counter() - started, ops=record.report(), tuned=self._tuned()))
 
     def _null_model(self, msg: protocol.Time) -> Any:
-        """The null candidate: returns a tensor shaped like the task's output and, as NULL_KERNEL, launches one tiny
-        kernel per call."""
+        """The null candidate: a tensor shaped like the task's output, and as NULL_KERNEL one tiny kernel per call."""
         from workbench.eval.wire.shared_memory import dtype_from_name
 
         out = torch.zeros(msg.null_shape, dtype=dtype_from_name(msg.null_dtype or "float32"), device=self.device)

@@ -79,8 +79,7 @@ class Diagnostics:
 
     def set(self, **values: Any) -> None:
         """Set fields by name; a name the record does not declare is an error (a typo never goes unseen)."""
-        names = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(values) - names)
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(self)})
         if unknown:
             raise AttributeError(f"Diagnostics has no field(s) {', '.join(unknown)}")
         for name, value in values.items():

@@ -178,8 +178,7 @@ class BoundedLog:
     def tail(self, lines: int = 50) -> str:
         with self._lock:
             data = b"".join(self._chunks)[-self.keep:]
-        text = data.decode(errors="replace")
-        kept = text.splitlines()[-lines:]
+        kept = data.decode(errors="replace").splitlines()[-lines:]
         dropped = self.total - len(data)
         prefix = [f"[{dropped} earlier bytes of output not kept]"] if dropped > 0 else []
         return "\n".join(prefix + kept)
