@@ -70,19 +70,6 @@ def _pick_samples(stream: list[float], device: list[float]) -> tuple[list[float]
     return stream, 0
 
 
-class _Flusher:
-    """Writes `l2_flush_bytes` before each timed GPU call, outside the timed window."""
-
-    def __init__(self, device: str, enabled: bool):
-        self.buf = None
-        if enabled and device.startswith("cuda"):
-            self.buf = _empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
-
-    def __call__(self) -> None:
-        if self.buf is not None:
-            _zero(self.buf)
-
-
 def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[int], *, device: str, warmup: int = 0,
                flush_l2: bool = True, after_rep: Callable[[int, Any], None] | None = None,
                seeds: Sequence[int] = ()) -> tuple[list[float], list[float]]:
@@ -94,7 +81,8 @@ def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[in
     _gc_disable()
     try:
         cuda = device.startswith("cuda")
-        flush = _Flusher(device, flush_l2)
+        # Written before each timed GPU call, outside the timed window.
+        flush = _empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device) if cuda and flush_l2 else None
         stream_ms: list[float] = []
         device_ms: list[float] = []
         with _no_grad():
@@ -105,7 +93,8 @@ def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[in
             for k, idx in enumerate(order):
                 inputs = input_sets[idx]
                 seed_rng(seeds[k] if k < _len(seeds) else None)
-                flush()
+                if flush is not None:
+                    _zero(flush)
                 if cuda:
                     s, d, out = _time_cuda_call(fn, inputs)
                 else:

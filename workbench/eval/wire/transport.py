@@ -91,13 +91,6 @@ class Channel:
             except (BrokenPipeError, ConnectionResetError, OSError) as exc:
                 raise ChannelClosed(str(exc)) from exc
 
-    def _wait(self, deadline: float | None) -> None:
-        if deadline is None:
-            return
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not self.readable(remaining):
-            raise ChannelTimeout()
-
     def readable(self, seconds: float) -> bool:
         """Whether data arrives within `seconds`."""
         ready, _, _ = select.select([self.sock], [], [], max(0.0, seconds))
@@ -106,7 +99,10 @@ class Channel:
     def _read_exact(self, n: int, deadline: float | None, fds: list[int] | None = None) -> bytes:
         chunks, got = [], 0
         while got < n:
-            self._wait(deadline)
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self.readable(remaining):
+                    raise ChannelTimeout()
             try:
                 if fds is not None:
                     data, new_fds, _flags, _addr = socket.recv_fds(self.sock, n - got, MAX_FDS)
@@ -124,8 +120,7 @@ class Channel:
     def recv(self, deadline: float | None = None) -> tuple[Any, list[int]]:
         """One frame: (decoded JSON, received descriptors)."""
         fds: list[int] = []
-        header = self._read_exact(_HEADER.size, deadline, fds)
-        length, nfds = _HEADER.unpack(header)
+        length, nfds = _HEADER.unpack(self._read_exact(_HEADER.size, deadline, fds))
         if length > MAX_FRAME or nfds > MAX_FDS or len(fds) != nfds:
             for fd in fds:
                 os.close(fd)
