@@ -17,8 +17,7 @@ STRICT_MIN_COVERAGE = 0.5
 PARTIAL_MIN_COVERAGE = 0.02
 
 def own_kernel_names(source: str) -> set[str]:
-    """The kernels the candidate defines, in every language's terms (`workbench/languages/`): decorated functions,
-    `__global__` functions in its C++, and the names their compilers give them."""
+    """The kernels the candidate defines, as each language (`workbench/languages/`) and its compiler name them."""
     try:
         tree: ast.Module | None = ast.parse(source)
     except SyntaxError:

@@ -85,8 +85,7 @@ def _wrap_dynamo(module: Any) -> bool:
 
 
 class _WrapDynamoOnImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when Dynamo's frame compiler is imported, it lets the other finders find it and wraps
-    its `_compile` as soon as the module has run."""
+    """Finds nothing itself: lets the other finders find Dynamo's frame compiler, and wraps its `_compile` once run."""
 
     def find_spec(self, fullname, path, target=None):
         if fullname != _DYNAMO:

@@ -25,8 +25,7 @@ def place_for(device: str) -> str:
 
 def build(make: Callable[[], Any], device: str, reseed: Callable[[], None], place: str | None = None
           ) -> tuple[Any, str, BaseException | None]:
-    """(model, where built, what the device build raised): `make()` on `place`, else on the host, `reseed()` before
-    each try."""
+    """(model, where built, what the device build raised): `make()` on `place`, else on the host; reseeded each try."""
     place = place or place_for(device)
     failure: BaseException | None = None
     if place != HOST:

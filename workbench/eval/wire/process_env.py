@@ -42,8 +42,7 @@ def apply_timing_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def module_command(module: str, *args: str) -> list[str]:
-    """The command that runs `module` of this package in a new interpreter, the working directory off sys.path (a
-    folder named `workbench` there is never imported instead)."""
+    """The command running `module` in a new interpreter, the working directory (any `workbench` in it) off sys.path."""
     if sys.version_info >= (3, 11):
         return [sys.executable, "-P", "-m", module, *args]
     bootstrap = f"import runpy, sys; sys.path.pop(0); runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"

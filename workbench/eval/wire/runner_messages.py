@@ -287,8 +287,7 @@ def encode(message: Message, job: str, nonce: str, seq: int) -> dict[str, Any]:
 
 
 def decode(frame: Any, *, job: str, nonce: str, seq: int, allowed: frozenset[str]) -> Message:
-    """The message in `frame`, checked: version, kind among `allowed`, job and nonce, sequence number `seq`, every
-    field against its type (`records.from_json`, tagged)."""
+    """The message in `frame`, checked: version, kind among `allowed`, job and nonce, `seq`, fields (`records.py`)."""
     if not isinstance(frame, dict) or set(frame) != {"v", "kind", "job", "nonce", "seq", "body"}:
         raise ProtocolError("not a protocol frame")
     if not isinstance(frame["v"], list) or tuple(frame["v"]) != PROTOCOL:
