@@ -33,10 +33,13 @@ def _metadata(cand: Candidate, judge_pid: int) -> dict[str, Any]:
 
 
 def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Result:
-    """The Result of `job` as the judge answered it."""
     message = reply.message
     if not message and reply.status in ("timeout", "crashed") and reply.died:
-        message = _judge_died_message(reply, cand, job)
+        # The judge itself died or stopped answering (the candidate's runner's faults the judge reports itself).
+        from workbench.eval.judge.runners.faults import died_message
+
+        message = "the evaluation's judge process " + died_message(reply.status, reply.died, reply.log, cand.source,
+                                                                   cand.language or "", job.device, job.timeout)
     fields: dict[str, Any] = {**_identity(task, cand, job), **{name: getattr(reply, name) for name in _SAME_NAME},
                               **{name: dict(getattr(reply, name)) for name in _DICTS}}
     result = Result(status=reply.status, message=message, flags=list(reply.flags),
@@ -55,14 +58,6 @@ def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Re
         notes = result.details.get("notes") or []
         result.message = "all checks passed" + (f" ({'; '.join(notes)})" if notes else "")
     return result
-
-
-def _judge_died_message(reply: Reply, cand: Candidate, job: Job) -> str:
-    """The judge itself died or stopped answering (not the candidate's runner, whose faults the judge reports)."""
-    from workbench.eval.judge.runners.faults import died_message
-
-    return "the evaluation's judge process " + died_message(reply.status, reply.died, reply.log, cand.source,
-                                                            cand.language or "", job.device, job.timeout)
 
 
 def cancelled_result(task: Task, cand: Candidate, job: Job, seconds: float) -> Result:
