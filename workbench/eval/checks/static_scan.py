@@ -347,8 +347,7 @@ def _torch_compute(mod: _Module) -> list[Finding]:
                 continue
             func = node.func
             if isinstance(func, ast.Attribute):
-                owner = func.value
-                root = owner
+                owner = root = func.value
                 while isinstance(root, ast.Attribute):
                     root = root.value
                 root_name = root.id if isinstance(root, ast.Name) else ""

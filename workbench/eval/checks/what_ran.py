@@ -117,9 +117,8 @@ class WhatRan:
 
     @property
     def wants_record(self) -> bool:
-        if self.suspicions:
-            return True
-        return not self.on_gpu and self.policy == "strict" and languages.get(self.language).interpreted_on_cpu
+        return bool(self.suspicions) or (not self.on_gpu and self.policy == "strict"
+                                         and languages.get(self.language).interpreted_on_cpu)
 
     def after_check(self, calls: Sequence[CallRecordLike], passed: bool) -> list[Finding]:
         """Findings from the correctness calls' records (on a GPU a clean one leaves the decision to the profile)."""

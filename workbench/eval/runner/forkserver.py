@@ -175,10 +175,8 @@ def spawn(req: Spawn, fds: list[int], kind: str, reason: str) -> messages.Messag
             os.close(fd)
         return messages.Refused(f"spawn needs 2 descriptors (runner socket, log pipe), got {len(fds)}")
     sock_fd, log_fd = fds
-    plan = None
-    if kind == "namespaces":
-        plan = sandbox.plan(req.device, _limits(req), runner_env(req.device), req.share_ipc, list(req.extra_binds),
-                            list(req.writable_binds))
+    plan = sandbox.plan(req.device, _limits(req), runner_env(req.device), req.share_ipc, list(req.extra_binds),
+                        list(req.writable_binds)) if kind == "namespaces" else None
     sync_r, sync_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()

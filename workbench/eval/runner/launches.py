@@ -63,15 +63,12 @@ def _outputs(out: Any) -> list[Any]:
 
 def _kernel_objects(module: Any) -> list[tuple[str, Any, Any]]:
     """(name, kernel object, its language) of every language that counts its launches (`workbench/languages/`)."""
-    found: list[tuple[str, Any, Any]] = []
-    seen: set[int] = set()
+    found: dict[int, tuple[str, Any, Any]] = {}
     for language in _languages.LANGUAGES.values():
         if language.tracks_launches:
             for name, obj in language.kernel_objects(module):
-                if id(obj) not in seen:
-                    seen.add(id(obj))
-                    found.append((name, obj, language))
-    return found
+                found.setdefault(id(obj), (name, obj, language))
+    return _list(found.values())
 
 
 def _storage(t: Any) -> int | None:
@@ -204,10 +201,8 @@ def report(log: LaunchLog, baseline_threads: set[int], tampered: tuple[str, ...]
             ptr = _storage(t)
             if ptr is not None and _numel(t) and ptr not in log.storages:
                 launched = False
-            if ptr in log.foreign:
-                foreign = True
-            if ptr in log.changed_after:
-                changed_after = True
+            foreign = foreign or ptr in log.foreign
+            changed_after = changed_after or ptr in log.changed_after
     threads = _tuple(t.name for t in _threads() if t.ident not in baseline_threads)
     return LaunchReport(launches=_len(log.launches), kernels=_tuple(log.kernels_found), outputs_launched=launched,
                         outputs_prefilled_unchanged=foreign, outputs_changed_after_launch=changed_after,

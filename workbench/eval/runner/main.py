@@ -30,15 +30,13 @@ from workbench.seeding import seed_all
 # Bound before any candidate is imported: replacing these module attributes changes nothing (`seal.py` reports it).
 _track_launches, _report, _LaunchLog = launches.track_launches, launches.report, launches.LaunchLog
 _kernel_names, _thread_idents = launches.kernel_names, launches.thread_idents
-_encode, _channel_send = protocol.encode, Channel.send
+_encode, _channel_send, _recording = protocol.encode, Channel.send, op_record.recording
 _profile, _ProfilerActivity = torch.profiler.profile, torch.profiler.ProfilerActivity
 _KernelTracer, _TraceUnavailable = kernel_trace.KernelTracer, kernel_trace.TraceUnavailable
-_recording = op_record.recording
 # The copy-out into the judge's slots runs none of the candidate's code: no method looked up on its output, no Tensor
 # method it may have replaced, no torch function or dispatch mode it pushed (docs/anti-cheating.md, cheat 24).
 _Tensor, _detach, _copy = torch.Tensor, torch._C.TensorBase.detach, torch._C.TensorBase.copy_
-_no_torch_function, _no_dispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
-_type = type
+_no_torch_function, _no_dispatch, _type = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch, type
 
 
 def copy_out(slot: torch.Tensor, out: Any) -> bool:
@@ -151,8 +149,8 @@ class Runner:
             if self.cuda:
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001 - every load failure is the candidate's
-            log = getattr(exc, "log", "")
-            self.send(protocol.Fault(stage="load", exc_type=type(exc).__name__, message=str(exc)[:4000], log=log[-4000:]))
+            self.send(protocol.Fault(stage="load", exc_type=type(exc).__name__, message=str(exc)[:4000],
+                                     log=getattr(exc, "log", "")[-4000:]))
             return
         kernels = tuple(sorted(_kernel_names(self.module, msg.source)))
         self.send(protocol.Loaded(kernels=kernels, seconds=time.perf_counter() - started,
@@ -195,11 +193,9 @@ class Runner:
                 forms.append(protocol.OutputForm(type_name=name, plain=False))
                 continue
             dense = o.layout == torch.strided and not o.is_nested and o.device.type != "meta"
-            form = protocol.OutputForm(type_name="Tensor", plain=True, dtype=dtype_name(o.dtype), shape=tuple(o.shape),
-                              device=str(o.device), dense=dense)
-            if dense and i < len(slots) and copy_out(self.mapping.tensor(slots[i]), o):
-                form = protocol.OutputForm(**{**form.__dict__, "copied": True})
-            forms.append(form)
+            copied = dense and i < len(slots) and copy_out(self.mapping.tensor(slots[i]), o)
+            forms.append(protocol.OutputForm(type_name="Tensor", plain=True, dtype=dtype_name(o.dtype),
+                                             shape=tuple(o.shape), device=str(o.device), dense=dense, copied=copied))
         return tuple(forms), isinstance(out, (tuple, list))
 
     def _tuned(self) -> str:

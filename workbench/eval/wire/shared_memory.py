@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import math
 import mmap
 import os
 import tempfile
@@ -121,9 +122,7 @@ def view(raw: torch.Tensor, ref: TensorRef) -> torch.Tensor:
 
 def _contiguous(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
     """(shape, contiguous strides, element count, element size) of a tensor of `shape` and `dtype`."""
-    numel = 1
-    for s in shape:
-        numel *= int(s)
+    numel = math.prod(int(s) for s in shape)
     stride = torch.empty(0, dtype=dtype).new_empty(tuple(shape), device="meta").stride() if shape else ()
     return tuple(int(s) for s in shape), tuple(stride), numel, torch.empty((), dtype=dtype).element_size()
 
@@ -195,7 +194,6 @@ class Arena:
         return [b for bid, b in sorted(self._buffers.items()) if bid not in self._borrowed]
 
     def wipe(self) -> None:
-        """Zero every buffer this arena owns."""
         for b in self.owned():
             b.raw.zero_()
 
@@ -217,9 +215,7 @@ class Arena:
     def close(self) -> None:
         if self.cuda:
             torch.cuda.synchronize(self.index)
-        for bid, b in self._buffers.items():
-            if bid in self._borrowed:
-                continue
+        for b in self.owned():
             b.raw = None  # type: ignore[assignment]
             if b.ptr:
                 driver().free(b.ptr)

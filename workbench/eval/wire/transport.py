@@ -92,7 +92,6 @@ class Channel:
                 raise ChannelClosed(str(exc)) from exc
 
     def readable(self, seconds: float) -> bool:
-        """Whether data arrives within `seconds`."""
         ready, _, _ = select.select([self.sock], [], [], max(0.0, seconds))
         return bool(ready)
 
