@@ -222,8 +222,7 @@ def _reference_use(mod: _Module) -> list[Finding]:
 def _mode_tamper(mod: _Module) -> list[Finding]:
     """A name, attribute, import or dotted string naming one of torch's mode handles (MODE_HANDLES)."""
     for node in ast.walk(mod.tree):
-        found = next((n for n in _names_in(node) if n in MODE_HANDLES), None)
-        if found:
+        if found := next((n for n in _names_in(node) if n in MODE_HANDLES), None):
             return [Finding("harness-tamper", f"touches torch's dispatch or function modes ({found}) at line "
                                               f"{getattr(node, 'lineno', '?')}: the record of what ran in forward is "
                                               "made with them")]

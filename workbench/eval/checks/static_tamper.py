@@ -70,8 +70,7 @@ def harness_tamper(tree: ast.Module, imports: dict[str, str]) -> list[Finding]:
             if node.attr in TAMPER_ATTRS:
                 return [Finding("harness-tamper", f"reads frame attribute .{node.attr} at line {line}")]
             if dotted(node, imports) == "sys.modules":
-                problem = _sys_modules_use(node, parents)
-                if problem:
+                if problem := _sys_modules_use(node, parents):
                     return [Finding("harness-tamper", f"{problem} at line {line}")]
     return []
 

@@ -132,8 +132,7 @@ class WhatRan:
             findings.append(self._decided("the static finding stands: the correctness rounds failed before a GPU "
                                           "profile could show what ran"))
         elif self.pending and not self.on_gpu:
-            gap = record_gap(calls)
-            if gap:
+            if gap := record_gap(calls):
                 findings.append(self._decided(f"the static finding stands: {gap}"))
             else:
                 self._clear(f"the runtime record of the dispatcher: no torch compute ran in forward in any of "

@@ -4,6 +4,7 @@ same seed, so equal init orders draw equal values."""
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -45,10 +46,8 @@ def same_layout(own: dict[str, Any], state: dict[str, Any]) -> bool:
 
 
 def remember(model: Any, place: str) -> None:
-    try:
+    with contextlib.suppress(TypeError):  # not weak-referenceable (a function as Model): nothing to build elsewhere
         _built_on[model] = place
-    except TypeError:  # not weak-referenceable (a plain function as Model): nothing to build elsewhere
-        pass
 
 
 def built_on(model: Any, default: str = HOST) -> str:
