@@ -81,22 +81,16 @@ def make_job(task: Task, candidate: Candidate, opts: EvalOptions) -> Job:
                progress=opts.on_progress is not None)
 
 
-def _task_and_candidate(task: Task | str, candidate: Candidate | str) -> tuple[Task, Candidate]:
-    task = get_task(task) if isinstance(task, str) else task
-    if not isinstance(task, Task):
-        raise WorkbenchError(f"evaluate needs a Task or a task name, got {type(task).__name__}")
-    if isinstance(candidate, str):
-        candidate = Candidate(source=candidate)
-    if not isinstance(candidate, Candidate):
-        raise WorkbenchError(f"evaluate needs a Candidate or a source string, got {type(candidate).__name__}")
-    return task, candidate
-
-
 def evaluate(task: Task | str, candidate: Candidate | str, device: str | None = None, *,
              options: EvalOptions | None = None, store: Any = None, **overrides: Any) -> Result:
     """Check and time `candidate` on `task` in a judge, the candidate sandboxed; keywords override `options`. Raises
     WorkbenchError only for the caller's mistakes; a candidate's fault is a Result with a status and a message."""
-    task, candidate = _task_and_candidate(task, candidate)
+    task = get_task(task) if isinstance(task, str) else task
+    if not isinstance(task, Task):
+        raise WorkbenchError(f"evaluate needs a Task or a task name, got {type(task).__name__}")
+    candidate = Candidate(source=candidate) if isinstance(candidate, str) else candidate
+    if not isinstance(candidate, Candidate):
+        raise WorkbenchError(f"evaluate needs a Candidate or a source string, got {type(candidate).__name__}")
     opts = resolve_options(options, device, overrides)
     job = make_job(task, candidate, opts)
     started = time.perf_counter()

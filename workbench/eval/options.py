@@ -1,6 +1,5 @@
-"""`EvalOptions`: how one evaluation runs, as one frozen value that every client passes (the API, the magic, the
-widget, sweeps, studies, the LLM agent, `kwb eval`), so a new option is added in one place.
-"""
+"""`EvalOptions`: how one evaluation runs, as one frozen value that every client passes (the API, the magic, the widget,
+sweeps, studies, the LLM agent, `kwb eval`), so a new option is added in one place."""
 
 from __future__ import annotations
 

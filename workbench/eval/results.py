@@ -1,6 +1,5 @@
-"""The judge's `Reply` made into the public `Result` (or a cancelled evaluation's): identity from what the caller
-asked, verdict and evidence from what the judge decided.
-"""
+"""The judge's `Reply` made into the public `Result` (or a cancelled evaluation's): identity from what the caller asked,
+verdict and evidence from what the judge decided."""
 
 from __future__ import annotations
 
@@ -22,10 +21,9 @@ _DICTS = ("versions", "details", "error_budget", "telemetry", "stage_seconds", "
 def _identity(task: Task, cand: Candidate, job: Job) -> dict[str, Any]:
     """The Result's fields that say what was evaluated, from the caller's own request."""
     size = dict(job.size)
-    return dict(task=task.name, candidate_id=cand.id, candidate_name=cand.name or cand.id[:8],
-                language=cand.language or "", size=size,
-                dtype=str(size.get("dtype", task.dtypes[0] if task.dtypes else "")), device=job.device,
-                source_hash=cand.id, task_hash=task.source_hash, source=cand.source, seed=job.seed)
+    return dict(task=task.name, candidate_id=cand.id, candidate_name=cand.name or cand.id[:8], size=size,
+                language=cand.language or "", dtype=str(size.get("dtype", task.dtypes[0] if task.dtypes else "")),
+                device=job.device, source_hash=cand.id, task_hash=task.source_hash, source=cand.source, seed=job.seed)
 
 
 def _metadata(cand: Candidate, judge_pid: int) -> dict[str, Any]:
@@ -35,10 +33,13 @@ def _metadata(cand: Candidate, judge_pid: int) -> dict[str, Any]:
 
 
 def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Result:
-    """The Result of `job` as the judge answered it."""
     message = reply.message
     if not message and reply.status in ("timeout", "crashed") and reply.died:
-        message = _judge_died_message(reply, cand, job)
+        # The judge itself died or stopped answering (the candidate's runner's faults the judge reports itself).
+        from workbench.eval.judge.runners.faults import died_message
+
+        message = "the evaluation's judge process " + died_message(reply.status, reply.died, reply.log, cand.source,
+                                                                   cand.language or "", job.device, job.timeout)
     fields: dict[str, Any] = {**_identity(task, cand, job), **{name: getattr(reply, name) for name in _SAME_NAME},
                               **{name: dict(getattr(reply, name)) for name in _DICTS}}
     result = Result(status=reply.status, message=message, flags=list(reply.flags),
@@ -57,14 +58,6 @@ def result_from_reply(task: Task, cand: Candidate, job: Job, reply: Reply) -> Re
         notes = result.details.get("notes") or []
         result.message = "all checks passed" + (f" ({'; '.join(notes)})" if notes else "")
     return result
-
-
-def _judge_died_message(reply: Reply, cand: Candidate, job: Job) -> str:
-    """The judge itself died or stopped answering (not the candidate's runner, whose faults the judge reports)."""
-    from workbench.eval.judge.runners.faults import died_message
-
-    return "the evaluation's judge process " + died_message(reply.status, reply.died, reply.log, cand.source,
-                                                            cand.language or "", job.device, job.timeout)
 
 
 def cancelled_result(task: Task, cand: Candidate, job: Job, seconds: float) -> Result:

@@ -53,8 +53,7 @@ def interpreted_launches(pairs: list[ProbePair], basis: str) -> tuple[str, str]:
     counted = [p for p in pairs if p.launches > 0 and p.budget_s > 0]
     if not counted:
         return UNVERIFIED, "no probe call measured"
-    shares = [(p.probe_s - p.ordinary_s) / (p.launches * p.budget_s) for p in counted]
-    share = statistics.median(shares)
+    share = statistics.median((p.probe_s - p.ordinary_s) / (p.launches * p.budget_s) for p in counted)
     launches = statistics.median(p.launches for p in counted)
     extra = statistics.median(p.probe_s - p.ordinary_s for p in counted)
     due = statistics.median(p.launches * p.budget_s for p in counted)

@@ -1,6 +1,5 @@
-"""Named check outcomes: every failed check has a flag (stored, counted by studies), a severity and a fix. `FLAGS`
-is the single catalog that check code, messages and docs use.
-"""
+"""Named check outcomes: every failed check has a flag (stored, counted by studies), a severity and a fix. `FLAGS` is
+the single catalog that check code, messages and docs use."""
 
 from __future__ import annotations
 
@@ -132,10 +131,7 @@ def flag_table_markdown() -> str:
 
 def first_per_flag(findings: list[Finding]) -> list[Finding]:
     """The first finding of each flag, in order: one message line per failed check."""
-    seen: set[str] = set()
-    out = []
+    first: dict[str, Finding] = {}
     for f in findings:
-        if f.flag not in seen:
-            seen.add(f.flag)
-            out.append(f)
-    return out
+        first.setdefault(f.flag, f)
+    return list(first.values())

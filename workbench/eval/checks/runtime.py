@@ -1,6 +1,5 @@
 """The judge's reading of what a runner reported (docs/anti-cheating.md, cheats 4, 5, 8, 17): launches of the
-candidate's own kernels (names parsed from its source, never the runner's), threads left running, coverage.
-"""
+candidate's own kernels (names parsed from its source, never the runner's), threads left running, coverage."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ STRICT_MIN_COVERAGE = 0.5
 PARTIAL_MIN_COVERAGE = 0.02
 
 def own_kernel_names(source: str) -> set[str]:
-    """The kernels the candidate defines, in every language's terms (`workbench/languages/`): decorated functions,
-    `__global__` functions in its C++, and the names their compilers give them."""
+    """The kernels the candidate defines, as each language (`workbench/languages/`) and its compiler name them."""
     try:
         tree: ast.Module | None = ast.parse(source)
     except SyntaxError:
@@ -28,10 +26,6 @@ def own_kernel_names(source: str) -> set[str]:
     for language in languages.LANGUAGES.values():
         names |= language.own_kernel_names(tree, source or "")
     return names
-
-
-def _base_name(kernel: str) -> str:
-    return languages.base_name(kernel)
 
 
 def is_own(kernel: str, names: Iterable[str]) -> bool:
@@ -91,7 +85,7 @@ def judge_coverage(kernels: dict[str, float], own: set[str], policy: str) -> tup
     share = mine / total
     minimum = PARTIAL_MIN_COVERAGE if policy == "partial" else STRICT_MIN_COVERAGE
     if share < minimum:
-        others = ", ".join(sorted({_base_name(k)[:40] for k in kernels if not is_own(k, own)})[:4])
+        others = ", ".join(sorted({languages.base_name(k)[:40] for k in kernels if not is_own(k, own)})[:4])
         return share, [Finding("low-coverage", f"the candidate's kernels took {100 * share:.1f}% of GPU kernel time "
                                                f"(the {policy} policy needs >= {100 * minimum:.0f}%); other kernels: "
                                                f"{others}")]

@@ -85,15 +85,9 @@ def scan(source: str, language: str, entry: str = "ModelNew", policy: str = "str
         return []
     mod = _Module(tree, source, language, entry)
     _collect(mod)
-    findings: list[Finding] = []
-    findings += _no_custom_kernel(mod, policy)
-    findings += _reference_use(mod)
-    findings += harness_tamper(mod.tree, mod.imports)
-    findings += timer_patch(mod.tree, mod.imports)
-    findings += _mode_tamper(mod)
-    findings += _threads(mod)
-    findings += _streams(mod)
-    findings += _module_cache(mod)
+    findings = [*_no_custom_kernel(mod, policy), *_reference_use(mod), *harness_tamper(mod.tree, mod.imports),
+                *timer_patch(mod.tree, mod.imports), *_mode_tamper(mod), *_threads(mod), *_streams(mod),
+                *_module_cache(mod)]
     if languages.get(language).compiled or policy != BASELINE_POLICY:
         if policy == "strict":
             findings += _torch_compute(mod)
@@ -228,8 +222,7 @@ def _reference_use(mod: _Module) -> list[Finding]:
 def _mode_tamper(mod: _Module) -> list[Finding]:
     """A name, attribute, import or dotted string naming one of torch's mode handles (MODE_HANDLES)."""
     for node in ast.walk(mod.tree):
-        found = next((n for n in _names_in(node) if n in MODE_HANDLES), None)
-        if found:
+        if found := next((n for n in _names_in(node) if n in MODE_HANDLES), None):
             return [Finding("harness-tamper", f"touches torch's dispatch or function modes ({found}) at line "
                                               f"{getattr(node, 'lineno', '?')}: the record of what ran in forward is "
                                               "made with them")]
@@ -353,8 +346,7 @@ def _torch_compute(mod: _Module) -> list[Finding]:
                 continue
             func = node.func
             if isinstance(func, ast.Attribute):
-                owner = func.value
-                root = owner
+                owner = root = func.value
                 while isinstance(root, ast.Attribute):
                     root = root.value
                 root_name = root.id if isinstance(root, ast.Name) else ""

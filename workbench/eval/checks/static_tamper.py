@@ -1,7 +1,6 @@
 """Static checks for reaching into the harness (`harness-tamper`: trace hooks, frames, the collector's graph,
 code-object swaps, workbench's modules; none has a use in a kernel) or computing elsewhere (`foreign-compute`, a
-warning: coverage decides). docs/anti-cheating.md, cheats 9, 15, 16, 17.
-"""
+warning: coverage decides). docs/anti-cheating.md, cheats 9, 15, 16, 17."""
 
 from __future__ import annotations
 
@@ -71,8 +70,7 @@ def harness_tamper(tree: ast.Module, imports: dict[str, str]) -> list[Finding]:
             if node.attr in TAMPER_ATTRS:
                 return [Finding("harness-tamper", f"reads frame attribute .{node.attr} at line {line}")]
             if dotted(node, imports) == "sys.modules":
-                problem = _sys_modules_use(node, parents)
-                if problem:
+                if problem := _sys_modules_use(node, parents):
                     return [Finding("harness-tamper", f"{problem} at line {line}")]
     return []
 

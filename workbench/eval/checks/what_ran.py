@@ -6,13 +6,13 @@ tracker. On the CPU under "strict" the record also finds unnamed torch compute a
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from workbench import languages
 from workbench.eval.checks.flags import REJECT, Finding
-from workbench.eval.checks.runtime import _base_name as base_name
 from workbench.eval.checks.runtime import is_own
 
 DEFERRED = "torch-compute-in-forward"
@@ -81,12 +81,11 @@ def record_gap(calls: Sequence[CallRecordLike]) -> str:
 
 def _summary(per_call: list[dict[str, int]]) -> str:
     """'aten.tanh x20, aten.mul x40 in 10 of 10 calls (first in call 1)' for the calls that ran compute."""
-    totals: dict[str, int] = {}
+    totals: Counter[str] = Counter()
     for ops in per_call:
-        for op, n in ops.items():
-            totals[op] = totals.get(op, 0) + n
+        totals.update(ops)
     ran = [k for k, ops in enumerate(per_call, 1) if ops]
-    names = ", ".join(f"{op} x{n}" for op, n in sorted(totals.items(), key=lambda kv: -kv[1])[:4])
+    names = ", ".join(f"{op} x{n}" for op, n in totals.most_common(4))
     more = f" and {len(totals) - 4} more" if len(totals) > 4 else ""
     return f"{names}{more} in {len(ran)} of {len(per_call)} calls (first in call {ran[0]})"
 
@@ -118,9 +117,8 @@ class WhatRan:
 
     @property
     def wants_record(self) -> bool:
-        if self.suspicions:
-            return True
-        return not self.on_gpu and self.policy == "strict" and languages.get(self.language).interpreted_on_cpu
+        return bool(self.suspicions) or (not self.on_gpu and self.policy == "strict"
+                                         and languages.get(self.language).interpreted_on_cpu)
 
     def after_check(self, calls: Sequence[CallRecordLike], passed: bool) -> list[Finding]:
         """Findings from the correctness calls' records (on a GPU a clean one leaves the decision to the profile)."""
@@ -134,8 +132,7 @@ class WhatRan:
             findings.append(self._decided("the static finding stands: the correctness rounds failed before a GPU "
                                           "profile could show what ran"))
         elif self.pending and not self.on_gpu:
-            gap = record_gap(calls)
-            if gap:
+            if gap := record_gap(calls):
                 findings.append(self._decided(f"the static finding stands: {gap}"))
             else:
                 self._clear(f"the runtime record of the dispatcher: no torch compute ran in forward in any of "
@@ -192,7 +189,7 @@ _WRAPPERS = {"vectorized_elementwise_kernel", "elementwise_kernel", "unrolled_el
 
 def _short(kernel: str) -> str:
     """A library kernel's telling name (ATen's templates named by their functor)."""
-    base = base_name(kernel)
+    base = languages.base_name(kernel)
     if base in _WRAPPERS:
         inner = [n for n in re.findall(r"at::native::(?:\(anonymous namespace\)::)?(\w+)", kernel)
                  if n not in _WRAPPERS]

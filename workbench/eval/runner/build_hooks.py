@@ -26,11 +26,6 @@ def seed_build_dir(target: str | Path) -> bool:
 _MARKER = ".kwb-build-key"
 
 
-def _call_key(args: tuple, kwargs: dict) -> str:
-    blob = repr((args, sorted(kwargs.items()))).encode()
-    return hashlib.sha256(blob).hexdigest()
-
-
 def install_load_inline_cache(root: str | Path) -> None:
     """Make `load_inline` import the library in `root` a call with the same arguments built (their hash beside it),
     else build and record the hash (the build system's own check may rebuild for timestamps or lock files)."""
@@ -44,7 +39,7 @@ def install_load_inline_cache(root: str | Path) -> None:
         if not kwargs.get("is_python_module", True) or kwargs.get("build_directory"):
             return original(*args, **kwargs)
         name = kwargs.get("name", args[0] if args else None)
-        key = _call_key(args, kwargs)
+        key = hashlib.sha256(repr((args, sorted(kwargs.items()))).encode()).hexdigest()
         folder = Path(root) / str(name)
         library = folder / f"{name}.so"
         marker = folder / _MARKER

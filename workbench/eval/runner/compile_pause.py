@@ -1,8 +1,7 @@
 """Compiling without holding the device (the judge's side: `judge/device_lock.py`): around each Triton compile, each
 `torch.compile` frame compile (Dynamo's tracing and Inductor's code generation: seconds to a minute of CPU) and each
-`load_inline` build the runner sends `Compiling(done=False)`, then `Compiling(done=True)`, and waits for `Proceed`,
-so other judges' timings run meanwhile. Nothing here is trusted: the judge bounds the pauses.
-"""
+`load_inline` build the runner sends `Compiling(done=False)`, then `Compiling(done=True)`, and waits for `Proceed`, so
+other judges' timings run meanwhile. Nothing here is trusted: the judge bounds the pauses."""
 
 from __future__ import annotations
 
@@ -86,8 +85,7 @@ def _wrap_dynamo(module: Any) -> bool:
 
 
 class _WrapDynamoOnImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when Dynamo's frame compiler is imported, it lets the other finders find it and wraps
-    its `_compile` as soon as the module has run."""
+    """Finds nothing itself: lets the other finders find Dynamo's frame compiler, and wraps its `_compile` once run."""
 
     def find_spec(self, fullname, path, target=None):
         if fullname != _DYNAMO:

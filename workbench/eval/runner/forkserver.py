@@ -1,7 +1,6 @@
 """The fork server: a trusted process with torch, triton and the runner imported (CUDA untouched) that forks one
 sandboxed runner per candidate in milliseconds. A runner dies with its parent; with namespaces it is PID 1 of its own
-PID namespace, and its first child ends the way it ended, so the judge's wait status says what happened.
-"""
+PID namespace, and its first child ends the way it ended, so the judge's wait status says what happened."""
 
 from __future__ import annotations
 
@@ -69,10 +68,6 @@ def _serve_runner(req: Spawn, tier: str, note: str) -> None:
     os._exit(0)
 
 
-def _writable(req: Spawn, inside: str) -> str | None:
-    return next((src for src, dst in req.writable_binds if dst == inside), None)
-
-
 def _limits(req: Spawn) -> sandbox.Limits:
     return sandbox.Limits(address_space=req.address_space, cpu_seconds=req.cpu_seconds,
                           scratch_bytes=req.scratch_bytes)
@@ -83,7 +78,8 @@ def _run_without_namespaces(req: Spawn, reason: str, outer_uid: int, baseline: i
     try:
         _close_all_but({0, 1, 2, RUNNER_SOCKET_FD})
         sandbox.apply_limits(_limits(req), outer_uid, baseline)
-        triton = _writable(req, "/tmp/triton") or os.path.join(req.workdir, "triton")
+        triton = next((src for src, dst in req.writable_binds if dst == "/tmp/triton"), None)
+        triton = triton or os.path.join(req.workdir, "triton")
         builds = os.path.join(req.workdir, "torch_extensions")
         for path in (triton, builds):
             os.makedirs(path, exist_ok=True)
@@ -179,10 +175,8 @@ def spawn(req: Spawn, fds: list[int], kind: str, reason: str) -> messages.Messag
             os.close(fd)
         return messages.Refused(f"spawn needs 2 descriptors (runner socket, log pipe), got {len(fds)}")
     sock_fd, log_fd = fds
-    plan = None
-    if kind == "namespaces":
-        plan = sandbox.plan(req.device, _limits(req), runner_env(req.device), req.share_ipc, list(req.extra_binds),
-                            list(req.writable_binds))
+    plan = sandbox.plan(req.device, _limits(req), runner_env(req.device), req.share_ipc, list(req.extra_binds),
+                        list(req.writable_binds)) if kind == "namespaces" else None
     sync_r, sync_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()
@@ -190,9 +184,7 @@ def spawn(req: Spawn, fds: list[int], kind: str, reason: str) -> messages.Messag
         os.close(sync_r)
         os.close(go_w)
         _child(req, sock_fd, log_fd, kind, reason, plan, sync_w, go_r)
-    os.close(sync_w)
-    os.close(go_r)
-    for fd in (sock_fd, log_fd):
+    for fd in (sync_w, go_r, sock_fd, log_fd):
         os.close(fd)
     inner = pid
     try:

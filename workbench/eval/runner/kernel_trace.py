@@ -1,7 +1,6 @@
 """Which GPU kernels one call ran and for how long, from CUPTI's activity API called directly (the torch profiler's
 first session costs seconds). Only a kernel record's leading fields are read (kind, start, end, name); anything
-unexpected raises `TraceUnavailable` and the runner falls back to the torch profiler.
-"""
+unexpected raises `TraceUnavailable` and the runner falls back to the torch profiler."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def _candidates() -> list[str]:
     import torch
 
     site = os.path.dirname(os.path.dirname(torch.__file__))
-    found: list[str] = []
-    found += sorted(glob.glob("/usr/local/cuda*/targets/*/lib/libcupti.so.*[0-9]"))
+    found = sorted(glob.glob("/usr/local/cuda*/targets/*/lib/libcupti.so.*[0-9]"))
     found += sorted(glob.glob("/usr/local/cuda*/extras/CUPTI/lib64/libcupti.so.*[0-9]"))
     for pattern in ("nvidia/cu*/lib/libcupti.so*", "nvidia/cuda_cupti/lib/libcupti.so*"):
         found += sorted(glob.glob(os.path.join(site, pattern)))

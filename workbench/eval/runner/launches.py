@@ -20,20 +20,11 @@ from workbench import languages as _languages
 from workbench.eval.wire.runner_messages import LaunchReport
 
 # Bound at import, before any candidate (module doc).
-_Tensor = torch.Tensor
-_equal = torch.equal
-_clone = torch.Tensor.clone
-_detach = torch.Tensor.detach
-_view = torch.Tensor.view
-_reshape = torch.Tensor.reshape
-_all = torch.Tensor.all
-_untyped_storage = torch.Tensor.untyped_storage
-_storage_ptr = torch.UntypedStorage.data_ptr
-_tensor_ptr = torch.Tensor.data_ptr
-_numel = torch.Tensor.numel
-_element_size = torch.Tensor.element_size
-_threads = threading.enumerate
-_thread_time_ns = time.thread_time_ns
+_Tensor, _equal, _clone, _detach = torch.Tensor, torch.equal, torch.Tensor.clone, torch.Tensor.detach
+_view, _reshape, _all = torch.Tensor.view, torch.Tensor.reshape, torch.Tensor.all
+_untyped_storage, _storage_ptr = torch.Tensor.untyped_storage, torch.UntypedStorage.data_ptr
+_tensor_ptr, _numel, _element_size = torch.Tensor.data_ptr, torch.Tensor.numel, torch.Tensor.element_size
+_threads, _thread_time_ns = threading.enumerate, time.thread_time_ns
 _isinstance, _type, _list, _len, _bool, _tuple, _getattr = isinstance, type, list, len, bool, tuple, getattr
 _INT_OF_SIZE = MappingProxyType({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64})
 
@@ -72,15 +63,12 @@ def _outputs(out: Any) -> list[Any]:
 
 def _kernel_objects(module: Any) -> list[tuple[str, Any, Any]]:
     """(name, kernel object, its language) of every language that counts its launches (`workbench/languages/`)."""
-    found: list[tuple[str, Any, Any]] = []
-    seen: set[int] = set()
+    found: dict[int, tuple[str, Any, Any]] = {}
     for language in _languages.LANGUAGES.values():
         if language.tracks_launches:
             for name, obj in language.kernel_objects(module):
-                if id(obj) not in seen:
-                    seen.add(id(obj))
-                    found.append((name, obj, language))
-    return found
+                found.setdefault(id(obj), (name, obj, language))
+    return _list(found.values())
 
 
 def _storage(t: Any) -> int | None:
@@ -213,15 +201,12 @@ def report(log: LaunchLog, baseline_threads: set[int], tampered: tuple[str, ...]
             ptr = _storage(t)
             if ptr is not None and _numel(t) and ptr not in log.storages:
                 launched = False
-            if ptr in log.foreign:
-                foreign = True
-            if ptr in log.changed_after:
-                changed_after = True
+            foreign = foreign or ptr in log.foreign
+            changed_after = changed_after or ptr in log.changed_after
     threads = _tuple(t.name for t in _threads() if t.ident not in baseline_threads)
     return LaunchReport(launches=_len(log.launches), kernels=_tuple(log.kernels_found), outputs_launched=launched,
-                        outputs_prefilled_unchanged=foreign, threads_left=threads,
-                        outputs_changed_after_launch=changed_after,
-                        tampered=_tuple(dict.fromkeys([*tampered, *log.tampered])))
+                        outputs_prefilled_unchanged=foreign, outputs_changed_after_launch=changed_after,
+                        threads_left=threads, tampered=_tuple(dict.fromkeys([*tampered, *log.tampered])))
 
 
 def no_probe(ns: int) -> contextlib.AbstractContextManager:

@@ -1,6 +1,5 @@
 """Load the GPU libraries the judge named (`judge/runners/libraries.py`) after Ready, before any candidate code: tiny
-operations that make the CUDA context and cuBLAS's and cuDNN's handles. A failure is left for the first call.
-"""
+operations that make the CUDA context and cuBLAS's and cuDNN's handles. A failure is left for the first call."""
 
 from __future__ import annotations
 

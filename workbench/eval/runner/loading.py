@@ -98,10 +98,8 @@ def load_candidate(spec: dict[str, Any], device: str, workdir: str | None = None
         own = [ln.strip() for ln in tb.splitlines() if str(path) in ln]
         where = f" ({own[-1]})" if own else ""
         what = "CUDA compilation failed" if language == "cuda" else "importing the candidate failed"
-        fix = ""
-        if isinstance(exc, ModuleNotFoundError) and exc.name:
-            fix = (f". Fix: install {exc.name.split('.')[0]!r} into the environment the workbench runs in, or drop "
-                   "the import")
+        fix = (f". Fix: install {exc.name.split('.')[0]!r} into the environment the workbench runs in, or drop the "
+               "import") if isinstance(exc, ModuleNotFoundError) and exc.name else ""
         raise CandidateLoadError(f"{what}{where}: {type(exc).__name__}: {str(exc)[:1500]}{fix}", tb[-4000:]) from None
     cls = entry_class(module, entry)
     if cls is None:

@@ -1,7 +1,6 @@
-"""The runner: the untrusted, sandboxed process forked for one candidate, running exactly the calls the judge asks
-for. It holds no reference and no checking code; everything it says beside the shared-memory outputs is data the
-judge cross-checks, so a candidate that rewrites this code can only falsify its own reports.
-"""
+"""The runner: the untrusted, sandboxed process forked for one candidate, running exactly the calls the judge asks for.
+It holds no reference and no checking code; everything it says beside the shared-memory outputs is data the judge
+cross-checks, so a candidate that rewrites this code can only falsify its own reports."""
 
 from __future__ import annotations
 
@@ -31,15 +30,13 @@ from workbench.seeding import seed_all
 # Bound before any candidate is imported: replacing these module attributes changes nothing (`seal.py` reports it).
 _track_launches, _report, _LaunchLog = launches.track_launches, launches.report, launches.LaunchLog
 _kernel_names, _thread_idents = launches.kernel_names, launches.thread_idents
-_encode, _channel_send = protocol.encode, Channel.send
+_encode, _channel_send, _recording = protocol.encode, Channel.send, op_record.recording
 _profile, _ProfilerActivity = torch.profiler.profile, torch.profiler.ProfilerActivity
 _KernelTracer, _TraceUnavailable = kernel_trace.KernelTracer, kernel_trace.TraceUnavailable
-_recording = op_record.recording
 # The copy-out into the judge's slots runs none of the candidate's code: no method looked up on its output, no Tensor
 # method it may have replaced, no torch function or dispatch mode it pushed (docs/anti-cheating.md, cheat 24).
 _Tensor, _detach, _copy = torch.Tensor, torch._C.TensorBase.detach, torch._C.TensorBase.copy_
-_no_torch_function, _no_dispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
-_type = type
+_no_torch_function, _no_dispatch, _type = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch, type
 
 
 def copy_out(slot: torch.Tensor, out: Any) -> bool:
@@ -83,8 +80,7 @@ class Runner:
         self.cuda = device.startswith("cuda")
         self.cuda_ready = False
         self.tracer: Any = None
-        self.seq_out = 0
-        self.seq_in = 0
+        self.seq_out = self.seq_in = 0
         self.mapping = Mapping(device)
         self.module: Any = None
         self.cls: Any = None
@@ -120,10 +116,9 @@ class Runner:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         where = candidate_line(tb, getattr(self.module, "__file__", None))
         kind = type(exc).__name__
-        if kind in protocol.COMPILE_ERRORS:
-            stage = "compile"
-        self.send(protocol.Fault(stage=stage, exc_type=kind, message=str(exc)[:2000], candidate_line=where,
-                        log="\n".join(tb.strip().splitlines()[-25:]), call=call))
+        self.send(protocol.Fault(stage="compile" if kind in protocol.COMPILE_ERRORS else stage, exc_type=kind,
+                                 message=str(exc)[:2000], candidate_line=where,
+                                 log="\n".join(tb.strip().splitlines()[-25:]), call=call))
 
     def arg(self, value: Any, stage_inputs: bool = True) -> Any:
         if isinstance(value, protocol.TensorRef):
@@ -154,8 +149,8 @@ class Runner:
             if self.cuda:
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001 - every load failure is the candidate's
-            log = getattr(exc, "log", "")
-            self.send(protocol.Fault(stage="load", exc_type=type(exc).__name__, message=str(exc)[:4000], log=log[-4000:]))
+            self.send(protocol.Fault(stage="load", exc_type=type(exc).__name__, message=str(exc)[:4000],
+                                     log=getattr(exc, "log", "")[-4000:]))
             return
         kernels = tuple(sorted(_kernel_names(self.module, msg.source)))
         self.send(protocol.Loaded(kernels=kernels, seconds=time.perf_counter() - started,
@@ -177,8 +172,7 @@ class Runner:
             loaded = False
             if isinstance(model, torch.nn.Module):
                 state = {k: self.arg(v) for k, v in msg.state.items()}
-                own = model.state_dict()
-                if model_init.same_layout(own, state):
+                if model_init.same_layout(model.state_dict(), state):
                     model.load_state_dict({k: v.detach() for k, v in state.items()})
                     loaded = True
                 model = model.to(self.device).eval()
@@ -194,18 +188,14 @@ class Runner:
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         forms = []
         for i, o in enumerate(outs):
-            if not isinstance(o, torch.Tensor):
-                forms.append(protocol.OutputForm(type_name=type(o).__name__, plain=False))
-                continue
-            if type(o) is not torch.Tensor:
-                forms.append(protocol.OutputForm(type_name=f"{type(o).__module__}.{type(o).__name__}", plain=False))
+            if type(o) is not torch.Tensor:  # a subclass is named with its module
+                name = f"{type(o).__module__}.{type(o).__name__}" if isinstance(o, torch.Tensor) else type(o).__name__
+                forms.append(protocol.OutputForm(type_name=name, plain=False))
                 continue
             dense = o.layout == torch.strided and not o.is_nested and o.device.type != "meta"
-            form = protocol.OutputForm(type_name="Tensor", plain=True, dtype=dtype_name(o.dtype), shape=tuple(o.shape),
-                              device=str(o.device), dense=dense)
-            if dense and i < len(slots) and copy_out(self.mapping.tensor(slots[i]), o):
-                form = protocol.OutputForm(**{**form.__dict__, "copied": True})
-            forms.append(form)
+            copied = dense and i < len(slots) and copy_out(self.mapping.tensor(slots[i]), o)
+            forms.append(protocol.OutputForm(type_name="Tensor", plain=True, dtype=dtype_name(o.dtype),
+                                             shape=tuple(o.shape), device=str(o.device), dense=dense, copied=copied))
         return tuple(forms), isinstance(out, (tuple, list))
 
     def _tuned(self) -> str:
@@ -247,8 +237,7 @@ class Runner:
                          seconds=time.perf_counter() - started, ops=record.report(), tuned=self._tuned()))
 
     def _null_model(self, msg: protocol.Time) -> Any:
-        """The null candidate: returns a tensor shaped like the task's output and, as NULL_KERNEL, launches one tiny
-        kernel per call."""
+        """The null candidate: a tensor shaped like the task's output, and as NULL_KERNEL one tiny kernel per call."""
         from workbench.eval.wire.shared_memory import dtype_from_name
 
         out = torch.zeros(msg.null_shape, dtype=dtype_from_name(msg.null_dtype or "float32"), device=self.device)
@@ -356,10 +345,8 @@ def _apply_sizes(module: Any, sizes: dict[str, Any]) -> None:
             continue
         if key == "dtype" and isinstance(value, str):
             value = getattr(torch, value, current)
-        elif isinstance(current, tuple) and isinstance(value, (list, tuple)):
-            value = tuple(value)
-        elif isinstance(current, list) and isinstance(value, (list, tuple)):
-            value = list(value)
+        elif isinstance(current, (tuple, list)) and isinstance(value, (list, tuple)):
+            value = tuple(value) if isinstance(current, tuple) else list(value)
         setattr(module, key, value)
 
 

@@ -1,7 +1,6 @@
 """What torch executed in one forward outside the candidate's launches: every ATen operator (a `TorchDispatchMode`) and
-every export of tensor data to another library (a `TorchFunctionMode`). The judge (`checks/what_ran.py`) lets it
-clear a suspicion only when `complete` (both modes innermost through forward) and agreeing with the launch tracker.
-"""
+every export of tensor data to another library (a `TorchFunctionMode`). The judge (`checks/what_ran.py`) lets it clear a
+suspicion only when `complete` (both modes innermost through forward) and agreeing with the launch tracker."""
 
 from __future__ import annotations
 
@@ -112,11 +111,9 @@ class Recording:
         self.complete = False
 
     def report(self) -> OpRecord | None:
-        if self.state is None:
-            return None
         s = self.state
-        return OpRecord(ops=dict(s.ops), exports=dict(s.exports), launches=s.launches, complete=self.complete,
-                        truncated=s.truncated)
+        return None if s is None else OpRecord(ops=dict(s.ops), exports=dict(s.exports), launches=s.launches,
+                                                complete=self.complete, truncated=s.truncated)
 
 
 @contextlib.contextmanager
@@ -136,16 +133,12 @@ def recording(module: Any, enabled: bool = True) -> Iterator[Recording]:
         try:
             yield result
         finally:
-            innermost = _get_current_dispatch_mode() is dispatch and _function_mode_on_top(export)
+            functions = _get_current_function_mode_stack()
+            innermost = _get_current_dispatch_mode() is dispatch and bool(functions) and functions[-1] is export
             if innermost:
                 torch.ops.aten.alias.default(_PROBE[0])
             result.complete = innermost and state.probe_seen
             _leave(dispatch, export, innermost)
-
-
-def _function_mode_on_top(mode: Any) -> bool:
-    stack = _get_current_function_mode_stack()
-    return bool(stack) and stack[-1] is mode
 
 
 def _leave(dispatch: Any, export: Any, innermost: bool) -> None:

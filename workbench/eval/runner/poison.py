@@ -1,12 +1,12 @@
-"""Poisoning (docs/anti-cheating.md, cheat 1): memory a candidate allocates but never writes holds a pattern the
-judge reads back (`poison_mask`). On a GPU the caching allocator is refilled with poisoned blocks before a call; on
-the CPU c10's "junk fill" is on during the call.
-"""
+"""Poisoning (docs/anti-cheating.md, cheat 1): memory a candidate allocates but never writes holds a pattern the judge
+reads back (`poison_mask`). On a GPU the caching allocator is refilled with poisoned blocks before a call; on the CPU
+c10's "junk fill" is on during the call."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import os
 from collections.abc import Iterator
@@ -39,28 +39,24 @@ def poison_mask(t: torch.Tensor) -> torch.Tensor | None:
     first, second = poison_words(bits.dtype)
     return bits == first if first == second else (bits == first) | (bits == second)
 
-_JUNK: list[Any] = []  # [flag] once looked up; [None] when this build has no junk-fill flag
 
+@functools.cache
 def junk_fill_flag() -> Any:
     """c10's `caffe2_cpu_allocator_do_junk_fill` switch, or None where the library does not export it."""
-    if not _JUNK:
-        flag = None
-        lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
-        for name in ("libc10.so", "libc10.dylib", "c10.dll"):
-            path = os.path.join(lib_dir, name)
-            if not os.path.exists(path):
-                continue
-            try:
-                lib = ctypes.CDLL(path)
-                junk = ctypes.c_bool.in_dll(lib, "FLAGS_caffe2_cpu_allocator_do_junk_fill")
-                zero = ctypes.c_bool.in_dll(lib, "FLAGS_caffe2_cpu_allocator_do_zero_fill")
-                # c10 refuses both fills at once (it raises on every allocation): leave a zero-fill setup alone.
-                flag = None if zero.value else junk
-            except (OSError, ValueError):
-                flag = None
-            break
-        _JUNK.append(flag)
-    return _JUNK[0]
+    lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+    for name in ("libc10.so", "libc10.dylib", "c10.dll"):
+        path = os.path.join(lib_dir, name)
+        if not os.path.exists(path):
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+            junk = ctypes.c_bool.in_dll(lib, "FLAGS_caffe2_cpu_allocator_do_junk_fill")
+            zero = ctypes.c_bool.in_dll(lib, "FLAGS_caffe2_cpu_allocator_do_zero_fill")
+        except (OSError, ValueError):
+            return None
+        # c10 refuses both fills at once (it raises on every allocation): leave a zero-fill setup alone.
+        return None if zero.value else junk
+    return None
 
 class Poison:
     """Makes memory a candidate allocates but never writes hold the poison pattern."""

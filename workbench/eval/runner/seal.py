@@ -1,7 +1,6 @@
 """What the runner's hook points held before the candidate was imported, and whether they still do
 (docs/anti-cheating.md, cheats 9, 15, 26): the runner's modules, Triton's launch path, the extension loader, the
-profiler. It lives in the candidate's process, so the judge corroborates it with its own measurements.
-"""
+profiler. It lives in the candidate's process, so the judge corroborates it with its own measurements."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""How the judge evaluated, beside the verdict: the runner, the reference, timing, seconds and memory. A typed
-record on the caller/judge channel that becomes `Result.protocol`; it decides nothing (docs/architecture.md lists
-where each field is measured).
-"""
+"""How the judge evaluated, beside the verdict: the runner, the reference, timing, seconds and memory. A typed record on
+the caller/judge channel that becomes `Result.protocol`; it decides nothing (docs/architecture.md lists where each field
+is measured)."""
 
 from __future__ import annotations
 
@@ -80,8 +79,7 @@ class Diagnostics:
 
     def set(self, **values: Any) -> None:
         """Set fields by name; a name the record does not declare is an error (a typo never goes unseen)."""
-        names = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(values) - names)
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(self)})
         if unknown:
             raise AttributeError(f"Diagnostics has no field(s) {', '.join(unknown)}")
         for name, value in values.items():

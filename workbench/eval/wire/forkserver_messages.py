@@ -1,6 +1,5 @@
-"""The judge/fork-server protocol: `{"v", "kind", "body"}` frames in the strict record codec (`records.py`); the
-server answers what it cannot read with `Refused`.
-"""
+"""The judge/fork-server protocol: `{"v", "kind", "body"}` frames in the strict record codec (`records.py`); the server
+answers what it cannot read with `Refused`."""
 
 from __future__ import annotations
 
@@ -21,14 +20,17 @@ class ProtocolError(Exception):
 
 @dataclass(frozen=True)
 class Message:
-    kind: ClassVar[str] = ""
+    kind: ClassVar[str] = ""  # the frame's "kind", given as a class keyword: `class Wait(Message, kind="wait")`
+
+    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.kind = kind
 
 
 @dataclass(frozen=True)
-class Spawn(Message):
+class Spawn(Message, kind="spawn"):
     """Fork one sandboxed runner; `workdir`: the judge's scratch directory for a runner without namespaces."""
 
-    kind: ClassVar[str] = "spawn"
     job: str
     nonce: str
     device: str
@@ -43,33 +45,30 @@ class Spawn(Message):
 
 
 @dataclass(frozen=True)
-class Wait(Message):
+class Wait(Message, kind="wait"):
     """The wait status of runner `pid` (its outer first child)."""
 
-    kind: ClassVar[str] = "wait"
     pid: int
 
 
 @dataclass(frozen=True)
-class Exit(Message):
-    kind: ClassVar[str] = "exit"
+class Exit(Message, kind="exit"):
+    """End the fork server."""
 
 
 @dataclass(frozen=True)
-class Hello(Message):
+class Hello(Message, kind="hello"):
     """The server is ready: which sandbox its runners get, and why not where none."""
 
-    kind: ClassVar[str] = "hello"
     sandbox: str
     reason: str
     pid: int
 
 
 @dataclass(frozen=True)
-class Spawned(Message):
+class Spawned(Message, kind="spawned"):
     """`pid`: the outer process to signal and wait for; `inner_pid`: the runner itself (PID 1 of its namespace)."""
 
-    kind: ClassVar[str] = "spawned"
     pid: int
     inner_pid: int
     sandbox: str
@@ -77,17 +76,15 @@ class Spawned(Message):
 
 
 @dataclass(frozen=True)
-class Status(Message):
+class Status(Message, kind="status"):
     """A runner's wait status (-1: unknown)."""
 
-    kind: ClassVar[str] = "status"
     pid: int
     status: int
 
 
 @dataclass(frozen=True)
-class Refused(Message):
-    kind: ClassVar[str] = "refused"
+class Refused(Message, kind="refused"):
     reason: str
 
 

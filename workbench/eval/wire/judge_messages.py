@@ -1,7 +1,6 @@
-"""The caller/judge channel: one `{"v", "kind", "job", "body"}` JSON line per message (the judge's `Ready`, the
-caller's `Job`, the judge's `Progress` lines and one `Reply`), checked strictly (`records.py`), so a stray write or a
-judge of another version is a `ChannelError`, never a reply read with defaults.
-"""
+"""The caller/judge channel: one `{"v", "kind", "job", "body"}` JSON line per message (the judge's `Ready`, the caller's
+`Job`, the judge's `Progress` lines and one `Reply`), checked strictly (`records.py`), so a stray write or a judge of
+another version is a `ChannelError`, never a reply read with defaults."""
 
 from __future__ import annotations
 

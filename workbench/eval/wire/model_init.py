@@ -1,13 +1,12 @@
-"""Where a task's models are built: under `torch.device(device)` on a GPU (a host build draws large models'
-parameters slowly), on the host where the constructor fails there. The runner builds where the judge built the
-reference, under the same seed, so equal init orders draw equal values.
-"""
+"""Where a task's models are built: under `torch.device(device)` on a GPU (a host build draws large models' parameters
+slowly), on the host where the constructor fails there. The runner builds where the judge built the reference, under the
+same seed, so equal init orders draw equal values."""
 
 from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -25,23 +24,15 @@ def place_for(device: str) -> str:
     return device if device.startswith("cuda") else HOST
 
 
-@contextlib.contextmanager
-def building_on(place: str) -> Iterator[None]:
-    """Factory calls without an explicit device inside the block make their tensors on `place`."""
-    with contextlib.nullcontext() if place == HOST else torch.device(place):
-        yield
-
-
 def build(make: Callable[[], Any], device: str, reseed: Callable[[], None], place: str | None = None
           ) -> tuple[Any, str, BaseException | None]:
-    """(model, where built, what the device build raised): `make()` on `place`, else on the host, `reseed()` before
-    each try."""
+    """(model, where built, what the device build raised): `make()` on `place`, else on the host; reseeded each try."""
     place = place or place_for(device)
     failure: BaseException | None = None
     if place != HOST:
         reseed()
         try:
-            with building_on(place):
+            with torch.device(place):  # factory calls without an explicit device make their tensors there
                 return make(), place, None
         except Exception as exc:  # noqa: BLE001 - e.g. a host generator handed to a factory: built on the host
             failure = exc
@@ -55,10 +46,8 @@ def same_layout(own: dict[str, Any], state: dict[str, Any]) -> bool:
 
 
 def remember(model: Any, place: str) -> None:
-    try:
+    with contextlib.suppress(TypeError):  # not weak-referenceable (a function as Model): nothing to build elsewhere
         _built_on[model] = place
-    except TypeError:  # not weak-referenceable (a plain function as Model): nothing to build elsewhere
-        pass
 
 
 def built_on(model: Any, default: str = HOST) -> str:

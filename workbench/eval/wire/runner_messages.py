@@ -1,7 +1,6 @@
-"""The judge/runner protocol (docs/trust-boundary.md): `{"v", "kind", "job", "nonce", "seq", "body"}` frames; the
-runner echoes the job id and nonce it got at spawn and numbers its messages 1, 2, 3, ...; anything else is a
-ProtocolError (from a runner: `protocol-violation`). Runner messages carry data only.
-"""
+"""The judge/runner protocol (docs/trust-boundary.md): `{"v", "kind", "job", "nonce", "seq", "body"}` frames; the runner
+echoes the job id and nonce it got at spawn and numbers its messages 1, 2, 3, ...; anything else is a ProtocolError
+(from a runner: `protocol-violation`). Runner messages carry data only."""
 
 from __future__ import annotations
 
@@ -48,12 +47,15 @@ Arg = Any
 
 @dataclass(frozen=True)
 class Message:
-    kind: ClassVar[str] = ""
+    kind: ClassVar[str] = ""  # the frame's "kind", given as a class keyword: `class Ping(Message, kind="ping")`
+
+    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.kind = kind
 
 
 @dataclass(frozen=True)
-class Load(Message):
-    kind: ClassVar[str] = "load"
+class Load(Message, kind="load"):
     source: str
     language: str
     entry: str
@@ -62,19 +64,17 @@ class Load(Message):
 
 
 @dataclass(frozen=True)
-class Share(Message):
+class Share(Message, kind="share"):
     """New shared buffers; "fd" buffers come with one descriptor each, in order."""
 
-    kind: ClassVar[str] = "share"
     buffers: tuple[BufferInfo, ...]
 
 
 @dataclass(frozen=True)
-class Build(Message):
+class Build(Message, kind="build"):
     """Build model `model` from `init` under `seed` where the reference was built (`init_device`), the module's size
     constants set first, then load the reference's `state` when its layout matches."""
 
-    kind: ClassVar[str] = "build"
     model: int
     init: tuple[Arg, ...]
     seed: int
@@ -84,11 +84,10 @@ class Build(Message):
 
 
 @dataclass(frozen=True)
-class Call(Message):
+class Call(Message, kind="call"):
     """Forward of `model` on `inputs` (the global RNG seeded first), output i copied into `slots[i]` when its form
     matches; `record`: reply with an OpRecord."""
 
-    kind: ClassVar[str] = "call"
     call: int
     model: int
     inputs: tuple[Arg, ...]
@@ -100,21 +99,19 @@ class Call(Message):
 
 
 @dataclass(frozen=True)
-class Pool(Message):
+class Pool(Message, kind="pool"):
     """Register a timing pool once, so a Time message sends only the order inside the judge's clock."""
 
-    kind: ClassVar[str] = "pool"
     pool: int
     input_sets: tuple[tuple[Arg, ...], ...]
     slots: tuple[TensorRef, ...] = ()
 
 
 @dataclass(frozen=True)
-class Time(Message):
+class Time(Message, kind="time"):
     """A timed batch on registered `pool`: rep k runs set `order[k]` seeded with `seeds[k]`, output 0 copied to that
     set's slot; model NULL_MODEL or NULL_KERNEL: the null candidate."""
 
-    kind: ClassVar[str] = "time"
     call: int
     model: int
     pool: int
@@ -130,50 +127,43 @@ NULL_KERNEL = -1
 
 
 @dataclass(frozen=True)
-class Profile(Message):
-    kind: ClassVar[str] = "profile"
+class Profile(Message, kind="profile"):
     call: int
     model: int
     inputs: tuple[Arg, ...]
 
 
 @dataclass(frozen=True)
-class Shutdown(Message):
-    kind: ClassVar[str] = "shutdown"
+class Shutdown(Message, kind="shutdown"):
+    """End the runner."""
 
 
 @dataclass(frozen=True)
-class Ping(Message):
+class Ping(Message, kind="ping"):
     """Answered with Pong once every earlier message was handled."""
 
-    kind: ClassVar[str] = "ping"
     call: int
 
 
 @dataclass(frozen=True)
-class Pong(Message):
-    kind: ClassVar[str] = "pong"
+class Pong(Message, kind="pong"):
     call: int
 
 
 @dataclass(frozen=True)
-class Compiling(Message):
+class Compiling(Message, kind="compiling"):
     """A kernel starts compiling, or has (`done`: the runner waits for Proceed)."""
 
-    kind: ClassVar[str] = "compiling"
     done: bool
 
 
 @dataclass(frozen=True)
-class Proceed(Message):
+class Proceed(Message, kind="proceed"):
     """The answer to Compiling(done=True): the judge holds the device again."""
-
-    kind: ClassVar[str] = "proceed"
 
 
 @dataclass(frozen=True)
-class Ready(Message):
-    kind: ClassVar[str] = "ready"
+class Ready(Message, kind="ready"):
     protocol: tuple[int, int]
     pid: int
     versions: dict[str, str]
@@ -183,8 +173,7 @@ class Ready(Message):
 
 
 @dataclass(frozen=True)
-class Loaded(Message):
-    kind: ClassVar[str] = "loaded"
+class Loaded(Message, kind="loaded"):
     kernels: tuple[str, ...]
     seconds: float
     build_dir: str = ""
@@ -192,8 +181,7 @@ class Loaded(Message):
 
 
 @dataclass(frozen=True)
-class Built(Message):
-    kind: ClassVar[str] = "built"
+class Built(Message, kind="built"):
     model: int
     weights_loaded: bool
     init_note: str = ""
@@ -237,8 +225,7 @@ class OpRecord:
 
 
 @dataclass(frozen=True)
-class Output(Message):
-    kind: ClassVar[str] = "output"
+class Output(Message, kind="output"):
     call: int
     forms: tuple[OutputForm, ...]
     tuple_output: bool
@@ -250,10 +237,9 @@ class Output(Message):
 
 
 @dataclass(frozen=True)
-class Samples(Message):
+class Samples(Message, kind="samples"):
     """Per timed rep: ms on the current stream, and to the device-wide synchronize."""
 
-    kind: ClassVar[str] = "samples"
     call: int
     stream_ms: tuple[float, ...]
     device_ms: tuple[float, ...]
@@ -261,10 +247,9 @@ class Samples(Message):
 
 
 @dataclass(frozen=True)
-class Profiled(Message):
+class Profiled(Message, kind="profiled"):
     """GPU kernel time per kernel name in one forward (us), and hook points found replaced."""
 
-    kind: ClassVar[str] = "profiled"
     call: int
     kernels: dict[str, float]
     tracer: str = ""
@@ -272,10 +257,9 @@ class Profiled(Message):
 
 
 @dataclass(frozen=True)
-class Fault(Message):
+class Fault(Message, kind="fault"):
     """The candidate raised (or could not be loaded): type name and text only, never a pickled exception."""
 
-    kind: ClassVar[str] = "fault"
     stage: str
     exc_type: str
     message: str
@@ -303,8 +287,7 @@ def encode(message: Message, job: str, nonce: str, seq: int) -> dict[str, Any]:
 
 
 def decode(frame: Any, *, job: str, nonce: str, seq: int, allowed: frozenset[str]) -> Message:
-    """The message in `frame`, checked: version, kind among `allowed`, job and nonce, sequence number `seq`, every
-    field against its type (`records.from_json`, tagged)."""
+    """The message in `frame`, checked: version, kind among `allowed`, job and nonce, `seq`, fields (`records.py`)."""
     if not isinstance(frame, dict) or set(frame) != {"v", "kind", "job", "nonce", "seq", "body"}:
         raise ProtocolError("not a protocol frame")
     if not isinstance(frame["v"], list) or tuple(frame["v"]) != PROTOCOL:

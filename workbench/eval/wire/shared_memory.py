@@ -1,16 +1,18 @@
-"""Shared memory between the judge and a runner, the only way data crosses the trust boundary: on the CPU a memfd;
-on a GPU a driver allocation (cuMemAlloc, never torch's caching allocator, since a handle opens the whole allocation)
-exported as a CUDA IPC handle, else host memfds staged by the runner (`Result.protocol["transport"]`).
-"""
+"""Shared memory between the judge and a runner, the only way data crosses the trust boundary: on the CPU a memfd; on a
+GPU a driver allocation (cuMemAlloc, never torch's caching allocator, since a handle opens the whole allocation)
+exported as a CUDA IPC handle, else host memfds staged by the runner (`Result.protocol["transport"]`)."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
+import math
 import mmap
 import os
 import tempfile
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -87,26 +89,15 @@ class _Driver:
         self.lib.cuIpcCloseMemHandle(ptr)
 
 
-_DRIVER: _Driver | None = None
-
-
+@functools.cache
 def driver() -> _Driver:
-    global _DRIVER
-    if _DRIVER is None:
-        _DRIVER = _Driver()
-    return _DRIVER
-
-
-class _CudaBytes:
-    """A device pointer presented to torch through __cuda_array_interface__."""
-
-    def __init__(self, ptr: int, nbytes: int):
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
-                                         "strides": None}
+    return _Driver()
 
 
 def _cuda_bytes(ptr: int, nbytes: int, device: int) -> torch.Tensor:
-    return torch.as_tensor(_CudaBytes(ptr, nbytes), device=f"cuda:{device}")
+    """A device pointer presented to torch through __cuda_array_interface__."""
+    interface = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3, "strides": None}
+    return torch.as_tensor(SimpleNamespace(__cuda_array_interface__=interface), device=f"cuda:{device}")
 
 
 def _memfd(nbytes: int) -> int:
@@ -131,9 +122,7 @@ def view(raw: torch.Tensor, ref: TensorRef) -> torch.Tensor:
 
 def _contiguous(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
     """(shape, contiguous strides, element count, element size) of a tensor of `shape` and `dtype`."""
-    numel = 1
-    for s in shape:
-        numel *= int(s)
+    numel = math.prod(int(s) for s in shape)
     stride = torch.empty(0, dtype=dtype).new_empty(tuple(shape), device="meta").stride() if shape else ()
     return tuple(int(s) for s in shape), tuple(stride), numel, torch.empty((), dtype=dtype).element_size()
 
@@ -205,7 +194,6 @@ class Arena:
         return [b for bid, b in sorted(self._buffers.items()) if bid not in self._borrowed]
 
     def wipe(self) -> None:
-        """Zero every buffer this arena owns."""
         for b in self.owned():
             b.raw.zero_()
 
@@ -227,9 +215,7 @@ class Arena:
     def close(self) -> None:
         if self.cuda:
             torch.cuda.synchronize(self.index)
-        for bid, b in self._buffers.items():
-            if bid in self._borrowed:
-                continue
+        for b in self.owned():
             b.raw = None  # type: ignore[assignment]
             if b.ptr:
                 driver().free(b.ptr)

@@ -1,7 +1,6 @@
 """The timing loop of both sides: one call per input set, L2 flushed before each, side-stream work caught
 (docs/anti-cheating.md, cheats 7, 9, 10). Its functions are bound at import, before any candidate; in the runner its
-clock only refines the judge's (`judge/timing/clock_check.py`).
-"""
+clock only refines the judge's (`judge/timing/clock_check.py`)."""
 
 from __future__ import annotations
 
@@ -14,24 +13,15 @@ import torch
 
 from workbench.seeding import seed_all
 
-_perf_ns = _time.perf_counter_ns
-_sorted, _len, _range = sorted, len, range
-_Event = torch.cuda.Event
-_elapsed = torch.cuda.Event.elapsed_time
-_record = torch.cuda.Event.record
-_synchronize = torch.cuda.synchronize
-_properties = torch.cuda.get_device_properties
-_empty = torch.empty
-_zero = torch.Tensor.zero_
-_no_grad = torch.no_grad
-_manual_seed = seed_all
+_perf_ns, _sorted, _len, _range = _time.perf_counter_ns, sorted, len, range
+_Event, _elapsed, _record = torch.cuda.Event, torch.cuda.Event.elapsed_time, torch.cuda.Event.record
+_synchronize, _properties = torch.cuda.synchronize, torch.cuda.get_device_properties
+_empty, _zero, _no_grad, _manual_seed = torch.empty, torch.Tensor.zero_, torch.no_grad, seed_all
 _gc_disable, _gc_enable, _gc_isenabled = _gc.disable, _gc.enable, _gc.isenabled
 #: Side-stream work: in the median run the device ends this much (plus 10% of the stream time) after the stream.
 SIDE_STREAM_SLACK_MS = 0.05
 #: L2 flush size where the driver does not report the L2 size.
 FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
-
-
 CPU_TIMING_THREADS = 1
 
 
@@ -80,19 +70,6 @@ def _pick_samples(stream: list[float], device: list[float]) -> tuple[list[float]
     return stream, 0
 
 
-class _Flusher:
-    """Writes `l2_flush_bytes` before each timed GPU call, outside the timed window."""
-
-    def __init__(self, device: str, enabled: bool):
-        self.buf = None
-        if enabled and device.startswith("cuda"):
-            self.buf = _empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
-
-    def __call__(self) -> None:
-        if self.buf is not None:
-            _zero(self.buf)
-
-
 def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[int], *, device: str, warmup: int = 0,
                flush_l2: bool = True, after_rep: Callable[[int, Any], None] | None = None,
                seeds: Sequence[int] = ()) -> tuple[list[float], list[float]]:
@@ -103,39 +80,35 @@ def time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[in
     collecting = _gc_isenabled()
     _gc_disable()
     try:
-        return _time_batch(fn, input_sets, order, device, warmup, flush_l2, after_rep, seeds)
+        cuda = device.startswith("cuda")
+        # Written before each timed GPU call, outside the timed window.
+        flush = _empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device) if cuda and flush_l2 else None
+        stream_ms: list[float] = []
+        device_ms: list[float] = []
+        with _no_grad():
+            for i in _range(warmup):
+                fn(input_sets[order[i % _len(order)]])
+            if cuda:
+                _synchronize()
+            for k, idx in enumerate(order):
+                inputs = input_sets[idx]
+                seed_rng(seeds[k] if k < _len(seeds) else None)
+                if flush is not None:
+                    _zero(flush)
+                if cuda:
+                    s, d, out = _time_cuda_call(fn, inputs)
+                else:
+                    t0 = _perf_ns()
+                    out = fn(inputs)
+                    s = d = (_perf_ns() - t0) / 1e6
+                stream_ms.append(s)
+                device_ms.append(d)
+                if after_rep is not None:
+                    after_rep(k, out)
+                del out
+            if cuda:
+                _synchronize()
+        return stream_ms, device_ms
     finally:
         if collecting:
             _gc_enable()
-
-
-def _time_batch(fn: Callable[[list], Any], input_sets: list[list], order: list[int], device: str, warmup: int,
-                flush_l2: bool, after_rep: Callable[[int, Any], None] | None,
-                seeds: Sequence[int]) -> tuple[list[float], list[float]]:
-    cuda = device.startswith("cuda")
-    flush = _Flusher(device, flush_l2)
-    stream_ms: list[float] = []
-    device_ms: list[float] = []
-    with _no_grad():
-        for i in _range(warmup):
-            fn(input_sets[order[i % _len(order)]])
-        if cuda:
-            _synchronize()
-        for k, idx in enumerate(order):
-            inputs = input_sets[idx]
-            seed_rng(seeds[k] if k < _len(seeds) else None)
-            flush()
-            if cuda:
-                s, d, out = _time_cuda_call(fn, inputs)
-            else:
-                t0 = _perf_ns()
-                out = fn(inputs)
-                s = d = (_perf_ns() - t0) / 1e6
-            stream_ms.append(s)
-            device_ms.append(d)
-            if after_rep is not None:
-                after_rep(k, out)
-            del out
-        if cuda:
-            _synchronize()
-    return stream_ms, device_ms

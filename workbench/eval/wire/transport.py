@@ -1,7 +1,6 @@
-"""Frames between the judge and a runner or the fork server (an 8-byte header, JSON, descriptors by SCM_RIGHTS on a
-Unix socket), capped in size and in nesting (checked before parsing) so a hostile frame is a FrameError; and a
-bounded reader for the runner's output.
-"""
+"""Frames between the judge and a runner or the fork server (an 8-byte header, JSON, descriptors by SCM_RIGHTS on a Unix
+socket), capped in size and in nesting (checked before parsing) so a hostile frame is a FrameError; and a bounded reader
+for the runner's output."""
 
 from __future__ import annotations
 
@@ -92,22 +91,17 @@ class Channel:
             except (BrokenPipeError, ConnectionResetError, OSError) as exc:
                 raise ChannelClosed(str(exc)) from exc
 
-    def _wait(self, deadline: float | None) -> None:
-        if deadline is None:
-            return
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not self.readable(remaining):
-            raise ChannelTimeout()
-
     def readable(self, seconds: float) -> bool:
-        """Whether data arrives within `seconds`."""
         ready, _, _ = select.select([self.sock], [], [], max(0.0, seconds))
         return bool(ready)
 
     def _read_exact(self, n: int, deadline: float | None, fds: list[int] | None = None) -> bytes:
         chunks, got = [], 0
         while got < n:
-            self._wait(deadline)
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self.readable(remaining):
+                    raise ChannelTimeout()
             try:
                 if fds is not None:
                     data, new_fds, _flags, _addr = socket.recv_fds(self.sock, n - got, MAX_FDS)
@@ -125,8 +119,7 @@ class Channel:
     def recv(self, deadline: float | None = None) -> tuple[Any, list[int]]:
         """One frame: (decoded JSON, received descriptors)."""
         fds: list[int] = []
-        header = self._read_exact(_HEADER.size, deadline, fds)
-        length, nfds = _HEADER.unpack(header)
+        length, nfds = _HEADER.unpack(self._read_exact(_HEADER.size, deadline, fds))
         if length > MAX_FRAME or nfds > MAX_FDS or len(fds) != nfds:
             for fd in fds:
                 os.close(fd)
@@ -179,8 +172,7 @@ class BoundedLog:
     def tail(self, lines: int = 50) -> str:
         with self._lock:
             data = b"".join(self._chunks)[-self.keep:]
-        text = data.decode(errors="replace")
-        kept = text.splitlines()[-lines:]
+        kept = data.decode(errors="replace").splitlines()[-lines:]
         dropped = self.total - len(data)
         prefix = [f"[{dropped} earlier bytes of output not kept]"] if dropped > 0 else []
         return "\n".join(prefix + kept)
