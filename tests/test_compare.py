@@ -256,11 +256,11 @@ def test_a_mismatch_from_reduced_precision_operands_is_named(name):
                 "float16": lambda t: t.to(torch.float16).to(torch.float32)}[name]
     with torch.no_grad():
         out = torch.nn.functional.linear(rounding(x), rounding(model.weight), rounding(model.bias))
-    hint = mismatch_hint.diagnose(model, [x], 0, out, ref64)
+    hint = mismatch_hint.diagnose(model, [x], 0, out, ref64, "cpu")
     assert hint.startswith(f"; the errors match {'TF32' if name == 'float16' else name} rounding"), hint
     assert name != "float16" or "float16 operands" in hint
     wrong = ref64.float() * 1.001
-    assert mismatch_hint.diagnose(model, [x], 0, wrong, ref64) == ""
+    assert mismatch_hint.diagnose(model, [x], 0, wrong, ref64, "cpu") == ""
 
 
 def test_a_mismatch_of_a_reference_that_draws_random_numbers_says_so():
@@ -279,6 +279,6 @@ def test_a_mismatch_of_a_reference_that_draws_random_numbers_says_so():
     ref64 = (x + torch.randn_like(x)).double()
     seed_rng(8)
     other_draws = x + torch.randn_like(x)
-    assert mismatch_hint.diagnose(Noisy(), [x], 7, other_draws, ref64) == mismatch_hint.RANDOM_DRAWS
+    assert mismatch_hint.diagnose(Noisy(), [x], 7, other_draws, ref64, "cpu") == mismatch_hint.RANDOM_DRAWS
     assert "fallback_random = True" in mismatch_hint.RANDOM_DRAWS
-    assert mismatch_hint.diagnose(torch.nn.Identity(), [x], 7, x * 1.01, x.double()) == ""
+    assert mismatch_hint.diagnose(torch.nn.Identity(), [x], 7, x * 1.01, x.double(), "cpu") == ""

@@ -239,7 +239,8 @@ class _Protocol:
         """One call's output against the reference and its inputs against their copies: the comparison, its flags."""
         cmp = compare(out, rd.ref64, rd.native, self.tol)
         if self.hint is None and any(f == "mismatch" for f, _ in cmp.flags):
-            self.hint = mismatch_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out, rd.ref64)
+            self.hint = mismatch_hint.diagnose(self.refs.model(rd.size_index), rd.inputs, rd.call_seed, out, rd.ref64,
+                                               self.device)
         for flag, detail in cmp.flags:
             if flag == "mismatch":
                 self.report.add(flag, f"{where}: {detail}{self.hint or ''}", worst=cmp.worst)

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from workbench.eval.judge.reference.rounds import draws_random_numbers
 from workbench.eval.wire.tensors import as_list
 from workbench.eval.wire.timed_loop import seed_rng
 from workbench.tasks.precision import round_to_tf32
@@ -49,17 +50,15 @@ def _bytes(model: Any, inputs: list[Any]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def diagnose(model: Any, inputs: list[Any], call_seed: int, out: Any, ref64: Any) -> str:
+def diagnose(model: Any, inputs: list[Any], call_seed: int, out: Any, ref64: Any, device: str) -> str:
     """Words for a mismatch: the reduced precision its errors match, else that the reference draws random numbers."""
     pairs = [(o, r) for o, r in zip(as_list(out), as_list(ref64), strict=False) if isinstance(o, torch.Tensor) and
              isinstance(r, torch.Tensor) and o.dtype == torch.float32 and o.shape == r.shape and o.numel()]
     if not pairs or _bytes(model, inputs) > MAX_BYTES:
         return ""
-    draws = False
     try:
         for name, rounding, fix in EMULATIONS:
             emulated = as_list(_run_rounded(model, inputs, call_seed, rounding))
-            draws = draws or _draws(inputs, call_seed, _rng_states(inputs))
             explained = True
             for (o, r), e in zip(pairs, emulated, strict=False):
                 o64, r64 = o.detach().double(), r.detach().to(o.device).double()
@@ -68,21 +67,9 @@ def diagnose(model: Any, inputs: list[Any], call_seed: int, out: Any, ref64: Any
                 explained = explained and error > 0 and gap <= EXPLAINED * error
             if explained:
                 return f"; the errors match {name} rounding of the inputs: {fix}"
+        return RANDOM_DRAWS if draws_random_numbers(model, inputs, device) else ""
     except Exception:  # noqa: BLE001 - only a hint: a reference that cannot be rerun this way gives none
         return ""
-    return RANDOM_DRAWS if draws else ""
-
-
-def _rng_states(inputs: list[Any]) -> list[torch.Tensor]:
-    """The global generators' states: the host's and, where inputs live on GPUs, theirs."""
-    gpus = sorted({x.device for x in inputs if isinstance(x, torch.Tensor) and x.device.type == "cuda"}, key=str)
-    return [torch.random.get_rng_state()] + [torch.cuda.get_rng_state(d) for d in gpus]
-
-
-def _draws(inputs: list[Any], call_seed: int, after: list[torch.Tensor]) -> bool:
-    """Whether a forward seeded with `call_seed` left the generators at `after`, elsewhere than seeding leaves them."""
-    seed_rng(call_seed)
-    return any(not torch.equal(a, s) for a, s in zip(after, _rng_states(inputs), strict=True))
 
 
 def _run_rounded(model: Any, inputs: list[Any], call_seed: int, rounding: Callable[[Any], Any]) -> Any:

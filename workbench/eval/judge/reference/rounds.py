@@ -406,3 +406,14 @@ class ReferenceCache:
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:
+    """Whether a forward of `model` advances the global RNG (KernelBench's LSTMs draw their initial states)."""
+    cuda = device.startswith("cuda")
+    cpu_state = torch.random.get_rng_state()
+    gpu_state = torch.cuda.get_rng_state(torch.device(device)) if cuda else None
+    with torch.no_grad():
+        model(*clone_inputs(inputs))
+    return not torch.equal(cpu_state, torch.random.get_rng_state()) or \
+        (cuda and not torch.equal(gpu_state, torch.cuda.get_rng_state(torch.device(device))))

@@ -18,6 +18,7 @@ from workbench import languages
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
 from workbench.eval.judge import verdict
+from workbench.eval.judge.reference.rounds import draws_random_numbers
 from workbench.eval.judge.runners.session import CandidateSession
 from workbench.eval.judge.timing.batches import Calibration, calibrate
 from workbench.eval.judge.timing.inputs import MAX_SETS, InputPool
@@ -114,17 +115,6 @@ def _planned(session: CandidateSession, pool: InputPool, known: ReferenceProfile
     except BaseException:
         pool.free()  # its memory is the judge's own: nothing else would give it back
         raise
-
-
-def draws_random_numbers(model: Any, inputs: list[Any], device: str) -> bool:
-    """Whether a forward of `model` advances the global RNG (KernelBench's LSTMs draw their initial states)."""
-    cuda = device.startswith("cuda")
-    cpu_state = torch.random.get_rng_state()
-    gpu_state = torch.cuda.get_rng_state(torch.device(device)) if cuda else None
-    with torch.no_grad():
-        model(*clone_inputs(inputs))
-    return not torch.equal(cpu_state, torch.random.get_rng_state()) or \
-        (cuda and not torch.equal(gpu_state, torch.cuda.get_rng_state(torch.device(device))))
 
 
 def _telemetry(device: str) -> Telemetry | None:
