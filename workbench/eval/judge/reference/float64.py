@@ -110,14 +110,15 @@ class Float64Reference:
         outs: list[torch.Tensor] = []
         for s in range(0, rows, self.rows_per_chunk):
             part = _run64(self.model64, _slices(inputs, s, s + self.rows_per_chunk), seed)
-            if self.combine != "rows":
+            if self.combine == "rows":
+                if not outs:
+                    outs = [torch.empty((rows, *p.shape[1:]), dtype=p.dtype, device=p.device) for p in part]
+                for out, p in zip(outs, part, strict=True):
+                    out[s:s + p.shape[0]] = p
+            else:
                 weight = min(self.rows_per_chunk, rows - s) if self.combine == "mean" else 1
-                outs = [p * weight for p in part] if not outs else [o + p * weight for o, p in zip(outs, part, strict=True)]
-                continue
-            if not outs:
-                outs = [torch.empty((rows, *p.shape[1:]), dtype=p.dtype, device=p.device) for p in part]
-            for out, p in zip(outs, part, strict=True):
-                out[s:s + p.shape[0]] = p
+                weighted = [p * weight for p in part]
+                outs = weighted if not outs else [o + w for o, w in zip(outs, weighted, strict=True)]
             del part
         return [o / rows for o in outs] if self.combine == "mean" else outs
 
