@@ -4,9 +4,9 @@ answers what it cannot read with `Refused`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from workbench.eval.wire.records import RecordError, from_json, to_json
+from workbench.eval.wire.records import Message, RecordError, from_json, to_json
 
 PROTOCOL = (1, 0)
 
@@ -16,15 +16,6 @@ Bind = tuple[str, str]
 
 class ProtocolError(Exception):
     """A frame that is not a message of this protocol."""
-
-
-@dataclass(frozen=True)
-class Message:
-    kind: ClassVar[str] = ""  # the frame's "kind", given as a class keyword: `class Wait(Message, kind="wait")`
-
-    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.kind = kind
 
 
 @dataclass(frozen=True)

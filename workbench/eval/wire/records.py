@@ -9,10 +9,22 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 T = TypeVar("T")
 Tagged = Mapping[str, type] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """A message of a channel: a frozen record whose class names the frame's "kind" as a class keyword
+    (`class Ping(Message, kind="ping")`)."""
+
+    kind: ClassVar[str] = ""
+
+    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.kind = kind
 
 
 class RecordError(ValueError):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
-from workbench.eval.wire.records import RecordError, from_json, to_json
+from workbench.eval.wire.records import Message, RecordError, from_json, to_json
 
 PROTOCOL = (1, 4)
 #: Exception names that mean the kernel did not compile (a Fault's stage is then "compile").
@@ -44,15 +44,6 @@ class TensorRef:
 
 #: An argument: a tensor reference, or a JSON value passed as it is.
 Arg = Any
-
-@dataclass(frozen=True)
-class Message:
-    kind: ClassVar[str] = ""  # the frame's "kind", given as a class keyword: `class Ping(Message, kind="ping")`
-
-    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.kind = kind
-
 
 @dataclass(frozen=True)
 class Load(Message, kind="load"):
