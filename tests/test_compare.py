@@ -282,3 +282,43 @@ def test_a_mismatch_of_a_reference_that_draws_random_numbers_says_so():
     assert mismatch_hint.diagnose(Noisy(), [x], 7, other_draws, ref64, "cpu") == mismatch_hint.RANDOM_DRAWS
     assert "fallback_random = True" in mismatch_hint.RANDOM_DRAWS
     assert mismatch_hint.diagnose(torch.nn.Identity(), [x], 7, x * 1.01, x.double(), "cpu") == ""
+
+
+ILL_CONDITIONED = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sin(x * 1000.0)
+
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+class OnePercentOff(nn.Module):
+    def forward(self, x):
+        return torch.sin(x * 1000.0) * 1.01
+
+
+def test_a_round_whose_float32_reference_diverges_widens_only_its_own_budget():
+    """At 1e3 times the magnitude ("large" inputs) float32's sin(1000 x) is off by tenths, so that round's budget (16 x
+    the native error) covers any answer; the other rounds keep theirs, and an output 1% off fails there (KernelBench's
+    GRUs and Mamba2 have such a round)."""
+    task = wb.Task.from_source(ILL_CONDITIONED, name="sin_1000x")
+    rounds = dict(device="cpu", sizes=[{}], seed=0, tolerance=task.tolerance, distributions=("default", "large"))
+    ref = task.load()
+    honest = correctness.run_correctness(ref, ref.module.Model, **rounds)
+    assert honest.passed, honest.findings
+    off = correctness.run_correctness(ref, OnePercentOff, **rounds)
+    assert off.flags == ["mismatch"], off.findings
+    assert "large inputs" not in off.findings[0].detail, off.findings
+    large_only = correctness.run_correctness(ref, OnePercentOff, **{**rounds, "distributions": ("large",)})
+    assert large_only.passed and large_only.error_budget["native_bound"] > 0.1  # that round alone cannot tell
