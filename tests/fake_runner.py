@@ -144,6 +144,8 @@ class Script:
     spend_ms: milliseconds per timed call the fake really spends before its Samples arrive, when it is not what it
         reports (`ms`, then reported as it is): the judge's clock around the batch disagrees with the report. At
         most `max_batch_s` per batch.
+    stall_ms: milliseconds each timed batch's reply waits after the timed window without using CPU (a busy host
+        waking the judge late): the bracket grows, the report and the runner's CPU seconds do not.
     load_s: seconds the import takes (the Loaded reply comes then).
     call_s: seconds each correctness call takes beside its computation (its Output comes then).
     profiled: a Profile's kernel microseconds by name (GPU coverage).
@@ -165,6 +167,7 @@ class Script:
     ms: PerCall | None = 2.0
     spend_ms: PerCall | None = None
     max_batch_s: float = 2.0
+    stall_ms: float = 0.0
     load_s: float = 0.0
     call_s: float = 0.0
     profiled: dict[str, float] | None = None
@@ -641,18 +644,19 @@ class FakeRunner:
                 spend = min(script.max_batch_s, sum(_per_call(spent, k) or 0.0 for k in calls) / 1e3)
         self.cpu_seconds += max(spend, took)
         threads = () if null else self.current.threads_left
+        stall = 0.0 if null else self.current.stall_ms / 1e3
 
         def samples() -> protocol.Samples:
             """The batch's samples as its reply leaves. An honest runner's clock also sees what its batch lost to a
             busy host (it was descheduled), so honest scripted times stretch to what the batch really took; a
             script whose spent time is not what it reports (`spend_ms`) reports its figures as they are."""
             s, d = tuple(stream), tuple(device)
-            elapsed, scripted = time.perf_counter() - started, sum(s) / 1e3
+            elapsed, scripted = time.perf_counter() - started - stall, sum(s) / 1e3
             if stretch and 0 < scripted < elapsed:
                 s = d = tuple(v * elapsed / scripted for v in s)
             return protocol.Samples(call=msg.call, stream_ms=s, device_ms=d, threads_left=threads)
 
-        return [(max(0.0, spend - took), _Later(samples))]
+        return [(max(0.0, spend - took) + stall, _Later(samples))]
 
     def _profile(self, msg: protocol.Profile) -> list[tuple[float, Any]]:
         return [(0.0, protocol.Profiled(call=msg.call, kernels=dict(self.current.profiled or {}), tracer="fake"))]

@@ -286,6 +286,15 @@ def test_a_runner_clock_far_below_the_judges_is_a_timer_patch(task, fast_roof):
     assert not check["verified"] and not check["disagreed"] and check["judge_ms"] > 4.0
 
 
+def test_a_host_that_wakes_the_judge_late_is_not_a_timer_patch(task, fast_roof):
+    """Every reply held 30 ms after an honest 2 ms batch (a loaded 2-core host): the judge's clock reads far over the
+    report, but the runner's CPU seconds agree with it, so both sides go on the judge's clock; nothing is rejected."""
+    res = judge_fake(task, Script.baseline_torch(forward=softmax, ms=2.0, stall_ms=30.0), reps=4)
+    assert res.status == "ok" and res.flags == [], res.message
+    check = res.protocol["clock_check"]
+    assert check["disagreed"] and check["judge_ms"] > 4 * 2.0 + 8.0 and check["reported_ms"] == pytest.approx(2.0, rel=0.2)
+
+
 def test_a_runner_clock_somewhat_below_the_judges_hands_timing_to_the_judges_clock(task, fast_roof):
     """20 ms a call by the judge's clock, 10 ms reported: a disagreement short of a gross one times both sides on
     the judge's clock (never below what the runner reported), and the Result says so."""

@@ -126,6 +126,24 @@ def test_reporting_more_than_the_whole_bracket_is_timer_patch():
     assert [f.flag for f in found] == ["timer-patch"] and "reported 20.000 ms" in found[0].detail
 
 
+def test_on_the_cpu_a_gross_deficit_must_show_in_the_runners_cpu_seconds():
+    """Three one-call batches of a 7 ms kernel whose replies a loaded host delivered 40 ms late: the judge's clock
+    reads 6x the report, but the runner's threads worked 7 ms a call: late wake-ups, not a forged clock. A runner
+    that worked the same 7 ms and reported 1 ms is `timer-patch` whatever the host's delays."""
+    from workbench.eval.judge.timing import clock_check
+    from workbench.eval.judge.timing.clock_check import Batch
+
+    null, gross = _null(), clock_check.GROSS_SHORTFALL["cpu"]
+    late = [Batch(1, 0.002 + 20e-6 + 0.007 + 0.040, 0.007, cpu=0.0075) for _ in range(3)]
+    assert clock_check.judge(late, null, gross).findings == []
+    assert clock_check.judge(late, null, gross).disagreed
+    assert [f.flag for f in clock_check.check([Batch(b.calls, b.bracket, 0.001, cpu=b.cpu) for b in late], null,
+                                              gross)] == ["timer-patch"]
+    # Where /proc did not say (no CPU seconds read), the judge's clock alone decides, as on the GPU.
+    assert [f.flag for f in clock_check.check([Batch(1, b.bracket, 0.007) for b in late], null, gross)] == \
+        ["timer-patch"]
+
+
 def test_one_disturbed_batch_decides_nothing():
     from workbench.eval.judge.timing import clock_check
     from workbench.eval.judge.timing.clock_check import Batch

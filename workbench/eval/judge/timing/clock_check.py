@@ -1,7 +1,9 @@
 """The judge's clock is the measurement (docs/anti-cheating.md, cheats 23 and 24): it brackets every timed batch and
 charges the candidate with everything inside, less the harness fitted on null batches before the import (`NullFit`):
 J = (bracket - fixed - per_call * calls) / calls. The runner's mean E may fall below J only by the launch overhead
-plus noise; a larger deficit puts both sides on the judge's clock, a gross one (GROSS_SHORTFALL) is `timer-patch`."""
+plus noise; a larger deficit puts both sides on the judge's clock, a gross one (GROSS_SHORTFALL) is `timer-patch`.
+On the CPU a gross deficit must also show in the CPU seconds the runner's threads used (read from /proc by the judge):
+a busy host's late wake-ups stretch the bracket without adding CPU work, a forged clock hides work that still ran."""
 
 from __future__ import annotations
 
@@ -57,16 +59,26 @@ class NullFit:
 
 @dataclass(frozen=True)
 class Batch:
-    """One timed batch of the candidate: calls, the judge's bracket (s) and the runner's reported mean (s)."""
+    """One timed batch of the candidate: calls, the judge's bracket (s), the runner's reported mean (s) and, on the
+    CPU, the seconds the runner's threads ran during the bracket (None where not read)."""
 
     calls: int
     bracket: float
     reported_mean: float
+    cpu: float | None = None
 
 
 def judge_time(batch: Batch, null: NullFit) -> float:
     """J: seconds per call by the judge's clock, the harness taken out."""
     return max(0.0, (batch.bracket - null.overhead(batch.calls)) / batch.calls)
+
+
+def cpu_time(batches: list[Batch], null: NullFit) -> float | None:
+    """The median CPU seconds per call the runner's threads worked, less the whole harness (an undercount: the
+    harness's wall cost includes the judge's side); None unless every batch was read."""
+    if not batches or any(b.cpu is None for b in batches):
+        return None
+    return statistics.median(max(0.0, ((b.cpu or 0.0) - null.overhead(b.calls)) / b.calls) for b in batches)
 
 
 #: A report this many times under J is `timer-patch` (beyond any harness misfit or a loaded CPU host's wake-up delays).
@@ -92,6 +104,10 @@ class ClockVerdict:
                 "standard_error_ms": self.standard_error * 1e3, "disagreed": self.disagreed}
 
 
+def _slack(per_call: float, se: float, null: NullFit) -> float:
+    return 2 * null.launch + ABSOLUTE_SLACK_S + RELATIVE_SLACK * per_call + 3 * se
+
+
 def judge(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SHORTFALL["cuda"]) -> ClockVerdict:
     """`timer-patch` when a batch reports more than its bracket, or the median report is `gross_shortfall` times
     under J; a smaller deficit beyond the slack sets `disagreed`; `verified` when J was precise enough to tell."""
@@ -106,8 +122,10 @@ def judge(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SH
     e = statistics.median(b.reported_mean for b in batches)
     deficit = statistics.median(judge_time(b, null) - b.reported_mean for b in batches)
     se = 1.253 * null.noise / statistics.median(b.calls for b in batches) / len(batches) ** 0.5
-    slack = 2 * null.launch + ABSOLUTE_SLACK_S + RELATIVE_SLACK * j + 3 * se
-    if deficit > slack and e * gross_shortfall >= j - slack:
+    slack = _slack(j, se, null)
+    worked = cpu_time(batches, null)
+    gross = e * gross_shortfall < j - slack and (worked is None or e * gross_shortfall < worked - _slack(worked, se, null))
+    if deficit > slack and not gross:
         return ClockVerdict([], False, j, e, se, disagreed=True)
     if deficit > slack:
         finding = Finding("timer-patch", f"by the judge's clock a timed call costs {j * 1e3:.4f} ms beyond the "

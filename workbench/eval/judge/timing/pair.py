@@ -282,7 +282,8 @@ class PairTimer:
                   "candidate": clock_check.judge_time(Batch(n, bracket, 0.0), self.null) * 1e3}
         if not count:  # sizes the batches: the runner's own figure, whose lie only costs the candidate precision
             return {"reference": _mean(ref_stream), "candidate": _mean(cand_stream)}
-        self.batches.append(Batch(n, bracket, _mean(cand_dev if self.cuda else cand_stream) / 1e3))
+        worked = self.cpu_batches[-1].main + self.cpu_batches[-1].others if self.cpu_batches else None
+        self.batches.append(Batch(n, bracket, _mean(cand_dev if self.cuda else cand_stream) / 1e3, worked))
         self.candidate_first += candidate_first
         if not keep:
             self.dropped += 1
