@@ -283,7 +283,7 @@ def test_a_runner_clock_far_below_the_judges_is_a_timer_patch(task, fast_roof):
     assert res.status == "rejected" and res.flags == ["timer-patch"]
     assert "by the judge's clock a timed call costs" in res.message and "reported 0.0100 ms" in res.message
     check = res.protocol["clock_check"]
-    assert not check["verified"] and not check["disagreed"] and check["judge_ms"] > 4.0
+    assert not check["verified"] and not check["disagreed"] and check["judge_ms"] > 3.0  # 5 ms, less a loaded null fit
 
 
 def test_a_host_that_wakes_the_judge_late_is_not_a_timer_patch(task, fast_roof):
