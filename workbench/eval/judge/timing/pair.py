@@ -140,9 +140,12 @@ class PairTimer:
             return self._run()
 
     def _run(self) -> TimingOutcome:
-        first = 1 if self.rule.is_fixed else min(self.pool.n, 2)
-        self._round(0, first, count=False)  # compilation, autotuning, first-touch costs
-        calls = self._batch_size(self._round(1, first, count=False))
+        if self.clock == "interpreter":  # nothing compiles or tunes, and the check already ran it: no warm-up
+            calls = 1
+        else:
+            first = 1 if self.rule.is_fixed else min(self.pool.n, 2)
+            self._round(0, first, count=False)  # compilation, autotuning, first-touch costs
+            calls = self._batch_size(self._round(1, first, count=False))
         # The compiled reference is an aside (speedup_vs_compile): it does not hold timing up.
         stopper = self.rule.start_joint(PAIR)
         fixed_left = self.rule.max_samples if self.rule.is_fixed else None
