@@ -227,13 +227,13 @@ def test_probe_calls_are_the_second_of_two_calls_on_the_same_inputs_after_a_warm
     a, b = [torch.randn(4, 8)], [torch.randn(4, 8)]
     out = [torch.empty(4, 8)]
 
-    def call(model, inputs, launches=1, cpu=10_000_000):
+    def call(model, inputs, launches=1, cpu=20_000_000):
         budget = planner.plan(model, inputs, out)
         planner.reported(launches, cpu)
         return budget
 
     assert call(1, a) == 0 and call(1, a) == 0  # the model's first call warms up: never half of a pair
-    assert call(1, b) == 0 and call(1, [b[0].clone()]) == 10_000_000  # same contents, fresh memory: a probe
+    assert call(1, b) == 0 and call(1, [b[0].clone()]) == 10_000_000  # same contents, fresh memory: a probe of half
     assert call(1, b) == 0  # a probe is never the ordinary half of the next pair
     assert call(2, b) == 0 and call(2, b) == 0  # another model: warms up first
     assert call(2, a, launches=4, cpu=1_000_000) == 0 and call(2, a) == PROBE_CALL_NS // 4  # at least PROBE_CALL_NS
@@ -255,6 +255,29 @@ def test_probe_pairs_corroborate_or_contradict_the_reported_launches():
     edge = ev.CPU_LAUNCH_SHARE * 0.004
     assert ev.interpreted_launches([ev.ProbePair(0.001, 0.001 + edge * 1.01, 1, 0.004)], "x")[0] == ev.CORROBORATED
     assert ev.interpreted_launches([ev.ProbePair(0.001, 0.001 + edge * 0.99, 1, 0.004)], "x")[0] == ev.CONTRADICTED
+
+
+def test_a_probes_baseline_is_the_cheapest_earlier_call_on_inputs_of_its_shapes():
+    """An ordinary call a stall made 28 ms slower, right before each probe, leaves an honest probe corroborated (it
+    read 29% against that call alone); a runner that burns nothing in its probes is still contradicted."""
+    from workbench.eval.judge.evidence.stage import _interpreted
+    from workbench.eval.judge.runners.session import CallRecord
+    from workbench.eval.wire.runner_messages import LaunchReport
+
+    def record(ms, probe_ms=0.0, shape=(37, 100)):
+        return CallRecord(LaunchReport(launches=1, kernels=("k",), outputs_launched=True), (), ms / 1e3, cpu_ns=int(ms * 1e6), model=1,
+                          probe_ns=int(probe_ms * 1e6), shapes=(shape,))
+
+    def level(records):
+        return _interpreted(types.SimpleNamespace(reports=records, probe_pair=lambda: None))
+
+    first = [record(84.0, shape=(64, 256)), record(45.0), record(44.0)]
+    stalled = first + [x for _ in range(3) for x in (record(72.5), record(72.5 + 36.0 - 25.0, probe_ms=36.0))]
+    assert level(stalled)[0] == ev.CORROBORATED, level(stalled)[1]
+    forged = first + [x for _ in range(3) for x in (record(44.5), record(45.0, probe_ms=22.0))]
+    assert level(forged)[0] == ev.CONTRADICTED, level(forged)[1]
+    other_shape = [record(10.0, shape=(4, 4))] + forged[1:]  # a cheaper call on other inputs is no baseline
+    assert level(other_shape)[0] == ev.CONTRADICTED
 
 
 def test_a_profile_corroborates_launches_only_with_own_kernels_an_intact_seal_and_the_judges_clock():

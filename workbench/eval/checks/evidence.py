@@ -40,7 +40,8 @@ class Evidence:
 
 @dataclass(frozen=True)
 class ProbePair:
-    """An ordinary call and the probe call after it: the runner's seconds in each, the probe's launches and budget."""
+    """A probe call against its ordinary baseline (the cheapest earlier call of the model on inputs of the same shapes):
+    the runner's seconds in each, the probe's launches and budget."""
 
     ordinary_s: float
     probe_s: float

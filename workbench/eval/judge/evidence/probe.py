@@ -8,7 +8,10 @@ from typing import Any
 
 from workbench.eval.wire.tensors import clone_inputs, same_bits
 
-#: A probe call's budget: the previous call's CPU time, at least PROBE_CALL_NS and PROBE_LAUNCH_MIN_NS a launch.
+#: A probe call's budget: PROBE_SHARE of the previous call's CPU time, at least PROBE_CALL_NS and PROBE_LAUNCH_MIN_NS a
+#: launch. Two calls on the same inputs differ by well under a fifth of that in CPU time, so the honest share of the
+#: budget (evidence.CPU_LAUNCH_SHARE) stays near 1 and a forged count near 0.
+PROBE_SHARE = 1 / 2
 PROBE_CALL_NS = 4_000_000
 PROBE_LAUNCH_MIN_NS = 500_000
 #: Probe calls per evaluation: each costs about one more call.
@@ -38,7 +41,7 @@ class ProbePlanner:
         self.last_probe, self.last_was_first = probe, model not in self.models
         self.models.add(model)
         self.probes += probe
-        budget = max(PROBE_CALL_NS, self.last_cpu_ns)
+        budget = max(PROBE_CALL_NS, int(self.last_cpu_ns * PROBE_SHARE))
         return max(budget // max(self.last_launches, 1), PROBE_LAUNCH_MIN_NS) if probe else 0
 
     def reported(self, launches: int, cpu_ns: int | None) -> None:

@@ -24,7 +24,7 @@ def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]
     if not languages.get(language).compiled:
         evidence.set("launches", ev.NOT_APPLICABLE, "a PyTorch candidate launches no kernels of its own")
     elif not evaluation.device.startswith("cuda") and languages.get(language).interpreted_on_cpu:
-        if rejected and not _pairs(records):
+        if rejected and not _probes(records):
             evidence.set("launches", ev.UNVERIFIED, "not probed: the candidate failed other checks")
         elif any(r.launch.launches for r in records):
             evidence.set("launches", *_interpreted(session))
@@ -37,20 +37,27 @@ def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]
 
 def _interpreted(session: CandidateSession) -> tuple[str, str]:
     """(level, how) of the CPU launches by the probe pairs (one made now if none): /proc CPU time, else wall time."""
-    if not _pairs(session.reports):
+    if not _probes(session.reports):
         session.probe_pair()
     records = session.reports
     cpu = all(r.cpu_ns is not None for r in records)
+
+    def seconds(r: CallRecord) -> float:
+        return (r.cpu_ns or 0) / 1e9 if cpu else r.wall_s
+
     pairs = []
-    for ordinary, probe in _pairs(records):
-        seconds = (ordinary.cpu_ns / 1e9, probe.cpu_ns / 1e9) if cpu else (ordinary.wall_s, probe.wall_s)
-        pairs.append(ev.ProbePair(*seconds, probe.launch.launches, probe.probe_ns / 1e9))
+    for k, probe in _probes(records):
+        # The baseline: the cheapest earlier ordinary call of the model on inputs of these shapes, so one ordinary
+        # call that a stall made slower does not read as a probe's missing burn.
+        alike = [seconds(r) for r in records[:k] if not r.probe_ns and r.model == probe.model and
+                 r.shapes == probe.shapes]
+        pairs.append(ev.ProbePair(min(alike, default=seconds(records[k - 1])), seconds(probe), probe.launch.launches, probe.probe_ns / 1e9))
     return ev.interpreted_launches(pairs, "CPU time (from /proc)" if cpu else "wall time (the judge's clock)")
 
 
-def _pairs(records: list[CallRecord]) -> list[tuple[CallRecord, CallRecord]]:
-    """(ordinary, probe) records: each probe call and the call before it."""
-    return [(records[i - 1], r) for i, r in enumerate(records) if r.probe_ns and i > 0]
+def _probes(records: list[CallRecord]) -> list[tuple[int, CallRecord]]:
+    """(index, record) of each probe call after an ordinary one (its pair's first half)."""
+    return [(i, r) for i, r in enumerate(records) if r.probe_ns and i > 0]
 
 
 def before_verdict(evaluation: Evaluation, result: dict[str, Any]) -> list[Finding]:

@@ -57,7 +57,8 @@ def _standin(form: OutputForm, device: str) -> Any:
 @dataclass
 class CallRecord:
     """One candidate call as the runner reported it and as the judge measured it (CPU ns from /proc, the wall bracket,
-    an output equal to an input), with the model and a probe call's CPU budget per launch (0 in other calls)."""
+    an output equal to an input), with the model, the shapes of the inputs the judge sent and a probe call's CPU budget
+    per launch (0 in other calls)."""
 
     launch: protocol.LaunchReport
     forms: tuple[OutputForm, ...]
@@ -68,6 +69,7 @@ class CallRecord:
     passthrough: bool = False
     model: int = 0
     probe_ns: int = 0
+    shapes: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass
@@ -257,7 +259,8 @@ class CandidateSession:
         passthrough = reply.launch.outputs_prefilled_unchanged and _equals_an_input(
             [slots[k] for k, form in enumerate(reply.forms) if form.copied and k < len(slots)], [p[1] for p in pairs])
         self.reports.append(CallRecord(reply.launch, reply.forms, reply.seconds, ops=reply.ops, cpu_ns=cpu,
-                                       wall_s=wall, passthrough=passthrough, model=model, probe_ns=probe))
+                                       wall_s=wall, passthrough=passthrough, model=model, probe_ns=probe,
+                                       shapes=tuple(tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor))))
         outs = []
         for k, form in enumerate(reply.forms):
             if form.copied and k < len(slots):
