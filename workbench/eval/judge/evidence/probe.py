@@ -9,9 +9,9 @@ from typing import Any
 from workbench.eval.wire.tensors import clone_inputs, same_bits
 
 #: A probe call's budget: PROBE_SHARE of the previous call's CPU time, at least PROBE_CALL_NS and PROBE_LAUNCH_MIN_NS a
-#: launch. Two calls on the same inputs differ by well under a fifth of that in CPU time, so the honest share of the
-#: budget (evidence.CPU_LAUNCH_SHARE) stays near 1 and a forged count near 0.
-PROBE_SHARE = 1 / 2
+#: launch. Against the cheapest earlier call on inputs of the same shapes, an honest probe's extra CPU time is its
+#: budget give or take a fifth, so its share (evidence.CPU_LAUNCH_SHARE) stays near 1 and a forged count's near 0.
+PROBE_SHARE = 1 / 3
 PROBE_CALL_NS = 4_000_000
 PROBE_LAUNCH_MIN_NS = 500_000
 #: Probe calls per evaluation: each costs about one more call.
