@@ -265,8 +265,9 @@ def test_a_probes_baseline_is_the_cheapest_earlier_call_on_inputs_of_its_shapes(
     from workbench.eval.wire.runner_messages import LaunchReport
 
     def record(ms, probe_ms=0.0, shape=(37, 100)):
-        return CallRecord(LaunchReport(launches=1, kernels=("k",), outputs_launched=True), (), ms / 1e3, cpu_ns=int(ms * 1e6), model=1,
-                          probe_ns=int(probe_ms * 1e6), shapes=(shape,))
+        report = LaunchReport(launches=1, kernels=("k",), outputs_launched=True)
+        return CallRecord(report, (), ms / 1e3, cpu_ns=int(ms * 1e6), model=1, probe_ns=int(probe_ms * 1e6),
+                          shapes=(shape,))
 
     def level(records):
         return _interpreted(types.SimpleNamespace(reports=records, probe_pair=lambda: None))

@@ -51,7 +51,8 @@ def _interpreted(session: CandidateSession) -> tuple[str, str]:
         # call that a stall made slower does not read as a probe's missing burn.
         alike = [seconds(r) for r in records[:k] if not r.probe_ns and r.model == probe.model and
                  r.shapes == probe.shapes]
-        pairs.append(ev.ProbePair(min(alike, default=seconds(records[k - 1])), seconds(probe), probe.launch.launches, probe.probe_ns / 1e9))
+        baseline = min(alike, default=seconds(records[k - 1]))
+        pairs.append(ev.ProbePair(baseline, seconds(probe), probe.launch.launches, probe.probe_ns / 1e9))
     return ev.interpreted_launches(pairs, "CPU time (from /proc)" if cpu else "wall time (the judge's clock)")
 
 

@@ -124,7 +124,8 @@ def judge(batches: list[Batch], null: NullFit, gross_shortfall: float = GROSS_SH
     se = 1.253 * null.noise / statistics.median(b.calls for b in batches) / len(batches) ** 0.5
     slack = _slack(j, se, null)
     worked = cpu_time(batches, null)
-    gross = e * gross_shortfall < j - slack and (worked is None or e * gross_shortfall < worked - _slack(worked, se, null))
+    gross = e * gross_shortfall < j - slack and \
+        (worked is None or e * gross_shortfall < worked - _slack(worked, se, null))
     if deficit > slack and not gross:
         return ClockVerdict([], False, j, e, se, disagreed=True)
     if deficit > slack:
