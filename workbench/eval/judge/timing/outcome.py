@@ -68,7 +68,7 @@ def outcome_of(timer: PairTimer, reasons: dict[str, str]) -> TimingOutcome:
                             calls_per_batch=timer.batches[-1].calls if timer.batches else 0,
                             harness=timer.null.to_dict(), judge_harness=timer.calibration.judge.to_dict(),
                             clock_check=verdict.to_dict(), timing_basis=basis,
-                            warmup_rounds=0 if timer.clock == "interpreter" else 2,
+                            warmup_rounds=timer.warmup_rounds,
                             timing_phases={k: round(v, 3) for k, v in timer.phases.items()})
     if timer.reference_fallback:
         outcome.protocol["reference_timed_in"] = f"judge: {timer.reference_fallback}"

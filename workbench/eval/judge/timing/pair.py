@@ -120,6 +120,9 @@ class PairTimer:
         self.findings: list[Finding] = []
         self.checked = self.dropped = self.compiled_calls = 0
         self.released = 0  # rounds in which the judge gave its cached GPU memory back (tight memory)
+        # Uncounted rounds first (compiling, tuning, first touch, batch sizing); none on the interpreter, where nothing
+        # compiles or tunes and the check already ran the candidate.
+        self.warmup_rounds = 0 if self.clock == "interpreter" else 2
         self.null = self.calibration.runner
         #: Per counted batch, each side's ms per call by the judge's clock.
         self.judged: dict[str, list[float]] = {n: [] for n in PAIR}
@@ -141,11 +144,10 @@ class PairTimer:
             return self._run()
 
     def _run(self) -> TimingOutcome:
-        if self.clock == "interpreter":  # nothing compiles or tunes, and the check already ran it: no warm-up
-            calls = 1
-        else:
+        calls = 1
+        if self.warmup_rounds:
             first = 1 if self.rule.is_fixed else min(self.pool.n, 2)
-            self._round(0, first, count=False)  # compilation, autotuning, first-touch costs
+            self._round(0, first, count=False)
             calls = self._batch_size(self._round(1, first, count=False))
         # The compiled reference is an aside (speedup_vs_compile): it does not hold timing up.
         stopper = self.rule.start_joint(PAIR)
