@@ -140,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     rates: list[tuple[str, str, float]] = []
     bad: list[wb.Result] = []
     for judges in counts:
-        from workbench.dispatch.pool import judge_slots, prestart, shutdown_judges
+        try:
+            from workbench.dispatch.pool import judge_slots, prestart, shutdown_judges
+        except ImportError:  # an engine from before the judge pool moved to workbench/dispatch/
+            from workbench.eval.caller.pool import judge_slots, prestart, shutdown_judges  # type: ignore[no-redef]
 
         shutdown_judges()
         if judges is not None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -46,7 +49,10 @@ def _profiler_kernels() -> dict[str, float]:
 
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:  # triton.jit reads its source
         script.write(_PROFILED)
-    out = subprocess.run([sys.executable, script.name], capture_output=True, text=True, timeout=300)
+    # The script runs from /tmp: the project's root goes on its path, installed or not.
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, script.name], capture_output=True, text=True, timeout=300, env=env)
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("KERNELS ")), None)
     assert line is not None, out.stderr[-2000:]
     return json.loads(line[len("KERNELS "):])
