@@ -238,9 +238,7 @@ def _names_in(node: ast.AST) -> list[str]:
         return node.value.split(".")
     if isinstance(node, ast.Import):
         return [part for a in node.names for part in a.name.split(".")]
-    if isinstance(node, ast.ImportFrom):
-        return (node.module or "").split(".") + [a.name for a in node.names]
-    return []
+    return (node.module or "").split(".") + [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
 
 
 def _threads(mod: _Module) -> list[Finding]:

@@ -38,9 +38,7 @@ def dotted(node: ast.expr, imports: dict[str, str]) -> str:
     """`a.b.c` with the import alias of `a` resolved (`s._getframe` -> `sys._getframe` after `import sys as s`)."""
     if isinstance(node, ast.Name):
         return imports.get(node.id, node.id)
-    if isinstance(node, ast.Attribute):
-        return f"{dotted(node.value, imports)}.{node.attr}"
-    return ""
+    return f"{dotted(node.value, imports)}.{node.attr}" if isinstance(node, ast.Attribute) else ""
 
 
 def harness_tamper(tree: ast.Module, imports: dict[str, str]) -> list[Finding]:

@@ -142,9 +142,7 @@ def speedup_label(low: float, high: float, band: float = DEFAULT_BAND) -> str:
         return "faster"
     if high < lower:
         return "slower"
-    if lower <= low and high <= upper:
-        return "same"
-    return "inconclusive"
+    return "same" if lower <= low and high <= upper else "inconclusive"
 
 
 def _relative_mad(values: np.ndarray) -> float:
@@ -236,9 +234,7 @@ def physics(task: Task, size: dict[str, Any], device: str, device_name: str, tim
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, torch.dtype):
         return str(obj).removeprefix("torch.")
-    if hasattr(obj, "__dataclass_fields__"):
-        return asdict(obj)
-    return str(obj)
+    return asdict(obj) if hasattr(obj, "__dataclass_fields__") else str(obj)
 
 
 def reply(data: dict[str, Any]) -> Reply:

@@ -126,9 +126,7 @@ class Runner:
             if self.cuda and t.device.type == "cpu" and stage_inputs:  # host staging: the GPU gets a copy
                 t = t.to(self.device)
             return t
-        if isinstance(value, tuple):
-            return [self.arg(v, stage_inputs) for v in value]
-        return value
+        return [self.arg(v, stage_inputs) for v in value] if isinstance(value, tuple) else value
 
     def on_load(self, msg: protocol.Load) -> None:
         from workbench.eval.runner.loading import load_candidate

@@ -38,9 +38,7 @@ def to_json(value: Any, tagged: bool = False) -> Any:
         return {"@": type(value).__name__, **body} if tagged else body
     if isinstance(value, (list, tuple)):
         return [to_json(v, tagged) for v in value]
-    if isinstance(value, dict):
-        return {str(k): to_json(v, tagged) for k, v in value.items()}
-    return value
+    return {str(k): to_json(v, tagged) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 _SCHEMAS: dict[type, tuple[dict[str, Any], tuple[dataclasses.Field, ...]]] = {}
@@ -85,9 +83,7 @@ def _revive(value: Any, tagged: Mapping[str, type], where: str) -> Any:
         if cls is None:
             raise RecordError(f"{where}: unknown record type {value['@']!r:.40}")
         return from_json(cls, value, where, tagged)
-    if isinstance(value, list):
-        return tuple(_revive(v, tagged, where) for v in value)
-    return value
+    return tuple(_revive(v, tagged, where) for v in value) if isinstance(value, list) else value
 
 
 def _value(value: Any, hint: Any, where: str, tagged: Tagged) -> Any:

@@ -47,9 +47,7 @@ def same_bits(a: Any, b: Any) -> bool:
 def to64(x: Any) -> Any:
     if isinstance(x, torch.Tensor) and x.is_floating_point():
         return x.detach().to(torch.float64)
-    if isinstance(x, (list, tuple)):
-        return type(x)(to64(v) for v in x)
-    return x
+    return type(x)(to64(v) for v in x) if isinstance(x, (list, tuple)) else x
 
 def sync(device: str) -> None:
     if device.startswith("cuda"):
@@ -92,9 +90,7 @@ def release_if_short(device: str) -> bool:
 
 def int_view(t: torch.Tensor) -> torch.Tensor | None:
     kind = {2: torch.int16, 4: torch.int32, 8: torch.int64}.get(t.element_size())
-    if kind is None or t.is_complex():
-        return None
-    return t.detach().contiguous().view(kind)
+    return None if kind is None or t.is_complex() else t.detach().contiguous().view(kind)
 
 def bytes_per_element(t: torch.Tensor) -> torch.Tensor:
     """Elements as integers of the same width, so equality is bitwise (NaN payloads included)."""

@@ -94,9 +94,7 @@ def _form_problem(o: Any, rn: torch.Tensor, where: str) -> tuple[str, str] | Non
         return "wrong-shape", f"{where}shape {tuple(o.shape)}, expected {tuple(rn.shape)}"
     if o.dtype != rn.dtype:
         return "wrong-dtype", f"{where}dtype {dtype_name(o.dtype)}, expected {dtype_name(rn.dtype)}"
-    if o.device != rn.device:
-        return "wrong-device", f"{where}device {o.device}, expected {rn.device}"
-    return None
+    return ("wrong-device", f"{where}device {o.device}, expected {rn.device}") if o.device != rn.device else None
 
 
 def compare(out: Any, ref64: Any, ref_native: Any, tol_for: Callable[[str], Tolerance], *,

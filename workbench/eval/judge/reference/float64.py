@@ -43,9 +43,7 @@ def _as64(model: Any, host: bool) -> Any:
 def _batch_rows(inputs: list[Any]) -> int:
     """The common leading dimension of every tensor input (0 when they do not share one)."""
     rows = {int(x.shape[0]) for x in inputs if isinstance(x, torch.Tensor) and x.dim() >= 1}
-    if len(rows) != 1 or any(isinstance(x, torch.Tensor) and x.dim() == 0 for x in inputs):
-        return 0
-    return rows.pop()
+    return 0 if len(rows) != 1 or any(isinstance(x, torch.Tensor) and x.dim() == 0 for x in inputs) else rows.pop()
 
 
 def _slices(inputs: list[Any], start: int, stop: int) -> list[Any]:
@@ -197,9 +195,7 @@ def _reduction(ref_model: Any, inputs: list[Any], whole: list[torch.Tensor], chu
     targets = [w.double() for w in whole]
     if all(_same_rows(m / rows, t) for m, t in zip(weighted, targets, strict=True)):
         return "mean"
-    if all(_same_rows(s, t) for s, t in zip(sums, targets, strict=True)):
-        return "sum"
-    return None
+    return "sum" if all(_same_rows(s, t) for s, t in zip(sums, targets, strict=True)) else None
 
 
 #: How far a slice's rows may differ from the whole output's and still count as computed alone: rounding only.

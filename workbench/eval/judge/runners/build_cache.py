@@ -220,9 +220,7 @@ def triton_dir(source: str, device: str) -> Path | None:
 def language_cache_dir(language: str, source: str, device: str) -> Path | None:
     """A language's JIT cache of one source (GPU only; CuTe DSL's), keyed by the source, the language and the
     toolchain, so no other source's runner ever sees it (cheat 20)."""
-    if not device.startswith("cuda"):
-        return None
-    return source_dir(language, source, f"{language}-{toolchain()}")
+    return source_dir(language, source, f"{language}-{toolchain()}") if device.startswith("cuda") else None
 
 
 def source_dir(kind: str, source: str, tools: str) -> Path | None:

@@ -53,9 +53,7 @@ def free_bytes(device: str) -> int | None:
 def sets_that_fit(set_bytes: int, free: int | None, wanted: int) -> int:
     """How many sets of `set_bytes` (inputs and slot) fit in this judge's share of `free`, 1 to `wanted`."""
     wanted = max(1, min(wanted, MAX_SETS))
-    if not free or set_bytes <= 0:
-        return wanted
-    return max(1, min(wanted, int(free * memory_share() // set_bytes)))
+    return wanted if not free or set_bytes <= 0 else max(1, min(wanted, int(free * memory_share() // set_bytes)))
 
 
 @dataclass
