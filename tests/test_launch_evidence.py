@@ -270,7 +270,7 @@ def test_a_probes_baseline_is_the_cheapest_earlier_call_on_inputs_of_its_shapes(
                           shapes=(shape,))
 
     def level(records):
-        return _interpreted(types.SimpleNamespace(reports=records, probe_pair=lambda: None))
+        return _interpreted(types.SimpleNamespace(reports=records, probe_pair=lambda: None, probes=None))
 
     first = [record(84.0, shape=(64, 256)), record(45.0), record(44.0)]
     stalled = first + [x for _ in range(3) for x in (record(72.5), record(72.5 + 36.0 - 25.0, probe_ms=36.0))]
@@ -279,6 +279,45 @@ def test_a_probes_baseline_is_the_cheapest_earlier_call_on_inputs_of_its_shapes(
     assert level(forged)[0] == ev.CONTRADICTED, level(forged)[1]
     other_shape = [record(10.0, shape=(4, 4))] + forged[1:]  # a cheaper call on other inputs is no baseline
     assert level(other_shape)[0] == ev.CONTRADICTED
+
+
+def test_probes_that_read_short_are_decided_by_larger_ones():
+    """On a loaded host an honest probe can read short (its ordinary part cost 3 ms less than the call before it, a 4
+    ms budget's margin is 2 ms): two larger probes (a whole call's CPU each) decide, and a runner that burns nothing
+    still reads contradicted. Probes that corroborate cost no extra call."""
+    from workbench.eval.judge.evidence.stage import _interpreted
+    from workbench.eval.judge.runners.session import CallRecord
+    from workbench.eval.wire.runner_messages import LaunchReport
+
+    def session(first_ms, ordinary_ms, burns):
+        """A session whose runner's ordinary calls cost `ordinary_ms` of CPU and whose probes burn `burns` of their
+        budget; the check's calls already made: a warm-up, then ordinary/probe pairs costing `first_ms`."""
+        planner, reports = ProbePlanner(), []
+        inputs, out = [torch.ones(8)], [torch.empty(8)]
+
+        def call(ms):
+            probe_ns = planner.plan(1, inputs, out)
+            cpu = int((ms + burns * probe_ns / 1e6) * 1e6)
+            planner.reported(1, cpu)
+            reports.append(CallRecord(LaunchReport(launches=1, kernels=("k",), outputs_launched=True), (), cpu / 1e9,
+                                      cpu_ns=cpu, model=1, probe_ns=probe_ns, shapes=((8,),)))
+
+        for ms in first_ms:
+            call(ms)
+        return types.SimpleNamespace(reports=reports, probes=planner, probe_pair=lambda: [call(ordinary_ms)
+                                                                                           for _ in range(2)])
+
+    # The check's calls: the model warms up, then three ordinary/probe pairs whose probes' own work ran 3 ms cheaper.
+    loaded = [20.0] + [x for _ in range(3) for x in (8.0, 5.0)]
+    honest = session(loaded, 8.0, burns=1.0)
+    level, how = _interpreted(honest)
+    assert level == ev.CORROBORATED and "smaller probes before them" in how and "(25%)" in how, how
+    assert len(honest.reports) == 11 and honest.probes.probes == 5
+    forger = session(loaded, 8.0, burns=0.0)
+    level, how = _interpreted(forger)
+    assert level == ev.CONTRADICTED and len(forger.reports) == 11, how
+    quiet = session([20.0] + [8.0] * 6, 8.0, burns=1.0)
+    assert _interpreted(quiet)[0] == ev.CORROBORATED and len(quiet.reports) == 7
 
 
 def test_a_profile_corroborates_launches_only_with_own_kernels_an_intact_seal_and_the_judges_clock():

@@ -16,6 +16,10 @@ PROBE_CALL_NS = 4_000_000
 PROBE_LAUNCH_MIN_NS = 500_000
 #: Probe calls per evaluation: each costs about one more call.
 MAX_PROBES = 3
+#: Where those read contradicted, CONFIRM_PROBES more with a budget of CONFIRM_SHARE of the previous call decide: on a
+#: loaded host one call can cost a few ms less than the others, a small budget's margin; a whole call's is not.
+CONFIRM_SHARE = 1.0
+CONFIRM_PROBES = 2
 
 
 @dataclass
@@ -31,18 +35,24 @@ class ProbePlanner:
     last_was_first: bool = False
     probes: int = 0
     models: set[int] = field(default_factory=set)
+    share: float = PROBE_SHARE
+    limit: int = MAX_PROBES
 
     def plan(self, model: int, inputs: list[Any], out_like: list[Any]) -> int:
         """Nanoseconds per launch for this call (0: an ordinary call)."""
         same = self.last_model == model and self.last_inputs is not None and same_bits(self.last_inputs, inputs)
         probe = same and not (self.last_probe or self.last_was_first) and self.last_launches > 0 and \
-            self.probes < MAX_PROBES
+            self.probes < self.limit
         self.last_model, self.last_inputs, self.last_out_like = model, clone_inputs(list(inputs)), list(out_like)
         self.last_probe, self.last_was_first = probe, model not in self.models
         self.models.add(model)
         self.probes += probe
-        budget = max(PROBE_CALL_NS, int(self.last_cpu_ns * PROBE_SHARE))
+        budget = max(PROBE_CALL_NS, int(self.last_cpu_ns * self.share))
         return max(budget // max(self.last_launches, 1), PROBE_LAUNCH_MIN_NS) if probe else 0
+
+    def confirm(self) -> None:
+        """The next CONFIRM_PROBES probes burn CONFIRM_SHARE of the call before them."""
+        self.share, self.limit = CONFIRM_SHARE, self.probes + CONFIRM_PROBES
 
     def reported(self, launches: int, cpu_ns: int | None) -> None:
         """What the call just made reported and cost the runner (CPU nanoseconds)."""

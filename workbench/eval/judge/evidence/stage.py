@@ -9,6 +9,7 @@ from workbench import languages
 from workbench.eval.checks import evidence as ev
 from workbench.eval.checks import runtime as guards
 from workbench.eval.checks.flags import Finding
+from workbench.eval.judge.evidence.probe import CONFIRM_PROBES
 
 if TYPE_CHECKING:
     from workbench.eval.judge.evaluation import Evaluation
@@ -36,10 +37,23 @@ def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]
 
 
 def _interpreted(session: CandidateSession) -> tuple[str, str]:
-    """(level, how) of the CPU launches by the probe pairs (one made now if none): /proc CPU time, else wall time."""
+    """(level, how) of the CPU launches by the probe pairs (one made now if none); where they contradict the report,
+    larger probe pairs made now decide (`probe.confirm`)."""
     if not _probes(session.reports):
         session.probe_pair()
-    records = session.reports
+    level, how = _read_probes(session.reports, 0)
+    if level == ev.CONTRADICTED and session.probes is not None:
+        first, made = how, len(session.reports)
+        session.probes.confirm()
+        for _ in range(CONFIRM_PROBES):
+            session.probe_pair()
+        level, how = _read_probes(session.reports, made)
+        how = f"{how}; smaller probes before them: {first}"
+    return level, how
+
+
+def _read_probes(records: list[CallRecord], start: int) -> tuple[str, str]:
+    """(level, how) from the probe calls from record `start` on: /proc CPU time, else wall time."""
     cpu = all(r.cpu_ns is not None for r in records)
 
     def seconds(r: CallRecord) -> float:
@@ -47,6 +61,8 @@ def _interpreted(session: CandidateSession) -> tuple[str, str]:
 
     pairs = []
     for k, probe in _probes(records):
+        if k < start:
+            continue
         # The baseline: the cheapest earlier ordinary call of the model on inputs of these shapes, so one ordinary
         # call that a stall made slower does not read as a probe's missing burn.
         alike = [seconds(r) for r in records[:k] if not r.probe_ns and r.model == probe.model and
