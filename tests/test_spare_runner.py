@@ -76,9 +76,9 @@ def test_the_next_candidate_runs_in_the_spare_a_runner_no_candidate_ran_in(spare
     assert first.protocol["runner"] == "started"
     assert second.protocol["runner"] == "spare" and third.protocol["runner"] == "spare"
     assert len({r.protocol["runner_pid"] for r in (first, second, third)}) == 3  # a runner each
-    # The reference against itself in a spare: timed like any runner (a CPU A/A pair on two shared, loaded cores
-    # has read 0.48; a spare that timed badly would be off by far more).
-    assert third.speedup is not None and 1 / 3 < third.speedup < 3.0
+    # The reference against itself in a spare: timed like any runner, so no decided difference. (At 4 us a call on two
+    # shared, loaded cores the point estimate has read 0.48 and 5.0, each with a CI that held 1.)
+    assert third.speedup is not None and third.speedup_verdict in ("same", "inconclusive"), third
 
 
 def test_a_candidate_that_fails_at_import_leaves_a_spare_that_serves_the_next(spares):
