@@ -264,7 +264,7 @@ class PairTimer:
                     pool.refresh(None, seeds=contents)
                     clock.lap("refresh")
         clock.lap("freeze")
-        reply, bracket = self._candidate_side(order, seeds)
+        reply, bracket, worked = self._candidate_side(order, seeds)
         if candidate_first:
             clock.lap("candidate")
             with Frozen(self.session):
@@ -288,7 +288,6 @@ class PairTimer:
                   "candidate": clock_check.judge_time(Batch(n, bracket, 0.0), self.null) * 1e3}
         if not count:  # sizes the batches: the runner's own figure, whose lie only costs the candidate precision
             return {"reference": _mean(ref_stream), "candidate": _mean(cand_stream)}
-        worked = self.cpu_batches[-1].main + self.cpu_batches[-1].others if self.cpu_batches else None
         self.batches.append(Batch(n, bracket, _mean(cand_dev if self.cuda else cand_stream) / 1e3, worked))
         self.candidate_first += candidate_first
         if not keep:
@@ -313,14 +312,18 @@ class PairTimer:
         whole = _cpu_batch(sum(b.bracket for b in self.cpu_batches), *self.cpu_span)
         return dataclasses.replace(whole, others=sum(b.others for b in self.cpu_batches))
 
-    def _candidate_side(self, order: list[int], seeds: tuple[int, ...]) -> tuple[Any, float]:
-        """The candidate's batch in the judge's bracket; threads left running or off the timing core are findings."""
+    def _candidate_side(self, order: list[int], seeds: tuple[int, ...]) -> tuple[Any, float, float | None]:
+        """The candidate's batch in the judge's bracket and, on the CPU, the seconds the runner's threads worked in it;
+        threads left running or off the timing core are findings."""
         cpu_before = self.session.runner.cpu_use() if not self.cuda else None
         reply, bracket = self.session.time(self.model_id, self.pool.pool_id, order, self.session.timeout, seeds)
+        worked = None
         if cpu_before is not None:
             after = self.session.runner.cpu_use()
-            self.cpu_batches.append(_cpu_batch(bracket, cpu_before, after))
+            used = _cpu_batch(bracket, cpu_before, after)
+            self.cpu_batches.append(used)
             self.cpu_span = (self.cpu_span[0] if self.cpu_span else cpu_before, after)
+            worked = used.main + used.others
         if reply.threads_left:
             self.findings.append(Finding("thread-deferral", "threads still running after a timed batch: "
                                                             f"{', '.join(reply.threads_left)}"))
@@ -328,7 +331,7 @@ class PairTimer:
         if moved and not any(f.flag == "harness-tamper" for f in self.findings):
             self.findings.append(Finding("harness-tamper", f"{len(moved)} thread(s) of the runner left the core the "
                                                            "timing pinned both sides to (sched_setaffinity)"))
-        return reply, bracket
+        return reply, bracket, worked
 
     def _reference_side(self, b: int, order: list[int], seeds: tuple[int, ...], checks: set[int],
                         kept: dict[int, Any]) -> tuple[list[float], list[float], float, Any]:
