@@ -1,12 +1,12 @@
 """A/A pairs timed with the reference in the judge's process against in a runner of its own, in one run.
 
-Every problem's reference is judged against itself (`reference_as_candidate`) by judges alive side by side, one
-per `--sides` entry (`SIDE_ENV`: the environment each judge starts with): `judge` times the reference in its own
-process (`KWB_REFERENCE_RUNNER=0`), `runner` in a runner like the candidate's (the default on a GPU), and
-`unpinned` / `judge-unpinned` the same with the timed processes left to the scheduler (`KWB_TIMING_PIN=0`). The
-judges take turns per problem and repetition, the order swapped every repetition, so drift of the machine falls on
-all of them. Identical code should read 1.00 and "same" (the CI inside the 2% band); a side that does not is where
-the timing favours one process.
+Every problem's reference is judged against itself (`reference_as_candidate`) by judges alive side by side, one per
+`--sides` entry (`SIDE_ENV`: the environment each judge starts with): `judge` times the reference in its own process
+(`KWB_REFERENCE_RUNNER=0`), `runner` in a runner like the candidate's (the default where the time decides a
+verdict), and `unpinned` / `judge-unpinned` the same with the timed processes left to the scheduler
+(`KWB_TIMING_PIN=0`). The judges take turns per problem and repetition, the order swapped every repetition, so drift
+of the machine falls on all of them. Identical code should read 1.00 and "same" (the CI inside the 2% band); a side
+that does not is where the timing favours one process.
 
     PYTHONPATH=. python benchmarks/aa_reference_side.py --ids 1/39,2/33,3/22 --paths tests/kernelbench/level1/13_Max_first_dim.py
     PYTHONPATH=. python benchmarks/aa_reference_side.py --device cpu --fit cpu --ids "" --paths tests/kernelbench/23_Softmax.py

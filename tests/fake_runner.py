@@ -776,7 +776,7 @@ def judge_fake(task: Any, script: Script, device: str = "cpu", *, context: Any =
                reference: Script | None = None, reps: int | None = None, **options: Any) -> Any:
     """Evaluate `script`'s candidate on `task` as the judge does, in this process, on scripted runners, and make the
     Result as the caller does. `context`: a Context to reuse (its caches and kept pool; its runner class is set to
-    this script's); `reference`: what a reference runner does (KWB_REFERENCE_RUNNER=1 times the reference in one);
+    this script's); `reference`: what the reference's runner does (where the reference's time decides a verdict);
     `options`: EvalOptions fields (time_it, timeout, compile_timeout, rounds, seed, size)."""
     from workbench.eval.evaluate import _annotate
     from workbench.eval.judge import verdict

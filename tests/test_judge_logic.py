@@ -237,11 +237,10 @@ def _steady(ms: float):
 
 @pytest.mark.parametrize("candidate_ms, verdict, ratio", [(10.0, "faster", 2.0), (40.0, "slower", 0.5),
                                                           (20.0, "same", 1.0)])
-def test_the_speedup_verdict_follows_the_samples(task, fast_roof, monkeypatch, candidate_ms, verdict, ratio):
-    """Both sides timed in scripted runners (the reference in a runner of its own, as on a GPU) at 20 ms a call
+def test_the_speedup_verdict_follows_the_samples(task, fast_roof, candidate_ms, verdict, ratio):
+    """Both sides timed in scripted runners (the reference in a runner of its own, the default) at 20 ms a call
     against the candidate's: the paired verdict reads the ratio of their rounds. Forty timed calls: the judge's clock
     around the scripted sleeps is noisy on a loaded machine, and fewer rounds left "same" inconclusive there."""
-    monkeypatch.setenv("KWB_REFERENCE_RUNNER", "1")
     res = judge_fake(task, Script.baseline_torch(forward=softmax, ms=_steady(candidate_ms)),
                      reference=Script(ms=_steady(20.0)), reps=40)
     assert res.status == "ok", res.message
@@ -293,7 +292,8 @@ def test_a_host_that_wakes_the_judge_late_is_not_a_timer_patch(task, fast_roof):
     assert res.status == "ok" and res.flags == [], res.message
     check = res.protocol["clock_check"]
     assert check["disagreed"] and check["judge_ms"] > 4 * 2.0 + 8.0
-    assert check["reported_ms"] == pytest.approx(2.0, rel=0.2)
+    # The scripted 2 ms, stretched by what a loaded host took from the batch itself, never by the stall after it.
+    assert 1.6 <= check["reported_ms"] < check["judge_ms"] - 8.0
 
 
 def test_a_runner_clock_somewhat_below_the_judges_hands_timing_to_the_judges_clock(task, fast_roof):

@@ -306,7 +306,7 @@ class Evaluation:
         ahead.make_ahead(self)
 
     def _prepare_timing(self) -> None:
-        interpreted = not self.device.startswith("cuda") and languages.get(self.candidate.language).interpreted_on_cpu
+        interpreted = languages.get(self.candidate.language).interpreted(self.device)
         key = self.timing_key
         kept = self.ctx.take_pool(key)
         self.plan, self.ctx.timing[key] = timing_stage.prepare(

@@ -24,7 +24,7 @@ def after_check(evaluation: Evaluation, rejected: bool = False) -> list[Finding]
     found = guards.judge_tamper(name for r in records for name in r.launch.tampered)
     if not languages.get(language).compiled:
         evidence.set("launches", ev.NOT_APPLICABLE, "a PyTorch candidate launches no kernels of its own")
-    elif not evaluation.device.startswith("cuda") and languages.get(language).interpreted_on_cpu:
+    elif languages.get(language).interpreted(evaluation.device):
         if rejected and not _probes(records):
             evidence.set("launches", ev.UNVERIFIED, "not probed: the candidate failed other checks")
         elif any(r.launch.launches for r in records):

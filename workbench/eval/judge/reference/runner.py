@@ -8,6 +8,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from workbench import languages
 from workbench.eval.judge.correctness.check import CandidateFailure
 from workbench.eval.judge.runners.libraries import libraries_for
 from workbench.eval.judge.runners.process import Limits, RunnerDied, RunnerViolation
@@ -26,11 +27,11 @@ TIGHT_OUTPUTS = 4
 TIGHT_MARGIN_BYTES = 2 << 30
 
 
-def wanted(device: str) -> bool:
-    """On a GPU by default (on the CPU both sides share one pinned core and the judge's clock, so a second runner
-    costs more than it gains); `KWB_REFERENCE_RUNNER=1`/`=0` forces it."""
+def wanted(device: str, interpreted: bool) -> bool:
+    """Wherever the reference's time decides a verdict (a GPU, the CPU's wall clock: docs/trust-boundary.md), not
+    beside Triton's interpreter; `KWB_REFERENCE_RUNNER=1`/`=0` forces it."""
     forced = os.environ.get("KWB_REFERENCE_RUNNER", "").strip()
-    return forced == "1" if forced in ("0", "1") else device.startswith("cuda")
+    return forced == "1" if forced in ("0", "1") else not interpreted
 
 
 class ReferenceRunnerFailed(Exception):
@@ -63,8 +64,7 @@ class ReferenceRunner:
     """The task's reference, loaded and built in a runner that maps a timing pool."""
 
     def __init__(self, session: CandidateSession, model_id: int, pool_id: int, warmed: bool = False):
-        self.session, self.model_id, self.pool_id = session, model_id, pool_id
-        self.is_ready = False
+        self.session, self.model_id, self.pool_id, self.is_ready = session, model_id, pool_id, False
         self.warmed = warmed  # an untimed first call was queued after the pool: `ready` reads its reply
 
     @classmethod
@@ -146,7 +146,7 @@ class ReferenceRunner:
 def launch_for(ev: Evaluation) -> None:
     """Before the candidate's import: reuse the runner kept with the pool or launch one (`reference_timed_in`)."""
     pool = ev.plan.pool if ev.plan is not None else None
-    if pool is None or not wanted(ev.device):
+    if pool is None or not wanted(ev.device, languages.get(ev.candidate.language).interpreted(ev.device)):
         return
     diag = ev.diagnostics
     if pool.reference_runner is not None and pool.reference_runner.answers():

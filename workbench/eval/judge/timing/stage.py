@@ -139,7 +139,7 @@ def run(session: CandidateSession, model_id: int, plan: TimingPlan, side: Refere
     reused = known.recent_compiled() if known is not None and side.compiled is not None else None
     if reused is not None:
         side = dataclasses.replace(side, compiled=None)
-    interpreted = not device.startswith("cuda") and languages.get(candidate_language).interpreted_on_cpu
+    interpreted = languages.get(candidate_language).interpreted(device)
     clock = "cuda-events" if device.startswith("cuda") else ("interpreter" if interpreted else "wall")
     rule = stopping_rule(device, interpreted, reps)
     sensors = _telemetry(device)
