@@ -362,3 +362,37 @@ def test_refill_on_the_gpu_matches_make_inputs():
     ref, _ = _kb("25_Symmetric_matmul")
     _assert_refilled(ref, {"n": 512}, device="cuda")
     _assert_refilled(_ref(_source("    return [torch.rand(n), torch.randn(3, n)]"))[0], {}, device="cuda")
+
+
+def test_seeding_repeats_the_host_draws_and_seeds_cuda_only_where_a_device_may_exist(monkeypatch):
+    """`seed_all` before every draw and timed call: the same seed, the same host draws; where no CUDA device can
+    exist (torch built without CUDA, or every device hidden) nothing is handed to CUDA's lazy seeding, which formats a
+    stack trace per call; where one may, every device is seeded as `torch.manual_seed` would."""
+    from workbench import seeding
+
+    seeding.seed_all(7)
+    first = torch.randn(4)
+    seeding.seed_all(7)
+    assert torch.equal(first, torch.randn(4))
+    handed: list[int] = []
+    monkeypatch.setattr(seeding, "_seed_cuda", handed.append)
+    monkeypatch.setattr(seeding, "_CUDA_BUILT", True)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    seeding.seed_all(3)
+    assert handed == []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    seeding.seed_all(3)
+    assert handed == [3]
+    monkeypatch.setattr(seeding, "_CUDA_BUILT", False)
+    seeding.seed_all(4)
+    assert handed == [3]
+
+
+@pytest.mark.gpu
+def test_seeding_repeats_the_gpu_draws():
+    from workbench.seeding import seed_all
+
+    seed_all(5)
+    first = torch.randn(64, device="cuda")
+    seed_all(5)
+    assert torch.equal(first, torch.randn(64, device="cuda"))

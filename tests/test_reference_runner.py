@@ -139,8 +139,9 @@ def test_on_the_cpu_a_wall_clock_timing_has_the_reference_runner_and_an_interpre
     assert "reference_timed_in" not in interpreted.protocol and interpreted.speedup is None
 
 
-def test_a_runner_kept_from_a_candidate_that_never_reached_timing_serves_the_next_one(one_judge):
+def test_a_runner_kept_from_a_candidate_that_never_reached_timing_serves_the_next_one():
     """The reference's runner is launched before the candidate's import: a candidate that fails there leaves it kept
-    with the pool, its queued replies unread; the next candidate of the task reads them and times on it."""
+    with the pool, its queued replies unread; the next candidate of the task reads them and times on it (the CPU pool
+    has one judge, so both evaluations meet it)."""
     res = evaluate_after_an_import_failure(wb.Task.from_source(SOFTMAX, name="aa-softmax-after-failure"))
     assert res.protocol["reference_timed_in"] == "runner (kept)"

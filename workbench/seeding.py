@@ -1,20 +1,32 @@
-"""One seed for the host and every GPU, cheaply: `torch.manual_seed` without its XPU and MPS halves.
+"""One seed for the host and every GPU, cheaply: `torch.manual_seed` without its XPU and MPS halves, and without
+its CUDA half where no CUDA device can exist.
 
-On a machine without those devices, `torch.manual_seed` still queues a lazy XPU seeding call with a formatted stack
-trace each time (about 1 ms). The engine seeds before every call of the correctness rounds and timed batches, and
-every input draw, on both sides of the trust boundary, so that millisecond was a second per evaluation.
+Where a device cannot be used, `torch.manual_seed` still queues a lazy seeding call for it with a formatted stack
+trace each time (XPU always on these machines; CUDA on a torch built without CUDA or with every device hidden), at
+0.2-1 ms a call. The engine seeds before every call of the correctness rounds and timed batches, and every input
+draw, on both sides of the trust boundary, so that cost was a large share of a CPU evaluation (benchmarks/README.md).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 
 _host_generator = torch.default_generator
 _seed_cuda = torch.cuda.manual_seed_all
+#: Whether this torch can use CUDA at all (no driver call: a process that forks runners must not touch CUDA).
+_CUDA_BUILT = torch.cuda._is_compiled()
+
+
+def cuda_seedable() -> bool:
+    """Whether CUDA generators may exist in this process: torch built with CUDA and not every device hidden."""
+    return _CUDA_BUILT and os.environ.get("CUDA_VISIBLE_DEVICES") != ""
 
 
 def seed_all(seed: int) -> None:
-    """Seed the host generator and every CUDA device's (the devices torch.manual_seed seeds on this machine)."""
+    """Seed the host generator and, where they may exist, every CUDA device's (what torch.manual_seed seeds here)."""
     seed = int(seed)
     _host_generator.manual_seed(seed)
-    _seed_cuda(seed)
+    if cuda_seedable():
+        _seed_cuda(seed)
