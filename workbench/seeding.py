@@ -2,10 +2,9 @@
 its CUDA half where no CUDA device can exist.
 
 Where a device cannot be used, `torch.manual_seed` still queues a lazy seeding call for it with a formatted stack
-trace each time (XPU always on these machines; CUDA on a torch built without CUDA or with every device hidden), at
+trace each time (XPU on a machine without one; CUDA on a torch built without CUDA or with every device hidden), at
 0.2-1 ms a call. The engine seeds before every call of the correctness rounds and timed batches, and every input
-draw, on both sides of the trust boundary, so that cost was a large share of a CPU evaluation (benchmarks/README.md).
-"""
+draw, on both sides of the trust boundary, so that cost would be a large share of a CPU evaluation."""
 
 from __future__ import annotations
 

@@ -150,11 +150,11 @@ class Language:
     #: What runs its kernels on a CPU, for messages ("Triton's CPU interpreter").
     cpu_runtime: str = ""
 
-    # -- the caller and the judge: source text only --
     def interpreted(self, device: str) -> bool:
         """Whether its kernels run in an interpreter on `device` (their time decides no speedup verdict)."""
         return self.interpreted_on_cpu and not device.startswith("cuda")
 
+    # -- the caller and the judge: source text only --
     def detect(self, source: str) -> bool:
         """Whether `source` is written in this language (inference tries languages in the registry's order)."""
         return False
