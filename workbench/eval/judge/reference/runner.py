@@ -27,7 +27,7 @@ TIGHT_OUTPUTS = 4
 TIGHT_MARGIN_BYTES = 2 << 30
 
 
-def wanted(device: str, interpreted: bool) -> bool:
+def wanted(interpreted: bool) -> bool:
     """Wherever the reference's time decides a verdict (a GPU, the CPU's wall clock: docs/trust-boundary.md), not
     beside Triton's interpreter; `KWB_REFERENCE_RUNNER=1`/`=0` forces it."""
     forced = os.environ.get("KWB_REFERENCE_RUNNER", "").strip()
@@ -146,7 +146,7 @@ class ReferenceRunner:
 def launch_for(ev: Evaluation) -> None:
     """Before the candidate's import: reuse the runner kept with the pool or launch one (`reference_timed_in`)."""
     pool = ev.plan.pool if ev.plan is not None else None
-    if pool is None or not wanted(ev.device, languages.get(ev.candidate.language).interpreted(ev.device)):
+    if pool is None or not wanted(languages.get(ev.candidate.language).interpreted(ev.device)):
         return
     diag = ev.diagnostics
     if pool.reference_runner is not None and pool.reference_runner.answers():
