@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.errors import TaskError
+from workbench.lazy_dynamo import spare_dynamo_import
 from workbench.tasks.task import Task
 
 #: Real (non-fake) counting is allowed as a fallback only below this many input bytes.
@@ -91,6 +92,7 @@ def flop_counter():
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    spare_dynamo_import()
     extra = {}
     for name in ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_fused_attention_overrideable"):
         op = getattr(torch.ops.aten, name, None)

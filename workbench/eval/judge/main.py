@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import faulthandler
 import gc
+import importlib
 import json
 import os
 import queue
@@ -46,6 +47,7 @@ _EARLY_SERVER = _spawn_fork_server()
 
 import torch
 
+from roofline.counting import count_work
 from workbench.eval.judge import verdict
 from workbench.eval.judge.context import Context, probe_transport
 from workbench.eval.judge.correctness import compare_fused
@@ -119,13 +121,13 @@ def _evaluate(job: wire.Job, ctx: Context) -> dict[str, Any]:
         profiler.dump_stats(os.path.join(folder, f"judge-{time.strftime('%H%M%S')}-{os.getpid()}.prof"))
 
 
-def _warm_counting() -> None:
-    """FlopCounterMode's first use costs seconds: paid in a thread while the judge waits for its first job."""
+def _warm_counting(device: str) -> None:
+    """First uses paid in a thread before the first job: a FLOP count; on a GPU, Dynamo (each booking's FakeTensorMode)."""
     def warm() -> None:
         with contextlib.suppress(Exception):  # only a warm-up
-            from roofline.counting import count_work
-
             count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
+            if device.startswith("cuda"):
+                importlib.import_module("torch._dynamo")
 
     threading.Thread(target=warm, name="kwb-warm-counting", daemon=True).start()
 
@@ -168,7 +170,7 @@ def _start(device: str) -> tuple[ForkServer, Context]:
         cpu_timing_threads()
     else:
         torch.cuda.init()  # else every manual_seed queues its CUDA half (benchmarks/README.md)
-    _warm_counting()
+    _warm_counting(device)
     server = (_EARLY_SERVER or ForkServer(device, wait=False)).ready()
     ctx = Context(fork_server=server, workdir=tempfile.mkdtemp(prefix="kwb_judge_"), device_lock=DeviceLock(device))
     compare_fused.start_warmup(device, ctx.device_lock)

@@ -271,14 +271,10 @@ def _warm_triton_key() -> None:
 
 
 def _warm_interpreter() -> None:
-    """For CPU runners only: import `torch._dynamo` (the op record needs it) and run one tiny kernel through Triton's
-    interpreter here, whose first launch in a process sets itself up (benchmarks/README.md)."""
+    """For CPU runners only: run one tiny kernel through Triton's interpreter here, whose first launch in a process
+    sets itself up (benchmarks/README.md)."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
-    try:
-        import torch._dynamo  # noqa: F401
-    except Exception:  # noqa: BLE001 - an optimization: a torch without it starts as before
-        pass
     try:
         import torch
         import triton

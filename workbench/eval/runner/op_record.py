@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import (
 
 from workbench.eval.runner.launches import _kernel_objects
 from workbench.eval.wire.runner_messages import OpRecord
+from workbench.lazy_dynamo import spare_dynamo_import
 
 #: At most this many distinct operator names are kept per call (a forward that runs more is `truncated`).
 MAX_NAMES = 256
@@ -37,10 +38,8 @@ class _State:
     probe_seen: bool = False
 
     def count(self, name: str) -> None:
-        if name in self.ops:
-            self.ops[name] += 1
-        elif len(self.ops) < MAX_NAMES:
-            self.ops[name] = 1
+        if name in self.ops or len(self.ops) < MAX_NAMES:
+            self.ops[name] = self.ops.get(name, 0) + 1
         else:
             self.truncated = True
 
@@ -58,6 +57,9 @@ class _DispatchRecord(TorchDispatchMode):
         elif not self.state.inside_launch:
             self.state.count(str(func))
         return func(*args, **(kwargs or {}))
+
+
+spare_dynamo_import()  # in the fork server, before any runner: no runner imports Dynamo just to record
 
 
 class _ExportRecord(TorchFunctionMode):
