@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in phases that each fit a 10-minute command:
-#   bash benchmarks/device_run.sh audit4|languages4|verify4|verify1|memory2|inductor|check-inductor|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
+#   bash benchmarks/device_run.sh audit4|languages4|verify4|verify1|change-ab|memory2|inductor|check-inductor|tests-fast|tests|engine|engine-ab|roofline|studies|compare|aa|side|first|sample|baseline|speed|survey|ab|oom|probe|bisect|big|dask|flash
 # Logs and artifacts go to $OUT (or ./artifacts). Optional wheels for the Jupyter stack in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -251,6 +251,18 @@ PY
     ;;
   install)
     # Only the preamble: the carried wheels installed and a carried half of CuTe DSL's library kept for the next command.
+    ;;
+  change-ab)
+    # One change to the engine, before (KB_BEFORE, a `git archive` of the commit before it) and after in one run: the
+    # change's own tests on this machine's torch, the built-in softmax's wall time with the engines taking turns
+    # (and the engine in .base), then candidates per minute with four judges.
+    before=${KB_BEFORE:-.base}
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+    [ -n "${KB_TESTS:-}" ] && timeout 60 python3 -m pytest $KB_TESTS -q -rfE -p no:cacheprovider 2>&1 | tail -4
+    timeout 240 python3 benchmarks/eval_overhead.py --device cuda --reps 3 --alternate 2 --before "$before" \
+      --before .base 2>&1 | tee "$OUT/eval_overhead.log" | tail -14
+    timeout 280 python3 benchmarks/eval_throughput.py --before "$before" --judges 4 2>&1 \
+      | tee "$OUT/throughput.log" | grep -v "^\[" | tail -16
     ;;
   verify1)
     # Before-and-after on one GPU, one workload at a time: throughput and overhead against .base (carried), the
