@@ -86,6 +86,19 @@ def test_a_study_points_own_process_imports_no_torch():
     assert out.stdout.split() == ["False", "False"]  # papermill too is imported only when a point runs
 
 
+def test_a_notebook_that_only_records_results_imports_no_torch():
+    """A study's bookkeeping (its context, parameters, results, the task registry) reads no tensor: a notebook that
+    only records results does not pay torch's import in its kernel (a task's reference brings it when loaded)."""
+    code = ("import sys, workbench as wb\n"
+            "from workbench.study.context import StudyContext\n"
+            "from workbench.study.params import json_parameter\n"
+            "wb.Result(task='t', candidate_id='c', candidate_name='n', language='torch', status='ok')\n"
+            "print(sorted(wb.tasks())[:2], 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["['attention',", "'conv2d']", "False"]
+
+
 def test_the_fork_server_imports_the_package_the_judge_runs():
     """The fork server starts with an allow-listed environment whose PYTHONPATH is all it has to find `workbench`
     (no installed copy on a bare GPU node): it must name the folder that holds this very package."""

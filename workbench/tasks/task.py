@@ -20,7 +20,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from workbench.errors import TaskError, UnknownNameError
-from workbench.seeding import seed_all
 from workbench.tasks.assignments import module_constants
 from workbench.tasks.distributions import DISTRIBUTIONS, check_names
 from workbench.tasks.precision import IEEE, PrecisionPolicy
@@ -261,6 +260,8 @@ class LoadedReference:
 
     def init_inputs(self, size: dict[str, Any], seed: int = 0) -> list:
         import torch
+
+        from workbench.seeding import seed_all  # torch's import waits for a task's inputs, not for the registry
 
         self.apply_size(size)
         with torch.random.fork_rng(devices=[]):
