@@ -1,5 +1,6 @@
 """Dispatch modes without Dynamo's import: the FLOP count and the op record leave `torch._dynamo` unloaded, and once
-something imports it every mode is back under torch's own guard (each case in a fresh interpreter)."""
+something imports it they run under torch's own guard, through the same function (what the runner seals), with
+Dynamo compiling around them as it does around torch's guard alone (each case in a fresh interpreter)."""
 
 from __future__ import annotations
 
@@ -43,21 +44,31 @@ AFTER_IMPORT = textwrap.dedent('''
     from workbench.eval.runner import op_record
 
     count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
+    raws = [_FlopCounterMode.__dict__["__torch_dispatch__"].__wrapped__, op_record.DISPATCH]
+    before = [r.__dynamo_disable for r in raws]
     import torch._dynamo
+    from torch._dynamo.utils import counters
 
-    compiled = torch.compile(lambda x: torch.mm(x, x).sin(), backend="eager")
+    def forward(x):
+        y = torch.mm(x, x)
+        torch._dynamo.graph_break()
+        return y.sin()
+
+    compiled = torch.compile(forward, backend="eager")
     with op_record.recording(torch.nn.Module()) as record:
         compiled(torch.ones(4, 4))
     count = count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
-    guards = [_FlopCounterMode.__dict__["__torch_dispatch__"].__wrapped__.__dynamo_disable,
-              op_record._DispatchRecord.__dict__["__torch_dispatch__"].__wrapped__.__dynamo_disable]
     print(json.dumps({"ops": record.report().ops, "flops": count["flops"],
-                      "torch_guard": [bool(getattr(g, "_torchdynamo_disable", False)) for g in guards]}))
+                      "same": [r.__dynamo_disable is b for r, b in zip(raws, before)],
+                      "breaks": [k.splitlines()[0] for k in counters["graph_break"]]}))
 ''')
 
 
-def test_once_dynamo_is_imported_every_mode_is_under_torchs_guard_and_still_records():
+def test_once_dynamo_is_imported_the_modes_keep_their_function_and_record_under_a_compiled_forward():
     seen = _run(AFTER_IMPORT)
-    assert seen["torch_guard"] == [True, True]
+    assert seen["same"] == [True, True]
+    # As with torch's guard alone, Dynamo leaves the forward under the mode to run as it is: no graph break (one at
+    # the record's frame, "Skip calling `torch.compiler.disable()`d function", if Dynamo traced that frame).
+    assert seen["breaks"] == []
     assert seen["ops"].get("aten.mm.default") == 1 and seen["ops"].get("aten.sin.default") == 1
     assert seen["flops"] == 2 * 2 * 4 * 4

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 import workbench
 import workbench as wb
 from redteam.attacks import evaluate, kernel, needs_sandbox, softmax_task
@@ -228,3 +230,32 @@ class ModelNew(nn.Module):
     res = wb.evaluate(_matmul_task(768), wb.Candidate(source=src, language="torch"), device="cpu")
     assert res.status == "ok", res.message
     assert 0.8 < res.speedup < 1.25, res.speedup
+
+
+_NEUTER_RECORD = {
+    "count": '''
+_r = __import__("work" + "bench.eval.runner.op_record", fromlist=["x"])
+_r._State.count = lambda self, name: None
+''',
+    "dispatch-cache": '''
+_r = __import__("work" + "bench.eval.runner.op_record", fromlist=["x"])
+_raw = vars(_r._DispatchRecord)["__torch_dispatch__"].__wrapped__
+def _quiet(self, func, types, args=(), kwargs=None):
+    if args and args[0] is _r._PROBE[0]:
+        self.state.probe_seen = True
+    return func(*args, **(kwargs or {}))
+setattr(_raw, "__dynamo" + "_disable", _quiet)
+''',
+}
+
+
+@pytest.mark.parametrize("route", sorted(_NEUTER_RECORD))
+def test_silencing_the_record_of_what_torch_ran_does_not_clear_torch_compute_in_forward(route):
+    """On the CPU a complete, clean record of the dispatcher clears a static `torch-compute-in-forward` finding; a
+    candidate that stops the record from counting (its counter, or the function torch's guard calls) while torch
+    does the work (log_softmax, whose softmax the kernel merely repeats) is caught by the seal, never passed."""
+    source = kernel(at_import=_NEUTER_RECORD[route]).source.replace(
+        "        x = x.contiguous()\n", "        x = torch.log_softmax(x, dim=-1).contiguous()\n")
+    res = evaluate(wb.Candidate(source=source, language="triton"))
+    assert res.status == "rejected", (res.status, res.flags, res.message)
+    assert {"harness-tamper", "torch-compute-in-forward"} & set(res.flags), res.flags

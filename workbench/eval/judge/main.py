@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import faulthandler
 import gc
-import importlib
 import json
 import os
 import queue
@@ -127,7 +126,7 @@ def _warm_counting(device: str) -> None:
         with contextlib.suppress(Exception):  # only a warm-up
             count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
             if device.startswith("cuda"):
-                importlib.import_module("torch._dynamo")
+                __import__("torch._dynamo")
 
     threading.Thread(target=warm, name="kwb-warm-counting", daemon=True).start()
 

@@ -271,8 +271,7 @@ def _warm_triton_key() -> None:
 
 
 def _warm_interpreter() -> None:
-    """For CPU runners only: run one tiny kernel through Triton's interpreter here, whose first launch in a process
-    sets itself up (benchmarks/README.md)."""
+    """CPU runners only: one tiny kernel through Triton's interpreter, whose first launch in a process sets it up."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
     try:

@@ -52,7 +52,6 @@ def _device_name(device: str) -> str:
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
     import platform
-
     interp = ", Triton interpreter" if os.environ.get("TRITON_INTERPRET") == "1" else ""
     return f"cpu ({platform.processor() or platform.machine()}){interp}"
 
@@ -328,8 +327,9 @@ def _seal_hooks() -> seal.Seal:
     sealed = seal.Seal()
     for module in (launches, seal, protocol, kernel_trace, op_record, sys.modules[__name__]):
         sealed.add_module(module)
-    for cls in (Runner, kernel_trace.KernelTracer):
+    for cls in (Runner, kernel_trace.KernelTracer, *op_record.RECORDERS):
         sealed.add_class(cls, f"{cls.__module__}.{cls.__name__}", *[k for k, v in vars(cls).items() if callable(v)])
+    sealed.add("op_record.DISPATCH.__dynamo_disable", op_record.DISPATCH, "__dynamo_disable")
     seal.triton_entry_points(sealed)
     seal.torch_entry_points(sealed)
     return sealed
@@ -377,7 +377,6 @@ def _no_library_threads() -> None:
         config.compile_threads = 1  # type: ignore[attr-defined]
     try:
         import tqdm
-
         tqdm.tqdm.monitor_interval = 0
     except Exception:  # noqa: BLE001 - no tqdm: no monitor either
         pass

@@ -59,9 +59,6 @@ class _DispatchRecord(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-spare_dynamo_import()  # in the fork server, before any runner: no runner imports Dynamo just to record
-
-
 class _ExportRecord(TorchFunctionMode):
     """Counts the elements of tensors handed to another library outside the candidate's launches."""
 
@@ -116,6 +113,12 @@ class Recording:
         s = self.state
         return None if s is None else OpRecord(ops=dict(s.ops), exports=dict(s.exports), launches=s.launches,
                                                 complete=self.complete, truncated=s.truncated)
+
+
+#: Sealed by the runner: the record's methods and DISPATCH's `__dynamo_disable` (what torch's guard calls).
+RECORDERS = (_State, _DispatchRecord, _ExportRecord, Recording)
+spare_dynamo_import()  # in the fork server, before any runner: no runner imports Dynamo just to record
+DISPATCH = getattr(vars(_DispatchRecord)["__torch_dispatch__"], "__wrapped__", None)
 
 
 @contextlib.contextmanager
