@@ -121,7 +121,7 @@ def _evaluate(job: wire.Job, ctx: Context) -> dict[str, Any]:
 
 
 def _warm_counting(device: str) -> None:
-    """First uses paid in a thread before the first job: a FLOP count; on a GPU, Dynamo (each booking's FakeTensorMode)."""
+    """First uses, paid in a thread before the first job: a FLOP count, and on a GPU Dynamo (memory bookings use it)."""
     def warm() -> None:
         with contextlib.suppress(Exception):  # only a warm-up
             count_work(torch.nn.Linear(4, 4), [torch.zeros(2, 4)])
