@@ -38,6 +38,12 @@ def _until_dynamo_loads(raw: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def dispatch_function(mode: type) -> Callable[..., Any] | None:
+    """The `__torch_dispatch__` that torch's wrapper on `mode` calls; None where `mode` has no wrapped one."""
+    raw = getattr(mode.__dict__.get("__torch_dispatch__"), "__wrapped__", None)
+    return raw if callable(raw) else None
+
+
 def spare_dynamo_import() -> None:
     """Let every dispatch mode class defined so far run without Dynamo until something imports it (idempotent)."""
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -46,6 +52,6 @@ def spare_dynamo_import() -> None:
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
-        raw = getattr(cls.__dict__.get("__torch_dispatch__"), "__wrapped__", None)
-        if callable(raw) and getattr(raw, _CACHE, None) is None:
+        raw = dispatch_function(cls)
+        if raw is not None and getattr(raw, _CACHE, None) is None:
             setattr(raw, _CACHE, _until_dynamo_loads(raw))

@@ -20,7 +20,7 @@ from torch.utils._python_dispatch import (
 
 from workbench.eval.runner.launches import _kernel_objects
 from workbench.eval.wire.runner_messages import OpRecord
-from workbench.lazy_dynamo import spare_dynamo_import
+from workbench.lazy_dynamo import dispatch_function, spare_dynamo_import
 
 #: At most this many distinct operator names are kept per call (a forward that runs more is `truncated`).
 MAX_NAMES = 256
@@ -118,7 +118,7 @@ class Recording:
 #: Sealed by the runner: the record's methods and DISPATCH's `__dynamo_disable` (what torch's guard calls).
 RECORDERS = (_State, _DispatchRecord, _ExportRecord, Recording)
 spare_dynamo_import()  # in the fork server, before any runner: no runner imports Dynamo just to record
-DISPATCH = getattr(vars(_DispatchRecord)["__torch_dispatch__"], "__wrapped__", None)
+DISPATCH = dispatch_function(_DispatchRecord)
 
 
 @contextlib.contextmanager
